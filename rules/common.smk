@@ -1,0 +1,63 @@
+# Config validation, the cell table and the get_* helpers every rule uses.
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir)))
+
+from specjoule import cells as _cells  # noqa: E402
+from specjoule import config as _config  # noqa: E402
+
+# `--configfile` extends a `configfile:` directive key by key, which would mix the demo's models
+# into a user's grid; load the demo only when no config was given.
+if not workflow.overwrite_configfiles and not config:
+
+    configfile: "config/config.yaml"
+
+
+try:
+    CONFIG = _config.validate(config)
+except _config.ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
+CONFIG_HASH = _config.config_hash(CONFIG)
+CELLS = _cells.build(CONFIG)
+
+
+wildcard_constraints:
+    campaign=r"[^/]+",
+    cell=r"[^/]+",
+
+
+def get_cell(wildcards):
+    return CELLS.by_wildcards(wildcards.campaign, wildcards.cell)
+
+
+def get_cell_inputs(wildcards):
+    """Opening baseline → every point → closing baseline: the campaign's order in the DAG."""
+    cell = get_cell(wildcards)
+    if cell.role == _cells.ROLE_POINT:
+        return [CELLS.opening(cell.campaign_id).record_path]
+    if cell.role == _cells.ROLE_CLOSING:
+        return [c.record_path for c in CELLS.points(cell.campaign_id)] or [CELLS.opening(cell.campaign_id).record_path]
+    return []
+
+
+def get_cell_priority(wildcards):
+    # Higher runs first: points leave the queue in their shuffled order.
+    return len(CELLS.campaigns[wildcards.campaign]) - get_cell(wildcards).run_order_index
+
+
+def get_cell_runtime_min(wildcards, attempt):
+    # Plan estimate, doubled on each retry (a preempted or slow cell gets more time).
+    return max(5, int(get_cell(wildcards).estimated_s / 60 * 1.5 + 5) * attempt)
+
+
+def get_engine_env(wildcards):
+    return f"../envs/{get_cell(wildcards).engine}.yaml"
+
+
+def get_record_paths():
+    return [c.record_path for c in CELLS]
+
+
+def get_final_outputs():
+    return ["results/records.parquet", "results/checks.parquet", "results/curves.parquet", "results/report.html"]

@@ -1,0 +1,38 @@
+rule run_cell:
+    """One GPU-pinned measurement: engine, workload, meter, one atomic record."""
+    input:
+        get_cell_inputs,
+    output:
+        record="results/cells/{campaign}/{cell}.parquet",
+        timeline="results/timelines/{campaign}/{cell}.parquet",
+    log:
+        "results/logs/cells/{campaign}/{cell}.log",
+    params:
+        # The cell id hashes every measured parameter; `version` forces a deliberate re-run.
+        cell_id=lambda wc: get_cell(wc).cell_id,
+        version=CONFIG["version"],
+    priority: get_cell_priority
+    group:
+        "campaign"
+    resources:
+        gpu=1,
+        runtime=get_cell_runtime_min,
+    conda:
+        get_engine_env
+    script:
+        "../scripts/run_cell.py"
+
+
+rule plan:
+    """results/plan.tsv: one row per cell with its estimated GPU seconds."""
+    output:
+        "results/plan.tsv",
+    log:
+        "results/logs/plan.log",
+    params:
+        config_hash=CONFIG_HASH,
+    localrule: True
+    run:
+        CELLS.write_plan(output[0])
+        Path(log[0]).write_text(CELLS.summary() + "\n")
+        print(CELLS.summary())

@@ -1,0 +1,1 @@
+raise NotImplementedError("scripts/aggregate.py is being written")

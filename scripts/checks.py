@@ -1,0 +1,1 @@
+raise NotImplementedError("scripts/checks.py is being written")

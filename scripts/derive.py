@@ -1,0 +1,1 @@
+raise NotImplementedError("scripts/derive.py is being written")

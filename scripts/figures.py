@@ -1,0 +1,1 @@
+raise NotImplementedError("scripts/figures.py is being written")

@@ -1,0 +1,213 @@
+"""Parse and validate a specjoule config.
+
+Two layers: the JSON schema in ``config/schema.yaml`` (shape, types, unknown keys, defaults) and
+the semantic checks here (names that must exist, acceptance vectors that must be realisable,
+what the device and engine can run). Every error names the key path and the offending value.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specjoule import acceptance as acc
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = REPO_ROOT / "config" / "schema.yaml"
+
+METHODS = ("baseline", "ngram", "draft_model", "eagle3", "mtp", "dflash", "dspark")
+# Methods whose drafter is the pair's draft model; the others bring a drafter of their own
+# (``drafter``) or none at all (baseline, ngram).
+DRAFT_MODEL_METHODS = ("draft_model",)
+DRAFTER_METHODS = ("eagle3", "mtp", "dflash", "dspark")
+ENGINES = ("vllm", "sglang")
+CORPUS_SOURCES = ("random", "file", "hf", "package", "builtin")
+
+
+class ConfigError(ValueError):
+    """A config problem, reported as ``key: value — reason``."""
+
+    def __init__(self, key: str, value: Any, reason: str):
+        self.key, self.value, self.reason = key, value, reason
+        super().__init__(f"config error at {key} = {value!r}: {reason}")
+
+
+def _schema() -> dict:
+    with open(SCHEMA_PATH) as fh:
+        return yaml.safe_load(fh)
+
+
+def _fill_defaults(instance: Any, schema: dict, root: dict) -> None:
+    """Fill ``default`` values from the schema, recursing through properties, $ref and
+    additionalProperties (jsonschema validates but does not fill)."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        schema = root["$defs"][name]
+    if not isinstance(instance, dict):
+        return
+    for key, sub in schema.get("properties", {}).items():
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+        if key in instance:
+            _fill_defaults(instance[key], sub, root)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key, value in instance.items():
+            if key not in schema.get("properties", {}):
+                _fill_defaults(value, extra, root)
+
+
+def _path(error) -> str:
+    parts = [str(p) for p in error.absolute_path]
+    return ".".join(parts) if parts else "(top level)"
+
+
+def validate(raw: Mapping[str, Any]) -> dict:
+    """Validate a config mapping and return a new dict with defaults filled in."""
+    import jsonschema
+
+    schema = _schema()
+    config = copy.deepcopy(dict(raw))
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        if e.validator == "additionalProperties":
+            where = _path(e)
+            allowed = sorted(e.schema.get("properties", {}))
+            unknown = sorted(set(e.instance) - set(allowed))
+            key = f"{where}.{unknown[0]}" if where != "(top level)" else unknown[0]
+            raise ConfigError(key, e.instance[unknown[0]], f"unknown key; allowed here: {', '.join(allowed)}")
+        raise ConfigError(_path(e), e.instance, e.message)
+    _fill_defaults(config, schema, schema)
+    _check_semantics(config)
+    return config
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML loader that refuses duplicate keys (plain YAML keeps the last one silently)."""
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: set = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise ConfigError(f"{key}", key, f"duplicate name (line {key_node.start_mark.line + 1})")
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+def read_yaml(path: str | Path) -> dict:
+    with open(path) as fh:
+        return yaml.load(fh, Loader=_UniqueKeyLoader) or {}
+
+
+def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> dict:
+    raw = read_yaml(path)
+    if overrides:
+        raw = {**raw, **overrides}
+    return validate(raw)
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """Content hash of the validated config, pre-registered checks included."""
+    blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _check_semantics(config: dict) -> None:
+    device = config["device"]
+    for i, engine in enumerate(config["engines"]):
+        if engine not in ENGINES:
+            raise ConfigError(f"engines[{i}]", engine, f"unknown engine; known: {', '.join(ENGINES)}")
+    if len(set(config["engines"])) != len(config["engines"]):
+        raise ConfigError("engines", config["engines"], "duplicate engine")
+
+    for key in ("batch_sizes", "seeds", "cuda_graphs"):
+        values = config[key]
+        if len(set(values)) != len(values):
+            raise ConfigError(key, values, "duplicate value")
+    for i, b in enumerate(config["batch_sizes"]):
+        if b <= 0:
+            raise ConfigError(f"batch_sizes[{i}]", b, "batch size must be a positive integer")
+    if device == "cpu" and True in config["cuda_graphs"]:
+        raise ConfigError("cuda_graphs", config["cuda_graphs"], "CUDA graphs need device: cuda; use [false] on cpu")
+
+    for name, pair in config["models"].items():
+        if "target" not in pair:
+            raise ConfigError(f"models.{name}", pair, "a model pair needs a target")
+
+    names: dict[str, str] = {}
+    for section in ("models", "schemes", "corpora", "workloads", "acceptance"):
+        for name in config[section]:
+            if not name or any(c in name for c in "/ -"):
+                raise ConfigError(f"{section}.{name}", name, "names may not contain '/', '-' or spaces (they build paths and ids)")
+
+    for name, vector in config["acceptance"].items():
+        (kind, value), = vector.items()
+        if kind in ("minvar", "geometric") and value < 1:
+            raise ConfigError(f"acceptance.{name}.{kind}", value, "mean acceptance length must be ≥ 1")
+
+    for name, scheme in config["schemes"].items():
+        key = f"schemes.{name}"
+        method = scheme["method"]
+        if method not in METHODS:
+            raise ConfigError(f"{key}.method", method, f"unknown scheme method; known: {', '.join(METHODS)}")
+        if method == "baseline":
+            if scheme.get("synthetic") or scheme.get("acceptance") or "k" in scheme:
+                raise ConfigError(key, scheme, "a baseline drafts nothing: no k, synthetic or acceptance")
+            continue
+        if "k" not in scheme:
+            raise ConfigError(f"{key}.k", None, f"{method} needs k (draft tokens per round)")
+        k = scheme["k"]
+        if method in DRAFT_MODEL_METHODS:
+            missing = [n for n in config["models"] if "draft" not in config["models"][n]]
+            if missing:
+                raise ConfigError(f"models.{missing[0]}.draft", None, f"scheme {name!r} ({method}) needs a draft model in every pair")
+        if method in DRAFTER_METHODS and not scheme.get("drafter"):
+            raise ConfigError(f"{key}.drafter", None, f"{method} needs drafter weights (hub id or dir)")
+        if scheme["synthetic"]:
+            if device == "cpu":
+                raise ConfigError(f"{key}.synthetic", True, "synthetic acceptance is GPU-only in vLLM (CPU sampling asserts); use device: cuda or synthetic: false")
+            chosen = scheme.get("acceptance", list(config["acceptance"]))
+            if not chosen:
+                raise ConfigError(f"{key}.acceptance", chosen, "a synthetic scheme needs at least one acceptance vector")
+            for vname in chosen:
+                if vname not in config["acceptance"]:
+                    raise ConfigError(f"{key}.acceptance", vname, f"unknown acceptance vector; defined: {', '.join(config['acceptance']) or 'none'}")
+                try:
+                    acc.resolve(config["acceptance"][vname], k)
+                except acc.AcceptanceError as exc:
+                    raise ConfigError(f"acceptance.{vname}", config["acceptance"][vname], f"{exc} (for scheme {name!r}, k={k})") from None
+        elif scheme.get("acceptance"):
+            raise ConfigError(f"{key}.acceptance", scheme["acceptance"], "acceptance vectors apply only to synthetic: true schemes")
+
+    if not any(s["method"] == "baseline" for s in config["schemes"].values()):
+        raise ConfigError("schemes", sorted(config["schemes"]), "needs a baseline scheme: every speculative cell is paired with one")
+    if sum(s["method"] == "baseline" for s in config["schemes"].values()) > 1:
+        raise ConfigError("schemes", sorted(config["schemes"]), "more than one baseline scheme")
+
+    for name, corpus in config["corpora"].items():
+        src = corpus["source"]
+        if src not in CORPUS_SOURCES:
+            raise ConfigError(f"corpora.{name}.source", src, f"unknown corpus source; known: {', '.join(CORPUS_SOURCES)}")
+        required = {"file": ["path"], "hf": ["dataset"], "package": ["package", "resource"], "builtin": ["name"]}.get(src, [])
+        for field in required:
+            if field not in corpus:
+                raise ConfigError(f"corpora.{name}.{field}", None, f"source {src!r} needs {field}")
+
+    for name, wl in config["workloads"].items():
+        if wl["kind"] == "open_loop" and "rate" not in wl:
+            raise ConfigError(f"workloads.{name}.rate", None, "open_loop needs a request rate (requests/s)")
+        if wl["kind"] == "closed_batch" and "rate" in wl:
+            raise ConfigError(f"workloads.{name}.rate", wl["rate"], "closed_batch submits B requests together; rate does not apply")

@@ -1,0 +1,215 @@
+"""The cell record: one row per measured cell, defined once here.
+
+Versioned: readers refuse a record whose ``record_version`` they do not know. Energy columns are
+null (never 0, never NaN) when ``meter == "none"``. Records are written atomically — a temp file in
+the same directory, fsync, rename — so a reader sees a whole record or none.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+RECORD_VERSION = 1
+
+_f64, _i64, _str, _bool = pa.float64(), pa.int64(), pa.string(), pa.bool_()
+_ts = pa.timestamp("us", tz="UTC")
+
+RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
+    # identity
+    ("record_version", pa.int32(), "schema version of this record"),
+    ("cell_id", _str, "content hash of every measurement-relevant parameter"),
+    ("campaign_id", _str, "cells compared on one GPU"),
+    ("cell_name", _str, "readable name, unique in its campaign"),
+    ("role", _str, "opening_baseline | point | closing_baseline"),
+    ("run_order_index", _i64, "position in the campaign's run order"),
+    ("run_order_seed", _i64, "seed the order was shuffled under"),
+    ("config_hash", _str, "hash of the validated config, checks included"),
+    ("git_commit", _str, "commit of the pipeline that measured"),
+    ("version_param", _i64, "config `version`, bumped for intentional re-runs"),
+    ("engine", _str, "vllm | sglang"),
+    ("model_pair", _str, ""),
+    ("target_model", _str, ""),
+    ("draft_model", _str, ""),
+    ("scheme", _str, "scheme name from config"),
+    ("method", _str, "baseline | ngram | draft_model | eagle3 | mtp | dflash | dspark"),
+    ("k", _i64, "draft tokens per round"),
+    ("synthetic", _bool, "acceptance decided by a synthetic mechanism"),
+    ("acceptance_mechanism", _str, "model | vllm_synthetic_rates | sglang_simulate_acc_len | none"),
+    ("acceptance_name", _str, ""),
+    ("acceptance_kind", _str, "minvar | geometric | rates"),
+    ("acceptance_rates", pa.list_(_f64), "unconditional per-position rates"),
+    ("configured_L", _f64, "1 + sum(rates)"),
+    ("batch_size", _i64, "closed batch B; open loop: max running requests"),
+    ("corpus", _str, ""),
+    ("corpus_pool_hash", _str, "content hash of the prompt pool"),
+    ("seed", _i64, ""),
+    ("cuda_graphs", _bool, ""),
+    ("workload", _str, ""),
+    ("workload_kind", _str, "closed_batch | open_loop"),
+    ("prompt_len", _i64, "tokens"),
+    ("output_len", _i64, "tokens"),
+    ("request_rate", _f64, "open loop requests/s"),
+    ("device", _str, "cpu | cuda"),
+    ("prefix_caching", _bool, ""),
+    # environment
+    ("engine_version", _str, ""),
+    ("torch_version", _str, ""),
+    ("cuda_version", _str, ""),
+    ("driver_version", _str, ""),
+    ("gpu_names", pa.list_(_str), ""),
+    ("gpu_uuids", pa.list_(_str), ""),
+    ("gpu_uuid", _str, "GPU UUIDs joined with ','"),
+    ("power_limit_w", _f64, "enforced power limit, summed over GPUs"),
+    ("hostname", _str, ""),
+    ("slurm_job_id", _str, ""),
+    ("cuda_visible_devices", _str, ""),
+    ("python_version", _str, ""),
+    ("engine_start_s", _f64, "engine construction to ready"),
+    # window
+    ("window_start", _ts, "wall clock"),
+    ("window_end", _ts, "wall clock"),
+    ("window_start_monotonic", _f64, "time.monotonic() at window start"),
+    ("window_end_monotonic", _f64, ""),
+    ("window_s", _f64, "energy window length"),
+    ("warmup_s", _f64, "unsampled warm-up used"),
+    ("cooldown_s", _f64, "cooldown used"),
+    ("repeats", _i64, "closed batch: generations inside the window"),
+    # energy
+    ("meter", _str, "nvml | none"),
+    ("energy_j", _f64, "NVML total-energy delta over the window, summed over GPUs; null if meter none"),
+    ("energy_j_per_gpu", pa.list_(_f64), ""),
+    ("mean_power_w", _f64, "energy_j / window_s"),
+    ("idle_power_w", _f64, "measured before the engine started"),
+    ("energy_counter_updates", _i64, "distinct energy-counter values seen in the window"),
+    ("timeline_samples", _i64, ""),
+    ("timeline_hz", _f64, "achieved sampling rate"),
+    ("power_min_w", _f64, ""),
+    ("power_max_w", _f64, ""),
+    ("max_temperature_c", _f64, ""),
+    ("throttle_reasons_mask", _i64, "OR of NVML clock-event reasons seen in the window"),
+    ("other_gpu_processes", _i64, "compute processes on the GPU(s) not ours"),
+    # engine counters (window deltas)
+    ("committed_tokens", _i64, "generated tokens committed"),
+    ("prompt_tokens", _i64, ""),
+    ("requests_completed", _i64, ""),
+    ("requests_failed", _i64, ""),
+    ("drafts", _i64, "speculation rounds"),
+    ("draft_tokens", _i64, ""),
+    ("accepted_tokens", _i64, ""),
+    ("accepted_per_position", pa.list_(_i64), ""),
+    ("mean_running_requests", _f64, "concurrency sampled in the window"),
+    ("max_running_requests", _f64, ""),
+    # latency (seconds)
+    ("ttft_mean_s", _f64, ""),
+    ("ttft_p50_s", _f64, ""),
+    ("ttft_p99_s", _f64, ""),
+    ("tpot_mean_s", _f64, "time between tokens"),
+    ("tpot_p50_s", _f64, ""),
+    ("tpot_p99_s", _f64, ""),
+    # derived on the spot
+    ("mj_per_committed_token", _f64, "null when energy is not measured"),
+    ("realized_L", _f64, "1 + accepted / drafts"),
+    ("accepted_per_verification", _f64, "accepted / drafts"),
+    ("tokens_per_s", _f64, "committed tokens / window"),
+]
+
+RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in RECORD_FIELDS],
+                          metadata={"record_version": str(RECORD_VERSION)})
+RECORD_COLUMNS = [n for n, _, _ in RECORD_FIELDS]
+
+TIMELINE_SCHEMA = pa.schema([
+    ("t_monotonic", _f64), ("t_rel_s", _f64), ("gpu_index", pa.int32()), ("gpu_uuid", _str),
+    ("power_w", _f64), ("energy_mj", _i64), ("sm_clock_mhz", _i64), ("mem_clock_mhz", _i64),
+    ("temperature_c", _f64), ("throttle_reasons", _i64), ("gpu_util_pct", _f64), ("mem_util_pct", _f64),
+    ("in_window", _bool),
+])
+
+ENERGY_COLUMNS = ("energy_j", "energy_j_per_gpu", "mean_power_w", "idle_power_w", "mj_per_committed_token")
+
+
+class RecordError(ValueError):
+    pass
+
+
+def derive(row: dict[str, Any]) -> dict[str, Any]:
+    """Fill the per-cell derived columns from the measured ones."""
+    out = dict(row)
+    committed, drafts, accepted = out.get("committed_tokens"), out.get("drafts"), out.get("accepted_tokens")
+    window = out.get("window_s")
+    energy = out.get("energy_j")
+    out["mj_per_committed_token"] = (energy * 1000.0 / committed) if (energy is not None and committed) else None
+    if drafts:
+        out["accepted_per_verification"] = accepted / drafts if accepted is not None else None
+        out["realized_L"] = 1.0 + accepted / drafts if accepted is not None else None
+    else:
+        out["accepted_per_verification"] = None
+        out["realized_L"] = None if out.get("method") not in (None, "baseline") else 1.0
+    out["tokens_per_s"] = committed / window if (committed is not None and window) else None
+    if energy is not None and window:
+        out.setdefault("mean_power_w", energy / window)
+    return out
+
+
+def validate_row(row: Mapping[str, Any]) -> None:
+    unknown = set(row) - set(RECORD_COLUMNS)
+    if unknown:
+        raise RecordError(f"unknown record columns: {sorted(unknown)}")
+    for name in RECORD_COLUMNS:
+        v = row.get(name)
+        if isinstance(v, float) and math.isnan(v):
+            raise RecordError(f"{name} is NaN; write null for 'not measured'")
+    if row.get("meter") == "none":
+        for name in ENERGY_COLUMNS:
+            if row.get(name) not in (None, []):
+                raise RecordError(f"meter is 'none' but {name} = {row.get(name)!r}; energy must be null")
+    elif row.get("meter") is not None:
+        if row.get("energy_j") is None or row["energy_j"] <= 0:
+            raise RecordError(f"meter is {row['meter']!r} but energy_j = {row.get('energy_j')!r}")
+
+
+def to_table(rows: list[Mapping[str, Any]]) -> pa.Table:
+    full = []
+    for r in rows:
+        validate_row(r)
+        full.append({n: r.get(n) for n in RECORD_COLUMNS} | {"record_version": RECORD_VERSION})
+    return pa.Table.from_pylist(full, schema=RECORD_SCHEMA)
+
+
+def write_atomic(table: pa.Table, path: str | Path) -> None:
+    """Write a Parquet file so that readers see the whole file or nothing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_record(row: Mapping[str, Any], path: str | Path) -> None:
+    write_atomic(to_table([row]), path)
+
+
+def read_records(paths: list[str | Path]) -> pa.Table:
+    tables = []
+    for p in paths:
+        t = pq.read_table(p)
+        version = (t.schema.metadata or {}).get(b"record_version", b"?").decode()
+        if version != str(RECORD_VERSION):
+            raise RecordError(f"{p}: record_version {version}, this reader knows {RECORD_VERSION}")
+        tables.append(t)
+    return pa.concat_tables(tables) if tables else RECORD_SCHEMA.empty_table()
