@@ -9,7 +9,7 @@ rule run_cell:
         "results/logs/cells/{campaign}/{cell}.log",
     params:
         # The cell id hashes every measured parameter; `version` forces a deliberate re-run.
-        cell_id=lambda wc: get_cell(wc).cell_id,
+        cell_id=get_cell_id,
         version=CONFIG["version"],
     priority: get_cell_priority
     group:
@@ -18,9 +18,10 @@ rule run_cell:
         gpu=1,
         runtime=get_cell_runtime_min,
     conda:
-        get_engine_env
-    script:
-        "../scripts/run_cell.py"
+        # Only with --software-deployment-method conda: resolving an env per job costs planning time.
+        get_engine_env if USE_CONDA else None
+    shell:
+        "{PYTHON} -m specjoule.runner {CONFIG_JSON} {output.record} --log {log} >> {log} 2>&1"
 
 
 rule plan:

@@ -31,8 +31,11 @@ ROLE_CLOSING = "closing_baseline"
 ROLE_POINT = "point"
 
 
-def _digest(obj: Any, n: int = 12) -> str:
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+def _blob(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _sha(blob: str, n: int = 12) -> str:
     return hashlib.sha1(blob.encode()).hexdigest()[:n]
 
 
@@ -199,6 +202,7 @@ def build(config: dict) -> CellTable:
                     # Engine-shaping parameters, shared by every cell of a (pair, scheme, vector).
                     engine_base = {"engine": engine, "pair": pair, "graphs": graphs, "device": config["device"],
                                    "prefix_caching": config["prefix_caching"], "opts": engine_opts.get(engine, {})}
+                    engine_blob = _blob(engine_base)
                     for batch in config["batch_sizes"]:
                         for corpus_name, corpus in config["corpora"].items():
                             for seed in config["seeds"]:
@@ -212,15 +216,18 @@ def build(config: dict) -> CellTable:
                                     "protocol": {k: protocol[k] for k in ("idle_s", "engine_ready_timeout_s")},
                                     "meter": config["meter"],
                                 }
-                                members: list[Cell] = []
+
+                                # Hash the shared part once per campaign; each cell adds only its own part.
+                                base_blob = _blob(spec_base)
 
                                 def make(name: str, role: str, scheme_name: str, scheme: dict, variant) -> Cell:
                                     vname, kind, rates, L = variant
-                                    spec = {**spec_base, "scheme": {**scheme, "name": scheme_name}, "role": role,
-                                            "acceptance_rates": list(rates) if rates else None}
-                                    ekey = _digest({**engine_base, "scheme": scheme, "rates": rates}, 10)
+                                    own = {"scheme": {**scheme, "name": scheme_name}, "role": role,
+                                           "acceptance_rates": list(rates) if rates else None}
+                                    spec = {**spec_base, **own}
+                                    ekey = _sha(engine_blob + _blob({"scheme": scheme, "rates": rates}), 10)
                                     return Cell(
-                                        cell_id=_digest({k: v for k, v in spec.items() if k != "role"} | {"role": role}),
+                                        cell_id=_sha(base_blob + _blob(own)),
                                         campaign_id=campaign, name=name, role=role, engine=engine, model_pair=pair_name,
                                         scheme=scheme_name, method=scheme["method"], k=scheme.get("k"),
                                         synthetic=bool(scheme.get("synthetic")), acceptance_name=vname,

@@ -119,6 +119,21 @@ def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> dict:
     return validate(raw)
 
 
+def write_resolved(config: Mapping[str, Any], path: str | Path) -> str:
+    """Write the validated config as JSON (once; the name carries its hash) and return the path."""
+    import os
+    import tempfile
+
+    path = Path(path)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config-")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(config, fh, indent=1, sort_keys=True, default=str)
+        os.replace(tmp, path)
+    return str(path)
+
+
 def config_hash(config: Mapping[str, Any]) -> str:
     """Content hash of the validated config, pre-registered checks included."""
     blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
@@ -156,7 +171,7 @@ def _check_semantics(config: dict) -> None:
     for name, vector in config["acceptance"].items():
         (kind, value), = vector.items()
         if kind in ("minvar", "geometric") and value < 1:
-            raise ConfigError(f"acceptance.{name}.{kind}", value, "mean acceptance length must be ≥ 1")
+            raise ConfigError(f"acceptance.{name}.{kind}", value, "mean acceptance length must be in [1, k+1]")
 
     for name, scheme in config["schemes"].items():
         key = f"schemes.{name}"
@@ -197,14 +212,14 @@ def _check_semantics(config: dict) -> None:
     if sum(s["method"] == "baseline" for s in config["schemes"].values()) > 1:
         raise ConfigError("schemes", sorted(config["schemes"]), "more than one baseline scheme")
 
+    # The corpus registry owns corpus validation (sources, required fields, builtin names).
+    from specjoule import corpora as corpus_registry
+
     for name, corpus in config["corpora"].items():
-        src = corpus["source"]
-        if src not in CORPUS_SOURCES:
-            raise ConfigError(f"corpora.{name}.source", src, f"unknown corpus source; known: {', '.join(CORPUS_SOURCES)}")
-        required = {"file": ["path"], "hf": ["dataset"], "package": ["package", "resource"], "builtin": ["name"]}.get(src, [])
-        for field in required:
-            if field not in corpus:
-                raise ConfigError(f"corpora.{name}.{field}", None, f"source {src!r} needs {field}")
+        try:
+            corpus_registry.validate_spec(name, corpus)
+        except corpus_registry.CorpusError as exc:
+            raise ConfigError(f"corpora.{name}.{exc.key}", exc.value, exc.reason) from None
 
     for name, wl in config["workloads"].items():
         if wl["kind"] == "open_loop" and "rate" not in wl:

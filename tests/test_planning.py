@@ -1,0 +1,95 @@
+"""Dry runs through Snakemake's Python API: planning, campaigns, incrementality, parse-time errors."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from snakemake_api import REPO, copy_workflow, materialize, plan
+from specjoule import cells, config
+
+
+@pytest.fixture()
+def workflow(tmp_path):
+    snakefile = copy_workflow(tmp_path / "wf")
+    work = tmp_path / "work"
+    work.mkdir()
+    return snakefile, work
+
+
+def write_config(path: Path, data: dict) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def demo_raw() -> dict:
+    return yaml.safe_load((REPO / "config/config.yaml").read_text())
+
+
+def run_cell_outputs(counts) -> set[str]:
+    return {p for p in counts["_outputs"] if p.startswith("results/cells/")}
+
+
+@pytest.mark.parametrize("configfile", sorted(p.name for p in (REPO / "config").glob("*.yaml") if p.name != "schema.yaml"))
+def test_every_shipped_config_plans(configfile, tmp_path):
+    counts = plan(tmp_path, REPO / "config" / configfile)
+    table = cells.build(config.load(REPO / "config" / configfile))
+    assert counts["run_cell"] == len(table)
+    assert run_cell_outputs(counts) == {c.record_path for c in table}
+    assert counts["report"] == 1
+
+
+def test_campaign_order_is_in_the_dag(tmp_path):
+    cfg = config.load(REPO / "config/config.yaml")
+    table = cells.build(cfg)
+    (campaign, members), = table.campaigns.items()
+    assert [c.role for c in members] == ["opening_baseline", "point", "point", "closing_baseline"]
+    # The shuffle is recorded and reproducible: same seed, same order.
+    assert [c.name for c in cells.build(cfg).campaigns[campaign]] == [c.name for c in members]
+    reseeded = cells.build(config.validate({**demo_raw(), "protocol": {"run_order_seed": 1}}))
+    orders = {tuple(c.name for c in t.campaigns[campaign]) for t in [table, reseeded]}
+    assert all(o[0].endswith("--open") and o[-1].endswith("--close") for o in orders)
+
+
+def test_incremental_additions_plan_only_new_cells(workflow, tmp_path):
+    snakefile, work = workflow
+    raw = demo_raw()
+    cfg_path = write_config(tmp_path / "grid.yaml", raw)
+    materialize(work, cfg_path, snakefile)
+    assert plan(work, cfg_path, snakefile=snakefile)["run_cell"] == 0
+
+    before = {c.record_path for c in cells.build(config.validate(raw))}
+    additions = {
+        "model pair": lambda r: r["models"].update(tiny2={**copy.deepcopy(r["models"]["tiny"])}),
+        "batch size": lambda r: r["batch_sizes"].append(8),
+        "corpus": lambda r: r["corpora"].update(rand={"source": "random"}),
+    }
+    for what, change in additions.items():
+        grown = copy.deepcopy(raw)
+        change(grown)
+        grown_path = write_config(tmp_path / "grown.yaml", grown)
+        new = {c.record_path for c in cells.build(config.validate(grown))} - before
+        assert new, what
+        planned = run_cell_outputs(plan(work, grown_path, snakefile=snakefile))
+        assert planned == new, f"adding a {what} re-plans existing cells: {sorted(planned - new)}"
+
+
+def test_editing_a_script_plans_nothing_but_version_bump_replans_all(workflow, tmp_path):
+    snakefile, work = workflow
+    raw = demo_raw()
+    cfg_path = write_config(tmp_path / "grid.yaml", raw)
+    materialize(work, cfg_path, snakefile)
+    script = snakefile.parent / "scripts/run_cell.py"
+    script.write_text(script.read_text() + "\n# an edit that must not re-run GPU cells\n")
+    assert plan(work, cfg_path, snakefile=snakefile)["run_cell"] == 0
+    bumped = write_config(tmp_path / "bumped.yaml", {**raw, "version": raw.get("version", 1) + 1})
+    assert plan(work, bumped, snakefile=snakefile)["run_cell"] == 4
+
+
+def test_bad_config_fails_at_parse_time_naming_key_and_value(tmp_path):
+    bad = demo_raw()
+    bad["batch_sizes"] = [0]
+    with pytest.raises(Exception) as info:
+        plan(tmp_path, write_config(tmp_path / "bad.yaml", bad))
+    assert "batch_sizes[0] = 0" in str(info.value)
