@@ -46,7 +46,10 @@ def plan(workdir: Path, configfile: Path, *, pseudo_executor: str = "dryrun", ta
                 rerun_triggers=profile_rerun_triggers(),
             )
         )
-        dag_api.execute_workflow(executor="local", pseudo_executor=pseudo_executor)
+        if pseudo_executor is None:
+            dag_api.execute_workflow(executor="local")
+        else:
+            dag_api.execute_workflow(executor="local", pseudo_executor=pseudo_executor)
         jobs = list(wapi._workflow.dag.needrun_jobs(exclude_finished=False))
     counts = Counter(job.rule.name for job in jobs)
     counts["_outputs"] = Counter(str(f) for job in jobs for f in job.output)

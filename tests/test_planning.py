@@ -93,3 +93,16 @@ def test_bad_config_fails_at_parse_time_naming_key_and_value(tmp_path):
     with pytest.raises(Exception) as info:
         plan(tmp_path, write_config(tmp_path / "bad.yaml", bad))
     assert "batch_sizes[0] = 0" in str(info.value)
+
+
+def test_plan_target_writes_one_row_per_cell_with_estimates(tmp_path):
+    cfg = REPO / "config/h200-validation.yaml"
+    plan(tmp_path, cfg, pseudo_executor=None, targets=["plan"])
+    rows = (tmp_path / "results/plan.tsv").read_text().splitlines()
+    header, body = rows[0].split("\t"), [r.split("\t") for r in rows[1:]]
+    table = cells.build(config.load(cfg))
+    assert len(body) == len(table)
+    est = [float(r[header.index("estimated_gpu_s")]) for r in body]
+    assert sum(est) == pytest.approx(table.estimated_gpu_s(), abs=len(body))
+    assert {r[header.index("record_path")] for r in body} == {c.record_path for c in table}
+    assert "GPU-hours" in (tmp_path / "results/logs/plan.log").read_text()
