@@ -1,0 +1,923 @@
+"""The figures: each a pure function of the tables the analysis writes.
+
+Every builder takes :class:`FigureInputs` (curves, records, checks, timelines, config) and returns an
+Altair chart, or raises :class:`CannotDraw` with one line saying why the grid cannot fill it —
+never empty axes (ADR 0030). Points are per-configuration **seed means**; whiskers span the seeds'
+minimum to maximum (ADR 0031). Grid axes a figure does not encode (workload, corpus, CUDA graphs …)
+become drop-down selectors in the interactive view; the static export shows their defaults and
+prints the slice on the chart (ADR 0032).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+# Altair's default row cap (5000) would silently refuse a big grid's timelines; the data are
+# bounded by construction here instead (seed means, down-sampled timelines, capped campaigns).
+alt.data_transformers.disable_max_rows()
+
+VEGALITE_VERSION = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+
+BASELINE_COLOR = "#7f7f7f"
+# Its failure refuses only the energy columns, not the campaign (specjoule.analysis.checks.ENERGY_CHECK).
+ENERGY_CHECK = "energy_measured"
+ENERGY_FIGURES = ("energy_vs_acceptance", "saving_vs_batch", "tbt_vs_energy", "saving_vs_tokens_per_pass",
+                  "cuda_graphs", "power_timeline")
+ARM_LABELS = {"minvar": "minimum-variance", "geometric": "geometric", "rates": "explicit rates"}
+DIM_LABELS = {"engine": "engine", "model_pair": "model pair", "workload": "workload", "corpus": "corpus",
+              "cuda_graphs": "CUDA graphs", "batch_size": "batch", "gpu": "GPU", "campaign_id": "campaign"}
+CONFIG_KEYS = ["engine", "model_pair", "workload", "workload_kind", "corpus", "cuda_graphs", "batch_size",
+               "scheme", "method", "k", "acceptance_name", "acceptance_kind", "configured_L"]
+TIMELINE_MAX_CAMPAIGNS = 4
+TIMELINE_POINTS_PER_CELL = 240
+
+
+class CannotDraw(Exception):
+    """The grid cannot fill this figure; the message is the one line the reader sees instead."""
+
+
+@dataclass
+class FigureInputs:
+    curves: pl.DataFrame
+    records: pl.DataFrame
+    checks: pl.DataFrame | None = None
+    timelines: pl.DataFrame | None = None  # load_timelines(): down-sampled, with campaign_id/cell_name
+    report_config: dict = field(default_factory=dict)  # config["report"]
+    checks_config: dict = field(default_factory=dict)  # config["checks"]
+    timeline_note: str = ""  # which campaigns load_timelines() kept, for the subtitle
+    axis_order: dict[str, list] = field(default_factory=dict)  # config order of names (corpora, workloads …)
+
+    @property
+    def points(self) -> pl.DataFrame:
+        """The curves a figure may draw: points of campaigns that failed a pre-registered check are
+        in curves.parquet only when ``allow_failed_checks`` let them through, and no figure shows
+        them (ADR 0030); the report's tables and caveats do."""
+        c = self.curves
+        if c.height and "failed_checks" in c.columns:
+            c = c.filter(pl.col("failed_checks").list.len().fill_null(0) == 0)
+        return c
+
+    @classmethod
+    def from_config(cls, config: dict, **tables: Any) -> "FigureInputs":
+        """Inputs with the report/checks sections and the config's own order of grid names."""
+        order = {"engine": list(config.get("engines", [])), "model_pair": list(config.get("models", {})),
+                 "workload": list(config.get("workloads", {})), "corpus": list(config.get("corpora", {})),
+                 "scheme": list(config.get("schemes", {}))}
+        return cls(report_config=config.get("report", {}), checks_config=config.get("checks", {}),
+                   axis_order=order, **tables)
+
+
+@dataclass(frozen=True)
+class FigureDef:
+    name: str
+    title: str
+    caption: str
+    build: Callable[[FigureInputs], alt.TopLevelMixin]
+    needs_energy: bool
+
+
+@dataclass
+class Figure:
+    name: str
+    title: str
+    caption: str
+    chart: alt.TopLevelMixin | None = None
+    reason: str | None = None  # set when the figure could not be drawn
+
+    @property
+    def drawn(self) -> bool:
+        return self.chart is not None
+
+    def spec(self) -> dict:
+        """The Vega-Lite spec, validated against Altair's schema (raises on an invalid spec)."""
+        if self.chart is None:
+            raise ValueError(f"figure {self.name} was not drawn: {self.reason}")
+        return self.chart.to_dict(validate=True)
+
+
+# --- shared helpers -----------------------------------------------------------------------------------
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "—"
+    return str(value)
+
+
+def no_energy_reason(inputs: FigureInputs) -> str:
+    """Why there is no energy to draw, from the data (the same line the report's caveats use)."""
+    recs = inputs.records
+    if recs.height and "meter" in recs.columns and (recs["meter"] == "none").all():
+        devices = sorted(set(recs["device"].drop_nulls().to_list())) if "device" in recs.columns else []
+        where = f" ({', '.join(devices)})" if devices else ""
+        return f"meter: none — energy not measured on this machine{where}"
+    curves = inputs.points
+    if curves.height == 0:
+        return "no drawable points: " + _refused_summary(inputs)
+    reasons = sorted(set(curves["energy_refused_reason"].drop_nulls().to_list())) if "energy_refused_reason" in curves.columns else []
+    if reasons:
+        return "energy refused for every point: " + "; ".join(reasons)
+    return "no cell has energy per committed token"
+
+
+def _refused_summary(inputs: FigureInputs) -> str:
+    checks = inputs.checks
+    if checks is None or checks.height == 0:
+        return "derive produced no rows"
+    failed = checks.filter((pl.col("status") == "fail") & (pl.col("check") != ENERGY_CHECK))
+    if failed.height == 0:
+        return "the grid has no speculative scheme" if inputs.records.height else "no records"
+    names = sorted(set(failed["check"].to_list()))
+    n = failed["campaign_id"].n_unique()
+    return f"{n} campaign(s) failed checks: {', '.join(names)}"
+
+
+def _energy_curves(inputs: FigureInputs) -> pl.DataFrame:
+    c = _points(inputs)
+    c = c.filter(pl.col("mj_per_committed_token").is_not_null() & pl.col("energy_ratio").is_not_null())
+    if c.height == 0:
+        raise CannotDraw(no_energy_reason(inputs))
+    return c
+
+
+def _points(inputs: FigureInputs) -> pl.DataFrame:
+    """Drawable points, or CannotDraw saying why there are none."""
+    if inputs.curves.height == 0:
+        if _no_energy(inputs) and inputs.records.height == 0:
+            raise CannotDraw(no_energy_reason(inputs))
+        raise CannotDraw("no speculative points in the curves: " + _refused_summary(inputs))
+    c = inputs.points
+    if c.height == 0:
+        raise CannotDraw("every point belongs to a campaign that failed a pre-registered check ("
+                         + _refused_summary(inputs) + ")")
+    return c
+
+
+def _no_energy(inputs: FigureInputs) -> bool:
+    recs = inputs.records
+    return bool(recs.height and "meter" in recs.columns and (recs["meter"] == "none").all())
+
+
+def gpu_labels(records: pl.DataFrame) -> dict[str, str]:
+    """cell_id → a readable GPU label: the model name, plus a short UUID when one name covers
+    several boards (so per-GPU panels tell two H200s apart)."""
+    if records.height == 0 or "gpu_uuid" not in records.columns:
+        return {}
+    rows = records.select("cell_id", "gpu_uuid", "gpu_names").to_dicts()
+    names_by_uuid: dict[str, str] = {}
+    for r in rows:
+        if r["gpu_uuid"]:
+            names_by_uuid[r["gpu_uuid"]] = " + ".join(r["gpu_names"] or []) or "GPU"
+    per_name: dict[str, set[str]] = {}
+    for uuid, name in names_by_uuid.items():
+        per_name.setdefault(name, set()).add(uuid)
+    out = {}
+    for r in rows:
+        uuid = r["gpu_uuid"]
+        if not uuid:
+            out[r["cell_id"]] = "no GPU"
+            continue
+        name = names_by_uuid[uuid]
+        short = uuid.split(",")[0].removeprefix("GPU-")[:8]
+        out[r["cell_id"]] = f"{name} · {short}" if len(per_name[name]) > 1 else name
+    return out
+
+
+def _with_gpu(df: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
+    labels = gpu_labels(records)
+    fallback = pl.col("gpu_uuid").fill_null("no GPU") if "gpu_uuid" in df.columns else pl.lit("no GPU")
+    mapped = pl.col("cell_id").replace_strict(labels, default=None, return_dtype=pl.String) if labels else pl.lit(None, pl.String)
+    return df.with_columns(gpu=pl.coalesce(mapped, fallback))
+
+
+def _arm_label() -> pl.Expr:
+    """scheme, or scheme · acceptance vector for synthetic sweeps."""
+    return (pl.when(pl.col("acceptance_name").is_null()).then(pl.col("scheme"))
+            .otherwise(pl.col("scheme") + pl.lit(" · ") + pl.col("acceptance_name")))
+
+
+def seed_means(df: pl.DataFrame, keys: Sequence[str], values: Sequence[str]) -> pl.DataFrame:
+    """One row per configuration: mean of each value over seeds, plus the seeds' min and max."""
+    keys = [k for k in keys if k in df.columns]
+    aggs: list[pl.Expr] = [pl.len().alias("n_seeds")]
+    for v in values:
+        aggs += [pl.col(v).mean().alias(v), pl.col(v).min().alias(f"{v}_lo"), pl.col(v).max().alias(f"{v}_hi")]
+    return df.group_by(keys, maintain_order=True).agg(aggs).sort(keys, nulls_last=True)
+
+
+@dataclass
+class Slicer:
+    """Drop-down selectors for grid axes a figure does not encode (one slice shown at a time)."""
+
+    params: list[alt.Parameter]
+    filters: list[Any]
+    header: alt.Chart | None  # "showing: corpus code · CUDA graphs on", live in the interactive view
+    constant: list[str]  # "corpus code" for axes with one value (said in the subtitle)
+
+
+def _dim_label_expr(dim: str) -> pl.Expr:
+    if dim == "cuda_graphs":
+        return pl.when(pl.col(dim)).then(pl.lit("on")).otherwise(pl.lit("off"))
+    if dim == "batch_size":
+        return pl.lit("B=") + pl.col(dim).cast(pl.String)
+    return pl.col(dim).cast(pl.String).fill_null("—")
+
+
+def _default_slice(dim: str, labels: list[str]) -> str:
+    # Production serving runs with CUDA graphs on (the paper measured the bias of turning them off).
+    if dim == "cuda_graphs" and "on" in labels:
+        return "on"
+    return labels[0]
+
+
+def make_slicer(df: pl.DataFrame, dims: Iterable[str], *, name: str, defaults: dict[str, str] | None = None,
+                order: dict[str, list] | None = None) -> tuple[pl.DataFrame, Slicer]:
+    """Add ``sel_<dim>`` label columns; for each dim with several values, a bound selector whose
+    options follow the config's order (then sorted), the first being the static view's slice."""
+    params, filters, shown, constant = [], [], [], []
+    for dim in dims:
+        if dim not in df.columns:
+            continue
+        col = f"sel_{dim}"
+        df = df.with_columns(_dim_label_expr(dim).alias(col))
+        pairs = df.select(dim, col).unique().sort(dim, nulls_last=True).rows()
+        rank = {v: i for i, v in enumerate((order or {}).get(dim, []))}
+        pairs.sort(key=lambda p: (rank.get(p[0], len(rank)), p[0] is None))
+        labels = list(dict.fromkeys(label for _, label in pairs))
+        if len(labels) <= 1:
+            if labels:
+                constant.append(f"{DIM_LABELS.get(dim, dim)} {labels[0]}")
+            continue
+        pname = f"{name}_{dim}"
+        default = (defaults or {}).get(dim) or _default_slice(dim, labels)
+        p = alt.param(name=pname, value=default,
+                      bind=alt.binding_select(options=labels, name=f"{DIM_LABELS.get(dim, dim)} "))
+        params.append(p)
+        filters.append(alt.datum[col] == p)
+        shown.append((DIM_LABELS.get(dim, dim), pname))
+    header = None
+    if shown:
+        expr = " + ' · ' + ".join(f"'{label} ' + {pname}" for label, pname in shown)
+        header = (alt.Chart(alt.Data(values=[{}]))
+                  .mark_text(align="left", baseline="middle", x=0, y=6, fontSize=11, color="#444",
+                             text=alt.ExprRef(expr=f"'showing: ' + {expr}"))
+                  .properties(height=12, width=10, view=alt.ViewConfig(stroke=None)))
+    return df, Slicer(params, filters, header, constant)
+
+
+def _slim(df: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
+    """Only the columns a chart uses (plus its slice labels), floats to 6 significant digits: the
+    data is inlined into every spec and the report."""
+    keep = [c for c in cols if c in df.columns] + [c for c in df.columns if c.startswith("sel_") and c not in cols]
+    out = df.select(keep)
+    return out.with_columns([pl.col(c).round_sig_figs(6) for c, t in out.schema.items() if t in (pl.Float64, pl.Float32)])
+
+
+def _apply_filters(chart: alt.Chart, slicer: Slicer) -> alt.Chart:
+    for f in slicer.filters:
+        chart = chart.transform_filter(f)
+    return chart
+
+
+def _compose(panels: list[alt.TopLevelMixin], slicer: Slicer, *, title: str, subtitle: list[str], columns: int = 3,
+             shared_y: bool = True) -> alt.TopLevelMixin:
+    if len(panels) == 1:
+        body = panels[0]
+    else:
+        # Panels share the value axis so they compare at a glance (category axes stay per panel).
+        body = alt.concat(*panels, columns=columns).resolve_scale(x="shared", y="shared" if shared_y else "independent")
+    if slicer.header is not None:
+        body = alt.vconcat(slicer.header, body, spacing=4)
+    sub = [s for s in subtitle if s]
+    if slicer.constant:
+        sub.append("grid: " + " · ".join(slicer.constant))
+    body = body.properties(title=alt.TitleParams(text=title, subtitle=sub, anchor="start"))
+    if slicer.params:
+        # Plain variable parameters at the top level (add_params would try to hoist them
+        # through nested facets, which Altair 6 cannot name).
+        body = body.copy()
+        body.params = [p.param for p in slicer.params]
+    return body.configure_legend(orient="right").configure_view(strokeOpacity=0.4)
+
+
+def _panel_groups(df: pl.DataFrame, by: Sequence[str]) -> list[tuple[str, pl.DataFrame]]:
+    """Split into panels on the axes in ``by`` that vary; a one-value axis makes no panels."""
+    varying = [b for b in by if b in df.columns and df[b].n_unique() > 1]
+    if not varying:
+        return [("", df)]
+    out = []
+    for keys, grp in df.group_by(varying, maintain_order=True):
+        label = " · ".join(f"{DIM_LABELS.get(k, k)} {_fmt(v)}" for k, v in zip(varying, keys))
+        out.append((label, grp))
+    return sorted(out, key=lambda x: x[0])
+
+
+# --- 1. energy per committed token vs realized acceptance length (the blog's figure) --------------
+
+def _baseline_band(inputs: FigureInputs, curves: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Opening and closing baselines of the campaigns in the curves: min..max and mean per slice."""
+    recs = inputs.records
+    campaigns = curves["campaign_id"].unique().to_list()
+    base = pl.DataFrame()
+    if recs.height and "role" in recs.columns:
+        base = recs.filter(pl.col("campaign_id").is_in(campaigns) & (pl.col("role") != "point")
+                           & pl.col("mj_per_committed_token").is_not_null())
+        base = base.select([*[k for k in keys if k in base.columns], "mj_per_committed_token"])
+    if base.height == 0:  # records without baselines: fall back on the curves' paired value
+        base = curves.select([*keys, pl.col("baseline_mj_per_committed_token").alias("mj_per_committed_token")])
+    return base.group_by(keys, maintain_order=True).agg(
+        base_lo=pl.col("mj_per_committed_token").min(), base_hi=pl.col("mj_per_committed_token").max(),
+        base_mean=pl.col("mj_per_committed_token").mean(), base_n=pl.len())
+
+
+def energy_vs_acceptance(inputs: FigureInputs) -> alt.TopLevelMixin:
+    c = _energy_curves(inputs).filter(pl.col("realized_L").is_not_null() & (pl.col("method") != "baseline"))
+    if c.height == 0:
+        raise CannotDraw("no speculative point has both energy and a realized acceptance length")
+    c = c.with_columns(arm=pl.when(pl.col("acceptance_kind").is_not_null())
+                       .then(pl.col("acceptance_kind").replace_strict(ARM_LABELS, default=pl.col("acceptance_kind")))
+                       .otherwise(pl.col("scheme") + pl.lit(" (model acceptance)")))
+    keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size"]
+    means = seed_means(c, [*keys, "arm", "scheme", "acceptance_name", "configured_L"],
+                       ["realized_L", "mj_per_committed_token", "energy_ratio"])
+    band = _baseline_band(inputs, c, keys)
+    slice_dims = ["engine", "workload", "corpus", "cuda_graphs", "batch_size"]
+    means, slicer = make_slicer(means, slice_dims, name="eL", order=inputs.axis_order)
+    band = band.with_columns([_dim_label_expr(d).alias(f"sel_{d}") for d in slice_dims if d in band.columns])
+    n_seeds = int(means["n_seeds"].max())
+
+    panels = []
+    for label, grp in _panel_groups(means, ["model_pair"]):
+        b = _slim(band.filter(pl.col("model_pair").is_in(grp["model_pair"].unique().to_list())),
+                  ["base_lo", "base_hi", "base_mean", "base_n"])
+        grp = _slim(grp, ["arm", "scheme", "acceptance_name", "configured_L", "realized_L", "mj_per_committed_token",
+                          "mj_per_committed_token_lo", "mj_per_committed_token_hi", "energy_ratio", "n_seeds"])
+        y = alt.Y("mj_per_committed_token:Q", title="mJ per committed token", scale=alt.Scale(zero=False))
+        x = alt.X("realized_L:Q", title="realized mean acceptance length L", scale=alt.Scale(zero=False, nice=False, padding=12))
+        band_layer = _apply_filters(alt.Chart(b).mark_rect(color=BASELINE_COLOR, opacity=0.18), slicer).encode(
+            y=alt.Y("base_lo:Q"), y2="base_hi:Q",
+            tooltip=[alt.Tooltip("base_lo:Q", title="baseline min", format=".1f"),
+                     alt.Tooltip("base_hi:Q", title="baseline max", format=".1f"),
+                     alt.Tooltip("base_n:Q", title="baseline runs")])
+        base_rule = _apply_filters(alt.Chart(b).mark_rule(color=BASELINE_COLOR, strokeDash=[4, 3]), slicer).encode(
+            y="base_mean:Q")
+        base_text = _apply_filters(alt.Chart(b).mark_text(align="right", dy=-6, x="width", color="#555", fontSize=10,
+                                                          text="baseline, no speculation (band: opening–closing)"),
+                                   slicer).encode(y="base_hi:Q")
+        pts = _apply_filters(alt.Chart(grp), slicer)
+        color = alt.Color("arm:N", title="arm", scale=alt.Scale(scheme="set1"))
+        lines = pts.mark_line(opacity=0.7).encode(x=x, y=y, color=color, detail="arm:N", order="realized_L:Q")
+        dots = pts.mark_point(filled=True, size=60).encode(
+            x=x, y=y, color=color, shape=alt.Shape("arm:N", legend=None),
+            tooltip=[alt.Tooltip("arm:N"), alt.Tooltip("scheme:N"), alt.Tooltip("acceptance_name:N", title="vector"),
+                     alt.Tooltip("configured_L:Q", format=".2f", title="configured L"),
+                     alt.Tooltip("realized_L:Q", format=".4f", title="realized L"),
+                     alt.Tooltip("mj_per_committed_token:Q", format=".1f", title="mJ/token"),
+                     alt.Tooltip("energy_ratio:Q", format=".3f", title="× baseline"),
+                     alt.Tooltip("n_seeds:Q", title="seeds")])
+        layers = [band_layer, base_rule, base_text, lines, dots]
+        if n_seeds > 1:
+            layers.append(pts.mark_errorbar(ticks=True).encode(
+                x=x, y=alt.Y("mj_per_committed_token_lo:Q", title="mJ per committed token"),
+                y2="mj_per_committed_token_hi:Q", color=color))
+        panels.append(alt.layer(*layers).properties(width=420, height=300, title=label or ""))
+    sub = ["points: seed means" + (" (whiskers: seed min–max)" if n_seeds > 1 else "")
+           + "; same L, two arms: does dispersion of acceptance matter?"]
+    return _compose(panels, slicer, title="Energy per committed token vs realized acceptance length", subtitle=sub)
+
+
+# --- 2. saving vs batch size per scheme (per GPU when there are several) --------------------------
+
+def _saving(df: pl.DataFrame) -> pl.DataFrame:
+    return df.with_columns(saving_pct=(1 - pl.col("energy_ratio")) * 100)
+
+
+def saving_vs_batch(inputs: FigureInputs) -> alt.TopLevelMixin:
+    c = _energy_curves(inputs)
+    batches = sorted(c["batch_size"].unique().to_list())
+    if len(batches) < 2:
+        raise CannotDraw(f"one batch size in the grid (B={batches[0]}): saving vs batch needs two or more")
+    c = _saving(_with_gpu(c, inputs.records)).with_columns(arm=_arm_label())
+    keys = ["engine", "model_pair", "gpu", "workload", "corpus", "cuda_graphs", "batch_size", "arm"]
+    means = seed_means(c, keys, ["saving_pct", "energy_ratio"])
+    means, slicer = make_slicer(means, ["engine", "workload", "corpus", "cuda_graphs"], name="sb", order=inputs.axis_order)
+    n_seeds = int(means["n_seeds"].max())
+    x = alt.X("batch_size:Q", title="batch size", scale=alt.Scale(type="log", base=2, nice=False, padding=10),
+              axis=alt.Axis(values=batches, format="d"))
+    y = alt.Y("saving_pct:Q", title="energy saving vs paired baseline (%)")
+    color = alt.Color("arm:N", title="scheme", scale=alt.Scale(scheme="tableau20"))
+    panels = []
+    for label, grp in _panel_groups(means, ["gpu", "model_pair"]):
+        grp = _slim(grp, ["gpu", "batch_size", "arm", "saving_pct", "saving_pct_lo", "saving_pct_hi", "energy_ratio", "n_seeds"])
+        pts = _apply_filters(alt.Chart(grp), slicer)
+        zero = alt.Chart(alt.Data(values=[{"y": 0}])).mark_rule(color="#333").encode(y="y:Q")
+        layers = [zero,
+                  pts.mark_line().encode(x=x, y=y, color=color),
+                  pts.mark_point(filled=True, size=50).encode(
+                      x=x, y=y, color=color,
+                      tooltip=["arm:N", "batch_size:Q", alt.Tooltip("saving_pct:Q", format=".1f", title="saving %"),
+                               alt.Tooltip("energy_ratio:Q", format=".3f", title="× baseline"), "n_seeds:Q", "gpu:N"])]
+        if n_seeds > 1:
+            layers.append(pts.mark_errorbar(ticks=True).encode(x=x, y=alt.Y("saving_pct_lo:Q", title=y.title),
+                                                               y2="saving_pct_hi:Q", color=color))
+        panels.append(alt.layer(*layers).properties(width=340, height=260, title=label))
+    sub = ["above 0: speculation saves energy per committed token; below: it costs"
+           + ("; whiskers: seed min–max" if n_seeds > 1 else "")]
+    return _compose(panels, slicer, title="Energy saving vs batch size, per scheme", subtitle=sub)
+
+
+# --- 3. acceptance length by corpus × scheme ------------------------------------------------------
+
+def acceptance_by_corpus(inputs: FigureInputs) -> alt.TopLevelMixin:
+    c = _points(inputs)
+    spec = c.filter((pl.col("method") != "baseline") & pl.col("realized_L").is_not_null())
+    if spec.height == 0:
+        raise CannotDraw("no speculative cell reported an acceptance length")
+    model = spec.filter(pl.col("acceptance_kind").is_null())
+    if model.height == 0:
+        raise CannotDraw("every speculative cell uses synthetic acceptance: its length is configured, not measured on a corpus")
+    means = model.group_by(["engine", "model_pair", "workload", "corpus", "scheme"], maintain_order=True).agg(
+        realized_L=pl.col("realized_L").mean(), lo=pl.col("realized_L").min(), hi=pl.col("realized_L").max(),
+        accepted_per_verification=pl.col("accepted_per_verification").mean(), n_cells=pl.len(),
+        batches=pl.col("batch_size").unique().sort().cast(pl.String).str.join(", "))
+    means, slicer = make_slicer(means, ["engine", "workload"], name="ac", order=inputs.axis_order)
+    y = alt.Y("realized_L:Q", title="realized mean acceptance length L", scale=alt.Scale(zero=False, domainMin=1))
+    panels = []
+    for label, grp in _panel_groups(means, ["model_pair"]):
+        pts = _apply_filters(alt.Chart(grp), slicer)
+        x = alt.X("corpus:N", title="corpus", axis=alt.Axis(labelAngle=0),
+                  sort=inputs.axis_order.get("corpus") or "ascending")
+        off = alt.XOffset("scheme:N")
+        color = alt.Color("scheme:N", title="scheme", scale=alt.Scale(scheme="dark2"))
+        tip = ["corpus:N", "scheme:N", alt.Tooltip("realized_L:Q", format=".3f", title="L"),
+               alt.Tooltip("accepted_per_verification:Q", format=".3f", title="accepted / verification"),
+               alt.Tooltip("lo:Q", format=".3f", title="min"), alt.Tooltip("hi:Q", format=".3f", title="max"),
+               alt.Tooltip("n_cells:Q", title="cells"), alt.Tooltip("batches:N", title="batch sizes")]
+        # Bars start at L = 1 (nothing accepted), the floor of the quantity, not at 0.
+        bars = pts.mark_bar(opacity=0.85).encode(x=x, xOffset=off, y=y, y2=alt.datum(1), color=color, tooltip=tip)
+        whiskers = pts.mark_rule(color="#222").encode(x=x, xOffset=off, y="lo:Q", y2="hi:Q")
+        text = pts.mark_text(dy=-7, fontSize=10, color="#222").encode(x=x, xOffset=off, y="hi:Q",
+                                                                        text=alt.Text("realized_L:Q", format=".2f"))
+        panels.append(alt.layer(bars, whiskers, text).properties(
+            width=alt.Step(28) if grp["scheme"].n_unique() * grp["corpus"].n_unique() > 6 else 300, height=240,
+            title=label))
+    sub = ["bars: mean over cells (seeds, batch sizes, graph modes); whiskers: min–max; "
+           "accepted per verification = L − 1; synthetic-acceptance cells left out"]
+    return _compose(panels, slicer, title="Acceptance length by corpus and scheme", subtitle=sub, shared_y=True)
+
+
+# --- 4. TBT vs energy per token, TBT targets and the best configuration meeting each --------------
+
+def _configurations(inputs: FigureInputs, c: pl.DataFrame) -> pl.DataFrame:
+    """Every configuration (speculative points and baselines), seed means of TBT and mJ/token."""
+    keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size"]
+    pts = c.select([*keys, "campaign_id", "seed", pl.col("scheme"), _arm_label().alias("arm"),
+                    (pl.col("tpot_mean_s") * 1000).alias("tbt_ms"), "mj_per_committed_token",
+                    pl.lit(True).alias("speculative")])
+    base = (c.group_by("campaign_id").agg(*[pl.col(k).first() for k in [*keys, "seed"]],
+                                          tbt_ms=pl.col("baseline_tpot_mean_s").first() * 1000,
+                                          mj_per_committed_token=pl.col("baseline_mj_per_committed_token").first())
+            .with_columns(scheme=pl.lit("baseline"), arm=pl.lit("baseline"), speculative=pl.lit(False)))
+    both = pl.concat([pts, base.select(pts.columns)], how="vertical_relaxed").filter(
+        pl.col("tbt_ms").is_not_null() & pl.col("mj_per_committed_token").is_not_null())
+    return seed_means(both, [*keys, "scheme", "arm", "speculative"], ["tbt_ms", "mj_per_committed_token"])
+
+
+def best_under_targets(configs: pl.DataFrame, targets_ms: Sequence[float], group: Sequence[str]) -> pl.DataFrame:
+    """Lowest-energy configuration with mean TBT ≤ target, per group and target, overall and among
+    baselines (the paper's 'with vs without speculation' under a latency objective)."""
+    rows = []
+    for keys, grp in configs.group_by(list(group), maintain_order=True):
+        for t in targets_ms:
+            ok = grp.filter(pl.col("tbt_ms") <= t)
+            best = ok.sort("mj_per_committed_token").head(1)
+            best_base = ok.filter(~pl.col("speculative")).sort("mj_per_committed_token").head(1)
+            row = dict(zip(group, keys)) | {"target_ms": float(t), "met": best.height > 0}
+            if best.height:
+                b = best.row(0, named=True)
+                row |= {"arm": b["arm"], "batch_size_best": b["batch_size"], "tbt_ms": b["tbt_ms"],
+                        "mj_per_committed_token": b["mj_per_committed_token"], "speculative": b["speculative"]}
+            else:
+                row |= {"arm": None, "batch_size_best": None, "tbt_ms": None, "mj_per_committed_token": None,
+                        "speculative": None}
+            if best_base.height:
+                bb = best_base.row(0, named=True)
+                row |= {"baseline_batch_size": bb["batch_size"], "baseline_mj": bb["mj_per_committed_token"]}
+            else:
+                row |= {"baseline_batch_size": None, "baseline_mj": None}
+            rows.append(row)
+    out = pl.DataFrame(rows, infer_schema_length=None)
+    if out.height:
+        out = out.with_columns(saving_vs_best_baseline_pct=(1 - pl.col("mj_per_committed_token") / pl.col("baseline_mj")) * 100)
+    return out
+
+
+def tbt_targets_table(inputs: FigureInputs) -> pl.DataFrame:
+    """The derived table behind figure 4 (empty when there is no energy)."""
+    try:
+        c = _energy_curves(inputs)
+    except CannotDraw:
+        return pl.DataFrame()
+    targets = inputs.report_config.get("tbt_targets_ms") or []
+    configs = _configurations(inputs, c)
+    return best_under_targets(configs, targets, ["engine", "model_pair", "workload", "corpus", "cuda_graphs"])
+
+
+def tbt_vs_energy(inputs: FigureInputs) -> alt.TopLevelMixin:
+    c = _energy_curves(inputs)
+    if c["tpot_mean_s"].drop_nulls().len() == 0:
+        raise CannotDraw("no cell reported time between tokens")
+    targets = [float(t) for t in inputs.report_config.get("tbt_targets_ms") or []]
+    configs = _configurations(inputs, c)
+    group = ["engine", "model_pair", "workload", "corpus", "cuda_graphs"]
+    best = best_under_targets(configs, targets, group) if targets else pl.DataFrame()
+    slice_dims = ["engine", "workload", "corpus", "cuda_graphs"]
+    configs, slicer = make_slicer(configs, slice_dims, name="tbt", order=inputs.axis_order)
+    if best.height:
+        best = best.with_columns([_dim_label_expr(d).alias(f"sel_{d}") for d in slice_dims])
+        best = best.with_columns(label=pl.Series([
+            f"≤ {r['target_ms']:g} ms: {r['arm']} B={r['batch_size_best']}" if r["met"]
+            else f"no configuration meets {r['target_ms']:g} ms" for r in best.iter_rows(named=True)], dtype=pl.String))
+    x = alt.X("tbt_ms:Q", title="mean time between tokens (ms)", scale=alt.Scale(zero=False, nice=True))
+    y = alt.Y("mj_per_committed_token:Q", title="mJ per committed token (log)", scale=alt.Scale(type="log", nice=False, padding=10))
+    color = alt.Color("scheme:N", title="scheme", scale=alt.Scale(scheme="tableau10"))
+    panels = []
+    for label, grp in _panel_groups(configs, ["model_pair"]):
+        pts = _apply_filters(alt.Chart(_slim(grp, ["arm", "scheme", "batch_size", "tbt_ms", "mj_per_committed_token", "n_seeds"])), slicer)
+        layers = [pts.mark_point(filled=True, size=55, opacity=0.85).encode(
+            x=x, y=y, color=color, shape=alt.Shape("batch_size:O", title="batch"),
+            tooltip=["arm:N", "batch_size:Q", alt.Tooltip("tbt_ms:Q", format=".2f", title="TBT ms"),
+                     alt.Tooltip("mj_per_committed_token:Q", format=".1f", title="mJ/token"), "n_seeds:Q"])]
+        if targets:
+            tdf = pl.DataFrame({"target_ms": targets, "tlabel": [f"target {t:g} ms" for t in targets]})
+            layers.append(alt.Chart(tdf).mark_rule(color="#d62728", strokeDash=[6, 3]).encode(x="target_ms:Q"))
+            layers.append(alt.Chart(tdf).mark_text(color="#d62728", angle=270, align="right", baseline="bottom",
+                                                   y=4, dx=0, fontSize=10).encode(x="target_ms:Q", text="tlabel:N"))
+            if best.height:
+                bsel = _slim(best.filter(pl.col("model_pair").is_in(grp["model_pair"].unique().to_list())),
+                             [*group, "target_ms", "met", "tbt_ms", "mj_per_committed_token", "label"])
+                met = _apply_filters(alt.Chart(bsel.filter(pl.col("met"))), slicer)
+                layers.append(met.mark_point(shape="circle", size=320, strokeWidth=2.5, color="#d62728", filled=False)
+                              .encode(x="tbt_ms:Q", y="mj_per_committed_token:Q",
+                                      tooltip=[alt.Tooltip("label:N", title="lowest energy meeting target")]))
+                layers.append(met.mark_text(align="left", dx=12, dy=-10, fontSize=10, color="#d62728")
+                              .encode(x="tbt_ms:Q", y="mj_per_committed_token:Q", text="label:N"))
+                unmet = bsel.filter(~pl.col("met"))
+                if unmet.height:
+                    # One line per slice (pixel-placed: a second y field would fight the log scale).
+                    unmet = unmet.group_by([*group, *[f"sel_{d}" for d in slice_dims]], maintain_order=True).agg(
+                        label=pl.col("label").str.join("; ")).select("label", *[f"sel_{d}" for d in slice_dims])
+                    layers.append(_apply_filters(alt.Chart(unmet), slicer)
+                                  .mark_text(align="left", x=6, y=10, fontSize=11, color="#d62728")
+                                  .encode(text="label:N"))
+        panels.append(alt.layer(*layers).properties(width=460, height=320, title=label))
+    sub = ["configurations: scheme × acceptance × batch (seed means), baselines included; "
+           "circled: the lowest-energy configuration meeting each TBT target (config report.tbt_targets_ms)"]
+    return _compose(panels, slicer, title="Time between tokens vs energy per token", subtitle=sub, columns=2)
+
+
+# --- 5. saving vs tokens per verify pass, balance point marked (the roofline view) ----------------
+
+def saving_vs_tokens_per_pass(inputs: FigureInputs) -> alt.TopLevelMixin:
+    c = _energy_curves(inputs).filter(pl.col("tokens_per_verify_pass").is_not_null())
+    if c.height == 0:
+        raise CannotDraw("no point reports tokens per verify pass")
+    balance = inputs.report_config.get("balance_point_op_per_byte")
+    c = _saving(c).with_columns(arm=_arm_label())
+    keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme", "arm"]
+    means = seed_means(c, keys, ["saving_pct", "tokens_per_verify_pass", "energy_ratio"])
+    means, slicer = make_slicer(means, ["engine", "workload", "corpus", "cuda_graphs"], name="rf", order=inputs.axis_order)
+    t_lo, t_hi = float(means["tokens_per_verify_pass"].min()), float(means["tokens_per_verify_pass"].max())
+    if balance:
+        t_lo, t_hi = min(t_lo, balance / 2), max(t_hi, balance * 2)
+    x = alt.X("tokens_per_verify_pass:Q", title="tokens per verify pass T = B × (k+1)  (≈ operations per weight byte)",
+              scale=alt.Scale(type="log", base=2, domain=[t_lo / 1.2, t_hi * 1.2], nice=False))
+    y = alt.Y("saving_pct:Q", title="energy saving vs paired baseline (%)")
+    color = alt.Color("scheme:N", title="scheme", scale=alt.Scale(scheme="dark2"))
+    panels = []
+    for label, grp in _panel_groups(means, ["model_pair"]):
+        grp = _slim(grp, ["arm", "scheme", "batch_size", "tokens_per_verify_pass", "saving_pct", "n_seeds"])
+        pts = _apply_filters(alt.Chart(grp), slicer)
+        layers = [alt.Chart(alt.Data(values=[{"y": 0}])).mark_rule(color="#333").encode(y="y:Q"),
+                  pts.mark_point(filled=True, size=55, opacity=0.85).encode(
+                      x=x, y=y, color=color, shape=alt.Shape("batch_size:O", title="batch"),
+                      tooltip=["arm:N", "batch_size:Q", alt.Tooltip("tokens_per_verify_pass:Q", title="T"),
+                               alt.Tooltip("saving_pct:Q", format=".1f", title="saving %"), "n_seeds:Q"])]
+        if balance:
+            bdf = pl.DataFrame({"x": [float(balance)], "label": [f"balance point {balance:g} op/B"]})
+            layers.append(alt.Chart(bdf).mark_rule(color="#9467bd", strokeWidth=2).encode(x="x:Q"))
+            layers.append(alt.Chart(bdf).mark_text(color="#9467bd", align="left", dx=4, y=8, fontSize=10)
+                          .encode(x="x:Q", text="label:N"))
+        panels.append(alt.layer(*layers).properties(width=460, height=300, title=label))
+    sub = [f"balance point from config report.balance_point_op_per_byte = {balance:g}" if balance else
+           "no balance point configured (report.balance_point_op_per_byte)",
+           "right of it, verified tokens cost arithmetic time the weight read no longer hides"]
+    return _compose(panels, slicer, title="Energy saving vs tokens per verify pass (roofline view)", subtitle=sub)
+
+
+# --- 6. CUDA graphs on vs off ----------------------------------------------------------------------
+
+def cuda_graphs(inputs: FigureInputs) -> alt.TopLevelMixin:
+    c = _points(inputs)
+    modes = sorted(set(c["cuda_graphs"].drop_nulls().to_list())) if c.height else []
+    if len(modes) < 2:
+        shown = "[" + ", ".join("true" if m else "false" for m in modes) + "]" if modes else "no cells"
+        raise CannotDraw(f"CUDA graphs were not varied (cuda_graphs: {shown}): nothing to compare")
+    c = _saving(_with_gpu(_energy_curves(inputs), inputs.records)).with_columns(arm=_arm_label())
+    keys = ["engine", "model_pair", "gpu", "workload", "corpus", "batch_size", "arm"]
+    means = seed_means(c, [*keys, "cuda_graphs"], ["saving_pct"])
+    on = means.filter(pl.col("cuda_graphs")).select([*keys, pl.col("saving_pct").alias("saving_on")])
+    off = means.filter(~pl.col("cuda_graphs")).select([*keys, pl.col("saving_pct").alias("saving_off")])
+    paired = on.join(off, on=keys, how="inner", nulls_equal=True)
+    if paired.height == 0:
+        raise CannotDraw("no configuration was measured with CUDA graphs both on and off")
+    paired = paired.with_columns(bias_pp=pl.col("saving_off") - pl.col("saving_on"),
+                                 config=pl.col("arm") + pl.lit("  B=") + pl.col("batch_size").cast(pl.String))
+    long = paired.unpivot(index=[*keys, "config", "bias_pp"], on=["saving_on", "saving_off"],
+                          variable_name="graphs", value_name="saving_pct").with_columns(
+        graphs=pl.col("graphs").replace_strict({"saving_on": "graphs on", "saving_off": "graphs off"}))
+    paired, slicer = make_slicer(paired, ["engine", "workload", "corpus"], name="cg", order=inputs.axis_order)
+    long = long.with_columns([_dim_label_expr(d).alias(f"sel_{d}") for d in ["engine", "workload", "corpus"]])
+    panels = []
+    for label, grp in _panel_groups(paired, ["gpu", "model_pair"]):
+        lg = _slim(long.join(grp.select(keys), on=keys, how="semi", nulls_equal=True),
+                   ["config", "batch_size", "graphs", "saving_pct"])
+        grp = _slim(grp, ["config", "batch_size", "saving_on", "saving_off", "bias_pp"])
+        yy = alt.Y("config:N", title=None, sort=alt.EncodingSortField("batch_size", order="ascending"))
+        link = _apply_filters(alt.Chart(grp), slicer).mark_rule(color="#999", strokeWidth=2).encode(
+            y=yy, x=alt.X("saving_on:Q", title="energy saving vs paired baseline (%)"), x2="saving_off:Q",
+            tooltip=["config:N", alt.Tooltip("saving_on:Q", format=".1f", title="saving, graphs on"),
+                     alt.Tooltip("saving_off:Q", format=".1f", title="saving, graphs off"),
+                     alt.Tooltip("bias_pp:Q", format=".1f", title="capture bias (pp)")])
+        dots = _apply_filters(alt.Chart(lg), slicer).mark_point(filled=True, size=60).encode(
+            y=yy, x="saving_pct:Q",
+            color=alt.Color("graphs:N", title="CUDA graphs", scale=alt.Scale(domain=["graphs on", "graphs off"],
+                                                                               range=["#1f77b4", "#ff7f0e"])))
+        zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#333").encode(x="x:Q")
+        n_rows = grp["config"].n_unique()
+        panels.append(alt.layer(zero, link, dots).properties(width=360, height=alt.Step(14) if n_rows > 8 else 160,
+                                                             title=label))
+    sub = ["each row: one configuration measured both ways (seed means); the gap is the saving credited "
+           "to speculation for launch overhead graph capture would have removed"]
+    return _compose(panels, slicer, title="CUDA graphs on vs off", subtitle=sub, shared_y=False)
+
+
+# --- 7. concurrency per arm (open loop) ------------------------------------------------------------
+
+def concurrency_spread(records: pl.DataFrame) -> pl.DataFrame:
+    """Per open-loop campaign: each cell's mean running requests relative to its baselines' mean."""
+    if records.height == 0 or "workload_kind" not in records.columns:
+        return pl.DataFrame()
+    ol = records.filter((pl.col("workload_kind") == "open_loop") & pl.col("mean_running_requests").is_not_null())
+    if ol.height == 0:
+        return pl.DataFrame()
+    base = ol.filter(pl.col("role") != "point").group_by("campaign_id").agg(
+        baseline_concurrency=pl.col("mean_running_requests").mean())
+    out = ol.join(base, on="campaign_id", how="left").with_columns(
+        diff_pct=(pl.col("mean_running_requests") / pl.col("baseline_concurrency") - 1) * 100)
+    return out
+
+
+def concurrency_per_arm(inputs: FigureInputs) -> alt.TopLevelMixin:
+    recs = inputs.records
+    if recs.height == 0 or not (recs["workload_kind"] == "open_loop").any():
+        raise CannotDraw("no open-loop workload in the grid (a closed batch fixes concurrency by construction)")
+    spread = concurrency_spread(recs)
+    if spread.height == 0:
+        raise CannotDraw("open-loop cells reported no running-request samples")
+    spread = spread.with_columns(arm=pl.when(pl.col("role") == "point").then(_arm_label())
+                                 .otherwise(pl.col("cell_name")))
+    per_campaign = spread.group_by("campaign_id").agg(max_abs=pl.col("diff_pct").abs().max()).sort(
+        ["max_abs", "campaign_id"], descending=[True, False])
+    worst = per_campaign.row(0, named=True)
+    spread, slicer = make_slicer(spread, ["campaign_id"], name="cc", defaults={"campaign_id": worst["campaign_id"]})
+    tol = inputs.checks_config.get("concurrency_spread_max")
+    spread = _slim(spread, ["cell_name", "arm", "role", "run_order_index", "mean_running_requests",
+                            "baseline_concurrency", "diff_pct"])
+    pts = _apply_filters(alt.Chart(spread), slicer)
+    y = alt.Y("arm:N", title=None, sort=alt.EncodingSortField("run_order_index", order="ascending"))
+    x = alt.X("mean_running_requests:Q", title="mean running requests in the window")
+    layers = []
+    if tol:
+        layers.append(pts.transform_aggregate(b="mean(baseline_concurrency)").transform_calculate(
+            lo=f"datum.b * (1 - {tol})", hi=f"datum.b * (1 + {tol})")
+            .mark_rect(color=BASELINE_COLOR, opacity=0.15).encode(x="lo:Q", x2="hi:Q"))
+    layers += [pts.mark_bar(height=alt.RelativeBandSize(0.7)).encode(
+                   x=x, y=y, color=alt.Color("role:N", title="role", scale=alt.Scale(
+                       domain=["opening_baseline", "point", "closing_baseline"], range=["#7f7f7f", "#1f77b4", "#404040"])),
+                   tooltip=["cell_name:N", "run_order_index:Q",
+                            alt.Tooltip("mean_running_requests:Q", format=".2f", title="running requests"),
+                            alt.Tooltip("diff_pct:Q", format="+.1f", title="% vs baseline")]),
+               pts.mark_text(align="left", dx=4, fontSize=10).encode(
+                   x=x, y=y, text=alt.Text("diff_pct:Q", format="+.1f"))]
+    chart = alt.layer(*layers).properties(width=420, height=alt.Step(18))
+    sub = [f"largest difference from the baselines: {worst['max_abs']:.1f} % ({worst['campaign_id']})"
+           + (f"; band: baseline ± {tol * 100:g} % (config checks.concurrency_spread_max)" if tol else ""),
+           "open loop: concurrency is an outcome; arms at different concurrency are not comparable"]
+    return _compose([chart], slicer, title="Concurrency per arm (open loop)", subtitle=sub)
+
+
+# --- 8. per-cell power timeline (diagnostic) -------------------------------------------------------
+
+def timeline_campaigns(records: pl.DataFrame, checks: pl.DataFrame | None, max_campaigns: int = TIMELINE_MAX_CAMPAIGNS) -> list[str]:
+    """Which campaigns' timelines to draw: failed first, then flagged, then in campaign order."""
+    all_ids = sorted(records["campaign_id"].unique().to_list()) if records.height else []
+    rank = {cid: 2 for cid in all_ids}
+    if checks is not None and checks.height:
+        for status, r in (("flag", 1), ("fail", 0)):
+            for cid in checks.filter(pl.col("status") == status)["campaign_id"].drop_nulls().to_list():
+                if cid in rank:
+                    rank[cid] = min(rank[cid], r)
+    return sorted(all_ids, key=lambda c: (rank[c], c))[:max_campaigns]
+
+
+def load_timelines(paths: Iterable[str | Path], records: pl.DataFrame, checks: pl.DataFrame | None,
+                   *, max_campaigns: int = TIMELINE_MAX_CAMPAIGNS, points_per_cell: int = TIMELINE_POINTS_PER_CELL) -> tuple[pl.DataFrame, str]:
+    """Read the chosen campaigns' timelines (path: …/<campaign>/<cell>.parquet), averaged into at most
+    ``points_per_cell`` bins per cell and GPU (bin means keep energy; spikes shorter than a bin blur)."""
+    paths = [Path(p) for p in paths]
+    chosen = timeline_campaigns(records, checks, max_campaigns)
+    n_all = len({p.parent.name for p in paths})
+    frames = []
+    for p in paths:
+        if p.parent.name not in chosen or not p.exists():
+            continue
+        t = pl.read_parquet(p)
+        if t.height == 0:
+            continue
+        span = float(t["t_rel_s"].max() - t["t_rel_s"].min()) or 1.0
+        width = max(0.1, span / points_per_cell)
+        t = (t.with_columns(bin=(pl.col("t_rel_s") / width).floor())
+             .group_by(["gpu_index", "bin"]).agg(t_rel_s=pl.col("t_rel_s").mean(), power_w=pl.col("power_w").mean(),
+                                                 in_window=pl.col("in_window").cast(pl.Float64).mean() >= 0.5,
+                                                 before=pl.col("t_rel_s").mean() < 0)
+             .with_columns(campaign_id=pl.lit(p.parent.name), cell_name=pl.lit(p.stem)))
+        frames.append(t)
+    note = ""
+    if n_all > len(chosen):
+        note = f"showing {len(chosen)} of {n_all} campaigns (failed and flagged first); every timeline is in results/timelines/"
+    if not frames:
+        return pl.DataFrame(), note
+    df = pl.concat(frames).with_columns(
+        phase=pl.when(pl.col("in_window")).then(pl.lit("window")).when(pl.col("before")).then(pl.lit("warm-up"))
+        .otherwise(pl.lit("cool-down"))).drop("bin", "before").sort(["campaign_id", "cell_name", "gpu_index", "t_rel_s"])
+    return df, note
+
+
+def power_timeline(inputs: FigureInputs) -> alt.TopLevelMixin:
+    t = inputs.timelines
+    if t is None or t.height == 0:
+        if _no_energy(inputs):
+            raise CannotDraw("meter: none — no power timeline on this machine")
+        raise CannotDraw("no timeline samples were recorded")
+    order = {}
+    if inputs.records.height:
+        order = {(r["campaign_id"], r["cell_name"]): r["run_order_index"]
+                 for r in inputs.records.select("campaign_id", "cell_name", "run_order_index").to_dicts()}
+    t = t.with_columns(cell=pl.struct("campaign_id", "cell_name").map_elements(
+        lambda s: f"{order.get((s['campaign_id'], s['cell_name']), 0):02d} {s['cell_name']}", return_dtype=pl.String))
+    chosen = timeline_campaigns(inputs.records, inputs.checks, max_campaigns=inputs.records.height or 1)
+    t, slicer = make_slicer(t, ["campaign_id"], name="pt", order={"campaign_id": chosen})
+    t = _slim(t, ["cell", "gpu_index", "t_rel_s", "power_w", "phase"]).with_columns(
+        pl.col("t_rel_s").round(2), pl.col("power_w").round(1))
+    # Inline CSV, not row objects: a timeline is the one large dataset (≈ 3× smaller this way).
+    data = alt.Data(values=t.write_csv(), format=alt.DataFormat(type="csv", parse={
+        "t_rel_s": "number", "power_w": "number", "gpu_index": "number"}))
+    base = alt.Chart(data).mark_line(strokeWidth=1.2).encode(
+        x=alt.X("t_rel_s:Q", title="s from window start"),
+        y=alt.Y("power_w:Q", title="power (W)"),
+        color=alt.Color("phase:N", title="phase", scale=alt.Scale(domain=["warm-up", "window", "cool-down"],
+                                                                  range=["#bbbbbb", "#d62728", "#888888"])),
+        detail="gpu_index:N",
+        tooltip=[alt.Tooltip("t_rel_s:Q", format=".1f"), alt.Tooltip("power_w:Q", format=".0f"), "gpu_index:N"],
+    ).properties(width=230, height=110)
+    facet = base.facet(facet=alt.Facet("cell:N", title=None, header=alt.Header(labelFontSize=10)), columns=4)
+    for f in slicer.filters:
+        facet = facet.transform_filter(f)
+    facet = facet.resolve_scale(x="independent")
+    sub = ["cells in run order; bin means of the 10 Hz samples (one line per GPU)"]
+    if inputs.timeline_note:
+        sub.append(inputs.timeline_note)
+    return _compose([facet], slicer, title="Power per cell over time (diagnostic)", subtitle=sub)
+
+
+# --- the registry ----------------------------------------------------------------------------------
+
+FIGURES: tuple[FigureDef, ...] = (
+    FigureDef("energy_vs_acceptance", "Energy per committed token vs realized acceptance length",
+              "The blog's figure: mJ per committed token against realized mean acceptance length, the "
+              "minimum-variance and geometric arms side by side, the no-speculation baseline as a band "
+              "spanning its opening and closing runs. A point below the band is a saving.",
+              energy_vs_acceptance, True),
+    FigureDef("saving_vs_batch", "Energy saving vs batch size",
+              "Saving per committed token against batch size, one line per scheme (per GPU when several "
+              "ran). Batching amortises the weight read too, so the saving shrinks with batch.",
+              saving_vs_batch, True),
+    FigureDef("acceptance_by_corpus", "Acceptance length by corpus and scheme",
+              "Realized mean acceptance length per corpus and scheme (model acceptance only; synthetic "
+              "cells set their length).", acceptance_by_corpus, False),
+    FigureDef("tbt_vs_energy", "Time between tokens vs energy per token",
+              "Every configuration's mean time between tokens against its energy per committed token, "
+              "the TBT targets from config, and the lowest-energy configuration meeting each target.",
+              tbt_vs_energy, True),
+    FigureDef("saving_vs_tokens_per_pass", "Energy saving vs tokens per verify pass",
+              "The roofline view: saving against tokens per verification pass (≈ operations per weight "
+              "byte), with the GPU's balance point from config.", saving_vs_tokens_per_pass, True),
+    FigureDef("cuda_graphs", "CUDA graphs on vs off",
+              "Saving with CUDA graphs on and off for each configuration measured both ways; the gap is "
+              "the capture bias.", cuda_graphs, True),
+    FigureDef("concurrency_per_arm", "Concurrency per arm (open loop)",
+              "Mean running requests per cell in an open-loop campaign, against its baselines; arms at "
+              "different concurrency are not comparable.", concurrency_per_arm, False),
+    FigureDef("power_timeline", "Power per cell over time (diagnostic)",
+              "The 10 Hz power timeline of each cell, warm-up, window and cool-down coloured.",
+              power_timeline, True),
+)
+FIGURE_NAMES = tuple(f.name for f in FIGURES)
+
+
+def build_all(inputs: FigureInputs, names: Sequence[str] | None = None) -> list[Figure]:
+    out = []
+    for fd in FIGURES:
+        if names is not None and fd.name not in names:
+            continue
+        try:
+            chart = fd.build(inputs)
+            out.append(Figure(fd.name, fd.title, fd.caption, chart=chart))
+        except CannotDraw as exc:
+            reason = str(exc).strip().splitlines()[0]
+            out.append(Figure(fd.name, fd.title, fd.caption, reason=reason))
+    return out
+
+
+# --- export ----------------------------------------------------------------------------------------
+
+def reason_svg(title: str, reason: str) -> str:
+    """A one-line SVG for a figure the grid cannot fill (static consumers see the reason too)."""
+    from html import escape
+
+    width = max(360, 7 * max(len(title), len(reason)) + 40)
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="54" viewBox="0 0 {width} 54">'
+            f'<rect width="100%" height="100%" fill="#fff"/>'
+            f'<text x="10" y="20" font-family="sans-serif" font-size="13" font-weight="bold">{escape(title)}</text>'
+            f'<text x="10" y="42" font-family="sans-serif" font-size="12" fill="#555">{escape(reason)}</text></svg>')
+
+
+def export(figures: Sequence[Figure], outdir: str | Path, *, png: Sequence[str] = (), html: bool = True,
+           log: Callable[[str], None] = lambda _: None) -> dict:
+    """Write ``<name>.vl.json`` (spec), ``.svg`` for every figure, ``.html`` (self-contained,
+    interactive) for drawn ones, ``.png`` for the names in ``png``; and ``figures.json``."""
+    import time
+
+    import vl_convert as vlc
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    manifest: dict[str, Any] = {"vega_lite_version": VEGALITE_VERSION, "figures": []}
+    for fig in figures:
+        entry: dict[str, Any] = {"name": fig.name, "title": fig.title, "caption": fig.caption,
+                                 "drawn": fig.drawn, "reason": fig.reason, "files": [], "export_s": {}}
+        if fig.drawn:
+            spec = fig.spec()
+            (outdir / f"{fig.name}.vl.json").write_text(json.dumps(spec, separators=(",", ":")))
+            entry["files"].append(f"{fig.name}.vl.json")
+            t0 = time.perf_counter()
+            (outdir / f"{fig.name}.svg").write_text(vlc.vegalite_to_svg(spec, vl_version=VEGALITE_VERSION))
+            entry["export_s"]["svg"] = round(time.perf_counter() - t0, 3)
+            entry["files"].append(f"{fig.name}.svg")
+            if html:
+                t0 = time.perf_counter()
+                (outdir / f"{fig.name}.html").write_text(
+                    vlc.vegalite_to_html(spec, vl_version=VEGALITE_VERSION, bundle=True))
+                entry["export_s"]["html"] = round(time.perf_counter() - t0, 3)
+                entry["files"].append(f"{fig.name}.html")
+            if fig.name in png:
+                t0 = time.perf_counter()
+                (outdir / f"{fig.name}.png").write_bytes(vlc.vegalite_to_png(spec, vl_version=VEGALITE_VERSION, scale=2))
+                entry["export_s"]["png"] = round(time.perf_counter() - t0, 3)
+                entry["files"].append(f"{fig.name}.png")
+            log(f"{fig.name}: drawn; export {entry['export_s']}")
+        else:
+            (outdir / f"{fig.name}.svg").write_text(reason_svg(fig.title, fig.reason or ""))
+            entry["files"].append(f"{fig.name}.svg")
+            log(f"{fig.name}: not drawn — {fig.reason}")
+        manifest["figures"].append(entry)
+    (outdir / "figures.json").write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+def read_manifest(figdir: str | Path) -> tuple[dict, dict[str, dict]]:
+    """The manifest and the drawn figures' specs, for the report."""
+    figdir = Path(figdir)
+    manifest = json.loads((figdir / "figures.json").read_text())
+    specs = {f["name"]: json.loads((figdir / f"{f['name']}.vl.json").read_text())
+             for f in manifest["figures"] if f["drawn"]}
+    return manifest, specs

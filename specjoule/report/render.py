@@ -1,0 +1,472 @@
+"""``results/report.html``: one self-contained file a reader trusts at a glance.
+
+Everything in it is generated from the config, the records' provenance columns and the analysis
+tables — nothing typed by hand: what was measured, the checks (failures first), the figures, the
+derived tables and the caveats the data call for. The Vega / Vega-Lite / vega-embed JavaScript is
+inlined from ``vl_convert.javascript_bundle`` (no CDN, no network; ADR 0033), once, and the
+figures' specs ride along as JSON. A small script records render errors and the number of charts
+drawn in ``<body data-…>`` attributes, which the headless-browser test reads (ADR 0034).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import polars as pl
+
+from specjoule.report import figures as figs
+
+TEMPLATES = Path(__file__).parent / "templates"
+MAX_TABLE_ROWS = 400
+STATUS_ORDER = {"fail": 0, "flag": 1, "pass": 2, "not_applicable": 3}
+
+
+@dataclass
+class ReportInputs:
+    config: dict
+    config_hash: str
+    records: pl.DataFrame
+    checks: pl.DataFrame
+    curves: pl.DataFrame
+    manifest: dict
+    specs: dict[str, dict]
+    summary: pl.DataFrame | None = None
+    paths: dict[str, str] = field(default_factory=dict)  # input name → path, for the reader
+    generated_at: str = ""
+
+
+@dataclass
+class Caveat:
+    level: str  # "warn" | "info"
+    text: str
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    note: str = ""
+    row_classes: list[str] = field(default_factory=list)
+
+
+# --- formatting --------------------------------------------------------------------------------------
+
+def fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if value != value:  # NaN never belongs in a report; say so rather than print it
+            return "NaN"
+        if value == 0:
+            return "0"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.{digits}g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(fmt(v, digits) for v in value) or "—"
+    return str(value)
+
+
+def _uniq(df: pl.DataFrame, col: str) -> list:
+    if df.height == 0 or col not in df.columns:
+        return []
+    s = df[col]
+    if isinstance(s.dtype, pl.List):
+        s = s.explode()
+    return sorted({v for v in s.drop_nulls().to_list() if v != ""}, key=str)
+
+
+def _join(values: Sequence[Any], empty: str = "—") -> str:
+    return ", ".join(fmt(v) for v in values) if values else empty
+
+
+# --- what was measured ---------------------------------------------------------------------------------
+
+def _workload_line(name: str, wl: dict) -> str:
+    if wl["kind"] == "open_loop":
+        return (f"{name}: open loop, Poisson {wl['rate']:g} req/s, {wl['prompt_len']} in / {wl['output_len']} out, "
+                f"warm-up {wl['warmup_s']:g} s unsampled, energy window {wl['window_s']:g} s, cool-down {wl['cooldown_s']:g} s")
+    return (f"{name}: closed batch (B requests together), {wl['prompt_len']} in / {wl['output_len']} out, "
+            f"repeated until ≥ {wl['min_window_s']:g} s (≤ {wl['max_repeats']} repeats), warm-up {wl['warmup_s']:g} s")
+
+
+def _scheme_line(name: str, s: dict, config: dict) -> str:
+    if s["method"] == "baseline":
+        return f"{name}: no speculation (baseline)"
+    parts = [f"{name}: {s['method']}, k={s.get('k')}"]
+    if s.get("drafter"):
+        parts.append(f"drafter {s['drafter']}")
+    if s.get("synthetic"):
+        vecs = s.get("acceptance") or list(config.get("acceptance", {}))
+        descr = [f"{v} ({k} {val if not isinstance(val, list) else '[' + ', '.join(f'{x:g}' for x in val) + ']'})"
+                 for v in vecs for k, val in config["acceptance"][v].items()]
+        parts.append("synthetic acceptance: " + ", ".join(descr))
+    return ", ".join(parts)
+
+
+def measured(inp: ReportInputs) -> list[tuple[str, str]]:
+    """(label, value) rows describing the measurement, from config and the records' provenance."""
+    c, r = inp.config, inp.records
+    rows: list[tuple[str, str]] = []
+    rows.append(("config", f"{c.get('name')} · hash {inp.config_hash}"
+                 + (f" · records carry {_join(_uniq(r, 'config_hash'))}" if _uniq(r, "config_hash") not in ([], [inp.config_hash]) else "")))
+    rows.append(("pipeline commit", _join(_uniq(r, "git_commit"))))
+    engines = []
+    for e in c.get("engines", []):
+        sub = r.filter(pl.col("engine") == e) if r.height else r
+        engines.append(f"{e} {_join(_uniq(sub, 'engine_version'), '(no record)')}")
+    rows.append(("engine", "; ".join(engines)))
+    rows.append(("torch / CUDA", f"{_join(_uniq(r, 'torch_version'))} / {_join(_uniq(r, 'cuda_version'))}"))
+    rows.append(("device", f"{c.get('device')} · driver {_join(_uniq(r, 'driver_version'))}"))
+    gpus = []
+    if r.height and "gpu_uuid" in r.columns:
+        for (uuid,), grp in r.filter(pl.col("gpu_uuid").is_not_null()).group_by(["gpu_uuid"], maintain_order=True):
+            gpus.append(f"{_join(_uniq(grp, 'gpu_names'))} {uuid} ({grp.height} cells, power limit "
+                        f"{_join(_uniq(grp, 'power_limit_w'))} W)")
+    rows.append(("GPU(s)", "; ".join(sorted(gpus)) or "none (no GPU in any record)"))
+    rows.append(("hosts", _join(_uniq(r, "hostname")) + (f" · SLURM jobs {_join(_uniq(r, 'slurm_job_id'))}" if _uniq(r, "slurm_job_id") else "")))
+    meters = _uniq(r, "meter")
+    rows.append(("meter", f"config {c.get('meter')} → recorded {_join(meters)}"
+                 + (f" · timeline {_join([round(x, 1) for x in _uniq(r, 'timeline_hz')])} Hz" if _uniq(r, "timeline_hz") else "")))
+    for name, pair in c.get("models", {}).items():
+        t = pair["target"]
+        d = pair.get("draft")
+        line = f"target {t['model']} ({t.get('load_format', 'auto')}, {t.get('dtype', 'auto')}, TP {t.get('tensor_parallel_size', 1)})"
+        if d:
+            line += f"; draft {d['model']} ({d.get('load_format', 'auto')})"
+        rows.append((f"model pair {name}", line))
+    for name, s in c.get("schemes", {}).items():
+        rows.append(("scheme", _scheme_line(name, s, c)))
+    rows.append(("batch sizes", _join(c.get("batch_sizes", []))))
+    rows.append(("corpora", "; ".join(f"{n}: {v['source']}" + (f" {v.get('name') or v.get('dataset') or v.get('path') or ''}".rstrip())
+                                       for n, v in c.get("corpora", {}).items())))
+    rows.append(("seeds", _join(c.get("seeds", []))))
+    rows.append(("CUDA graphs", _join(["on" if g else "off" for g in c.get("cuda_graphs", [])])))
+    for name, wl in c.get("workloads", {}).items():
+        rows.append(("workload", _workload_line(name, wl)))
+    p = c.get("protocol", {})
+    rows.append(("protocol", f"opening baseline → points in an order shuffled under seed {p.get('run_order_seed')} "
+                 f"(salted per campaign) → {'closing baseline' if p.get('closing_baseline') else 'no closing baseline'}; "
+                 f"idle power sampled {p.get('idle_s', 0):g} s before each engine start; prefix caching "
+                 f"{'on' if c.get('prefix_caching') else 'off'}"))
+    if r.height and "window_s" in r.columns and r["window_s"].drop_nulls().len():
+        rows.append(("energy windows", f"{fmt(r['window_s'].min())} – {fmt(r['window_s'].max())} s"))
+    planned = _planned(c)
+    n_campaigns = r["campaign_id"].n_unique() if r.height else 0
+    rows.append(("cells", f"{r.height} recorded of {planned if planned is not None else '?'} planned, in {n_campaigns} campaign(s); "
+                 f"{inp.curves.height} speculative points in the curves"))
+    return rows
+
+
+def _planned(config: dict) -> int | None:
+    try:
+        from specjoule import cells
+
+        return len(cells.build(config))
+    except Exception:  # a config the cell table cannot expand is reported, not fatal for the report
+        return None
+
+
+def run_order(records: pl.DataFrame, max_campaigns: int = 200) -> Table:
+    rows = []
+    if records.height:
+        for (cid,), grp in records.sort("run_order_index").group_by(["campaign_id"], maintain_order=True):
+            seed = _join(_uniq(grp, "run_order_seed"))
+            start = grp["window_start"].min() if "window_start" in grp.columns else None
+            rows.append([cid, seed, fmt(start.isoformat(timespec="seconds") if start is not None else None),
+                         " → ".join(grp["cell_name"].to_list())])
+    rows.sort(key=lambda x: x[0])
+    note = ""
+    if len(rows) > max_campaigns:
+        note = f"first {max_campaigns} of {len(rows)} campaigns; every record holds its run_order_index"
+        rows = rows[:max_campaigns]
+    return Table("Run order", ["campaign", "order seed", "first window", "cells in run order"], rows, note)
+
+
+# --- checks -------------------------------------------------------------------------------------------------
+
+def checks_view(checks: pl.DataFrame) -> dict:
+    """Failures and flags row by row, first; passes and not-applicable summarised per check."""
+    if checks is None or checks.height == 0:
+        return {"counts": {}, "problems": Table("Checks", [], []), "summary": Table("Passed", [], []), "empty": True}
+    counts = {s: int((checks["status"] == s).sum()) for s in STATUS_ORDER}
+    ordered = checks.with_columns(_o=pl.col("status").replace_strict(STATUS_ORDER, default=9)).sort(["_o", "check", "campaign_id"])
+    problems = ordered.filter(pl.col("status").is_in(["fail", "flag"]))
+    prow = [[r["status"], r["check"], fmt(r["campaign_id"]), _join(r["cell_names"] or []), fmt(r["value"]), fmt(r["threshold"]),
+             fmt(r["detail"])] for r in problems.iter_rows(named=True)]
+    rest = (ordered.filter(~pl.col("status").is_in(["fail", "flag"])).group_by(["check", "status"], maintain_order=True)
+            .agg(n=pl.len(), vmin=pl.col("value").min(), vmax=pl.col("value").max(), threshold=pl.col("threshold").first()))
+    srow = [[r["status"], r["check"], str(r["n"]),
+             "—" if r["vmin"] is None else f"{fmt(r['vmin'])} – {fmt(r['vmax'])}", fmt(r["threshold"])]
+            for r in rest.iter_rows(named=True)]
+    return {
+        "counts": counts,
+        "problems": Table("Failed and flagged", ["status", "check", "campaign", "cells", "value", "threshold", "detail"],
+                          prow, row_classes=[r[0] for r in prow]),
+        "summary": Table("Passed and not applicable (per check)", ["status", "check", "rows", "value range", "threshold"],
+                         srow, row_classes=[r[0] for r in srow]),
+        "empty": False,
+    }
+
+
+# --- derived tables -----------------------------------------------------------------------------------------
+
+def _table_from_df(title: str, df: pl.DataFrame, *, note: str = "", source: str = "") -> Table:
+    total = df.height
+    shown = df.head(MAX_TABLE_ROWS)
+    if total > MAX_TABLE_ROWS:
+        note = (note + " · " if note else "") + f"first {MAX_TABLE_ROWS} of {total} rows" + (f"; all in {source}" if source else "")
+    rows = [[fmt(v) for v in r] for r in shown.iter_rows()]
+    return Table(title, list(df.columns), rows, note)
+
+
+def configuration_table(curves: pl.DataFrame, records: pl.DataFrame) -> Table | None:
+    if curves.height == 0:
+        return None
+    c = curves.with_columns(arm=pl.when(pl.col("acceptance_name").is_null()).then(pl.col("scheme"))
+                            .otherwise(pl.col("scheme") + pl.lit(" · ") + pl.col("acceptance_name")),
+                            saving_pct=(1 - pl.col("energy_ratio")) * 100, tbt_ms=pl.col("tpot_mean_s") * 1000,
+                            flag_list=pl.col("flags").list.join(","), failed_list=pl.col("failed_checks").list.join(","))
+    keys = ["model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "arm"]
+    t = (c.group_by(keys, maintain_order=True)
+         .agg(seeds=pl.len(), realized_L=pl.col("realized_L").mean(),
+              mj_per_token=pl.col("mj_per_committed_token").mean(),
+              baseline_mj=pl.col("baseline_mj_per_committed_token").mean(),
+              saving_pct=pl.col("saving_pct").mean(), saving_min=pl.col("saving_pct").min(),
+              saving_max=pl.col("saving_pct").max(), tbt_ms=pl.col("tbt_ms").mean(), tbt_ratio=pl.col("tbt_ratio").mean(),
+              flags=pl.col("flag_list").filter(pl.col("flag_list") != "").unique().str.join(","),
+              failed_checks=pl.col("failed_list").filter(pl.col("failed_list") != "").unique().str.join(","))
+         .sort(keys))
+    t = t.with_columns(pl.col(c).round(2) for c in ("mj_per_token", "baseline_mj", "saving_pct", "saving_min", "saving_max", "tbt_ms"))
+    t = t.with_columns(pl.col("realized_L").round(3), pl.col("tbt_ratio").round(3))
+    if t["mj_per_token"].null_count() == t.height:
+        t = t.drop("mj_per_token", "baseline_mj", "saving_pct", "saving_min", "saving_max")
+    return _table_from_df("Per configuration (seed means; saving = 1 − energy ratio, %)", t, source="results/curves.parquet")
+
+
+def tbt_table(inp: ReportInputs) -> Table | None:
+    fi = figs.FigureInputs.from_config(inp.config, curves=inp.curves, records=inp.records, checks=inp.checks)
+    t = figs.tbt_targets_table(fi)
+    if t.height == 0:
+        return None
+    t = t.select("model_pair", "workload", "corpus", "cuda_graphs", "target_ms", "met", "arm", "batch_size_best",
+                 pl.col("tbt_ms").round(2), pl.col("mj_per_committed_token").round(2).alias("mj_per_token"),
+                 "baseline_batch_size", pl.col("baseline_mj").round(2),
+                 pl.col("saving_vs_best_baseline_pct").round(1).alias("saving_vs_best_baseline_%"))
+    return _table_from_df("Lowest-energy configuration meeting each TBT target (and the best without speculation)", t,
+                          note="TBT = mean time between tokens, seed means; targets from config report.tbt_targets_ms")
+
+
+def failed_table(inp: ReportInputs) -> Table | None:
+    failed = _failed_campaigns(inp)
+    if not failed:
+        return None
+    in_curves = set(inp.curves["campaign_id"].to_list()) if inp.curves.height else set()
+    rows = [[cid, ", ".join(checks), "yes, marked (allow_failed_checks)" if cid in in_curves else "no"]
+            for cid, checks in sorted(failed.items())]
+    return Table("Campaigns with a failed check (left out of every figure)", ["campaign", "failed checks", "in curves"], rows)
+
+
+def _failed_campaigns(inp: ReportInputs) -> dict[str, list[str]]:
+    """campaign → the pre-registered checks it failed (energy_measured aside: it refuses only energy)."""
+    if inp.checks is None or inp.checks.height == 0:
+        return {}
+    failed = inp.checks.filter((pl.col("status") == "fail") & (pl.col("check") != figs.ENERGY_CHECK))
+    out: dict[str, list[str]] = {}
+    for r in failed.iter_rows(named=True):
+        lst = out.setdefault(r["campaign_id"], [])
+        if r["check"] not in lst:
+            lst.append(r["check"])
+    return out
+
+
+# --- caveats, generated from the data ----------------------------------------------------------------
+
+def caveats(inp: ReportInputs) -> list[Caveat]:
+    c, r, cur = inp.config, inp.records, inp.curves
+    out: list[Caveat] = []
+    if r.height == 0:
+        return [Caveat("warn", "no records: nothing was measured")]
+    meters = r["meter"].fill_null("none")
+    if (meters == "none").all():
+        out.append(Caveat("warn", "meter: none — energy not measured on this machine; every energy figure and column is "
+                                  "left out (null, never 0)"))
+    elif (meters == "none").any():
+        out.append(Caveat("warn", f"meter: none on {int((meters == 'none').sum())} of {r.height} cells — those have no energy"))
+    if (r["device"] == "cpu").all():
+        out.append(Caveat("info", "device: cpu — this run checks the chain end to end; its timings say nothing about GPUs"))
+    dummy = [n for n, p in c.get("models", {}).items()
+             if p["target"].get("load_format") == "dummy" or (p.get("draft") or {}).get("load_format") == "dummy"]
+    if dummy and (r["acceptance_kind"].is_null() & (r["method"] != "baseline")).any():
+        out.append(Caveat("warn", f"dummy (random) weights in model pair(s) {', '.join(dummy)}: acceptance by a model "
+                                  "drafter measures random weights, not a real drafter"))
+    cfg_hashes = _uniq(r, "config_hash")
+    if cfg_hashes and cfg_hashes != [inp.config_hash]:
+        out.append(Caveat("warn", f"records carry config hash {_join(cfg_hashes)}, the report's config is {inp.config_hash}: "
+                                  "the checks' thresholds or the grid changed since the runs"))
+    planned = _planned(c)
+    if planned is not None and r.height < planned:
+        out.append(Caveat("warn", f"{planned - r.height} of {planned} planned cells have no record (failed or not run)"))
+    failed = _failed_campaigns(inp)
+    if failed:
+        names = sorted({ch for v in failed.values() for ch in v})
+        n_pts = int((cur["failed_checks"].list.len() > 0).sum()) if cur.height and "failed_checks" in cur.columns else 0
+        out.append(Caveat("warn", f"{len(failed)} campaign(s) failed pre-registered checks ({', '.join(names)}); "
+                                  + (f"checks.allow_failed_checks let derive keep their {n_pts} point(s), marked in "
+                                     "curves.parquet and the per-configuration table; no figure draws them"
+                                     if n_pts else "derive left their points out")))
+    elif c.get("checks", {}).get("allow_failed_checks"):
+        out.append(Caveat("info", "config checks.allow_failed_checks is true (no campaign needed it)"))
+    if inp.checks is not None and inp.checks.height:
+        flags = inp.checks.filter(pl.col("status") == "flag")
+        if flags.height:
+            out.append(Caveat("info", f"{flags.height} flag(s), not discards: "
+                                      + "; ".join(sorted({f"{x['check']} ({x['campaign_id']})" for x in flags.iter_rows(named=True)})[:6])
+                                      + (" …" if flags.height > 6 else "")))
+    spread = figs.concurrency_spread(r)
+    if spread.height:
+        worst = spread.with_columns(a=pl.col("diff_pct").abs()).sort("a", descending=True).row(0, named=True)
+        tol = c.get("checks", {}).get("concurrency_spread_max")
+        out.append(Caveat("warn" if tol is not None and abs(worst["diff_pct"]) > tol * 100 else "info",
+                          f"open-loop arms differ in concurrency by up to {abs(worst['diff_pct']):.1f} % "
+                          f"({worst['cell_name']} in {worst['campaign_id']}"
+                          + (f"; pre-registered limit {tol * 100:g} %" if tol is not None else "") + "): "
+                          "concurrency is an outcome in open loop, and arms at different concurrency are not comparable"))
+    reasons = _uniq(cur, "energy_refused_reason")
+    if reasons and not (meters == "none").any():
+        n = int(cur["energy_refused_reason"].is_not_null().sum())
+        out.append(Caveat("warn", f"energy refused for {n} point(s): {'; '.join(reasons)}"))
+    if r["synthetic"].fill_null(False).any():
+        out.append(Caveat("info", "synthetic acceptance: it measures how energy responds to acceptance with everything else "
+                                  "held fixed; it says nothing about the acceptance any real drafter reaches"))
+    if (meters == "nvml").any():
+        host = " — which favours drafting on the host (ngram)" if (r["method"] == "ngram").any() else ""
+        out.append(Caveat("info", "energy is the GPU board's NVML counter only: host CPU, memory, network and cooling are "
+                                  f"not counted{host}"))
+    if len(c.get("seeds", [])) < 2:
+        out.append(Caveat("info", "one seed per configuration: no spread across seeds is shown"))
+    if c.get("device") == "cuda" and c.get("cuda_graphs") == [False]:
+        out.append(Caveat("warn", "CUDA graphs off in every cell: speculation is credited with launch overhead that "
+                                  "graph capture would remove"))
+    if (r["workload_kind"] == "closed_batch").any():
+        out.append(Caveat("info", "closed batches: B requests submitted together with no further arrivals — not "
+                                  "continuous-batching traffic"))
+    failed_req = r["requests_failed"].fill_null(0).sum() if "requests_failed" in r.columns else 0
+    if failed_req:
+        out.append(Caveat("warn", f"{failed_req} failed request(s) across the cells"))
+    hz = r["timeline_hz"].drop_nulls() if "timeline_hz" in r.columns else pl.Series([])
+    if hz.len() and hz.min() < 9:
+        out.append(Caveat("warn", f"timeline sampling fell to {hz.min():.1f} Hz (target 10 Hz) in some cells"))
+    not_drawn = [f for f in inp.manifest.get("figures", []) if not f["drawn"]]
+    if not_drawn:
+        out.append(Caveat("info", f"{len(not_drawn)} of {len(inp.manifest.get('figures', []))} figures not drawn; "
+                                  "each says why in one line"))
+    return out
+
+
+# --- assembly -------------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=2)
+def javascript_bundle(vl_version: str = figs.VEGALITE_VERSION) -> str:
+    """Vega + Vega-Lite + vega-embed as one script, offline (vl-convert carries them)."""
+    import vl_convert as vlc
+
+    bundle = vlc.javascript_bundle(vl_version=vl_version)
+    # "</script" inside the inlined code would end the element early; "<\/" means the same in JS.
+    return bundle.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
+
+
+def _script_json(obj: Any) -> str:
+    # Inside <script type="application/json">, only "</" can end the element early.
+    return json.dumps(obj, separators=(",", ":")).replace("</", "<\\/")
+
+
+def glance(inp: ReportInputs, checks: dict) -> dict:
+    counts = checks.get("counts", {})
+    failed = _failed_campaigns(inp)
+    energy_fail = 0
+    if inp.checks is not None and inp.checks.height:
+        energy_fail = int(((inp.checks["check"] == figs.ENERGY_CHECK) & (inp.checks["status"] == "fail")).sum())
+    energy = inp.records.height > 0 and (inp.records["meter"].fill_null("none") != "none").any()
+    best = worst = None
+    fi = figs.FigureInputs.from_config(inp.config, curves=inp.curves, records=inp.records, checks=inp.checks)
+    pts = fi.points.filter(pl.col("energy_ratio").is_not_null()) if fi.points.height else fi.points
+    if pts.height:
+        keys = ["model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme", "acceptance_name"]
+        means = pts.group_by(keys).agg(pl.col("energy_ratio").mean(), pl.len().alias("n")).sort("energy_ratio")
+
+        def describe(r: dict) -> str:
+            arm = r["scheme"] + (f" · {r['acceptance_name']}" if r["acceptance_name"] else "")
+            return (f"{arm}, B={r['batch_size']}, {r['corpus']}, {r['workload']}, graphs {'on' if r['cuda_graphs'] else 'off'}"
+                    + (f", {r['n']} seeds" if r["n"] > 1 else ""))
+
+        lo, hi = means.row(0, named=True), means.row(-1, named=True)
+        best = (f"{(1 - lo['energy_ratio']) * 100:.1f} % less", describe(lo))
+        worst = (f"{(hi['energy_ratio'] - 1) * 100:.1f} % more" if hi["energy_ratio"] > 1
+                 else f"{(1 - hi['energy_ratio']) * 100:.1f} % less", describe(hi))
+    refusing = sum(1 for _ in failed)
+    return {
+        "status": "fail" if failed else ("flag" if counts.get("flag") else ("none" if energy_fail else "pass")),
+        "counts": counts,
+        "failed_campaigns": refusing,
+        "energy_fail": energy_fail,
+        "energy": energy,
+        "best": best,
+        "worst": worst,
+        "drawn": sum(1 for f in inp.manifest.get("figures", []) if f["drawn"]),
+        "figures": len(inp.manifest.get("figures", [])),
+    }
+
+
+def render(inp: ReportInputs) -> str:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=jinja2.select_autoescape(["j2", "html"]),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    checks = checks_view(inp.checks)
+    tables = [t for t in (failed_table(inp), configuration_table(inp.curves, inp.records), tbt_table(inp)) if t]
+    if inp.summary is not None and inp.summary.height:
+        tables.append(_table_from_df("Seed summary with intervals (curves_summary)", inp.summary,
+                                     source="results/curves_summary.parquet"))
+    figures = []
+    for f in inp.manifest.get("figures", []):
+        figures.append({**f, "spec_json": _script_json(inp.specs[f["name"]]) if f["drawn"] else None})
+    ctx = {
+        "title": f"specjoule report — {inp.config.get('name', '')}",
+        "generated_at": inp.generated_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "glance": glance(inp, checks),
+        "measured": measured(inp),
+        "run_order": run_order(inp.records),
+        "thresholds": sorted((k, fmt(v)) for k, v in inp.config.get("checks", {}).items()),
+        "checks": checks,
+        "caveats": caveats(inp),
+        "figures": figures,
+        "tables": tables,
+        "paths": inp.paths,
+        "bundle": javascript_bundle(inp.manifest.get("vega_lite_version", figs.VEGALITE_VERSION)),
+    }
+    return env.get_template("report.html.j2").render(**ctx)
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,417 @@
+"""Figures and report, without a browser: specs validate and compile, numbers match the tables,
+a grid that cannot fill a figure gets one line, the rules run under real Snakemake.
+
+Inputs are FIXTURE tables (tests/report_fixtures.py): realistic shapes, made-up numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+import vl_convert as vlc
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))
+import report_fixtures as rf  # noqa: E402
+
+from specjoule.report import figures as F  # noqa: E402
+from specjoule.report import render as R  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# --- fixtures ----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def gpu(tmp_path_factory) -> rf.Scenario:
+    return rf.build("gpu", tmp_path_factory.mktemp("gpu"))
+
+
+@pytest.fixture(scope="session")
+def cpu(tmp_path_factory) -> rf.Scenario:
+    return rf.build("cpu", tmp_path_factory.mktemp("cpu"))
+
+
+def inputs_for(s: rf.Scenario, **overrides) -> F.FigureInputs:
+    tl, note = F.load_timelines(s.timeline_paths, s.records, s.checks)
+    tables = dict(curves=s.curves, records=s.records, checks=s.checks, timelines=tl, timeline_note=note)
+    tables.update(overrides)
+    return F.FigureInputs.from_config(s.config, **tables)
+
+
+@pytest.fixture(scope="session")
+def gpu_figs(gpu) -> dict[str, F.Figure]:
+    return {f.name: f for f in F.build_all(inputs_for(gpu))}
+
+
+@pytest.fixture(scope="session")
+def cpu_figs(cpu) -> dict[str, F.Figure]:
+    return {f.name: f for f in F.build_all(inputs_for(cpu))}
+
+
+def datasets(spec: dict) -> list[list[dict]]:
+    """Every inline dataset of a spec (Altair consolidates them under ``datasets``; CSV parsed)."""
+    out = []
+
+    def rows(values):
+        if isinstance(values, str):
+            return list(csv.DictReader(io.StringIO(values)))
+        return values
+
+    for values in spec.get("datasets", {}).values():
+        out.append(rows(values))
+
+    def walk(node):
+        if isinstance(node, dict):
+            data = node.get("data")
+            if isinstance(data, dict) and "values" in data:
+                out.append(rows(data["values"]))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk({k: v for k, v in spec.items() if k != "datasets"})
+    return out
+
+
+def rows_with(spec: dict, *columns: str) -> list[dict]:
+    found = [r for d in datasets(spec) for r in d if isinstance(r, dict) and all(c in r for c in columns)]
+    assert found, f"no dataset with columns {columns}"
+    return found
+
+
+# --- every figure on a full GPU-like grid ---------------------------------------------------------------
+
+def test_gpu_grid_draws_every_figure_and_specs_validate_and_compile(gpu_figs):
+    assert set(gpu_figs) == set(F.FIGURE_NAMES)
+    for name, fig in gpu_figs.items():
+        assert fig.drawn, f"{name}: {fig.reason}"
+        spec = fig.spec()  # Altair validates against the Vega-Lite schema here
+        assert spec["$schema"].endswith(f"v{F.alt.SCHEMA_VERSION.lstrip('v')}.json")
+        # And it compiles to Vega (field names, params and transforms resolve).
+        vega = vlc.vegalite_to_vega(spec, vl_version=F.VEGALITE_VERSION)
+        assert vega["marks"], name
+
+
+def test_energy_vs_acceptance_has_both_arms_and_the_blog_numbers(gpu, gpu_figs):
+    spec = gpu_figs["energy_vs_acceptance"].spec()
+    pts = rows_with(spec, "arm", "realized_L", "mj_per_committed_token")
+    arms = {r["arm"] for r in pts}
+    assert {"minimum-variance", "geometric"} <= arms
+    # The blog slice (open loop, B=1, graphs on): L=1 min-var is within 1 % of 294.855 mJ.
+    blog = [r for r in pts if r["sel_workload"] == "open" and r["sel_batch_size"] == "B=1" and r["sel_cuda_graphs"] == "on"
+            and r["arm"] == "minimum-variance" and r["configured_L"] == 1.0]
+    assert blog, "no L=1 min-var point in the open-loop B=1 slice"
+    for r in blog:
+        assert r["mj_per_committed_token"] == pytest.approx(294.855, rel=0.01)
+        assert r["energy_ratio"] == pytest.approx(0.897, abs=0.01)
+    # The point is the seed mean of the curves.
+    c = gpu.curves.filter((pl.col("workload") == "open") & (pl.col("batch_size") == 1) & pl.col("cuda_graphs")
+                          & (pl.col("acceptance_name") == "mv1") & (pl.col("corpus") == blog[0]["sel_corpus"]))
+    assert blog[0]["mj_per_committed_token"] == pytest.approx(c["mj_per_committed_token"].mean(), rel=1e-5)
+    assert blog[0]["n_seeds"] == c.height == 2
+
+
+def test_baseline_band_spans_opening_and_closing(gpu, gpu_figs):
+    spec = gpu_figs["energy_vs_acceptance"].spec()
+    band = [r for r in rows_with(spec, "base_lo", "base_hi") if r["sel_workload"] == "closed" and r["sel_batch_size"] == "B=8"
+            and r["sel_corpus"] == "code" and r["sel_cuda_graphs"] == "on"]
+    assert len(band) == 1
+    recs = gpu.records.filter((pl.col("role") != "point") & (pl.col("workload") == "closed") & (pl.col("batch_size") == 8)
+                              & (pl.col("corpus") == "code") & pl.col("cuda_graphs"))
+    assert recs.height == 4  # opening + closing, two seeds
+    assert band[0]["base_lo"] == pytest.approx(recs["mj_per_committed_token"].min(), rel=1e-5)
+    assert band[0]["base_hi"] == pytest.approx(recs["mj_per_committed_token"].max(), rel=1e-5)
+    assert band[0]["base_lo"] < band[0]["base_hi"]
+
+
+def test_failed_campaign_is_in_no_figure(gpu, gpu_figs):
+    failed = gpu.curves.filter(pl.col("failed_checks").list.len() > 0)
+    assert failed.height and set(failed["campaign_id"]) == {rf.FAILED_CAMPAIGN}
+    spec = gpu_figs["saving_vs_batch"].spec()
+    # The failed campaign is seed 1 (second H200), closed, B=64, chat, graphs on: that panel has no B=64 point there.
+    gpu2 = [r for r in rows_with(spec, "gpu", "batch_size", "saving_pct") if "91a0b3c4" in r["gpu"]
+            and r["sel_workload"] == "closed" and r["sel_corpus"] == "chat" and r["sel_cuda_graphs"] == "on"]
+    assert gpu2 and 64 not in {r["batch_size"] for r in gpu2}
+    gpu1 = [r for r in rows_with(spec, "gpu", "batch_size") if "6f1c2a7e" in r["gpu"] and r["sel_workload"] == "closed"
+            and r["sel_corpus"] == "chat" and r["sel_cuda_graphs"] == "on"]
+    assert 64 in {r["batch_size"] for r in gpu1}
+
+
+def test_saving_vs_batch_has_one_panel_per_gpu(gpu_figs):
+    spec = gpu_figs["saving_vs_batch"].spec()
+    titles = json.dumps(spec, ensure_ascii=False)
+    assert "NVIDIA H200 · 6f1c2a7e" in titles and "NVIDIA H200 · 91a0b3c4" in titles
+    body = spec["vconcat"][1]  # [slice header, panels]
+    assert len(body["concat"]) == 2
+
+
+def test_tbt_targets_marked_with_lowest_energy_configuration(gpu, gpu_figs):
+    spec = gpu_figs["tbt_vs_energy"].spec()
+    targets = gpu.config["report"]["tbt_targets_ms"]
+    rules = rows_with(spec, "target_ms", "tlabel")
+    assert sorted({r["target_ms"] for r in rules}) == sorted(float(t) for t in targets)
+    marks = [r for r in rows_with(spec, "label", "met") if r["met"]]
+    # Independent check on one slice: brute force over seed means of points and baselines.
+    sl = gpu.curves.filter((pl.col("workload") == "closed") & (pl.col("corpus") == "code") & pl.col("cuda_graphs")
+                           & (pl.col("failed_checks").list.len() == 0))
+    arm = pl.when(pl.col("acceptance_name").is_null()).then(pl.col("scheme")).otherwise(pl.col("scheme") + " · " + pl.col("acceptance_name"))
+    pts = sl.group_by(arm.alias("arm"), "batch_size").agg((pl.col("tpot_mean_s") * 1000).mean().alias("tbt"),
+                                                          pl.col("mj_per_committed_token").mean().alias("mj"))
+    base = (sl.group_by("campaign_id").agg(pl.col("batch_size").first(), (pl.col("baseline_tpot_mean_s") * 1000).first().alias("tbt"),
+                                           pl.col("baseline_mj_per_committed_token").first().alias("mj"))
+            .group_by("batch_size").agg(pl.col("tbt").mean(), pl.col("mj").mean()).with_columns(arm=pl.lit("baseline")))
+    allc = pl.concat([pts, base.select(pts.columns)])
+    for t in targets:
+        best = allc.filter(pl.col("tbt") <= t).sort("mj").row(0, named=True)
+        mine = [r for r in marks if r["target_ms"] == t and r["sel_workload"] == "closed" and r["sel_corpus"] == "code"
+                and r["sel_cuda_graphs"] == "on"]
+        assert len(mine) == 1
+        assert mine[0]["mj_per_committed_token"] == pytest.approx(best["mj"], rel=1e-5)
+        assert f"{best['arm']} B={best['batch_size']}" in mine[0]["label"]
+
+
+def test_unmet_tbt_target_is_said_in_words(gpu):
+    cfg = {**gpu.config, "report": {**gpu.config["report"], "tbt_targets_ms": [0.5]}}
+    fi = F.FigureInputs.from_config(cfg, curves=gpu.curves, records=gpu.records, checks=gpu.checks)
+    spec = F.tbt_vs_energy(fi).to_dict()
+    labels = {r["label"] for r in rows_with(spec, "label") if "sel_workload" in r}
+    assert labels == {"no configuration meets 0.5 ms"}
+
+
+def test_roofline_marks_the_configured_balance_point(gpu, gpu_figs):
+    spec = gpu_figs["saving_vs_tokens_per_pass"].spec()
+    bp = [r for r in rows_with(spec, "x", "label") if "balance point" in r["label"]]
+    assert bp and bp[0]["x"] == gpu.config["report"]["balance_point_op_per_byte"] == 206
+    pts = rows_with(spec, "tokens_per_verify_pass", "saving_pct")
+    # The fixture's physics: past the balance point speculation costs energy; well below it, it saves.
+    assert all(r["saving_pct"] < 0 for r in pts if r["tokens_per_verify_pass"] > 300)
+    assert all(r["saving_pct"] > 0 for r in pts if r["tokens_per_verify_pass"] < 50 and r["sel_cuda_graphs"] == "on")
+
+
+def test_cuda_graphs_pairs_each_configuration(gpu_figs):
+    rows = rows_with(gpu_figs["cuda_graphs"].spec(), "saving_on", "saving_off", "bias_pp")
+    assert len(rows) > 20
+    # The fixture credits graphs-off runs with 6 points of launch overhead.
+    for r in rows:
+        assert r["bias_pp"] == pytest.approx(r["saving_off"] - r["saving_on"], abs=1e-3)
+        assert 4 < r["bias_pp"] < 8
+
+
+def test_concurrency_defaults_to_the_campaign_with_the_largest_spread(gpu_figs):
+    spec = gpu_figs["concurrency_per_arm"].spec()
+    params = {p["name"]: p for p in spec["params"]}
+    (p,) = [p for n, p in params.items() if n.startswith("cc_")]
+    assert p["value"] == rf.CONCURRENCY_DRIFT_CAMPAIGN
+    rows = [r for r in rows_with(spec, "diff_pct") if r["sel_campaign_id"] == rf.CONCURRENCY_DRIFT_CAMPAIGN]
+    assert {round(r["diff_pct"], 1) for r in rows if r["role"] == "point"} == {-4.0}
+
+
+def test_power_timeline_shows_failed_campaign_first_and_caps_points(gpu, gpu_figs):
+    spec = gpu_figs["power_timeline"].spec()
+    params = [p for p in spec["params"] if p["name"].startswith("pt_")]
+    assert params[0]["value"] == rf.FAILED_CAMPAIGN
+    assert params[0]["bind"]["options"][0] == rf.FAILED_CAMPAIGN
+    rows = rows_with(spec, "cell", "t_rel_s", "power_w")
+    per_cell: dict[tuple, int] = {}
+    for r in rows:
+        key = (r["sel_campaign_id"], r["cell"])
+        per_cell[key] = per_cell.get(key, 0) + 1
+    assert max(per_cell.values()) <= F.TIMELINE_POINTS_PER_CELL + 1
+    assert len({k[0] for k in per_cell}) == F.TIMELINE_MAX_CAMPAIGNS
+    assert "showing 4 of 48 campaigns" in json.dumps(spec, ensure_ascii=False)
+
+
+# --- what the grid cannot fill says so in one line ---------------------------------------------------
+
+def test_cpu_demo_replaces_energy_figures_with_one_line(cpu_figs):
+    for name in F.ENERGY_FIGURES:
+        fig = cpu_figs[name]
+        if name == "cuda_graphs":
+            assert not fig.drawn and fig.reason.startswith("CUDA graphs were not varied")
+            continue
+        assert not fig.drawn, name
+        assert fig.reason.startswith("meter: none"), (name, fig.reason)
+    assert cpu_figs["acceptance_by_corpus"].drawn
+    assert "open-loop" in cpu_figs["concurrency_per_arm"].reason
+    for fig in cpu_figs.values():
+        assert fig.drawn or (fig.reason and "\n" not in fig.reason and len(fig.reason) < 160)
+
+
+def test_single_batch_size_says_so(gpu):
+    c = gpu.curves.filter(pl.col("batch_size") == 8)
+    fig, = F.build_all(inputs_for(gpu, curves=c), names=["saving_vs_batch"])
+    assert not fig.drawn and fig.reason == "one batch size in the grid (B=8): saving vs batch needs two or more"
+
+
+def test_only_synthetic_acceptance_says_so(gpu):
+    c = gpu.curves.filter(pl.col("acceptance_kind").is_not_null())
+    fig, = F.build_all(inputs_for(gpu, curves=c), names=["acceptance_by_corpus"])
+    assert not fig.drawn and "synthetic acceptance" in fig.reason
+
+
+def test_every_campaign_failed_says_so(gpu):
+    c = gpu.curves.with_columns(failed_checks=pl.lit(["baseline_drift"]))
+    figs = F.build_all(inputs_for(gpu, curves=c))
+    for f in figs:
+        if f.name in ("concurrency_per_arm", "power_timeline"):  # diagnostics read the records
+            assert f.drawn
+        else:
+            assert not f.drawn and "failed" in f.reason, (f.name, f.reason)
+
+
+# --- export ------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def gpu_export(gpu, gpu_figs, tmp_path_factory) -> tuple[Path, dict, float]:
+    out = tmp_path_factory.mktemp("figures")
+    t0 = time.perf_counter()
+    manifest = F.export(list(gpu_figs.values()), out, png=("energy_vs_acceptance",))
+    return out, manifest, time.perf_counter() - t0
+
+
+def test_export_writes_svg_for_all_png_where_asked_and_offline_html(gpu_export, cpu_figs, tmp_path):
+    out, manifest, seconds = gpu_export
+    print(f"static + HTML export of {len(manifest['figures'])} figures: {seconds:.1f} s")
+    for f in manifest["figures"]:
+        svg = (out / f"{f['name']}.svg").read_text()
+        assert svg.startswith("<svg") and "<text" in svg
+        assert (out / f"{f['name']}.png").exists() == (f["name"] == "energy_vs_acceptance")
+        html = (out / f"{f['name']}.html").read_text()
+        assert not re.search(r"<script[^>]+src=", html), "figure HTML must inline its scripts"
+        assert "vegaEmbed" in html
+    png = (out / "energy_vs_acceptance.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    # A figure that could not be drawn still gets an SVG: its one line.
+    m = F.export(list(cpu_figs.values()), tmp_path)
+    skipped = [f for f in m["figures"] if not f["drawn"]]
+    assert skipped and all(f["files"] == [f"{f['name']}.svg"] for f in skipped)
+    assert "meter: none" in (tmp_path / "energy_vs_acceptance.svg").read_text()
+    back, specs = F.read_manifest(tmp_path)
+    assert set(specs) == {"acceptance_by_corpus"} and back == m
+
+
+# --- the report, rendered (the browser test looks at it drawn) ------------------------------------
+
+def report_inputs(s: rf.Scenario, figdir: Path) -> R.ReportInputs:
+    manifest, specs = F.read_manifest(figdir)
+    return R.ReportInputs(config=s.config, config_hash="fixture0000hash", records=s.records, checks=s.checks,
+                          curves=s.curves, manifest=manifest, specs=specs, summary=s.summary)
+
+
+def test_report_lists_failures_first_and_generated_caveats(gpu, gpu_export):
+    html = R.render(report_inputs(gpu, gpu_export[0]))
+    assert html.count('<script type="application/json" id="spec-') == 8
+    assert not re.search(r"""(src|href)=["']https?:""", html), "the report must not reference the network"
+    fail_at = html.index('<tr class="fail">')
+    flag_at = html.index('<tr class="flag">')
+    pass_at = html.index('<tr class="pass">')
+    assert fail_at < flag_at < pass_at
+    assert "open-loop arms differ in concurrency by up to 4.0 %" in html
+    assert "1 campaign(s) failed pre-registered checks (baseline_drift)" in html
+    assert "energy is the GPU board&#39;s NVML counter only" in html
+    assert "NVIDIA H200 GPU-6f1c2a7e" in html and "580.105.08" in html and "vllm 0.26.0" in html
+    assert "shuffled under seed 20261130" in html
+    assert "624 recorded of 624 planned" in html
+
+
+def test_cpu_report_says_energy_not_measured(cpu, tmp_path):
+    F.export(F.build_all(inputs_for(cpu)), tmp_path / "figures", html=False)
+    html = R.render(report_inputs(cpu, tmp_path / "figures"))
+    assert "meter: none — energy not measured on this machine" in html
+    assert html.count('class="not-drawn" data-not-drawn=') == 7
+    assert "device: cpu" in html
+    assert "energy_measured failed on 1 campaign(s)" in html
+    # energy_measured refuses only energy: the glance must not call that "all passed" nor a refusal.
+    assert "no campaign refused" in html and "all passed" not in html
+
+
+def test_fmt_never_prints_nan_as_a_number():
+    assert R.fmt(float("nan")) == "NaN" and R.fmt(None) == "—" and R.fmt(0.0) == "0" and R.fmt(1234.5) == "1,234"
+
+
+# --- against the real analysis code (aggregate → checks → derive → summary) --------------------------
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_figures_and_report_from_the_real_analysis(kind, tmp_path):
+    from specjoule import records as rec_mod
+    from specjoule.analysis import aggregate, checks, derive
+
+    s = rf.build(kind, tmp_path, timelines=False)
+    import pyarrow.parquet as pq
+
+    paths = []
+    for row in s.records.drop([c for c in s.records.columns if c not in rec_mod.RECORD_COLUMNS]).iter_rows(named=True):
+        p = tmp_path / "cells" / row["campaign_id"] / f"{row['cell_name']}.parquet"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(rec_mod.to_table([row]), p)
+        paths.append(p)
+    records = aggregate.aggregate(paths)
+    th = checks.Thresholds.from_config(s.config["checks"])
+    chk = checks.run_checks(records, th)
+    curves = derive.derive(records, chk, allow_failed_checks=True)
+    summary = derive.summarize_seeds(curves, resamples=200)
+    fi = F.FigureInputs.from_config(s.config, curves=curves, records=records, checks=chk)
+    figs = {f.name: f for f in F.build_all(fi)}
+    for f in figs.values():
+        if f.drawn:
+            f.spec()
+    if kind == "gpu":
+        drawn = {n for n, f in figs.items() if f.drawn}
+        assert drawn == set(F.FIGURE_NAMES) - {"power_timeline"}, {n: f.reason for n, f in figs.items()}
+    else:
+        assert figs["acceptance_by_corpus"].drawn and figs["energy_vs_acceptance"].reason.startswith("meter: none")
+    F.export(list(figs.values()), tmp_path / "figures", html=False)
+    manifest, specs = F.read_manifest(tmp_path / "figures")
+    html = R.render(R.ReportInputs(config=s.config, config_hash="x", records=records, checks=chk, curves=curves,
+                                   manifest=manifest, specs=specs, summary=summary))
+    assert "<h2 id=\"checks\">" in html
+
+
+# --- the rules under real Snakemake, and snakemake --report -----------------------------------------
+
+def test_snakemake_figures_report_and_snakemake_report(tmp_path):
+    s = rf.build("cpu", tmp_path)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(rf.config_mod.read_yaml(REPO / "config" / "config.yaml")))
+    base = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--configfile",
+            str(tmp_path / "config.yaml"), "--cores", "1", "--allowed-rules", "figures", "report"]
+    t0 = time.perf_counter()
+    run = subprocess.run([*base, "results/report.html"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    print(f"snakemake figures + report: {time.perf_counter() - t0:.1f} s")
+    html = (tmp_path / "results" / "report.html").read_text()
+    assert "meter: none" in html and len(s.records) == 4
+    assert "wrote results/report.html" in (tmp_path / "results" / "logs" / "report.log").read_text()
+    assert "acceptance_by_corpus: drawn" in (tmp_path / "results" / "logs" / "figures.log").read_text()
+    rep = subprocess.run([*base, "--report", str(tmp_path / "smk.zip"), "results/report.html"], capture_output=True,
+                         text=True, timeout=600)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    import zipfile
+
+    names = zipfile.ZipFile(tmp_path / "smk.zip").namelist()
+    assert any(n.endswith("/report.html") and "/data/raw/" in n for n in names)
+    assert sum(n.endswith(".svg") for n in names) == len(F.FIGURE_NAMES)
+
+
+def test_empty_tables_give_reasons_not_crashes(gpu, tmp_path):
+    empty = F.FigureInputs.from_config(gpu.config, curves=gpu.curves.clear(), records=gpu.records.clear(),
+                                       checks=gpu.checks.clear())
+    figs = F.build_all(empty)
+    assert not any(f.drawn for f in figs)
+    assert all(f.reason and "\n" not in f.reason for f in figs)
+    F.export(figs, tmp_path, html=False)
+    manifest, specs = F.read_manifest(tmp_path)
+    html = R.render(R.ReportInputs(config=gpu.config, config_hash="x", records=gpu.records.clear(),
+                                   checks=gpu.checks.clear(), curves=gpu.curves.clear(), manifest=manifest, specs=specs))
+    assert "no records: nothing was measured" in html and "0 of 8 drawn" in html
