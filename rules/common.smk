@@ -45,13 +45,21 @@ def get_cell_id(wildcards):
 
 
 def get_cell_inputs(wildcards):
-    """Opening baseline → every point → closing baseline: the campaign's order in the DAG."""
+    """Opening baseline → points in run order → closing baseline: the campaign's order in the DAG.
+
+    A chain, not a fan-out: under SLURM a campaign is one group job, sized by its widest DAG
+    level; points side by side would ask for one GPU per point and the job step running them
+    is refused (ADR 0051). Each point also names the opening baseline it is paired with."""
     cell = get_cell(wildcards)
-    if cell.role == _cells.ROLE_POINT:
-        return [CELLS.opening(cell.campaign_id).record_path]
+    if cell.run_order_index == 0:
+        return []
+    members = CELLS.campaigns[cell.campaign_id]
     if cell.role == _cells.ROLE_CLOSING:
-        return [c.record_path for c in CELLS.points(cell.campaign_id)] or [CELLS.opening(cell.campaign_id).record_path]
-    return []
+        # The closing baseline brackets every point (it is also the last link of the chain).
+        return [c.record_path for c in members[: cell.run_order_index]]
+    previous = members[cell.run_order_index - 1].record_path
+    opening = members[0].record_path
+    return [opening, previous] if previous != opening else [opening]
 
 
 def get_cell_priority(wildcards):

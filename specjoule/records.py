@@ -73,6 +73,8 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("cuda_visible_devices", _str, ""),
     ("python_version", _str, ""),
     ("engine_start_s", _f64, "engine construction to ready"),
+    ("engine_instance", _str, "one id per engine launch: cells with equal ids shared one engine"),
+    ("engine_shared_cells", _i64, "cells measured on this engine launch (1 = dedicated engine)"),
     # window
     ("window_start", _ts, "wall clock"),
     ("window_end", _ts, "wall clock"),
@@ -114,6 +116,7 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("tpot_mean_s", _f64, "time between tokens"),
     ("tpot_p50_s", _f64, ""),
     ("tpot_p99_s", _f64, ""),
+    ("latency_source", _str, "request_metrics (engine, per request) | client_stream (HTTP client, per request) | engine_histogram (bucketed)"),
     # derived on the spot
     ("mj_per_committed_token", _f64, "null when energy is not measured"),
     ("realized_L", _f64, "1 + accepted / drafts"),

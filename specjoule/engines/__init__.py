@@ -1,0 +1,29 @@
+"""Engine adapters. ``make_engine`` picks the adapter a cell needs.
+
+closed batch → offline (``vllm.LLM`` in a child process group), unless the cell attaches to a
+shared server (``server_url``) — then the batch goes over HTTP;
+open loop → a ``vllm serve`` subprocess (arrivals need a server that accepts requests while busy).
+"""
+
+from __future__ import annotations
+
+import os
+
+from specjoule.engines.base import (BatchResult, CounterDelta, CounterSnapshot, Engine, EngineError,
+                                    EngineUnsupported, RequestResult)
+
+__all__ = ["BatchResult", "CounterDelta", "CounterSnapshot", "Engine", "EngineError", "EngineUnsupported",
+           "RequestResult", "make_engine"]
+
+
+def make_engine(spec: dict, log_file: str | os.PathLike | None = None, *, server_url: str | None = None,
+                server_command: list[str] | None = None, force_server: bool = False) -> Engine:
+    engine = spec["engine"]
+    timeout = float(spec.get("protocol", {}).get("engine_ready_timeout_s", 900))
+    if engine != "vllm":
+        raise EngineUnsupported(f"engine = {engine!r}: only the vllm adapter exists in this build")
+    from specjoule.engines.vllm import VllmOfflineEngine, VllmServerEngine
+
+    if server_url or server_command or force_server or spec["workload"]["kind"] == "open_loop":
+        return VllmServerEngine(spec, log_file, ready_timeout_s=timeout, command=server_command, url=server_url)
+    return VllmOfflineEngine(spec, log_file, ready_timeout_s=timeout)

