@@ -36,3 +36,8 @@ test: venv system-deps
 
 clean:
 	rm -rf results .snakemake
+
+# Offline bundle of wheels for an air-gapped GPU node (ADR 0060): .bundle/specjoule-bundle/ + tar.xz + parts/NN/.
+# BUNDLE_ARGS, e.g. "--profile sglang --profile pipeline --out .bundle/sglang" or "--from-lock".
+bundle: venv
+	$(PY) scripts/make_bundle.py $(BUNDLE_ARGS)

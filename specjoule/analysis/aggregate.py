@@ -1,0 +1,191 @@
+"""Every cell record in one table, each cell paired with its campaign's baselines (ADR 0020, 0021).
+
+The pairing key is the whole comparison identity — campaign, engine, model pair, batch size,
+corpus, seed, graph mode and workload — not just the campaign id: a record that claims a campaign
+but differs from its baseline in any of these is left unpaired, and the ``baseline_present`` check
+names it. The GPU is *not* part of the key: a pair across GPUs is still made, marked
+``pair_cross_gpu``, and failed by the ``same_gpu`` check, so the violation is visible rather than
+silently dropped.
+
+The baseline value a point is compared with is the mean of its opening and closing baselines
+(the opening alone when the campaign has no closing baseline); their disagreement is the
+``baseline_drift`` check.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from specjoule import records
+from specjoule.analysis import META_CONFIG_HASH, AnalysisError, write_parquet_atomic
+
+ROLE_OPENING = "opening_baseline"
+ROLE_CLOSING = "closing_baseline"
+ROLE_POINT = "point"
+
+PAIR_KEYS: tuple[str, ...] = ("campaign_id", "engine", "model_pair", "batch_size", "corpus", "seed",
+                              "cuda_graphs", "workload")
+# Metrics carried from each baseline onto every row: opening_*, closing_* and their mean baseline_*.
+BASELINE_METRICS: tuple[str, ...] = ("mj_per_committed_token", "tpot_mean_s", "mean_running_requests",
+                                     "tokens_per_s", "s_per_committed_token")
+
+# Columns aggregate adds after the record columns (documented here once; tests check them).
+PAIRING_COLUMNS: tuple[str, ...] = (
+    "record_path", "s_per_committed_token", "device_key",
+    "opening_cell_name", "closing_cell_name", "opening_device_key", "closing_device_key",
+    *(f"{side}_{m}" for side in ("opening", "closing") for m in BASELINE_METRICS),
+    *(f"baseline_{m}" for m in BASELINE_METRICS),
+    "baseline_n", "pair_cross_gpu",
+)
+
+META_RECORD_VERSION = "specjoule_record_version"
+
+RECORD_POLARS_SCHEMA: pl.Schema = pl.from_arrow(records.RECORD_SCHEMA.empty_table()).schema  # type: ignore[union-attr]
+
+
+def scan_records(paths: Sequence[str | Path]) -> pl.LazyFrame:
+    """Lazily scan cell records against the one record schema.
+
+    Columns appended to ``RECORD_FIELDS`` after a record was written come back null
+    (``missing_columns="insert"``); a column this reader does not know is an error.
+    """
+    if not paths:
+        return pl.LazyFrame(schema=RECORD_POLARS_SCHEMA).with_columns(pl.lit(None, pl.String).alias("record_path"))
+    return pl.scan_parquet([str(p) for p in paths], schema=RECORD_POLARS_SCHEMA, missing_columns="insert",
+                           extra_columns="raise", include_file_paths="record_path")
+
+
+def _device_key(prefix: str = "") -> pl.Expr:
+    """GPU UUID(s) when there are any; on a GPU-less host the host itself is the device."""
+    uuid = pl.col(f"{prefix}gpu_uuid")
+    uuid = pl.when(uuid.str.len_chars() > 0).then(uuid)
+    host = pl.lit("host:") + pl.col(f"{prefix}hostname")
+    return pl.coalesce(uuid, host)
+
+
+def _validate(df: pl.DataFrame) -> None:
+    bad = df.filter(pl.col("record_version").ne_missing(records.RECORD_VERSION))
+    if bad.height:
+        raise AnalysisError(
+            f"record_version {bad['record_version'][0]!r} in {bad['record_path'][0]} "
+            f"({bad.height} record(s)); this reader knows {records.RECORD_VERSION}")
+    for col in ("campaign_id", "cell_name", "role"):
+        missing = df.filter(pl.col(col).is_null())
+        if missing.height:
+            raise AnalysisError(f"{col} is null in {missing['record_path'][0]}")
+    roles = df.filter(~pl.col("role").is_in([ROLE_OPENING, ROLE_CLOSING, ROLE_POINT]))
+    if roles.height:
+        raise AnalysisError(f"role = {roles['role'][0]!r} in {roles['record_path'][0]}; "
+                            f"known: {ROLE_OPENING}, {ROLE_POINT}, {ROLE_CLOSING}")
+    dup = df.group_by("campaign_id", "cell_name").agg(pl.col("record_path")).filter(pl.col("record_path").list.len() > 1)
+    if dup.height:
+        r = dup.row(0, named=True)
+        raise AnalysisError(f"cell {r['campaign_id']}/{r['cell_name']} has {len(r['record_path'])} records: "
+                            f"{', '.join(sorted(r['record_path']))}")
+    for role in (ROLE_OPENING, ROLE_CLOSING):
+        many = (df.filter(pl.col("role") == role).group_by(PAIR_KEYS).agg(pl.col("cell_name"))
+                .filter(pl.col("cell_name").list.len() > 1))
+        if many.height:
+            r = many.row(0, named=True)
+            raise AnalysisError(f"campaign {r['campaign_id']} has {len(r['cell_name'])} {role} records "
+                                f"({', '.join(sorted(r['cell_name']))}); a point must pair with exactly one")
+
+
+def pair(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Add the pairing columns (see PAIRING_COLUMNS) to every record."""
+    lf = lf.with_columns(
+        (pl.col("window_s") / pl.col("committed_tokens").cast(pl.Float64)).alias("s_per_committed_token"),
+        _device_key().alias("device_key"),
+    )
+
+    def side(role: str, prefix: str) -> pl.LazyFrame:
+        return lf.filter(pl.col("role") == role).select(
+            *PAIR_KEYS,
+            pl.col("cell_name").alias(f"{prefix}_cell_name"),
+            pl.col("device_key").alias(f"{prefix}_device_key"),
+            *(pl.col(m).alias(f"{prefix}_{m}") for m in BASELINE_METRICS),
+        )
+
+    out = (lf.join(side(ROLE_OPENING, "opening"), on=list(PAIR_KEYS), how="left", nulls_equal=True, validate="m:1")
+             .join(side(ROLE_CLOSING, "closing"), on=list(PAIR_KEYS), how="left", nulls_equal=True, validate="m:1"))
+    has_close = pl.col("closing_cell_name").is_not_null()
+    out = out.with_columns(
+        # Mean of opening and closing when the campaign has both; null propagates, so a baseline
+        # whose closing twin lacks the metric gives no baseline value rather than a one-sided one.
+        *(pl.when(has_close).then((pl.col(f"opening_{m}") + pl.col(f"closing_{m}")) / 2)
+            .otherwise(pl.col(f"opening_{m}")).alias(f"baseline_{m}") for m in BASELINE_METRICS),
+        (pl.col("opening_cell_name").is_not_null().cast(pl.Int32) + has_close.cast(pl.Int32)).alias("baseline_n"),
+        (pl.col("device_key").ne_missing(pl.col("opening_device_key"))
+         | (has_close & pl.col("device_key").ne_missing(pl.col("closing_device_key")))).alias("pair_cross_gpu"),
+    )
+    return out.select(*RECORD_POLARS_SCHEMA.names(), *PAIRING_COLUMNS)
+
+
+# File identity a cached row is valid for. Records are written by rename (new inode, new ctime);
+# ctime cannot be set from user space, so a file rewritten in place (even `cp -p`) also misses.
+_FILE_KEY = ("_file_size", "_file_mtime_ns", "_file_ctime_ns", "_file_ino")
+
+
+def _file_keys(paths: Sequence[str | Path]) -> pl.DataFrame:
+    rows = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError as exc:
+            raise AnalysisError(f"cannot stat cell record {p}: {exc}") from exc
+        rows.append((str(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    return pl.DataFrame(rows, schema={"record_path": pl.String, **{k: pl.Int64 for k in _FILE_KEY}}, orient="row")
+
+
+def _read(paths: Sequence[str | Path]) -> pl.DataFrame:
+    try:
+        # One chunk per file comes back; rechunk once so every later expression runs on contiguous columns.
+        return scan_records(paths).collect().rechunk()
+    except pl.exceptions.PolarsError as exc:
+        raise AnalysisError(f"cannot read cell records against record schema v{records.RECORD_VERSION}: {exc}") from exc
+
+
+def _read_cached(paths: Sequence[str | Path], cache: Path, log: Callable[[str], None]) -> pl.DataFrame:
+    """Rows of unchanged files from the cache, the rest read from disk; the cache is rewritten (ADR 0028)."""
+    keys = _file_keys(paths)
+    expected = [*RECORD_POLARS_SCHEMA.names(), "record_path", *_FILE_KEY]
+    cached = None
+    if cache.exists():
+        try:
+            cached = pl.read_parquet(cache)
+            if cached.columns != expected or cached.schema["record_version"] != pl.Int32:
+                log(f"record cache {cache} has another schema; reading every record")
+                cached = None
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            log(f"record cache {cache} unreadable ({exc}); reading every record")
+            cached = None
+    hit = (cached.join(keys, on=["record_path", *_FILE_KEY], how="semi") if cached is not None
+           else pl.DataFrame(schema={k: v for k, v in zip(expected, [*RECORD_POLARS_SCHEMA.dtypes(), pl.String,
+                                                                     *(pl.Int64,) * len(_FILE_KEY)])}))
+    missing = keys.join(hit.select("record_path"), on="record_path", how="anti")
+    fresh = _read(missing["record_path"].to_list()).join(missing, on="record_path", how="left") if missing.height else None
+    log(f"{hit.height} record(s) from cache, {missing.height} read from disk")
+    raw = pl.concat([hit, fresh.select(expected)]) if fresh is not None else hit
+    write_parquet_atomic(raw, cache)
+    return raw.drop(_FILE_KEY)
+
+
+def aggregate(paths: Sequence[str | Path], cache: str | Path | None = None,
+              log: Callable[[str], None] = lambda _msg: None) -> pl.DataFrame:
+    """Read every record (lazily, one scan) and pair it; sorted by campaign and run order.
+
+    ``cache``: a Parquet file of previously read records keyed by path and file identity; files
+    that did not change since are not parsed again. Without it every file is read.
+    """
+    raw = _read_cached(paths, Path(cache), log) if cache is not None and paths else _read(paths)
+    _validate(raw)
+    return pair(raw.lazy()).sort("campaign_id", "run_order_index", "cell_name").collect()
+
+
+def write(df: pl.DataFrame, path: str | Path, config_hash: str) -> None:
+    """Write records.parquet with the config hash it was aggregated under in the file metadata."""
+    write_parquet_atomic(df, path, {META_CONFIG_HASH: config_hash, META_RECORD_VERSION: str(records.RECORD_VERSION)})

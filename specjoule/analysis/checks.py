@@ -1,0 +1,567 @@
+"""Pre-registered discard checks (ADR 0022, 0023, 0024).
+
+Every threshold comes from the config's ``checks`` section, written before the runs; the config
+hash the checks ran under is kept with the results. Each check is a named function over the
+aggregated records that returns one row per campaign: status, value, threshold, the cells
+concerned and a readable detail.
+
+Status: ``fail`` (discard: derive refuses the campaign), ``flag`` (kept, marked on every curve row
+it concerns), ``pass``, ``not_applicable`` (nothing to check, e.g. GPU telemetry on a CPU run).
+
+Two levels:
+- *campaign* checks compare arms with each other (baseline present, drift, committed spread,
+  batch shape, same GPU, energy measured, pre-registration): the campaign is the unit.
+- *cell* checks judge one record on its own (acceptance length, counters, window, power,
+  temperature, throttle, failed requests, other processes, regime). They are still reported once
+  per campaign — status is the worst over its cells, ``cell_names`` the cells with that status,
+  ``value`` the worst value — so checks.md stays one readable row per campaign and check, and derive
+  can mark exactly the curve rows a flag concerns (a failure marks its whole campaign, ADR 0025).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from specjoule.analysis import AnalysisError
+from specjoule.analysis.aggregate import ROLE_CLOSING, ROLE_OPENING, ROLE_POINT
+
+PASS, FAIL, FLAG, NA = "pass", "fail", "flag", "not_applicable"
+STATUSES = (FAIL, FLAG, PASS, NA)
+STATUS_RANK = {NA: 0, PASS: 1, FLAG: 2, FAIL: 3}
+# The one check whose failure does not refuse a campaign: it refuses only the energy columns.
+ENERGY_CHECK = "energy_measured"
+MAX_DETAIL_CELLS = 5
+
+CHECK_SCHEMA = pl.Schema({
+    "check": pl.String, "campaign_id": pl.String, "cell_names": pl.List(pl.String), "status": pl.String,
+    "value": pl.Float64, "threshold": pl.Float64, "detail": pl.String,
+})
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The config's ``checks`` section, typed. Defaults are the schema's (config/schema.yaml)."""
+
+    baseline_drift_max: float
+    acceptance_length_tolerance: float
+    committed_spread_max: float
+    concurrency_spread_max: float
+    min_window_s: float
+    min_energy_updates: int
+    max_temperature_c: float
+    forbidden_throttle_mask: int
+    max_failed_requests: int
+    power_slack_w: float
+    idle_regime_ratio: float
+    allow_failed_checks: bool
+
+    @classmethod
+    def from_config(cls, checks: Mapping[str, Any] | None) -> Thresholds:
+        from specjoule import config as _config
+
+        defaults = {k: v["default"] for k, v in _config._schema()["properties"]["checks"]["properties"].items()}
+        given = dict(checks or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(given) - names)
+        if unknown:
+            raise _config.ConfigError(f"checks.{unknown[0]}", given[unknown[0]],
+                                      f"unknown check threshold; known: {', '.join(sorted(names))}")
+        merged = {**defaults, **given}
+        return cls(**{n: merged[n] for n in names})
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+CheckFn = Callable[[pl.DataFrame, Thresholds, "str | None"], pl.DataFrame]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    level: str  # "campaign" | "cell"
+    doc: str
+    fn: CheckFn
+
+
+CHECKS: dict[str, Check] = {}
+
+
+def check(name: str, level: str, doc: str) -> Callable[[CheckFn], CheckFn]:
+    def register(fn: CheckFn) -> CheckFn:
+        CHECKS[name] = Check(name, level, doc, fn)
+        return fn
+    return register
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+
+C = pl.col
+meter_none = C("meter").is_null() | (C("meter") == "none")
+is_point = C("role") == ROLE_POINT
+is_baseline = C("role").is_in([ROLE_OPENING, ROLE_CLOSING])
+
+
+def _r(expr: pl.Expr, digits: int = 4) -> pl.Expr:
+    return expr.cast(pl.Float64).round_sig_figs(digits)
+
+
+def _lit_f(v: float | None) -> pl.Expr:
+    return pl.lit(v, pl.Float64)
+
+
+def _reduce_cells(df: pl.DataFrame, name: str, *, status: pl.Expr, value: pl.Expr, detail: pl.Expr,
+                  threshold: pl.Expr | float | None, worst: str = "max") -> pl.DataFrame:
+    """Collapse per-cell verdicts to one row per campaign.
+
+    ``detail`` is evaluated per cell and should be null for a passing cell; the campaign's detail
+    joins the distinct details of the cells that carry the campaign's (worst) status.
+    """
+    thr = threshold if isinstance(threshold, pl.Expr) else _lit_f(threshold)
+    ev = df.select(
+        "campaign_id", "cell_name", "run_order_index",
+        status.alias("status"), value.cast(pl.Float64).alias("value"), detail.alias("detail"),
+        thr.cast(pl.Float64).alias("threshold"),
+    ).with_columns(C("status").replace_strict(STATUS_RANK, return_dtype=pl.Int8).alias("rank"))
+    ev = ev.filter(C("rank") == C("rank").max().over("campaign_id"))
+    agg_value = C("value").max() if worst == "max" else C("value").min()
+    out = (ev.sort("campaign_id", "run_order_index")
+             .group_by("campaign_id", maintain_order=True)
+             .agg(C("cell_name").alias("cell_names"), C("status").first(), agg_value.alias("value"),
+                  C("threshold").drop_nulls().first().alias("threshold"),
+                  C("detail").drop_nulls().unique(maintain_order=True).alias("details"),
+                  pl.len().alias("n")))
+    n_det = C("details").list.len()
+    joined = C("details").list.head(MAX_DETAIL_CELLS).list.join("; ")
+    more = pl.when(n_det > MAX_DETAIL_CELLS).then(pl.format("; … and {} more", n_det - MAX_DETAIL_CELLS)).otherwise(pl.lit(""))
+    summary = pl.when(C("status") == PASS).then(pl.format("{} cell(s) within threshold", C("n"))).otherwise(
+        pl.format("{} cell(s)", C("n")))
+    detail_out = pl.when(n_det > 0).then(joined + more).otherwise(summary)
+    return out.select(pl.lit(name).alias("check"), "campaign_id", "cell_names", "status", "value", "threshold",
+                      detail_out.alias("detail"))
+
+
+def _campaign_rows(name: str, out: pl.DataFrame) -> pl.DataFrame:
+    return out.select(pl.lit(name).alias("check"), "campaign_id", "cell_names", "status",
+                      C("value").cast(pl.Float64), C("threshold").cast(pl.Float64), "detail")
+
+
+def _ordered_names(df: pl.DataFrame, mask: pl.Expr) -> pl.Expr:
+    """Agg expression: cell names (in run order) where ``mask`` holds."""
+    return C("cell_name").sort_by("run_order_index").filter(mask.sort_by("run_order_index"))
+
+
+def _telemetry(df: pl.DataFrame, name: str, col: str, bad: pl.Expr, bad_detail: pl.Expr,
+               threshold: float | None, value: pl.Expr | None = None) -> pl.DataFrame:
+    """GPU telemetry columns: evaluated where recorded; missing is not applicable without a meter
+    (CPU) and a failure with one (an NVML run that did not record it cannot be trusted)."""
+    status = (pl.when(C(col).is_null() & meter_none).then(pl.lit(NA))
+                .when(C(col).is_null()).then(pl.lit(FAIL))
+                .when(bad).then(pl.lit(FAIL)).otherwise(pl.lit(PASS)))
+    detail = (pl.when(C(col).is_null() & meter_none).then(pl.lit(f"{col} not recorded: no meter (meter none)"))
+                .when(C(col).is_null()).then(pl.format("{}: {} not recorded under meter {}", C("cell_name"), pl.lit(col), C("meter")))
+                .when(bad).then(bad_detail))
+    value = C(col) if value is None else pl.when(C(col).is_not_null()).then(value)
+    return _reduce_cells(df, name, status=status, value=value, detail=detail, threshold=threshold)
+
+
+# ----------------------------------------------------------------------------------------------
+# campaign-level checks
+
+@check("baseline_present", "campaign",
+       "every point and the closing baseline pair with exactly one opening baseline on the full pairing key")
+def baseline_present(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    unpaired = C("opening_cell_name").is_null()
+    out = df.group_by("campaign_id").agg(
+        (C("role") == ROLE_OPENING).sum().alias("n_open"),
+        unpaired.sum().alias("value"),
+        _ordered_names(df, unpaired).alias("unpaired"),
+        C("cell_name").sort_by("run_order_index").alias("all_cells"),
+    )
+    fail = (C("n_open") == 0) | (C("value") > 0)
+    return _campaign_rows("baseline_present", out.with_columns(
+        pl.when(fail).then(pl.lit(FAIL)).otherwise(pl.lit(PASS)).alias("status"),
+        pl.when(fail).then(C("unpaired")).otherwise(C("all_cells")).alias("cell_names"),
+        _lit_f(0).alias("threshold"),
+        pl.when(C("n_open") == 0).then(pl.lit("no opening baseline record in this campaign"))
+          .when(fail).then(pl.format("no opening baseline with the same engine, model pair, batch, corpus, seed, "
+                                     "graph mode and workload for: {}", C("unpaired").list.join(", ")))
+          .otherwise(pl.lit("every arm pairs with the opening baseline")).alias("detail"),
+    ))
+
+
+@check("baseline_drift", "campaign",
+       "opening vs closing baseline, relative: mJ per committed token; without an energy meter, "
+       "seconds per committed token (window / committed tokens, the time factor of energy per token)")
+def baseline_drift(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    base = df.filter(C("role") == ROLE_OPENING).select(
+        "campaign_id", "opening_cell_name", "closing_cell_name",
+        "opening_mj_per_committed_token", "closing_mj_per_committed_token",
+        "opening_s_per_committed_token", "closing_s_per_committed_token",
+    )
+    camps = df.select("campaign_id").unique().join(base, on="campaign_id", how="left")
+    energy = C("opening_mj_per_committed_token").is_not_null() & C("closing_mj_per_committed_token").is_not_null()
+    any_energy = C("opening_mj_per_committed_token").is_not_null() | C("closing_mj_per_committed_token").is_not_null()
+    o = pl.when(energy).then(C("opening_mj_per_committed_token")).otherwise(C("opening_s_per_committed_token"))
+    c = pl.when(energy).then(C("closing_mj_per_committed_token")).otherwise(C("closing_s_per_committed_token"))
+    drift = (o - c).abs() / ((o + c) / 2)
+    metric = pl.when(energy).then(pl.lit("mJ per committed token")).otherwise(
+        pl.lit("meter none: seconds per committed token (window_s / committed_tokens)"))
+    no_pair = C("opening_cell_name").is_null() | C("closing_cell_name").is_null()
+    mixed = ~energy & any_energy
+    status = (pl.when(no_pair).then(pl.lit(NA))
+                .when(mixed | drift.is_null() | (drift > th.baseline_drift_max)).then(pl.lit(FAIL))
+                .otherwise(pl.lit(PASS)))
+    detail = (pl.when(C("opening_cell_name").is_null()).then(pl.lit("no opening baseline"))
+                .when(C("closing_cell_name").is_null()).then(pl.lit("no closing baseline in this campaign: drift not measurable"))
+                .when(mixed).then(pl.lit("energy measured on one baseline only"))
+                .when(drift.is_null()).then(pl.format("{}: not recorded on a baseline", metric))
+                .otherwise(pl.format("{}: opening {}, closing {} ({} % apart)", metric, _r(o, 5), _r(c, 5),
+                                     _r(drift * 100, 3))))
+    names = pl.concat_list(C("opening_cell_name"), C("closing_cell_name")).list.drop_nulls()
+    return _campaign_rows("baseline_drift", camps.with_columns(
+        status.alias("status"), names.alias("cell_names"), drift.alias("value"),
+        _lit_f(th.baseline_drift_max).alias("threshold"), detail.alias("detail")))
+
+
+@check("same_gpu", "campaign", "every arm of a campaign measured on one GPU (UUID; on a GPU-less host, the host)")
+def same_gpu(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    out = df.group_by("campaign_id").agg(
+        C("device_key").drop_nulls().unique().sort().alias("keys"),
+        C("device_key").null_count().alias("n_null"),
+        pl.len().alias("n"),
+        _ordered_names(df, C("pair_cross_gpu") | C("device_key").is_null()).alias("crossed"),
+        C("cell_name").sort_by("run_order_index").alias("all_cells"),
+    )
+    n_keys = C("keys").list.len()
+    fail = (n_keys > 1) | ((n_keys == 1) & (C("n_null") > 0))
+    status = pl.when(n_keys == 0).then(pl.lit(NA)).when(fail).then(pl.lit(FAIL)).otherwise(pl.lit(PASS))
+    on_host = C("keys").list.first().str.starts_with("host:")
+    detail = (pl.when(n_keys == 0).then(pl.lit("neither GPU UUID nor hostname recorded"))
+                .when(fail).then(pl.format("arms on {} devices ({}); {} cell(s) without one; paired across devices: {}",
+                                           n_keys, C("keys").list.join(", "), C("n_null"), C("crossed").list.join(", ")))
+                .when(on_host).then(pl.format("no GPU (CPU run): all {} arms on {}", C("n"), C("keys").list.first()))
+                .otherwise(pl.format("all {} arms on {}", C("n"), C("keys").list.first())))
+    return _campaign_rows("same_gpu", out.with_columns(
+        status.alias("status"), pl.when(fail).then(C("crossed")).otherwise(C("all_cells")).alias("cell_names"),
+        (n_keys + (C("n_null") > 0).cast(pl.UInt32)).alias("value"), _lit_f(1).alias("threshold"),
+        detail.alias("detail")))
+
+
+@check("energy_measured", "campaign",
+       "an energy meter ran on every arm (meter != none, energy recorded); otherwise energy curves are refused")
+def energy_measured(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    missing = meter_none | C("energy_j").is_null()
+    out = df.group_by("campaign_id").agg(
+        missing.sum().alias("value"), pl.len().alias("n"),
+        _ordered_names(df, missing).alias("missing"),
+        C("meter").fill_null("null").unique().sort().alias("meters"),
+        C("cell_name").sort_by("run_order_index").alias("all_cells"),
+    )
+    fail = C("value") > 0
+    return _campaign_rows("energy_measured", out.with_columns(
+        pl.when(fail).then(pl.lit(FAIL)).otherwise(pl.lit(PASS)).alias("status"),
+        pl.when(fail).then(C("missing")).otherwise(C("all_cells")).alias("cell_names"),
+        _lit_f(0).alias("threshold"),
+        pl.when(fail).then(pl.format("energy not measured on {} of {} cells (meter: {}): no energy curve for this campaign",
+                                     C("value"), C("n"), C("meters").list.join(", ")))
+          .otherwise(pl.format("meter {} on all {} cells", C("meters").list.join(", "), C("n"))).alias("detail"),
+    ))
+
+
+@check("committed_spread", "campaign",
+       "committed tokens across arms, (max - min) / mean; closed batch: per generation (committed / repeats), "
+       "since faster arms repeat more often inside the window")
+def committed_spread(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    closed = C("workload_kind") == "closed_batch"
+    q = pl.when(closed).then(C("committed_tokens") / C("repeats")).otherwise(C("committed_tokens").cast(pl.Float64))
+    out = df.with_columns(q.alias("q")).group_by("campaign_id").agg(
+        ((C("q").max() - C("q").min()) / C("q").mean()).alias("value"),
+        C("q").null_count().alias("n_null"), C("q").min().alias("lo"), C("q").max().alias("hi"),
+        closed.first().alias("closed"),
+        (C("batch_size") * C("output_len")).first().alias("expected"),
+        C("cell_name").sort_by("run_order_index").alias("cell_names"),
+    )
+    fail = (C("n_null") > 0) | (C("value") > th.committed_spread_max)
+    what = pl.when(C("closed")).then(pl.lit("committed tokens per generation")).otherwise(pl.lit("committed tokens"))
+    detail = (pl.when(C("n_null") > 0).then(pl.format("{} not recorded on {} cell(s)", what, C("n_null")))
+                .when(C("closed")).then(pl.format("{}: {} .. {} across arms (B × output_len = {}), spread {} %",
+                                                  what, _r(C("lo"), 6), _r(C("hi"), 6), C("expected"), _r(C("value") * 100, 3)))
+                .otherwise(pl.format("{}: {} .. {} across arms, spread {} %", what, C("lo"), C("hi"), _r(C("value") * 100, 3))))
+    return _campaign_rows("committed_spread", out.with_columns(
+        pl.when(fail).then(pl.lit(FAIL)).otherwise(pl.lit(PASS)).alias("status"),
+        _lit_f(th.committed_spread_max).alias("threshold"), detail.alias("detail")))
+
+
+@check("batch_shape", "campaign",
+       "arms ran at the same batch shape: open loop, mean running requests within the threshold of the baseline "
+       "mean (concurrency is an outcome there); closed batch, exactly batch_size requests per generation")
+def batch_shape(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    closed = C("workload_kind") == "closed_batch"
+    expected = (C("repeats") * C("batch_size")).cast(pl.Float64)
+    dev_closed = (C("requests_completed") - expected).abs() / expected
+    base = C("baseline_mean_running_requests")
+    dev_open = (C("mean_running_requests") - base).abs() / base
+    dev = pl.when(closed).then(dev_closed).otherwise(dev_open)
+    limit = pl.when(closed).then(_lit_f(0.0)).otherwise(_lit_f(th.concurrency_spread_max))
+    status = pl.when(dev.is_null() | (dev > limit + 1e-12)).then(pl.lit(FAIL)).otherwise(pl.lit(PASS))
+    detail = (pl.when(closed & dev.is_null()).then(pl.format("{}: requests_completed or repeats not recorded", C("cell_name")))
+                .when(dev.is_null()).then(pl.format("{}: mean running requests not recorded (arm or baseline)", C("cell_name")))
+                .when(status == FAIL).then(
+                    pl.when(closed).then(pl.format("{}: {} requests completed for {} generations of {}", C("cell_name"),
+                                                   C("requests_completed"), C("repeats"), C("batch_size")))
+                      .otherwise(pl.format("{}: mean running requests {} vs baseline {} ({} % apart)", C("cell_name"),
+                                           _r(C("mean_running_requests")), _r(base), _r(dev * 100, 3)))))
+    return _reduce_cells(df, "batch_shape", status=status, value=dev, detail=detail, threshold=limit)
+
+
+@check("preregistration", "campaign",
+       "records were measured under the config the checks run under (same config hash); flagged, not failed, "
+       "because a config edit outside `checks` also changes the hash")
+def preregistration(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    differs = C("config_hash").ne_missing(pl.lit(config_hash, pl.String))
+    out = df.group_by("campaign_id").agg(
+        differs.sum().alias("value"),
+        _ordered_names(df, differs).alias("differ"),
+        C("config_hash").fill_null("not recorded").unique().sort().alias("hashes"),
+        C("cell_name").sort_by("run_order_index").alias("all_cells"),
+    )
+    if config_hash is None:
+        status, detail = pl.lit(NA), pl.lit("no config hash given to the checks")
+    else:
+        status = pl.when(C("value") > 0).then(pl.lit(FLAG)).otherwise(pl.lit(PASS))
+        detail = (pl.when(C("value") > 0).then(pl.format(
+            "records measured under config {} but checked under {}: confirm the `checks` section was not edited after the runs",
+            C("hashes").list.join(", "), pl.lit(config_hash)))
+            .otherwise(pl.lit(f"records and checks share config {config_hash}")))
+    return _campaign_rows("preregistration", out.with_columns(
+        status.alias("status"), pl.when(C("value") > 0).then(C("differ")).otherwise(C("all_cells")).alias("cell_names"),
+        _lit_f(0).alias("threshold"), detail.alias("detail")))
+
+
+# ----------------------------------------------------------------------------------------------
+# cell-level checks
+
+@check("acceptance_length", "cell", "|realized - configured| mean acceptance length, for points with a configured L")
+def acceptance_length(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    applicable = is_point & C("configured_L").is_not_null()
+    dev = (C("realized_L") - C("configured_L")).abs()
+    status = (pl.when(~applicable).then(pl.lit(NA))
+                .when(dev.is_null() | (dev > th.acceptance_length_tolerance + 1e-12)).then(pl.lit(FAIL))
+                .otherwise(pl.lit(PASS)))
+    detail = (pl.when(~applicable).then(pl.lit("no configured acceptance length (baseline or model acceptance)"))
+                .when(dev.is_null()).then(pl.format("{}: realized L not measured (no drafts)", C("cell_name")))
+                .when(status == FAIL).then(pl.format("{}: realized L {} vs configured {}", C("cell_name"),
+                                                     _r(C("realized_L"), 5), _r(C("configured_L"), 5))))
+    return _reduce_cells(df, "acceptance_length", status=status, value=pl.when(applicable).then(dev), detail=detail,
+                         threshold=th.acceptance_length_tolerance)
+
+
+@check("spec_counters", "cell",
+       "speculation counters are consistent: points record drafts, draft tokens <= k × drafts, "
+       "accepted <= draft tokens, per-position counts sum to accepted; baselines never draft")
+def spec_counters(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    drafts, dtok, acc = C("drafts"), C("draft_tokens"), C("accepted_tokens")
+    pos_sum = C("accepted_per_position").list.sum()
+    base_drafted = is_baseline & ((drafts.fill_null(0) > 0) | (dtok.fill_null(0) > 0) | (acc.fill_null(0) > 0))
+    missing = is_point & (drafts.is_null() | dtok.is_null() | acc.is_null())
+    too_many = is_point & C("k").is_not_null() & (dtok > C("k") * drafts)
+    over_acc = is_point & (acc > dtok)
+    pos_bad = is_point & (C("accepted_per_position").list.len() > 0) & pos_sum.ne_missing(acc)
+    bad = base_drafted | missing | too_many.fill_null(False) | over_acc.fill_null(False) | pos_bad.fill_null(False)
+    status = pl.when(bad).then(pl.lit(FAIL)).otherwise(pl.lit(PASS))
+    detail = (pl.when(base_drafted).then(pl.format("{}: baseline shows speculation (drafts {}, draft tokens {})",
+                                                   C("cell_name"), drafts, dtok))
+                .when(missing).then(pl.format("{}: drafts / draft_tokens / accepted_tokens not recorded", C("cell_name")))
+                .when(too_many).then(pl.format("{}: {} draft tokens in {} drafts exceeds k = {}", C("cell_name"), dtok, drafts, C("k")))
+                .when(over_acc).then(pl.format("{}: {} accepted > {} drafted", C("cell_name"), acc, dtok))
+                .when(pos_bad).then(pl.format("{}: accepted per position sums to {}, accepted tokens {}", C("cell_name"), pos_sum, acc)))
+    return _reduce_cells(df, "spec_counters", status=status, value=bad.cast(pl.Float64), detail=detail, threshold=0.0)
+
+
+@check("drafts_proposed", "cell",
+       "flag a speculative point whose drafter proposed nothing: it measured drafter overhead, not speculation")
+def drafts_proposed(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    status = (pl.when(~is_point | C("drafts").is_null()).then(pl.lit(NA))
+                .when(C("drafts") == 0).then(pl.lit(FLAG)).otherwise(pl.lit(PASS)))
+    detail = (pl.when(~is_point).then(pl.lit("baselines do not draft"))
+                .when(C("drafts").is_null()).then(pl.lit("drafts not recorded (see spec_counters)"))
+                .when(C("drafts") == 0).then(pl.format("{}: {} proposed no drafts in the window", C("cell_name"), C("method"))))
+    return _reduce_cells(df, "drafts_proposed", status=status, value=C("drafts"), detail=detail, threshold=0.0, worst="min")
+
+
+@check("window_length", "cell", "the measurement window is recorded and at least min_window_s long")
+def window_length(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    w = C("window_s")
+    status = pl.when(w.is_null() | (w < th.min_window_s)).then(pl.lit(FAIL)).otherwise(pl.lit(PASS))
+    detail = (pl.when(w.is_null()).then(pl.format("{}: window_s not recorded", C("cell_name")))
+                .when(status == FAIL).then(pl.format("{}: window {} s", C("cell_name"), _r(w))))
+    return _reduce_cells(df, "window_length", status=status, value=w, detail=detail, threshold=th.min_window_s, worst="min")
+
+
+@check("energy_counter_advance", "cell",
+       "with a meter: energy > 0 and the energy counter advanced at least min_energy_updates times in the window")
+def energy_counter_advance(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    u, e = C("energy_counter_updates"), C("energy_j")
+    bad = u.is_null() | e.is_null() | (e <= 0) | (u < th.min_energy_updates)
+    status = pl.when(meter_none).then(pl.lit(NA)).when(bad).then(pl.lit(FAIL)).otherwise(pl.lit(PASS))
+    detail = (pl.when(meter_none).then(pl.lit("meter none: no energy counter"))
+                .when(bad).then(pl.format("{}: energy {} J, {} counter updates in {} s", C("cell_name"), _r(e),
+                                          u, _r(C("window_s")))))
+    return _reduce_cells(df, "energy_counter_advance", status=status, value=pl.when(~meter_none).then(u), detail=detail,
+                         threshold=float(th.min_energy_updates), worst="min")
+
+
+@check("power_range", "cell", "with a meter: mean power within [idle - slack, power limit + slack]")
+def power_range(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    p, idle, limit = C("mean_power_w"), C("idle_power_w"), C("power_limit_w")
+    low = idle - th.power_slack_w
+    high = limit + th.power_slack_w
+    missing = p.is_null() | limit.is_null()
+    out_of = (p > high) | (idle.is_not_null() & (p < low))
+    status = pl.when(meter_none).then(pl.lit(NA)).when(missing | out_of).then(pl.lit(FAIL)).otherwise(pl.lit(PASS))
+    detail = (pl.when(meter_none).then(pl.lit("meter none: no power reading"))
+                .when(missing).then(pl.format("{}: mean power {} W, power limit {} W (not recorded)", C("cell_name"), _r(p), _r(limit)))
+                .when(out_of).then(pl.format("{}: mean power {} W outside [{}, {}] W (idle {} W, limit {} W, slack {} W)",
+                                             C("cell_name"), _r(p), _r(low), _r(high), _r(idle), _r(limit),
+                                             pl.lit(th.power_slack_w))))
+    return _reduce_cells(df, "power_range", status=status, value=pl.when(~meter_none).then(p), detail=detail,
+                         threshold=th.power_slack_w)
+
+
+@check("power_regime", "cell",
+       "flag (not fail) mean power below idle × idle_regime_ratio: the step is CPU- or launch-bound, not GPU-bound")
+def power_regime(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    ratio = C("mean_power_w") / C("idle_power_w")
+    na = meter_none | ratio.is_null()
+    status = pl.when(na).then(pl.lit(NA)).when(ratio < th.idle_regime_ratio).then(pl.lit(FLAG)).otherwise(pl.lit(PASS))
+    detail = (pl.when(meter_none).then(pl.lit("meter none: no power reading"))
+                .when(na).then(pl.lit("idle power not measured (protocol.idle_s = 0?)"))
+                .when(status == FLAG).then(pl.format("{}: mean power {} W is {}× idle ({} W): CPU- or launch-bound step",
+                                                     C("cell_name"), _r(C("mean_power_w")), _r(ratio, 3), _r(C("idle_power_w")))))
+    return _reduce_cells(df, "power_regime", status=status, value=pl.when(~na).then(ratio), detail=detail,
+                         threshold=th.idle_regime_ratio, worst="min")
+
+
+@check("temperature", "cell", "with a meter: maximum GPU temperature in the window at most max_temperature_c")
+def temperature(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    t = C("max_temperature_c")
+    return _telemetry(df, "temperature", "max_temperature_c", t > th.max_temperature_c,
+                      pl.format("{}: {} °C", C("cell_name"), _r(t)), th.max_temperature_c)
+
+
+@check("throttle_reasons", "cell",
+       "with a meter: no forbidden NVML clock-event reason (forbidden_throttle_mask) seen in the window")
+def throttle_reasons(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    hit = C("throttle_reasons_mask").fill_null(0) & th.forbidden_throttle_mask
+    return _telemetry(df, "throttle_reasons", "throttle_reasons_mask", hit != 0,
+                      pl.format("{}: clock-event reasons mask {} has forbidden bits {} (forbidden mask {})",
+                                C("cell_name"), C("throttle_reasons_mask"), hit, pl.lit(th.forbidden_throttle_mask)),
+                      float(th.forbidden_throttle_mask), value=hit.cast(pl.Float64))
+
+
+@check("other_gpu_processes", "cell", "no compute process but ours on the GPU(s) during the cell")
+def other_gpu_processes(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    n = C("other_gpu_processes")
+    return _telemetry(df, "other_gpu_processes", "other_gpu_processes", n > 0,
+                      pl.format("{}: {} other process(es) on the GPU", C("cell_name"), n), 0.0)
+
+
+@check("failed_requests", "cell", "failed requests in the window at most max_failed_requests")
+def failed_requests(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    f = C("requests_failed")
+    status = pl.when(f.is_null() | (f > th.max_failed_requests)).then(pl.lit(FAIL)).otherwise(pl.lit(PASS))
+    detail = (pl.when(f.is_null()).then(pl.format("{}: requests_failed not recorded", C("cell_name")))
+                .when(status == FAIL).then(pl.format("{}: {} failed request(s)", C("cell_name"), f)))
+    return _reduce_cells(df, "failed_requests", status=status, value=f, detail=detail,
+                         threshold=float(th.max_failed_requests))
+
+
+# ----------------------------------------------------------------------------------------------
+
+def run_checks(records: pl.DataFrame, thresholds: Thresholds, config_hash: str | None = None,
+               only: list[str] | None = None) -> pl.DataFrame:
+    """Run every registered check (or ``only`` those) over aggregated records."""
+    names = list(CHECKS) if only is None else only
+    unknown = [n for n in names if n not in CHECKS]
+    if unknown:
+        raise AnalysisError(f"unknown check(s): {', '.join(unknown)}; known: {', '.join(CHECKS)}")
+    if records.height == 0:
+        return pl.DataFrame(schema=CHECK_SCHEMA)
+    parts = []
+    for name in names:
+        part = CHECKS[name].fn(records, thresholds, config_hash)
+        parts.append(part.select(*CHECK_SCHEMA.names()).cast(dict(CHECK_SCHEMA)))  # type: ignore[arg-type]
+    order = {n: i for i, n in enumerate(names)}
+    out = pl.concat(parts)
+    return out.sort(
+        C("status").replace_strict(STATUS_RANK, return_dtype=pl.Int8), C("check").replace_strict(order, return_dtype=pl.Int32),
+        "campaign_id", descending=[True, False, False])
+
+
+def failures(checks: pl.DataFrame, *, include_energy: bool = False) -> pl.DataFrame:
+    out = checks.filter(C("status") == FAIL)
+    return out if include_energy else out.filter(C("check") != ENERGY_CHECK)
+
+
+# ----------------------------------------------------------------------------------------------
+# checks.md
+
+MD_FULL_ROWS = 300  # beyond this, pass / not_applicable rows are summarised per check
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return ""
+    return f"{v:.4g}"
+
+
+def _cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(checks: pl.DataFrame, thresholds: Thresholds, config_hash: str | None) -> str:
+    """One table, failures first, then flags, passes and not-applicable rows."""
+    counts = {s: checks.filter(C("status") == s).height for s in STATUSES}
+    n_campaigns = checks["campaign_id"].n_unique() if checks.height else 0
+    lines = [
+        "# Pre-registered checks",
+        "",
+        f"Config hash `{config_hash}`; {n_campaigns} campaign(s); "
+        + ", ".join(f"{counts[s]} {s}" for s in STATUSES) + ".",
+        "",
+        "Thresholds (config `checks`, fixed before the runs): "
+        + ", ".join(f"`{k}` = {v}" for k, v in thresholds.as_dict().items()) + ".",
+        "",
+        "A `fail` refuses the campaign's curves (except `energy_measured`, which refuses only the energy columns); "
+        "a `flag` is carried onto the curve rows it concerns.",
+        "",
+        "| status | check | campaign | cells | value | threshold | detail |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    loud = checks.filter(C("status").is_in([FAIL, FLAG]))
+    quiet = checks.filter(C("status").is_in([PASS, NA]))
+    rows = list(loud.iter_rows(named=True))
+    if checks.height <= MD_FULL_ROWS:
+        rows += list(quiet.iter_rows(named=True))
+        summary_rows: list[dict] = []
+    else:
+        summary_rows = (quiet.group_by("status", "check", maintain_order=True)
+                        .agg(pl.len().alias("n"), C("value").min().alias("lo"), C("value").max().alias("hi"),
+                             C("threshold").first())
+                        .iter_rows(named=True))
+    for r in rows:
+        cells = ", ".join(r["cell_names"] or [])
+        lines.append(f"| {r['status']} | {r['check']} | {_cell(r['campaign_id'])} | {_cell(cells)} | {_fmt(r['value'])} "
+                     f"| {_fmt(r['threshold'])} | {_cell(r['detail'] or '')} |")
+    for r in summary_rows:
+        values = f"; values {_fmt(r['lo'])} .. {_fmt(r['hi'])}" if r["lo"] is not None else ""
+        lines.append(f"| {r['status']} | {r['check']} | ({r['n']} campaigns) | | | {_fmt(r['threshold'])} "
+                     f"| summarised: {r['n']} campaign(s) {r['status']}{values} |")
+    return "\n".join(lines) + "\n"

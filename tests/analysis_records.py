@@ -1,0 +1,123 @@
+"""CRAFTED RECORDS for the analysis tests — hand-built, not measurements.
+
+Identities come from the real cell table of a validated config; measured columns are simple,
+internally consistent numbers (energy = power × window, counters that add up, one GPU per
+campaign). Every record goes through the pipeline's own schema path (records.derive →
+records.to_table → records.write_atomic), one Parquet per cell, so the analysis reads exactly what
+a runner would have written. ``mutate`` lets a test inject one violation into one cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specjoule import cells, config, records
+
+GPU_CONFIG: dict[str, Any] = {
+    "name": "crafted",
+    "device": "cuda",
+    "models": {"p": {"target": {"model": "config/models/qwen2.5-3b", "load_format": "dummy"},
+                     "draft": {"model": "config/models/qwen2.5-0.5b", "load_format": "dummy"}}},
+    "schemes": {"baseline": {"method": "baseline"},
+                "syn": {"method": "draft_model", "k": 4, "synthetic": True},
+                "ngram": {"method": "ngram", "k": 3}},
+    "acceptance": {"L2": {"minvar": 2.0}, "L4": {"geometric": 4.0}},
+    "batch_sizes": [8],
+    "corpora": {"code": {"source": "random"}},
+    "seeds": [0, 1, 2],
+    "cuda_graphs": [True],
+    "workloads": {"closed": {"kind": "closed_batch", "prompt_len": 64, "output_len": 64, "min_window_s": 10},
+                  "open": {"kind": "open_loop", "prompt_len": 64, "output_len": 64, "rate": 3.0, "window_s": 30}},
+    "meter": "nvml",
+}
+CONFIG_HASH = "crafted0000hash"
+CLOSED = "vllm-p-closed-b8-code-s0-cg1"
+OPEN = "vllm-p-open-b8-code-s0-cg1"
+
+Row = dict[str, Any]
+Mutation = Callable[[Row], None]
+
+
+def cell_table(cfg: dict | None = None) -> cells.CellTable:
+    return cells.build(config.validate(cfg or GPU_CONFIG))
+
+
+def _point_energy_factor(cell: cells.Cell) -> float:
+    # Speculation at a higher acceptance spends less per token; a fixed shape keeps ratios predictable.
+    return {None: 1.0, 2.0: 0.85, 4.0: 0.7}.get(cell.configured_L, 0.95)
+
+
+def measure(cell: cells.Cell, *, meter: str = "nvml", gpu: str = "GPU-aaaa", host: str = "node01") -> Row:
+    """A clean record: every pre-registered check passes on it."""
+    wl = cell.spec["workload"]
+    closed = wl["kind"] == "closed_batch"
+    B, out_len, k = cell.batch_size, wl["output_len"], cell.k or 0
+    # Seeds move the points, not the baselines, so ratios differ across seeds (the bootstrap has width).
+    seed_jitter = 1.0 + 0.01 * cell.seed if cell.method != "baseline" else 1.0
+    repeats = 10 if closed else None
+    requests = 10 * B if closed else 90
+    committed = requests * out_len
+    window = 20.0 if closed else 30.0
+    power = 300.0 * _point_energy_factor(cell) * seed_jitter
+    row: Row = cell.identity() | {
+        "config_hash": CONFIG_HASH, "git_commit": "f" * 40, "version_param": 1,
+        "acceptance_mechanism": "vllm_synthetic_rates" if cell.synthetic else ("none" if cell.method == "baseline" else "model"),
+        "engine_version": "0.26.0", "hostname": host, "window_s": window,
+        "window_start_monotonic": 100.0, "window_end_monotonic": 100.0 + window,
+        "warmup_s": 5.0, "cooldown_s": 5.0, "repeats": repeats,
+        "meter": meter, "committed_tokens": committed, "prompt_tokens": requests * wl["prompt_len"],
+        "requests_completed": requests, "requests_failed": 0,
+        "mean_running_requests": float(B) if closed else 6.0, "max_running_requests": float(B),
+        "ttft_mean_s": 0.05, "ttft_p50_s": 0.05, "ttft_p99_s": 0.07,
+        "tpot_mean_s": 0.010 * _point_energy_factor(cell), "tpot_p50_s": 0.010, "tpot_p99_s": 0.013,
+        "drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "accepted_per_position": [],
+    }
+    if meter != "none":
+        row |= {
+            "gpu_names": ["NVIDIA H200"], "gpu_uuids": [gpu], "gpu_uuid": gpu, "power_limit_w": 700.0,
+            "energy_j": power * window, "energy_j_per_gpu": [power * window], "mean_power_w": power,
+            "idle_power_w": 80.0, "energy_counter_updates": int(window * 10), "timeline_samples": int(window * 10),
+            "timeline_hz": 10.0, "power_min_w": power * 0.9, "power_max_w": power * 1.1,
+            "max_temperature_c": 62.0, "throttle_reasons_mask": 0, "other_gpu_processes": 0,
+        }
+    if cell.method != "baseline":
+        drafts = committed // 3
+        if cell.acceptance_rates is not None:
+            per_pos = [round(drafts * r) for r in cell.acceptance_rates]
+            dtok = drafts * k
+        else:  # ngram proposes fewer than k when its lookup matches short
+            per_pos = [drafts // 2, drafts // 4, 0][:k]
+            dtok = drafts * 2
+        row |= {"drafts": drafts, "draft_tokens": dtok, "accepted_tokens": sum(per_pos),
+                "accepted_per_position": per_pos}
+    return row
+
+
+def write_campaigns(root: Path, *, cfg: dict | None = None, mutate: dict[tuple[str, str], Mutation] | None = None,
+                    drop: set[tuple[str, str]] | None = None, meter: str = "nvml") -> list[Path]:
+    """Write one record per cell under ``root`` (pipeline layout); returns the paths written.
+
+    ``mutate[(campaign_id, cell_name)]`` edits that cell's row before it is derived and written;
+    ``drop`` leaves cells out (as if their job never produced a record)."""
+    mutate, drop = mutate or {}, drop or set()
+    paths = []
+    for cell in cell_table(cfg):
+        key = (cell.campaign_id, cell.name)
+        if key in drop:
+            continue
+        row = measure(cell, meter=meter)
+        if key in mutate:
+            mutate[key](row)
+        row = records.derive(row)
+        path = root / cell.record_path
+        records.write_record(row, path)
+        paths.append(path)
+    return paths
+
+
+def setter(**values: Any) -> Mutation:
+    def apply(row: Row) -> None:
+        row.update(values)
+    return apply

@@ -1,0 +1,165 @@
+"""derive: curves against the baseline, strict refusal, energy refusal without a meter, seeds."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+import analysis_records as ar
+from specjoule.analysis import aggregate, checks, derive
+
+TH = checks.Thresholds.from_config({})
+
+
+def _tables(tmp, cfg=None, meter="nvml", **kw) -> tuple[pl.DataFrame, pl.DataFrame]:
+    recs = aggregate.aggregate(ar.write_campaigns(tmp, cfg=cfg, meter=meter, **kw))
+    return recs, checks.run_checks(recs, TH, ar.CONFIG_HASH)
+
+
+def _row(df: pl.DataFrame, campaign: str, cell: str) -> dict:
+    rows = df.filter((pl.col("campaign_id") == campaign) & (pl.col("cell_name") == cell)).to_dicts()
+    assert len(rows) == 1
+    return rows[0]
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    return _tables(tmp_path_factory.mktemp("clean"))
+
+
+def test_curves_columns_and_numbers(clean):
+    recs, ck = clean
+    curves = derive.derive(recs, ck)
+    assert tuple(curves.columns) == derive.CURVE_COLUMNS
+    assert curves.height == recs.filter(pl.col("role") == "point").height
+    assert set(curves["cell_name"]) == {"ngram", "syn--L2", "syn--L4"}
+    r = _row(curves, ar.CLOSED, "syn--L4")
+    point, opening, closing = (_row(recs, ar.CLOSED, n) for n in ("syn--L4", "baseline--open", "baseline--close"))
+    base = (opening["mj_per_committed_token"] + closing["mj_per_committed_token"]) / 2
+    assert r["baseline_mj_per_committed_token"] == pytest.approx(base)
+    assert r["energy_ratio"] == pytest.approx(point["mj_per_committed_token"] / base) == pytest.approx(0.7)  # seed 0
+    assert r["mj_per_accepted_token"] == pytest.approx(point["energy_j"] * 1000 / point["accepted_tokens"])
+    assert r["realized_L"] == pytest.approx(4.0) and r["accepted_per_verification"] == pytest.approx(3.0)
+    # draft_model proposes k every round: B × (k + 1) tokens per verification pass.
+    assert r["tokens_per_verify_pass"] == pytest.approx(8 * (4 + 1))
+    assert r["tbt_ratio"] == pytest.approx(0.7)
+    # ngram proposes fewer than k: the measured width, not the configured one.
+    ng = _row(curves, ar.CLOSED, "ngram")
+    assert ng["tokens_per_verify_pass"] == pytest.approx(8 * (1 + 2))
+    # Open loop: the batch is the measured concurrency.
+    assert _row(curves, ar.OPEN, "syn--L4")["tokens_per_verify_pass"] == pytest.approx(6.0 * 5)
+    assert curves["energy_refused_reason"].is_null().all()
+    assert curves["failed_checks"].list.len().sum() == 0 and curves["flags"].list.len().sum() == 0
+
+
+def test_failed_check_refuses_naming_campaign_and_check(tmp_path):
+    recs, ck = _tables(tmp_path, mutate={(ar.OPEN, "syn--L2"): ar.setter(max_temperature_c=95.0)})
+    with pytest.raises(derive.DeriveRefused) as exc:
+        derive.derive(recs, ck)
+    msg = str(exc.value)
+    assert f"campaign {ar.OPEN}: failed check(s) temperature" in msg
+    assert ar.CLOSED not in msg and "allow_failed_checks" in msg
+
+
+def test_allow_failed_checks_marks_every_row_of_a_failed_campaign(tmp_path):
+    recs, ck = _tables(tmp_path, mutate={
+        (ar.OPEN, "syn--L2"): ar.setter(max_temperature_c=95.0),
+        (ar.CLOSED, "baseline--close"): lambda r: r.update(energy_j=r["energy_j"] * 1.2),
+    })
+    curves = derive.derive(recs, ck, allow_failed_checks=True)
+    # The refusal is per campaign, so is the mark: every row of a refused campaign carries its failures,
+    # and dropping marked rows leaves exactly what strict mode would have derived.
+    for cell in ("ngram", "syn--L2", "syn--L4"):
+        assert _row(curves, ar.OPEN, cell)["failed_checks"] == ["temperature"]
+        assert _row(curves, ar.CLOSED, cell)["failed_checks"] == ["baseline_drift"]
+    clean_rows = curves.filter(pl.col("failed_checks").list.len() == 0)
+    assert set(clean_rows["campaign_id"]) == set(curves["campaign_id"]) - {ar.OPEN, ar.CLOSED}
+
+
+def test_flags_are_carried_not_refused(tmp_path):
+    recs, ck = _tables(tmp_path, mutate={(ar.OPEN, "ngram"): ar.setter(mean_power_w=84.0)})
+    curves = derive.derive(recs, ck)
+    assert _row(curves, ar.OPEN, "ngram")["flags"] == ["power_regime"]
+    assert _row(curves, ar.OPEN, "syn--L2")["flags"] == []
+
+
+def test_meter_none_refuses_energy_columns_only(tmp_path):
+    cfg = {**ar.GPU_CONFIG, "device": "cpu", "cuda_graphs": [False], "meter": "none",
+           "schemes": {"baseline": {"method": "baseline"}, "ngram": {"method": "ngram", "k": 3}}}
+    recs, ck = _tables(tmp_path, cfg=cfg, meter="none")
+    assert set(ck.filter(pl.col("check") == "energy_measured")["status"]) == {checks.FAIL}
+    curves = derive.derive(recs, ck)  # strict, and still no refusal: energy_measured refuses energy only
+    assert curves.height == recs.filter(pl.col("role") == "point").height > 0
+    for col in derive.ENERGY_CURVE_COLUMNS:
+        assert curves[col].is_null().all(), col
+    assert curves["energy_refused_reason"].str.starts_with("energy_measured fail: energy not measured").all()
+    assert curves["tbt_ratio"].is_not_null().all() and curves["realized_L"].is_not_null().all()
+    assert curves["failed_checks"].list.len().sum() == 0
+
+
+def test_mixed_meter_campaign_gets_no_energy(tmp_path):
+    recs, ck = _tables(tmp_path, mutate={(ar.CLOSED, "ngram"): lambda r: r.update(
+        {c: None for c in ("energy_j", "energy_j_per_gpu", "mean_power_w", "idle_power_w")} | {"meter": "none"})})
+    curves = derive.derive(recs, ck)
+    closed = curves.filter(pl.col("campaign_id") == ar.CLOSED)
+    assert closed["energy_ratio"].is_null().all() and closed["energy_refused_reason"].is_not_null().all()
+    assert curves.filter(pl.col("campaign_id") == ar.OPEN)["energy_ratio"].is_not_null().all()
+
+
+def test_stale_checks_are_refused(clean):
+    recs, ck = clean
+    with pytest.raises(derive.AnalysisError, match="no check results for campaign"):
+        derive.derive(recs, ck.filter(pl.col("campaign_id") != ar.OPEN))
+
+
+def test_seed_summary_mean_and_bootstrap(clean):
+    recs, ck = clean
+    curves = derive.derive(recs, ck)
+    summary = derive.summarize_seeds(curves)
+    assert summary.height == curves.height // 3
+    r = summary.filter((pl.col("workload") == "closed") & (pl.col("cell_name") == "syn--L4")).to_dicts()[0]
+    vals = curves.filter((pl.col("workload") == "closed") & (pl.col("cell_name") == "syn--L4"))["energy_ratio"].to_list()
+    assert r["n_seeds"] == 3 and r["seeds"] == [0, 1, 2] and r["energy_ratio_n"] == 3
+    assert r["energy_ratio_mean"] == pytest.approx(sum(vals) / 3)
+    eps = 1e-12
+    assert min(vals) - eps <= r["energy_ratio_ci_low"] <= r["energy_ratio_mean"] <= r["energy_ratio_ci_high"] <= max(vals) + eps
+    assert r["energy_ratio_ci_low"] < r["energy_ratio_ci_high"]  # seeds differ, so the interval has width
+    assert summary.equals(derive.summarize_seeds(curves))  # seeded: reproducible
+
+
+def test_seed_summary_single_seed_has_no_interval(clean):
+    recs, ck = clean
+    one = derive.derive(recs, ck).filter(pl.col("seed") == 0)
+    s = derive.summarize_seeds(one)
+    assert (s["n_seeds"] == 1).all()
+    assert s["energy_ratio_ci_low"].is_null().all() and s["energy_ratio_mean"].is_not_null().all()
+
+
+def test_bootstrap_interval_covers_the_mean_at_the_nominal_rate():
+    """The percentile bootstrap of a mean over n = 10 normal draws covers the true mean roughly 95 %
+    of the time (a little less: the percentile interval is known to undercover at small n)."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    vals = rng.normal(1.0, 0.1, size=(400, 10))
+    lo, hi = derive._bootstrap_means(vals, np.random.default_rng(2), 1000)
+    coverage = float(((lo <= 1.0) & (1.0 <= hi)).mean())
+    assert 0.85 <= coverage <= 0.99, coverage
+
+
+def test_exact_bootstrap_matches_monte_carlo():
+    """The enumerated (ideal) bootstrap used for few seeds agrees with a large Monte Carlo one."""
+    import numpy as np
+
+    vals = np.random.default_rng(3).normal(1.0, 0.1, size=(50, 5))
+    lo, hi = derive._exact_bootstrap_means(vals, 0.025)
+    mlo, mhi = derive._bootstrap_means(vals, np.random.default_rng(4), 20000)
+    spread = vals.max(axis=1) - vals.min(axis=1)
+    assert np.all(np.abs(lo - mlo) <= 0.05 * spread) and np.all(np.abs(hi - mhi) <= 0.05 * spread)
+    # Three seeds: 1/27 of resamples repeat the smallest value, more than 2.5 %, so the 95 % interval
+    # is exactly the seeds' range — three seeds cannot support a tighter one.
+    three = np.array([[1.0, 2.0, 4.0]])
+    assert [x[0] for x in derive._exact_bootstrap_means(three, 0.025)] == [1.0, 4.0]
+    # Weights of the enumerated resamples are a probability distribution.
+    counts, w = derive._compositions(4)
+    assert len(counts) == 35 and w.sum() == pytest.approx(1.0) and (counts.sum(axis=1) == 4).all()
