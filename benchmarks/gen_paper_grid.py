@@ -13,6 +13,10 @@ import sys
 import yaml
 
 
+# The paper's five text types (random tokens stand in: planning and analysis do not read prompts).
+CORPUS_NAMES = ("code", "conversation", "longdoc", "news_en", "news_rm")
+
+
 def grid(pairs: int, batch_sizes: list[int], corpora: int, seeds: int, closing: bool) -> dict:
     models = {
         f"pair{i:02d}": {
@@ -34,7 +38,8 @@ def grid(pairs: int, batch_sizes: list[int], corpora: int, seeds: int, closing: 
             "dflash": {"method": "dflash", "k": 16, "drafter": "hub/dflash"},
         },
         "batch_sizes": batch_sizes,
-        "corpora": {f"c{i}": {"source": "random"} for i in range(corpora)},
+        "corpora": {name: {"source": "random"} for name in CORPUS_NAMES[:corpora]}
+        | {f"c{i}": {"source": "random"} for i in range(len(CORPUS_NAMES), corpora)},
         "seeds": list(range(seeds)),
         "cuda_graphs": [True, False],
         "workloads": {"closed": {"kind": "closed_batch", "prompt_len": 512, "output_len": 512}},

@@ -32,6 +32,9 @@ from specjoule import cells as _cells  # noqa: E402
 from specjoule import config as _config  # noqa: E402
 from specjoule import records  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gen_paper_grid import grid  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 
 # Mean accepted tokens per verification, by method (before the corpus factor), and drafter cost
@@ -47,27 +50,8 @@ FORBIDDEN = [0x40, 0x8, 0x20, 0x80]
 
 
 def grid_config(pairs: int, closing: bool) -> dict:
-    return _config.validate({
-        "name": "bench",
-        "device": "cuda",
-        "models": {f"pair{i:02d}": {"target": {"model": "config/models/qwen2.5-3b", "load_format": "dummy"},
-                                    "draft": {"model": "config/models/qwen2.5-0.5b", "load_format": "dummy"}}
-                   for i in range(pairs)},
-        "schemes": {
-            "baseline": {"method": "baseline"},
-            "ngram": {"method": "ngram", "k": 5},
-            "draft": {"method": "draft_model", "k": 5},
-            "eagle3": {"method": "eagle3", "k": 5, "drafter": "hub/eagle3"},
-            "mtp": {"method": "mtp", "k": 1, "drafter": "hub/mtp"},
-            "dflash": {"method": "dflash", "k": 16, "drafter": "hub/dflash"},
-        },
-        "batch_sizes": [1, 2, 4, 8, 16, 32, 64],
-        "corpora": {name: {"source": "random"} for name in ("code", "conversation", "longdoc", "news_en", "news_rm")},
-        "seeds": [0, 1, 2],
-        "cuda_graphs": [True, False],
-        "workloads": {"closed": {"kind": "closed_batch", "prompt_len": 512, "output_len": 512, "min_window_s": 20}},
-        "protocol": {"closing_baseline": closing},
-    })
+    """The paper-scale grid of benchmarks/gen_paper_grid.py, validated."""
+    return _config.validate(grid(pairs, [1, 2, 4, 8, 16, 32, 64], 5, 3, closing))
 
 
 def _rng(*parts: object) -> random.Random:

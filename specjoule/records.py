@@ -7,10 +7,11 @@ the same directory, fsync, rename — so a reader sees a whole record or none.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -186,21 +187,38 @@ def to_table(rows: list[Mapping[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(full, schema=RECORD_SCHEMA)
 
 
-def write_atomic(table: pa.Table, path: str | Path) -> None:
-    """Write a Parquet file so that readers see the whole file or nothing."""
+def default_file_mode() -> int:
+    # mkstemp creates 0600 files; results are shared (project directories on a cluster), so a renamed
+    # file gets the mode a plain open() would have given it under the current umask.
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[str]:
+    """Yield a temp path beside ``path``; on success fsync and rename it over ``path``, on any
+    failure remove it. Readers see the whole file or nothing."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        pq.write_table(table, tmp)
+        yield tmp
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
+        os.chmod(tmp, default_file_mode())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_atomic(table: pa.Table, path: str | Path) -> None:
+    """Write a Parquet file so that readers see the whole file or nothing."""
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
 
 
 def write_record(row: Mapping[str, Any], path: str | Path) -> None:

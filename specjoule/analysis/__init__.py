@@ -7,54 +7,26 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import polars as pl
+
+from specjoule.records import atomic_path
 
 
 class AnalysisError(ValueError):
     """Input the analysis cannot trust: names the file, campaign or column concerned."""
 
 
-def _default_mode() -> int:
-    # mkstemp creates 0600 files; results are shared (project directories on a cluster), so give the
-    # renamed file the mode a plain open() would have given it under the current umask.
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
 def write_parquet_atomic(df: pl.DataFrame, path: str | Path, metadata: dict[str, str] | None = None) -> None:
     """Temp file in the target directory, then rename: a reader never sees half a table."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         df.write_parquet(tmp, metadata=metadata)
-        os.chmod(tmp, _default_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_text_atomic(text: str, path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, _default_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text)
 
 
 META_CONFIG_HASH = "specjoule_config_hash"
