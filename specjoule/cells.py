@@ -246,6 +246,9 @@ def build(config: dict) -> CellTable:
                                         points.append(make(label, ROLE_POINT, sname, scheme, variant))
                                 # Shuffle under the recorded seed, salted by the campaign id so that
                                 # campaigns do not share one order (thermal drift stays uncorrelated).
+                                # Sorted first: the order must not depend on how a YAML or JSON copy
+                                # of the config happens to order its keys.
+                                points.sort(key=lambda c: c.name)
                                 random.Random(f"{order_seed}:{campaign}").shuffle(points)
                                 members = [opening, *points]
                                 if protocol["closing_baseline"]:

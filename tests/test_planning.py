@@ -106,3 +106,15 @@ def test_plan_target_writes_one_row_per_cell_with_estimates(tmp_path):
     assert sum(est) == pytest.approx(table.estimated_gpu_s(), abs=len(body))
     assert {r[header.index("record_path")] for r in body} == {c.record_path for c in table}
     assert "GPU-hours" in (tmp_path / "results/logs/plan.log").read_text()
+
+
+def test_run_order_does_not_depend_on_key_order():
+    # The runner rebuilds the table from a JSON copy with sorted keys; Snakemake from the YAML.
+    raw = demo_raw()
+    flipped = {**raw, "schemes": dict(reversed(list(raw["schemes"].items())))}
+    order = [c.name for c in cells.build(config.validate(raw))]
+    assert order == [c.name for c in cells.build(config.validate(flipped))]
+    resolved = config.validate(raw)
+    import json
+
+    assert order == [c.name for c in cells.build(config.validate(json.loads(json.dumps(resolved, sort_keys=True))))]
