@@ -71,8 +71,10 @@ def test_closed_batch_counts_match_construction(closed_cells):
         assert r["committed_tokens"] == r["repeats"] * b * o, name
         assert r["prompt_tokens"] == r["repeats"] * b * p, name
         assert r["tokens_per_s"] == pytest.approx(r["committed_tokens"] / r["window_s"])
-        # Concurrency sampled in the engine: never above the batch.
-        assert r["max_running_requests"] is not None and 1 <= r["max_running_requests"] <= b, name
+        # Concurrency sampled in the engine: never above the batch (a short window on a busy machine may
+        # catch no sample at all: then null, never a stale 0).
+        assert r["max_running_requests"] is None or 1 <= r["max_running_requests"] <= b, name
+    assert any(res["row"]["max_running_requests"] for res in closed_cells.values()), "no cell sampled concurrency"
 
 
 def test_speculation_counters_agree(closed_cells):

@@ -511,7 +511,9 @@ def worker_main(fd: int) -> int:
                             v = _running(llm)
                         except Exception:
                             return
-                        if v is not None:
+                        # A zero while generate() is in flight is the gauge not yet updated for this
+                        # batch (the sampler thread competes for the GIL), not an observed concurrency.
+                        if v:
                             samples.append(v)
 
                 th = threading.Thread(target=sample, daemon=True)
