@@ -24,7 +24,7 @@ rule run_cell:
         # `exec`: the runner replaces the shell, so a scheduler's SIGTERM (scancel, time limit,
         # preemption) reaches the runner with no shell dying first; Snakemake then waits for the
         # runner to stop its engine instead of exiting and letting SLURM SIGKILL it (ADR 0056).
-        "exec {PYTHON} -m specjoule.runner {CONFIG_JSON} {output.record} --log {log} >> {log} 2>&1"
+        "exec {PYTHON} -m specjoule.runner {CONFIG_JSON} {output.record} --cell-id {params.cell_id} --log {log} >> {log} 2>&1"
 
 
 rule plan:

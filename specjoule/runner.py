@@ -330,12 +330,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("records", nargs="+", help="record paths as in the plan (results/cells/<campaign>/<cell>.parquet)")
     ap.add_argument("--log", default=None)
     ap.add_argument("--server", action="store_true", help="run closed batches through `vllm serve` over HTTP")
+    ap.add_argument("--cell-id", action="append", default=[],
+                    help="the id the plan gave each record (in order); a mismatch refuses to measure")
     args = ap.parse_args(argv)
     cfg = config.load(args.config)
     table = cells.build(cfg)
     jobs = []
-    for path in args.records:
+    for i, path in enumerate(args.records):
         cell = table.get(path)
+        # The plan and this process each rebuild the cell table; if they disagree (a changed library, a
+        # config copy that differs), measuring would file a record under the wrong identity.
+        if i < len(args.cell_id) and args.cell_id[i] != cell.cell_id:
+            ap.exit(2, f"runner: cell id mismatch for {path}: the plan says {args.cell_id[i]}, this runner builds "
+                       f"{cell.cell_id}; nothing measured\n")
         jobs.append(CellJob(cell, cell.record_path, cell.timeline_path))
     try:
         run_cells(jobs, log_path=args.log, config_hash=config.config_hash(cfg), version_param=cfg.get("version"),

@@ -80,9 +80,10 @@ def test_editing_a_script_plans_nothing_but_version_bump_replans_all(workflow, t
     raw = demo_raw()
     cfg_path = write_config(tmp_path / "grid.yaml", raw)
     materialize(work, cfg_path, snakefile)
-    script = snakefile.parent / "scripts/run_cell.py"
-    script.write_text(script.read_text() + "\n# an edit that must not re-run GPU cells\n")
-    assert plan(work, cfg_path, snakefile=snakefile)["run_cell"] == 0
+    for script in (snakefile.parent / "scripts/aggregate.py", snakefile.parent / "specjoule/runner.py"):
+        script.write_text(script.read_text() + "\n# an edit that must not re-run GPU cells\n")
+    replanned = plan(work, cfg_path, snakefile=snakefile)
+    assert replanned["run_cell"] == 0 and replanned["aggregate"] == 0, dict(replanned)
     bumped = write_config(tmp_path / "bumped.yaml", {**raw, "version": raw.get("version", 1) + 1})
     assert plan(work, bumped, snakefile=snakefile)["run_cell"] == 4
 
@@ -118,3 +119,16 @@ def test_run_order_does_not_depend_on_key_order():
     import json
 
     assert order == [c.name for c in cells.build(config.validate(json.loads(json.dumps(resolved, sort_keys=True))))]
+
+
+def test_runner_refuses_a_cell_whose_id_differs_from_the_plan(tmp_path, capsys, monkeypatch):
+    from specjoule import runner
+
+    monkeypatch.chdir(tmp_path)
+    table = cells.build(config.load(REPO / "config/config.yaml"))
+    cell = table.cells[1]
+    with pytest.raises(SystemExit) as info:
+        runner.main([str(REPO / "config/config.yaml"), cell.record_path, "--cell-id", "000000000000"])
+    assert info.value.code == 2
+    assert f"cell id mismatch for {cell.record_path}" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()  # nothing measured, nothing written
