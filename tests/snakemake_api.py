@@ -61,11 +61,11 @@ def copy_workflow(dest: Path) -> Path:
     import shutil
 
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("Snakefile", "rules", "scripts", "specjoule", "config", "profiles", "envs"):
+    for name in ("Snakefile", "rules", "scripts", "specjoule", "config", "profiles", "envs", "report"):
         src = REPO / name
         if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif src.exists():
             shutil.copy2(src, dest / name)
     return dest / "Snakefile"
 

@@ -11,7 +11,6 @@ pre-registration (a drift threshold no real run meets) to show the strict refusa
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from snakemake_api import copy_workflow
 from specjoule import config
 from specjoule.analysis import checks, config_hash_of, derive
 
@@ -28,15 +28,6 @@ REPO = Path(__file__).resolve().parent.parent
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 pytestmark = pytest.mark.engine
 CAMPAIGN = "vllm-tiny-closed-b4-code-s0-cg0"
-
-
-def _copy_workflow(dest: Path) -> None:
-    for name in ("Snakefile", "rules", "scripts", "specjoule", "config", "profiles", "envs", "report"):
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        elif src.exists():
-            shutil.copy2(src, dest / name)
 
 
 def _snakemake(workdir: Path, *args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
@@ -47,7 +38,7 @@ def _snakemake(workdir: Path, *args: str, timeout: int = 1500) -> subprocess.Com
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("demo")
-    _copy_workflow(work)
+    copy_workflow(work)
     # The shipped demo pre-registers allow_failed_checks (CPU timing drifts); these tests exercise the
     # strict default, so this copy's config turns it off.
     cfg_path = work / "config/config.yaml"
