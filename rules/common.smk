@@ -89,6 +89,83 @@ for _fn in (get_cell_id, get_cell_inputs, get_cell_priority, get_cell_runtime_mi
     _freeze_signature(_fn)
 
 
+# Engine sharing (ADR 0015, 0017): one job per engine group, cut from the cells still to measure.
+SHARE_ENGINES = bool(CONFIG["protocol"].get("share_engines"))
+if SHARE_ENGINES and CONFIG["prefix_caching"]:
+    # The runner refuses it too (one cell's prompts would be served from another's cache); say so now.
+    raise WorkflowError("protocol.share_engines = true with prefix_caching = true: a shared engine would serve one "
+                        "cell's prompts from another's cache; turn one of them off")
+PENDING = CELLS.pending(CONFIG["version"]) if SHARE_ENGINES else set()
+
+
+def get_group_jobs():
+    """(rule name, group, the previous group of its family) for every group with cells to measure.
+
+    Each group takes the records of the group before it in its family's chain as inputs, so a
+    family runs in its pre-registered order, one group at a time, and under SLURM `group:
+    campaign` makes the family one job on one GPU (ADR 0051)."""
+    import re
+
+    jobs, last = [], {}
+    for gid, group in CELLS.engine_groups(only=PENDING).items():
+        name = "run_engines_" + re.sub(r"\W", "_", gid)
+        jobs.append((name, group, last.get(group.family_id), group_marker(group)))
+        last[group.family_id] = group
+    return jobs
+
+
+def group_marker(group):
+    """An input that makes Snakemake run a group planned here even where all its records exist.
+
+    A pending cell's record can exist (measured under another id or version, or after a re-planned
+    cell earlier in its campaign); Snakemake checks only *requested* outputs for being missing, and
+    nothing requests the stamps. The marker is created now, when absent, so it is newer than any
+    such record (mtime trigger); once the group ran, its outputs are newer and the next planning
+    run no longer has the group at all (its cells are done)."""
+    import hashlib
+
+    key = hashlib.sha1(" ".join([str(CONFIG["version"])] + [c.cell_id for c in group.cells]).encode()).hexdigest()[:12]
+    marker = Path(f"results/.specjoule/pending/{group.family_id}/g{group.index:02d}-{key}")
+    if not marker.exists():
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    return str(marker)
+
+
+def inherit_run_cell_settings(rule_name):
+    """Apply `--set-resources run_cell:…` and `--set-threads run_cell=…` (the SLURM profile's GPU,
+    memory and CPU requests, keyed by rule name) to an engine-group rule, whose name differs per group.
+
+    Registers the group rule's name in Snakemake's own parsed override maps (Snakemake 9; private
+    attributes, so tests/test_engine_groups.py checks the effect), read when the rule is declared."""
+    settings = workflow.resource_settings
+    for parsed in (settings._parsed_overwrite_resources, settings._parsed_overwrite_threads):
+        if "run_cell" in parsed:
+            parsed[rule_name] = parsed["run_cell"]
+
+
+def group_runtime_min(group):
+    # Members' estimates less the saved starts, with the same margin and retry doubling as run_cell.
+    est = CELLS.group_estimated_s(group)
+
+    def runtime(wildcards, attempt):
+        return max(5, int(est / 60 * 1.5 + 5) * attempt)
+
+    return _freeze_signature(runtime)
+
+
+def group_shell(group, log):
+    """Remove the members' old stamps, then exec the runner on every member in order (ADR 0056: exec)."""
+    import shlex
+
+    q = shlex.quote
+    stale = " ".join(f"{q(str(Path(c.stamp_path('x')).parent))}/{q(c.name)}.????????????-v*" for c in group.cells)
+    records = " ".join(q(c.record_path) for c in group.cells)
+    ids = " ".join(f"--cell-id {c.cell_id}" for c in group.cells)
+    return (f"rm -f {stale}; exec {q(PYTHON)} -m specjoule.runner {q(CONFIG_JSON)} {records} {ids} "
+            f"--log {q(log)} >> {q(log)} 2>&1")
+
+
 def get_record_paths():
     return [c.record_path for c in CELLS]
 

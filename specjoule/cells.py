@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,6 +30,9 @@ LOGS_DIR = "results/logs/cells"
 ROLE_OPENING = "opening_baseline"
 ROLE_CLOSING = "closing_baseline"
 ROLE_POINT = "point"
+# Where the group jobs of an engine-sharing run leave their "measured under this id" stamps (ADR 0017).
+STAMPS_DIR = "results/.specjoule/measured"
+PHASES = (ROLE_OPENING, ROLE_POINT, ROLE_CLOSING)
 
 
 def _blob(obj: Any) -> str:
@@ -67,6 +71,8 @@ class Cell:
     run_order_seed: int = 0
     estimated_s: float = 0.0
     spec: dict = field(default_factory=dict, compare=False, hash=False)
+    # Campaigns that differ only in batch size, corpus and seed (ADR 0017); not part of the identity.
+    family_id: str = ""
 
     @property
     def record_path(self) -> str:
@@ -79,6 +85,10 @@ class Cell:
     @property
     def log_path(self) -> str:
         return f"{LOGS_DIR}/{self.campaign_id}/{self.name}.log"
+
+    def stamp_path(self, version: Any) -> str:
+        """Written (empty) after an engine-group job measured this cell under this id and version."""
+        return f"{STAMPS_DIR}/{self.campaign_id}/{self.name}.{self.cell_id}-v{version}"
 
     def identity(self) -> dict[str, Any]:
         """Columns every record carries from the plan."""
@@ -115,11 +125,27 @@ class Cell:
         }
 
 
+@dataclass(frozen=True)
+class EngineGroup:
+    """Cells run one after another on one engine start: one family, one phase, one engine key."""
+
+    group_id: str  # <family>.g<NN>, NN = position in the family's group order
+    family_id: str
+    index: int
+    phase: str
+    engine_key: str
+    cells: tuple[Cell, ...]  # in run order: (batch size, corpus, seed, name)
+
+
 @dataclass
 class CellTable:
     cells: list[Cell]
     by_path: dict[str, Cell]
     campaigns: dict[str, list[Cell]]  # in run order
+    share_engines: bool = False
+    engine_start_s: float = 0.0  # planning estimates, for what a shared start saves
+    idle_s: float = 0.0
+    _groups: dict[str, EngineGroup] | None = field(default=None, repr=False)
 
     def __iter__(self) -> Iterator[Cell]:
         return iter(self.cells)
@@ -139,13 +165,53 @@ class CellTable:
     def points(self, campaign: str) -> list[Cell]:
         return [c for c in self.campaigns[campaign] if c.role == ROLE_POINT]
 
+    def engine_groups(self, only: set[str] | None = None) -> dict[str, EngineGroup]:
+        """Engine groups in run order (families in plan order, each family's groups chained).
+
+        ``only``: record paths to keep (a planning run keeps the cells still to measure); groups
+        left empty are dropped, the others keep their ids. Without sharing every cell is its own
+        group (one engine start per cell)."""
+        if self._groups is None:
+            self._groups = _engine_groups(self)
+        if only is None:
+            return self._groups
+        out = {}
+        for gid, g in self._groups.items():
+            kept = tuple(c for c in g.cells if c.record_path in only)
+            if kept:
+                out[gid] = g if len(kept) == len(g.cells) else EngineGroup(gid, g.family_id, g.index, g.phase, g.engine_key, kept)
+        return out
+
+    def group_estimated_s(self, group: EngineGroup) -> float:
+        """Members' estimates less the engine starts (and idle measurements) the sharing saves."""
+        saved = (len(group.cells) - 1) * (self.engine_start_s + self.idle_s)
+        return sum(c.estimated_s for c in group.cells) - saved
+
     def estimated_gpu_s(self) -> float:
-        return sum(c.estimated_s for c in self.cells)
+        if not self.share_engines:
+            return sum(c.estimated_s for c in self.cells)
+        return sum(self.group_estimated_s(g) for g in self.engine_groups().values())
+
+    def engine_starts(self) -> int:
+        return len(self.engine_groups()) if self.share_engines else len(self.cells)
+
+    def pending(self, version: Any) -> set[str]:
+        """Record paths an engine-sharing run must (re-)measure; see :func:`pending_records`."""
+        return pending_records(self, version)
 
     def write_plan(self, path: str | Path) -> None:
         columns = ["campaign_id", "cell_name", "run_order_index", "role", "engine", "model_pair", "scheme",
                    "method", "k", "acceptance_name", "configured_L", "batch_size", "corpus", "seed",
-                   "cuda_graphs", "workload", "cell_id", "record_path", "estimated_gpu_s"]
+                   "cuda_graphs", "workload", "cell_id", "record_path", "estimated_gpu_s", "engine_group",
+                   "engine_start"]
+        # With sharing, a cell's estimate is its share of its group's: the first member carries the
+        # engine start, the others do not (the column still sums to estimated_gpu_s()).
+        group_of: dict[str, tuple[str, bool]] = {}
+        if self.share_engines:
+            for gid, g in self.engine_groups().items():
+                for i, c in enumerate(g.cells):
+                    group_of[c.record_path] = (gid, i == 0)
+        saved = self.engine_start_s + self.idle_s
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", newline="") as fh:
             w = csv.writer(fh, delimiter="\t", lineterminator="\n")
@@ -153,14 +219,22 @@ class CellTable:
             for cid, cells in self.campaigns.items():
                 for c in cells:
                     ident = c.identity()
-                    w.writerow([ident.get(col) if col in ident else None for col in columns[:-3]]
-                               + [c.cell_id, c.record_path, f"{c.estimated_s:.0f}"])
+                    gid, starts = group_of.get(c.record_path, (None, True))
+                    est = c.estimated_s if starts else c.estimated_s - saved
+                    w.writerow([ident.get(col) if col in ident else None for col in columns[:-5]]
+                               + [c.cell_id, c.record_path, f"{est:.0f}", gid, int(starts)])
 
     def summary(self) -> str:
         hours = self.estimated_gpu_s() / 3600
         engines = len({c.engine_key for c in self.cells})
+        if self.share_engines:
+            families = len({c.family_id for c in self.cells})
+            starts = (f"{self.engine_starts()} engine starts: one per engine group, {families} campaign "
+                      f"famil{'y' if families == 1 else 'ies'}, share_engines on")
+        else:
+            starts = f"{self.engine_starts()} engine starts: one per cell"
         return (f"{len(self.cells)} cells in {len(self.campaigns)} campaigns, {engines} distinct engine "
-                f"configurations, estimated {hours:.2f} GPU-hours (one engine start per cell)")
+                f"configurations, estimated {hours:.2f} GPU-hours ({starts})")
 
 
 def _estimate_s(workload: dict, protocol: dict) -> float:
@@ -185,6 +259,7 @@ def build(config: dict) -> CellTable:
     """Expand a validated config into cells. Cheap: plain Python, no per-cell I/O."""
     protocol = config["protocol"]
     order_seed = protocol["run_order_seed"]
+    share = bool(protocol.get("share_engines", False))
     engine_opts = config["engine_options"]
     baseline_name = next(n for n, s in config["schemes"].items() if s["method"] == "baseline")
     point_schemes = [(n, s) for n, s in config["schemes"].items() if s["method"] != "baseline"]
@@ -199,6 +274,8 @@ def build(config: dict) -> CellTable:
             for wl_name, wl in config["workloads"].items():
                 est = _estimate_s(wl, protocol)
                 for graphs in config["cuda_graphs"]:
+                    family = f"{engine}-{pair_name}-{wl_name}-cg{int(graphs)}"
+                    family_order: dict[str, int] | None = None  # point engine key -> position (sharing)
                     # Engine-shaping parameters, shared by every cell of a (pair, scheme, vector).
                     engine_base = {"engine": engine, "pair": pair, "graphs": graphs, "device": config["device"],
                                    "prefix_caching": config["prefix_caching"], "opts": engine_opts.get(engine, {})}
@@ -235,6 +312,7 @@ def build(config: dict) -> CellTable:
                                         batch_size=batch, corpus=corpus_name, seed=seed, cuda_graphs=graphs,
                                         workload=wl_name, workload_kind=wl["kind"], device=config["device"],
                                         engine_key=ekey, run_order_seed=order_seed, estimated_s=est, spec=spec,
+                                        family_id=family,
                                     )
 
                                 base_scheme = config["schemes"][baseline_name]
@@ -249,7 +327,17 @@ def build(config: dict) -> CellTable:
                                 # Sorted first: the order must not depend on how a YAML or JSON copy
                                 # of the config happens to order its keys.
                                 points.sort(key=lambda c: c.name)
-                                random.Random(f"{order_seed}:{campaign}").shuffle(points)
+                                if share:
+                                    # One order for the whole family: its point groups run in a shuffle
+                                    # of the family's engine keys (ADR 0017), the same for every campaign
+                                    # of the family (they run interleaved on the same engine starts).
+                                    if family_order is None:
+                                        keys = sorted({c.engine_key for c in points})
+                                        random.Random(f"{order_seed}:{family}").shuffle(keys)
+                                        family_order = {k: i for i, k in enumerate(keys)}
+                                    points.sort(key=lambda c: (family_order[c.engine_key], c.name))
+                                else:
+                                    random.Random(f"{order_seed}:{campaign}").shuffle(points)
                                 members = [opening, *points]
                                 if protocol["closing_baseline"]:
                                     members.append(make(f"{baseline_name}--close", ROLE_CLOSING, baseline_name, base_scheme, (None,) * 4))
@@ -260,7 +348,95 @@ def build(config: dict) -> CellTable:
                                     by_path[c.record_path] = c
                                 campaigns[campaign] = ordered
                                 cells.extend(ordered)
-    return CellTable(cells=cells, by_path=by_path, campaigns=campaigns)
+    return CellTable(cells=cells, by_path=by_path, campaigns=campaigns, share_engines=share,
+                     engine_start_s=float(protocol["engine_start_s"]), idle_s=float(protocol["idle_s"]))
+
+
+def _engine_groups(table: CellTable) -> dict[str, EngineGroup]:
+    """Cut every campaign family into its chain of engine groups.
+
+    A group = one phase (opening baseline, point, closing baseline) and one engine key across the
+    family's campaigns. Order: the opening group, the point groups in the family's shuffled order
+    (already the order of each campaign's points, see build()), the closing group. Inside a
+    group: batch size, corpus, seed, name — ascending, so that the order never depends on how the
+    config lists them. Without sharing each cell is a group of its own, in campaign order."""
+    if not table.share_engines:
+        return {c.record_path: EngineGroup(c.record_path, c.family_id, c.run_order_index, c.role, c.engine_key, (c,))
+                for members in table.campaigns.values() for c in members}
+    families: dict[str, dict[tuple[int, int, str], list[Cell]]] = {}
+    for members in table.campaigns.values():
+        for c in members:
+            # Every campaign of a family has the same point keys in the same order (build()).
+            slot = (PHASES.index(c.role), _point_rank(members, c), c.engine_key)
+            families.setdefault(c.family_id, {}).setdefault(slot, []).append(c)
+    out: dict[str, EngineGroup] = {}
+    for family, slots in families.items():
+        for index, slot in enumerate(sorted(slots)):
+            members = sorted(slots[slot], key=lambda c: (c.batch_size, c.corpus, c.seed, c.name))
+            gid = f"{family}.g{index:02d}"
+            out[gid] = EngineGroup(gid, family, index, PHASES[slot[0]], slot[2], tuple(members))
+    return out
+
+
+def _point_rank(members: list[Cell], cell: Cell) -> int:
+    """Position of a cell's engine key among its campaign's point keys (0 for baselines)."""
+    if cell.role != ROLE_POINT:
+        return 0
+    keys: list[str] = []
+    for c in members:
+        if c.role == ROLE_POINT and c.engine_key not in keys:
+            keys.append(c.engine_key)
+    return keys.index(cell.engine_key)
+
+
+def pending_records(table: CellTable, version: Any) -> set[str]:
+    """Record paths an engine-sharing run must (re-)measure (ADR 0017).
+
+    With sharing, group membership is decided here, at planning time, instead of by Snakemake's
+    per-output triggers: a group job re-measures every cell it outputs, so a record that is done
+    must not be an output at all. A cell is done when its record exists and
+    - the stamp for its current id and config version exists (measured by a group job), or
+    - there is no stamp for the record at all (measured one cell per job, without sharing) and the
+      record itself holds the current cell id and version; the stamp is then written, so the
+      record is read once.
+    Then, per campaign, everything from the first cell not done onward is pending too: the
+    campaign's order (opening → points → closing) must hold for what is re-measured, exactly as
+    the chain re-runs a campaign's later cells without sharing (ADR 0051)."""
+    pending: set[str] = set()
+    for campaign, members in table.campaigns.items():
+        stamp_dir = Path(STAMPS_DIR) / campaign
+        try:
+            stamps = set(os.listdir(stamp_dir))
+        except FileNotFoundError:
+            stamps = set()
+        rerun = False
+        for c in members:  # in run order
+            if not rerun:
+                rerun = not _done(c, version, stamps, stamp_dir)
+            if rerun:
+                pending.add(c.record_path)
+    return pending
+
+
+def _done(cell: Cell, version: Any, stamps: set[str], stamp_dir: Path) -> bool:
+    if not os.path.exists(cell.record_path):
+        return False
+    stamp = Path(cell.stamp_path(version)).name
+    if stamp in stamps:
+        return True
+    if any(s.startswith(cell.name + ".") for s in stamps):
+        return False  # measured by a group job under another id or version
+    try:
+        import polars as pl
+
+        row = pl.read_parquet(cell.record_path, columns=["cell_id", "version_param"]).row(0, named=True)
+    except Exception:  # unreadable or empty: measure again rather than trust it
+        return False
+    if row["cell_id"] != cell.cell_id or str(row["version_param"]) != str(version):
+        return False
+    stamp_dir.mkdir(parents=True, exist_ok=True)
+    (stamp_dir / stamp).touch()
+    return True
 
 
 def _with_order(cell: Cell, index: int) -> Cell:

@@ -76,6 +76,11 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("engine_start_s", _f64, "engine construction to ready"),
     ("engine_instance", _str, "one id per engine launch: cells with equal ids shared one engine"),
     ("engine_shared_cells", _i64, "cells measured on this engine launch (1 = dedicated engine)"),
+    ("engine_config", _str, "effective engine configuration read from the built engine (JSON object, sorted keys; "
+                            "ADR 0029); null when the adapter could not read it"),
+    ("async_scheduling", _bool, "engine_config.async_scheduling as the engine resolved it; null when unknown"),
+    ("cuda_graph_sizes", _i64, "number of CUDA graph capture sizes (engine_config.cudagraph_capture_sizes); "
+                               "null when unknown"),
     # window
     ("window_start", _ts, "wall clock"),
     ("window_end", _ts, "wall clock"),
@@ -123,6 +128,9 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("realized_L", _f64, "1 + accepted / drafts"),
     ("accepted_per_verification", _f64, "accepted / drafts"),
     ("tokens_per_s", _f64, "committed tokens / window"),
+    ("round_time_ms", _f64, "window per engine step that committed tokens: 1000 × window_s × B_eff / (committed − "
+                            "accepted); B_eff = batch_size (closed batch) or mean_running_requests (open loop); "
+                            "a baseline decode step or a speculation round alike (ADR 0029)"),
 ]
 
 RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in RECORD_FIELDS],
@@ -157,9 +165,30 @@ def derive(row: dict[str, Any]) -> dict[str, Any]:
         out["accepted_per_verification"] = None
         out["realized_L"] = None if out.get("method") not in (None, "baseline") else 1.0
     out["tokens_per_s"] = committed / window if (committed is not None and window) else None
+    out["round_time_ms"] = round_time_ms(out)
     if energy is not None and window:
         out.setdefault("mean_power_w", energy / window)
     return out
+
+
+def round_time_ms(row: Mapping[str, Any]) -> float | None:
+    """Milliseconds of window per engine step that committed tokens (ADR 0029).
+
+    Every request-step commits 1 token plus the drafts accepted in it (0 for a baseline or a round
+    without a draft), so request-steps = committed − accepted; dividing by the requests a step holds
+    (B in a closed batch, the sampled mean in open loop) gives engine steps. The counters are the
+    engine's own; the definition is the same for baseline and speculative arms, so the two compare.
+    Closed batches slightly understate steps (hence overstate the time per step) in the tail of a
+    generation, when fewer than B requests remain — equally in every arm that finishes together.
+    """
+    committed, accepted, window = row.get("committed_tokens"), row.get("accepted_tokens"), row.get("window_s")
+    if accepted is None and row.get("method") in (None, "baseline"):
+        accepted = 0
+    b_eff = row.get("batch_size") if row.get("workload_kind") == "closed_batch" else row.get("mean_running_requests")
+    if committed is None or accepted is None or not window or not b_eff:
+        return None
+    steps_x_b = committed - accepted
+    return 1000.0 * window * b_eff / steps_x_b if steps_x_b > 0 else None
 
 
 def validate_row(row: Mapping[str, Any]) -> None:

@@ -20,6 +20,7 @@ thread; the engine's process group is killed at once, nothing is written, the pr
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -253,6 +254,21 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
         lease.release()
 
 
+def engine_config_columns(cfg: dict[str, Any] | None) -> dict[str, Any]:
+    """The record's engine_config (JSON, sorted keys) and its two flat columns (ADR 0029)."""
+    if not cfg:
+        return {"engine_config": None, "async_scheduling": None, "cuda_graph_sizes": None}
+    sizes = cfg.get("cudagraph_capture_sizes")
+    graphs_off = cfg.get("enforce_eager") is True or str(cfg.get("cudagraph_mode", "")).upper() == "NONE"
+    asy = cfg.get("async_scheduling")
+    return {
+        "engine_config": json.dumps(cfg, sort_keys=True, default=str),
+        "async_scheduling": asy if isinstance(asy, bool) else None,
+        # No graphs are captured with graphs off, whatever size list the config still carries.
+        "cuda_graph_sizes": 0 if graphs_off else (len(sizes) if isinstance(sizes, list) else None),
+    }
+
+
 def _row(cell, result: workloads.WindowResult, mres, engine: Engine, start_s: float, idle_w: float | None,
          pool_hash: str, instance: str, shared: int) -> dict[str, Any]:
     spec = cell.spec
@@ -267,6 +283,7 @@ def _row(cell, result: workloads.WindowResult, mres, engine: Engine, start_s: fl
     row["engine_start_s"] = start_s
     row["engine_instance"] = instance
     row["engine_shared_cells"] = shared
+    row.update(engine_config_columns(info.get("engine_config")))
     meter_cols = mres.columns()
     if meter_cols.get("idle_power_w") is None:
         meter_cols["idle_power_w"] = idle_w

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specjoule import cells, config, records
+from specjoule import cells, config, records, runner
 
 GPU_CONFIG: dict[str, Any] = {
     "name": "crafted",
@@ -82,6 +82,14 @@ def measure(cell: cells.Cell, *, meter: str = "nvml", gpu: str = "GPU-aaaa", hos
             "timeline_hz": 10.0, "power_min_w": power * 0.9, "power_max_w": power * 1.1,
             "max_temperature_c": 62.0, "throttle_reasons_mask": 0, "other_gpu_processes": 0,
         }
+    # The effective engine configuration as the vLLM adapter records it (ADR 0029): every arm the
+    # baseline's, apart from the speculative_* keys intrinsic to the arm.
+    engine_cfg: dict[str, Any] = {"async_scheduling": True, "max_num_seqs": B, "cudagraph_mode": "FULL_AND_PIECEWISE",
+                                  "cudagraph_capture_sizes": [1, 2, 4, 8], "model_runner": "v2",
+                                  "speculative": cell.method != "baseline"}
+    if cell.method != "baseline":
+        engine_cfg |= {"speculative_method": cell.method, "speculative_num_tokens": k}
+    row |= runner.engine_config_columns(engine_cfg)
     if cell.method != "baseline":
         drafts = committed // 3
         if cell.acceptance_rates is not None:

@@ -35,7 +35,11 @@ def run_cell_outputs(counts) -> set[str]:
 def test_every_shipped_config_plans(configfile, tmp_path):
     counts = plan(tmp_path, REPO / "config" / configfile)
     table = cells.build(config.load(REPO / "config" / configfile))
-    assert counts["run_cell"] == len(table)
+    if table.share_engines:  # one job per engine group (ADR 0017)
+        groups = sum(n for rule, n in counts.items() if rule.startswith("run_engines_"))
+        assert counts["run_cell"] == 0 and groups == table.engine_starts() < len(table)
+    else:
+        assert counts["run_cell"] == len(table)
     assert run_cell_outputs(counts) == {c.record_path for c in table}
     assert counts["report"] == 1
 

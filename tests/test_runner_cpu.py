@@ -163,6 +163,40 @@ def test_open_loop_through_server(open_cell):
         assert event in log
 
 
+def test_engine_config_recorded_from_the_real_engine(closed_cells, open_cell):
+    """ADR 0029: the record carries what the built engine resolved, read from its config objects."""
+    import json
+
+    from specjoule.analysis import aggregate, checks
+
+    for name, res in closed_cells.items():
+        r, cell = res["row"], res["cell"]
+        cfg = json.loads(r["engine_config"])
+        assert list(cfg) == sorted(cfg), name  # sorted keys: equal configs are equal strings
+        assert isinstance(cfg["async_scheduling"], bool) and r["async_scheduling"] is cfg["async_scheduling"], name
+        assert cfg["max_num_seqs"] == cell.batch_size, name
+        # Front end and the worker itself were read (the model runner is only known in the worker).
+        assert cfg["engine_config_source"] == "frontend+worker" and cfg["model_runner"] in ("v1", "v2"), name
+        assert cfg["model_runner_class"] and cfg["enforce_eager"] is True and r["cuda_graph_sizes"] == 0, name
+        assert cfg["speculative"] is (cell.method != "baseline"), name
+        if cell.method != "baseline":
+            assert cfg["speculative_method"] == cell.method and cfg["speculative_num_tokens"] == cell.k, name
+        assert r["round_time_ms"] == pytest.approx(
+            1000 * r["window_s"] * cell.batch_size / (r["committed_tokens"] - r["accepted_tokens"])), name
+    # The check over these real records: same engine, arms differing in speculative_* keys only.
+    df = aggregate.aggregate([res["record"] for res in closed_cells.values()])
+    row = checks.run_checks(df, checks.Thresholds.from_config({}), only=["engine_config_matched"]).to_dicts()[0]
+    assert row["status"] == checks.PASS, row
+    # Server path: the server's own config dump (dev endpoint) when it has one, else the command's settings.
+    r, cell = open_cell["row"], open_cell["cell"]
+    cfg = json.loads(r["engine_config"])
+    assert cfg["engine_config_source"] in ("server_info", "server_command") and cfg["max_num_seqs"] == cell.batch_size
+    if cfg["engine_config_source"] == "server_info":
+        assert isinstance(cfg["async_scheduling"], bool) and cfg["speculative_method"] == "ngram"
+        # Enum names as on the offline path (the JSON dump gives values).
+        assert cfg["cudagraph_mode"] == json.loads(closed_cells["ngram"]["row"]["engine_config"])["cudagraph_mode"]
+
+
 def _shared_config() -> dict:
     raw = config.read_yaml(REPO / "config" / "config.yaml")
     raw["schemes"] = {"baseline": {"method": "baseline"}, "draft": {"method": "draft_model", "k": 3}}

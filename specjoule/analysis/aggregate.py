@@ -31,7 +31,7 @@ PAIR_KEYS: tuple[str, ...] = ("campaign_id", "engine", "model_pair", "batch_size
                               "cuda_graphs", "workload")
 # Metrics carried from each baseline onto every row: opening_*, closing_* and their mean baseline_*.
 BASELINE_METRICS: tuple[str, ...] = ("mj_per_committed_token", "tpot_mean_s", "mean_running_requests",
-                                     "tokens_per_s", "s_per_committed_token")
+                                     "tokens_per_s", "s_per_committed_token", "round_time_ms")
 
 # Columns aggregate adds after the record columns (documented here once; tests check them).
 PAIRING_COLUMNS: tuple[str, ...] = (

@@ -59,6 +59,7 @@ class Thresholds:
     power_slack_w: float
     idle_regime_ratio: float
     allow_failed_checks: bool
+    engine_config_may_differ: list[str] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_config(cls, checks: Mapping[str, Any] | None) -> Thresholds:
@@ -72,6 +73,7 @@ class Thresholds:
             raise _config.ConfigError(f"checks.{unknown[0]}", given[unknown[0]],
                                       f"unknown check threshold; known: {', '.join(sorted(names))}")
         merged = {**defaults, **given}
+        merged["engine_config_may_differ"] = list(merged.get("engine_config_may_differ") or [])
         return cls(**{n: merged[n] for n in names})
 
     def as_dict(self) -> dict[str, Any]:
@@ -343,6 +345,110 @@ def preregistration(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -
     return _campaign_rows("preregistration", out.with_columns(
         status.alias("status"), pl.when(C("value") > 0).then(C("differ")).otherwise(C("all_cells")).alias("cell_names"),
         _lit_f(0).alias("threshold"), detail.alias("detail")))
+
+
+# Keys of engine_config that belong to the arm itself, so they differ from the baseline by design.
+# ``speculative`` and every ``speculative_*`` key: the scheme under test (method, k, drafter, rates).
+# ``max_num_scheduled_tokens``: vLLM sets it only when speculating (max_num_batched_tokens less the
+# draft slots, config/vllm.py ``_set_max_num_scheduled_tokens`` in 0.32); a baseline has none.
+# Nothing else: async scheduling, model runner, capture sizes, compilation and attention backend are
+# engine choices that the scheme happens to trigger, and exactly what made the H200 ratios
+# uninterpretable (validation/h200-2026-12/README.md). A campaign that accepts one lists it in
+# ``checks.engine_config_may_differ`` before the runs; it is then flagged, not failed.
+ENGINE_CONFIG_ARM_KEYS: tuple[str, ...] = ("speculative", "max_num_scheduled_tokens")
+ENGINE_CONFIG_ARM_PREFIXES: tuple[str, ...] = ("speculative_",)
+ENGINE_CONFIG_LIST_SHOWN = 6  # a long list (capture sizes) is shown as its first items, last item and length
+
+
+def _arm_key(key: str) -> bool:
+    return key in ENGINE_CONFIG_ARM_KEYS or key.startswith(ENGINE_CONFIG_ARM_PREFIXES)
+
+
+def _show(v: Any) -> str:
+    import json
+
+    if v is _ABSENT:
+        return "absent"
+    if isinstance(v, list) and len(v) > ENGINE_CONFIG_LIST_SHOWN:
+        head = ", ".join(json.dumps(x) for x in v[:ENGINE_CONFIG_LIST_SHOWN - 1])
+        return f"[{head}, …, {json.dumps(v[-1])}] ({len(v)} items)"
+    return json.dumps(v)
+
+
+_ABSENT = object()
+
+
+def engine_config_diff(base: Mapping[str, Any], point: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key, baseline value, point value) for every non-arm key that differs; a key one side lacks is absent."""
+    out = []
+    for key in sorted(set(base) | set(point)):
+        if _arm_key(key):
+            continue
+        b, p = base.get(key, _ABSENT), point.get(key, _ABSENT)
+        if b != p:
+            out.append((key, b, p))
+    return out
+
+
+@check("engine_config_matched", "campaign",
+       "every arm ran with its opening baseline's effective engine configuration (engine_config), except keys "
+       "intrinsic to the arm (speculative_*); a difference listed in engine_config_may_differ is flagged")
+def engine_config_matched(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    import json
+
+    accepted = set(th.engine_config_may_differ)
+    cols = ["campaign_id", "cell_name", "role", "run_order_index", "opening_cell_name", "engine_config"]
+    rows = df.select(*cols).sort("campaign_id", "run_order_index", "cell_name").to_dicts()
+    by_campaign: dict[str, list[dict]] = {}
+    for r in rows:
+        by_campaign.setdefault(r["campaign_id"], []).append(r)
+    out = []
+    for campaign, cells in by_campaign.items():
+        names = [c["cell_name"] for c in cells]
+        recorded = [c for c in cells if c["engine_config"] is not None]
+        if not recorded:
+            out.append((campaign, names, NA, None, "no record carries engine_config (measured before it was recorded)"))
+            continue
+        configs = {c["cell_name"]: json.loads(c["engine_config"]) for c in recorded}
+        verdicts: dict[str, list[str]] = {FAIL: [], FLAG: []}
+        details: dict[str, list[str]] = {FAIL: [], FLAG: []}
+        compared = 0
+        for c in cells:
+            if c["role"] == ROLE_OPENING or c["opening_cell_name"] is None:
+                continue  # the reference itself; an unpaired cell is baseline_present's failure
+            compared += 1
+            base_name = c["opening_cell_name"]
+            if c["cell_name"] not in configs or base_name not in configs:
+                missing = [n for n in (base_name, c["cell_name"]) if n not in configs]
+                verdicts[FAIL].append(c["cell_name"])
+                details[FAIL].append(f"{c['cell_name']}: engine_config not recorded for {', '.join(missing)}")
+                continue
+            diff = engine_config_diff(configs[base_name], configs[c["cell_name"]])
+            if not diff:
+                continue
+            status = FLAG if all(k in accepted for k, _, _ in diff) else FAIL
+            note = " (accepted in advance)"
+            parts = [f"{k}: {_show(b)} → {_show(p)}" + (note if k in accepted and status == FAIL else "")
+                     for k, b, p in diff]
+            verdicts[status].append(c["cell_name"])
+            details[status].append(f"{c['cell_name']} vs {base_name}: " + ", ".join(parts))
+        status = FAIL if verdicts[FAIL] else FLAG if verdicts[FLAG] else PASS
+        if not compared:
+            out.append((campaign, names, NA, None, "no cell pairs with an opening baseline (see baseline_present)"))
+            continue
+        if status == PASS:
+            out.append((campaign, names, PASS, 0.0,
+                        f"{len(recorded)} cell(s) with the baseline's engine configuration (arm keys aside)"))
+            continue
+        shown = details[status][:MAX_DETAIL_CELLS]
+        more = len(details[status]) - len(shown)
+        detail = "; ".join(shown) + (f"; … and {more} more" if more > 0 else "")
+        if status == FLAG:
+            detail = "differences accepted in advance (checks.engine_config_may_differ): " + detail
+        out.append((campaign, verdicts[status], status, float(len(verdicts[status])), detail))
+    frame = pl.DataFrame(out, schema={"campaign_id": pl.String, "cell_names": pl.List(pl.String), "status": pl.String,
+                                      "value": pl.Float64, "detail": pl.String}, orient="row")
+    return _campaign_rows("engine_config_matched", frame.with_columns(_lit_f(0).alias("threshold")))
 
 
 # ----------------------------------------------------------------------------------------------

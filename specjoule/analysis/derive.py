@@ -31,6 +31,10 @@ CURVE_COLUMNS: tuple[str, ...] = (
     "baseline_mj_per_committed_token", "energy_ratio", "mj_per_accepted_token", "tpot_mean_s",
     "baseline_tpot_mean_s", "tbt_ratio", "mean_running_requests", "baseline_mean_running_requests",
     "energy_refused_reason", "failed_checks", "flags",
+    # Engine configuration per point and its opening baseline (ADR 0029): the report shows them
+    # beside the ratio, so a ratio between differently configured engines is visible as such.
+    "async_scheduling", "baseline_async_scheduling", "cuda_graph_sizes", "baseline_cuda_graph_sizes",
+    "round_time_ms", "baseline_round_time_ms",
 )
 ENERGY_CURVE_COLUMNS = ("mj_per_committed_token", "baseline_mj_per_committed_token", "energy_ratio",
                         "mj_per_accepted_token")
@@ -101,6 +105,10 @@ def derive(records: pl.DataFrame, checks: pl.DataFrame, allow_failed_checks: boo
     failed = (fails.group_by("campaign_id").agg(C("check").unique().sort().alias("failed_checks")))
     flagged = _concerning(points, checks, FLAG, ()).rename({"check": "flags"})
 
+    opening_cfg = records.select("campaign_id", C("cell_name").alias("opening_cell_name"),
+                                 C("async_scheduling").alias("baseline_async_scheduling"),
+                                 C("cuda_graph_sizes").alias("baseline_cuda_graph_sizes"))
+    points = points.join(opening_cfg, on=["campaign_id", "opening_cell_name"], how="left")
     out = (points.join(energy, on="campaign_id", how="left")
                  .join(failed, on="campaign_id", how="left")
                  .join(flagged, on=["campaign_id", "cell_name"], how="left"))
@@ -135,7 +143,9 @@ def curve_schema() -> dict[str, pl.DataType]:
     extra = {"tokens_per_verify_pass": pl.Float64, "baseline_mj_per_committed_token": pl.Float64,
              "energy_ratio": pl.Float64, "mj_per_accepted_token": pl.Float64, "baseline_tpot_mean_s": pl.Float64,
              "tbt_ratio": pl.Float64, "baseline_mean_running_requests": pl.Float64,
-             "energy_refused_reason": pl.String, "failed_checks": pl.List(pl.String), "flags": pl.List(pl.String)}
+             "energy_refused_reason": pl.String, "failed_checks": pl.List(pl.String), "flags": pl.List(pl.String),
+             "baseline_async_scheduling": pl.Boolean, "baseline_cuda_graph_sizes": pl.Int64,
+             "baseline_round_time_ms": pl.Float64}
     return {c: extra[c] if c in extra else RECORD_POLARS_SCHEMA[c] for c in CURVE_COLUMNS}
 
 

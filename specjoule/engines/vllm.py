@@ -108,6 +108,217 @@ def check_supported(spec: dict, info: dict) -> None:
             raise EngineUnsupported("synthetic acceptance is GPU-only in vLLM (CPU sampling asserts)")
 
 
+# -- effective engine configuration (ADR 0029) -------------------------------------------------
+
+# Environment variables that change how vLLM builds the engine; recorded as set (absent when unset).
+ENGINE_ENV_VARS = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ATTENTION_BACKEND", "VLLM_ENABLE_V1_MULTIPROCESSING",
+                   "VLLM_CPU_KVCACHE_SPACE", "VLLM_USE_BREAKABLE_CUDAGRAPH")
+
+
+def _json_value(v: Any) -> Any:
+    """A config attribute as a JSON scalar or list: enums by name, paths and dtypes as text."""
+    import enum
+
+    if isinstance(v, enum.Enum):  # before int: CompilationMode is an IntEnum
+        return v.name
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple, set, frozenset)):
+        items = [_json_value(x) for x in v]
+        return sorted(items, key=str) if isinstance(v, (set, frozenset)) else items
+    return str(v)
+
+
+def _read(out: dict[str, Any], key: str, obj: Any, *attrs: str) -> None:
+    """``out[key]`` = the first attribute of ``obj`` that exists; absent when none does or reading raises
+    (versions differ: a missing attribute is not an error, and never a crash)."""
+    if obj is None:
+        return
+    for attr in attrs:
+        try:
+            if hasattr(obj, attr):
+                out[key] = _json_value(getattr(obj, attr))
+                return
+        except Exception:  # noqa: BLE001 - a property that raises on this build: leave the key absent
+            return
+
+
+def config_from_vllm_config(vc: Any) -> dict[str, Any]:
+    """Flat dict of the *effective* settings of a built ``VllmConfig`` (after vLLM's own defaults and
+    fallbacks: ``async_scheduling`` None → True/False, capture sizes generated, ...)."""
+    out: dict[str, Any] = {}
+    sched = getattr(vc, "scheduler_config", None)
+    _read(out, "async_scheduling", sched, "async_scheduling")
+    _read(out, "max_num_seqs", sched, "max_num_seqs")
+    _read(out, "max_num_batched_tokens", sched, "max_num_batched_tokens")
+    _read(out, "max_num_scheduled_tokens", sched, "max_num_scheduled_tokens")
+    _read(out, "chunked_prefill", sched, "enable_chunked_prefill", "chunked_prefill_enabled")
+    _read(out, "scheduler_policy", sched, "policy")
+    comp = getattr(vc, "compilation_config", None)
+    _read(out, "compilation_mode", comp, "mode", "level")
+    _read(out, "cudagraph_mode", comp, "cudagraph_mode")
+    _read(out, "cudagraph_capture_sizes", comp, "cudagraph_capture_sizes")
+    _read(out, "max_cudagraph_capture_size", comp, "max_cudagraph_capture_size")
+    model = getattr(vc, "model_config", None)
+    _read(out, "enforce_eager", model, "enforce_eager")
+    _read(out, "dtype", model, "dtype")
+    _read(out, "max_model_len", model, "max_model_len")
+    cache = getattr(vc, "cache_config", None)
+    _read(out, "prefix_caching", cache, "enable_prefix_caching")
+    _read(out, "kv_cache_dtype", cache, "cache_dtype")
+    _read(out, "block_size", cache, "block_size")
+    _read(out, "gpu_memory_utilization", cache, "gpu_memory_utilization")
+    par = getattr(vc, "parallel_config", None)
+    _read(out, "tensor_parallel_size", par, "tensor_parallel_size")
+    _read(out, "pipeline_parallel_size", par, "pipeline_parallel_size")
+    _read(out, "distributed_executor_backend", par, "distributed_executor_backend")
+    _read(out, "attention_backend_configured", getattr(vc, "attention_config", None), "backend")
+    # Model Runner V1 or V2: vLLM decides in the ``VllmConfig.use_v2_model_runner`` property
+    # (env VLLM_USE_V2_MODEL_RUNNER first, then a list of unsupported features — in 0.26/0.27 every
+    # speculative method but eagle/eagle3/mtp/dflash/dspark, so a baseline may run on V2 and its
+    # draft_model / ngram arms on V1). Absent on versions without the property.
+    try:
+        if hasattr(type(vc), "use_v2_model_runner"):
+            out["model_runner"] = "v2" if vc.use_v2_model_runner else "v1"
+    except Exception:  # noqa: BLE001 - the property raises for impossible combinations on some builds
+        pass
+    spec = getattr(vc, "speculative_config", None)
+    out["speculative"] = spec is not None
+    if spec is not None:
+        _read(out, "speculative_method", spec, "method")
+        _read(out, "speculative_num_tokens", spec, "num_speculative_tokens")
+        _read(out, "speculative_draft_tensor_parallel_size", spec, "draft_tensor_parallel_size")
+        _read(out, "speculative_rejection_sample_method", spec, "rejection_sample_method")
+        _read(out, "speculative_synthetic_acceptance_rates", spec, "synthetic_acceptance_rates")
+        _read(out, "speculative_disable_padded_drafter_batch", spec, "disable_padded_drafter_batch")
+        _read(out, "speculative_parallel_drafting", spec, "parallel_drafting")
+        _read(out, "speculative_prompt_lookup_min", spec, "prompt_lookup_min")
+        _read(out, "speculative_prompt_lookup_max", spec, "prompt_lookup_max")
+        draft_model = getattr(spec, "draft_model_config", None)
+        _read(out, "speculative_draft_model", draft_model, "model")
+    for name in ENGINE_ENV_VARS:
+        if os.environ.get(name) is not None:
+            out[f"env_{name}"] = os.environ[name]
+    return out
+
+
+def worker_side_config(worker: Any) -> dict[str, Any]:
+    """Run inside the engine's worker (``LLM.collective_rpc``): what the model runner actually
+    built. The worker's own ``VllmConfig`` can differ from the front end's — e.g. the V1 runner
+    rounds CUDA graph capture sizes to multiples of 1 + k when speculating (compilation.py,
+    ``adjust_cudagraph_sizes_for_spec_decode``) — and the attention backend is chosen there."""
+    out: dict[str, Any] = {}
+    comp = getattr(getattr(worker, "vllm_config", None), "compilation_config", None)
+    _read(out, "cudagraph_mode", comp, "cudagraph_mode")
+    _read(out, "cudagraph_capture_sizes", comp, "cudagraph_capture_sizes")
+    _read(out, "max_cudagraph_capture_size", comp, "max_cudagraph_capture_size")
+    runner = getattr(worker, "model_runner", None)
+    if runner is not None:
+        out["model_runner_class"] = type(runner).__name__
+        backends: set[str] = set()
+        try:
+            for groups in getattr(runner, "attn_groups", None) or []:
+                for g in groups:
+                    b = getattr(g, "backend", None)
+                    if b is not None:
+                        backends.add(b.get_name() if hasattr(b, "get_name") else getattr(b, "__name__", str(b)))
+        except Exception:  # noqa: BLE001 - layout differs across versions
+            backends = set()
+        if backends:
+            out["attention_backends"] = sorted(backends)
+        drafter = getattr(runner, "drafter", None)
+        if drafter is not None:
+            out["speculative_drafter_class"] = type(drafter).__name__
+    return out
+
+
+def effective_config(llm: Any) -> dict[str, Any]:
+    """The built engine's configuration, read from its config objects, not from what we passed.
+
+    Front end first (``llm.llm_engine.vllm_config``, where vLLM resolves defaults such as async
+    scheduling); then, where ``collective_rpc`` takes a callable, the first worker's view, which
+    wins on the keys both have. ``engine_config_source`` says which of the two were read.
+    """
+    out: dict[str, Any] = {}
+    vc = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
+    if vc is not None:
+        out.update(config_from_vllm_config(vc))
+    sources = ["frontend"] if vc is not None else []
+    try:
+        per_worker = llm.collective_rpc(worker_side_config)
+        if per_worker and isinstance(per_worker[0], dict):
+            out.update(per_worker[0])
+            sources.append("worker")
+    except Exception as exc:  # noqa: BLE001 - older builds: front end only, said so in the source key
+        log.warning("engine config: worker-side read failed (%s: %s); front end only", type(exc).__name__, exc)
+    out["engine_config_source"] = "+".join(sources) or "none"
+    return out
+
+
+class _Attrs:
+    """A JSON dict read through attributes, so a server's config dump goes through the same reader."""
+
+    def __init__(self, d: dict) -> None:
+        for k, v in d.items():
+            setattr(self, k, _Attrs(v) if isinstance(v, dict) else v)
+
+
+def config_from_server_info(server_info: dict) -> dict[str, Any]:
+    """From ``/server_info?config_format=json`` (a dev endpoint, VLLM_SERVER_DEV_MODE=1): the
+    server's front-end ``VllmConfig`` as JSON. Properties (the model runner) are not in the dump."""
+    vc = server_info.get("vllm_config")
+    if not isinstance(vc, dict):
+        return {}
+    # config_from_vllm_config reads the env vars from this process, which passed its environment
+    # to the server (engine_env); the dump's vllm_env lists defaults too, the offline path does not.
+    out = config_from_vllm_config(_Attrs(vc))
+    out["speculative"] = vc.get("speculative_config") is not None
+    # The JSON dump gives enum values; the offline path records names. Same words for both.
+    for key, names in (("cudagraph_mode", _CUDAGRAPH_MODE_NAMES), ("compilation_mode", _COMPILATION_MODE_NAMES)):
+        value = out.get(key)
+        name = names.get(json.dumps(value)) if value is not None and not isinstance(value, str) else None
+        if name is not None:
+            out[key] = name
+    out["engine_config_source"] = "server_info"
+    return out
+
+
+# vllm.config.compilation CUDAGraphMode / CompilationMode values (0.26 … 0.32) → names, keyed by JSON.
+_CUDAGRAPH_MODE_NAMES = {"0": "NONE", "1": "PIECEWISE", "2": "FULL", "[2, 0]": "FULL_DECODE_ONLY",
+                         "[2, 1]": "FULL_AND_PIECEWISE"}
+_COMPILATION_MODE_NAMES = {"0": "NONE", "1": "STOCK_TORCH_COMPILE", "2": "DYNAMO_TRACE_ONCE", "3": "VLLM_COMPILE"}
+
+
+def config_from_kwargs(kw: dict) -> dict[str, Any]:
+    """What the server command set, when the server cannot say what it built (no /server_info):
+    only the keys we pass; vLLM's resolved defaults (async scheduling, capture sizes) stay unknown."""
+    out: dict[str, Any] = {}
+    for ours, theirs in (("max_num_seqs", "max_num_seqs"), ("max_num_batched_tokens", "max_num_batched_tokens"),
+                         ("prefix_caching", "enable_prefix_caching"), ("enforce_eager", "enforce_eager"),
+                         ("async_scheduling", "async_scheduling"), ("chunked_prefill", "enable_chunked_prefill"),
+                         ("dtype", "dtype"), ("max_model_len", "max_model_len"),
+                         ("tensor_parallel_size", "tensor_parallel_size"),
+                         ("gpu_memory_utilization", "gpu_memory_utilization")):
+        if kw.get(theirs) is not None:
+            out[ours] = _json_value(kw[theirs])
+    comp = kw.get("compilation_config")
+    if isinstance(comp, dict):
+        for key in ("cudagraph_mode", "cudagraph_capture_sizes", "max_cudagraph_capture_size", "mode"):
+            if comp.get(key) is not None:
+                out["compilation_mode" if key == "mode" else key] = _json_value(comp[key])
+    spec = kw.get("speculative_config")
+    out["speculative"] = spec is not None
+    if isinstance(spec, dict):
+        for theirs, ours in (("method", "speculative_method"), ("num_speculative_tokens", "speculative_num_tokens"),
+                             ("draft_tensor_parallel_size", "speculative_draft_tensor_parallel_size"),
+                             ("rejection_sample_method", "speculative_rejection_sample_method"),
+                             ("synthetic_acceptance_rates", "speculative_synthetic_acceptance_rates")):
+            if spec.get(theirs) is not None:
+                out[ours] = _json_value(spec[theirs])
+    out["engine_config_source"] = "server_command"
+    return out
+
+
 # -- configuration -----------------------------------------------------------------------------
 
 
@@ -181,6 +392,7 @@ def engine_kwargs(spec: dict) -> dict[str, Any]:
     if spec_cfg is not None:
         kw["speculative_config"] = spec_cfg
     # Closed batch: all B requests must run together; open loop: B caps the running requests.
+    options.pop("env", None)  # environment variables, not arguments (engine_env)
     max_seqs = options.pop("max_num_seqs", None)
     if max_seqs is not None and int(max_seqs) < batch and spec["workload"]["kind"] == "closed_batch":
         raise EngineError(f"engine_options.vllm.max_num_seqs = {max_seqs} is below batch size {batch}: "
@@ -208,8 +420,15 @@ def server_command(spec: dict, host: str, port: int, kwargs: dict | None = None)
     return cmd
 
 
-def engine_env() -> dict[str, str]:
+def engine_env(spec: dict | None = None) -> dict[str, str]:
+    """The engine process's environment: ours, plus ``engine_options.vllm.env`` of the cell.
+
+    Some engine settings exist only as environment variables (``VLLM_USE_V2_MODEL_RUNNER`` picks the
+    model runner in 0.26+); a config sets them per campaign so that every arm gets the same.
+    """
     env = dict(os.environ)
+    for key, value in ((spec or {}).get("engine_options") or {}).get("env", {}).items():
+        env[str(key)] = str(value)
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
     env.setdefault("DO_NOT_TRACK", "1")
     env["PYTHONUNBUFFERED"] = "1"
@@ -336,7 +555,7 @@ class VllmOfflineEngine(Engine):
         t0 = time.monotonic()
         try:
             self.proc = subprocess.Popen(cmd, pass_fds=(fd,), start_new_session=True, stdin=subprocess.DEVNULL,
-                                         stdout=out, stderr=subprocess.STDOUT, env=engine_env(), cwd=os.getcwd())
+                                         stdout=out, stderr=subprocess.STDOUT, env=engine_env(self.spec), cwd=os.getcwd())
         finally:
             child_conn.close()
             if out is not subprocess.DEVNULL:
@@ -479,6 +698,9 @@ def worker_main(fd: int) -> int:
     if kind != "init":
         conn.send(("error", f"worker expected init, got {kind!r}", ""))
         return 1
+    # collective_rpc sends a callable (worker_side_config) to the engine core only under this flag;
+    # it changes how unknown types are serialized, not the model step (ADR 0029).
+    os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
     try:
         info = probe()
         check_supported(payload["spec"], info)
@@ -491,6 +713,10 @@ def worker_main(fd: int) -> int:
     except BaseException as exc:  # noqa: BLE001 - report whatever broke the start
         conn.send(("error", f"vLLM engine failed to start: {type(exc).__name__}: {exc}", traceback.format_exc()))
         return 1
+    try:
+        info["engine_config"] = effective_config(llm)
+    except Exception as exc:  # noqa: BLE001 - recording the config must never fail a start
+        log.warning("engine config: not read (%s: %s)", type(exc).__name__, exc)
     conn.send(("ready", info))
     while True:
         try:
@@ -587,8 +813,12 @@ class VllmServerEngine(Engine):
             cmd = server_command(self.spec, self.host, self.port, self.kwargs)
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
         try:
+            env = engine_env(self.spec)
+            # /server_info (the built VllmConfig as JSON) is a dev endpoint; the server listens on
+            # 127.0.0.1 only (ADR 0029).
+            env.setdefault("VLLM_SERVER_DEV_MODE", "1")
             self.proc = subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, env=engine_env(), cwd=os.getcwd())
+                                         stderr=subprocess.STDOUT, env=env, cwd=os.getcwd())
         finally:
             if out is not subprocess.DEVNULL:
                 out.close()
@@ -618,6 +848,13 @@ class VllmServerEngine(Engine):
 
     def _server_info(self) -> dict[str, Any]:
         info: dict[str, Any] = {"server_url": self.url}
+        try:
+            with urllib.request.urlopen(self.url + "/server_info?config_format=json", timeout=30.0) as r:
+                info["engine_config"] = config_from_server_info(json.loads(r.read()))
+        except Exception as exc:  # noqa: BLE001 - older servers or dev mode off: what the command set
+            log.info("engine config: /server_info unavailable (%s); recording the server command's settings", exc)
+        if not info.get("engine_config"):
+            info["engine_config"] = config_from_kwargs(self.kwargs)
         try:
             with urllib.request.urlopen(self.url + "/version", timeout=5.0) as r:
                 info["engine_version"] = json.loads(r.read()).get("version")
