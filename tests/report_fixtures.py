@@ -12,7 +12,13 @@ TBT that falls with acceptance length, graphs-off runs that flatter speculation.
   failed baseline-drift check (in the curves with ``failed_checks``, as derive writes it under
   ``allow_failed_checks: true``) and one flagged cell;
 * ``cpu``  — the embedded CPU demo's cells with ``meter: none``: energy null everywhere, empty
-  timelines, like ``make demo`` produces.
+  timelines, like ``make demo`` produces;
+* ``engines`` — FIXTURE, not a measurement: vLLM and SGLang on one H200 (the same board for every
+  cell) at matched synthetic acceptance, closed batches B = 1 and 32, two seeds. SGLang's made-up
+  numbers differ from vLLM's (lower baseline energy, a slightly smaller saving) so the two curves
+  are visibly apart; its cells carry ``acceptance_mechanism = sglang_simulate_acc_len``. One SGLang
+  point (``ENGINES_UNMATCHED``) has no record, so one vLLM point has no partner. The real SGLang
+  records come from the H200 later.
 """
 
 from __future__ import annotations
@@ -67,6 +73,33 @@ GPU_CONFIG: dict[str, Any] = {
     "report": {"tbt_targets_ms": [10, 25], "balance_point_op_per_byte": 206},
 }
 
+ENGINES_CONFIG: dict[str, Any] = {
+    "name": "fixture-engines",
+    "device": "cuda",
+    "engines": ["vllm", "sglang"],
+    "models": {"qwen3b": {"target": {"model": "config/models/qwen2.5-3b", "load_format": "dummy"},
+                          "draft": {"model": "config/models/qwen2.5-0.5b", "load_format": "dummy"}}},
+    "schemes": {"baseline": {"method": "baseline"},
+                "syn": {"method": "draft_model", "k": 5, "synthetic": True, "acceptance": ["mv1", "mv3", "mv5"]}},
+    "acceptance": {"mv1": {"minvar": 1.0}, "mv3": {"minvar": 3.0}, "mv5": {"minvar": 5.0}},
+    "batch_sizes": [1, 32],
+    "corpora": {"random": {"source": "random"}},
+    "seeds": [0, 1],
+    "cuda_graphs": [True],
+    "workloads": {"closed": {"kind": "closed_batch", "prompt_len": 512, "output_len": 256}},
+    "meter": "nvml",
+    "checks": {"allow_failed_checks": True},
+    "report": {"tbt_targets_ms": [10, 25], "balance_point_op_per_byte": 206},
+}
+# The SGLang point left without a record: its vLLM twin must not appear in the engine comparison.
+ENGINES_UNMATCHED = ("sglang-qwen3b-closed-b32-random-s1-cg1", "syn--mv5")
+# Made-up engine differences (FIXTURE): SGLang's baseline costs 6 % less energy per token and keeps
+# 3 % more of it under speculation; its simulated accept length lands a little under the configured L.
+SGLANG_BASELINE_SCALE = 0.94
+SGLANG_RATIO_SCALE = 1.03
+ENGINE_VERSIONS = {"vllm": "0.26.0", "sglang": "0.5.17"}
+MECHANISMS = {"vllm": "vllm_synthetic_rates", "sglang": "sglang_simulate_acc_len"}
+
 GPUS = {0: ("NVIDIA H200", "GPU-6f1c2a7e-0d9b-4c55-a1f0-3b2e9d4c7a10"),
         1: ("NVIDIA H200", "GPU-91a0b3c4-77de-4e21-9c3a-58f6a2b1d0e4")}
 FAILED_CAMPAIGN = "vllm-qwen3b-closed-b64-chat-s1-cg1"
@@ -88,6 +121,10 @@ class Scenario:
 
 def gpu_config() -> dict:
     return config_mod.validate(GPU_CONFIG)
+
+
+def engines_config() -> dict:
+    return config_mod.validate(ENGINES_CONFIG)
 
 
 def cpu_config() -> dict:
@@ -142,20 +179,22 @@ def _realized_L(cell: cells_mod.Cell, rng: random.Random) -> float | None:
     if cell.method == "baseline":
         return None
     if cell.synthetic:
-        return cell.configured_L + (rng.uniform(-0.008, 0.004) if cell.configured_L > 1 else 0.0)
+        low = -0.02 if cell.engine == "sglang" else -0.008
+        return cell.configured_L + (rng.uniform(low, 0.004) if cell.configured_L > 1 else 0.0)
     L = MODEL_L[(cell.scheme, cell.corpus)] * (1 - 0.01 * math.log2(cell.batch_size))
     return L + rng.uniform(-0.05, 0.05)
 
 
 # --- records -----------------------------------------------------------------------------------
 
-def _record(cell: cells_mod.Cell, rng: random.Random, start: datetime, meter: str) -> dict:
-    seed_gpu = GPUS[cell.seed % 2]
+def _record(cell: cells_mod.Cell, rng: random.Random, start: datetime, meter: str, *, one_gpu: bool = False) -> dict:
+    seed_gpu = GPUS[0 if one_gpu else cell.seed % 2]
     L = _realized_L(cell, rng)
     wl = cell.spec["workload"]
-    mj = _baseline_mj(cell) * rng.uniform(0.997, 1.003)
+    sglang = cell.engine == "sglang"
+    mj = _baseline_mj(cell) * rng.uniform(0.997, 1.003) * (SGLANG_BASELINE_SCALE if sglang else 1.0)
     if cell.method != "baseline":
-        mj *= _ratio(cell, L)
+        mj *= _ratio(cell, L) * (SGLANG_RATIO_SCALE if sglang else 1.0)
     if (cell.campaign_id == FAILED_CAMPAIGN and cell.role == cells_mod.ROLE_CLOSING):
         mj *= 1.034  # the drift that fails this campaign's pre-registered check
     repeats = None
@@ -193,9 +232,9 @@ def _record(cell: cells_mod.Cell, rng: random.Random, start: datetime, meter: st
         "git_commit": "fixture",
         "version_param": 1,
         "synthetic": cell.synthetic,
-        "acceptance_mechanism": "vllm_synthetic_rates" if cell.synthetic else ("none" if cell.method == "baseline" else "model"),
+        "acceptance_mechanism": MECHANISMS[cell.engine] if cell.synthetic else ("none" if cell.method == "baseline" else "model"),
         "corpus_pool_hash": f"pool-{cell.corpus}",
-        "engine_version": "0.26.0" if cell.device == "cuda" else "0.32.0+cpu",
+        "engine_version": ENGINE_VERSIONS[cell.engine] if cell.device == "cuda" else "0.32.0+cpu",
         "torch_version": "2.11.0+cu130" if cell.device == "cuda" else "2.13.0+cpu",
         "cuda_version": "13.0" if cell.device == "cuda" else None,
         "driver_version": "580.105.08" if cell.device == "cuda" else None,
@@ -320,7 +359,8 @@ def _curves(recs: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
     base = (recs.filter(pl.col("role") != "point").group_by("campaign_id")
             .agg(baseline_mj_per_committed_token=pl.col("mj_per_committed_token").mean(),
                  baseline_tpot_mean_s=pl.col("tpot_mean_s").mean(),
-                 baseline_mean_running_requests=pl.col("mean_running_requests").mean()))
+                 baseline_mean_running_requests=pl.col("mean_running_requests").mean(),
+                 baseline_round_time_ms=pl.col("round_time_ms").mean()))
     pts = recs.filter(pl.col("role") == "point").join(base, on="campaign_id")
     out = pts.with_columns(
         tokens_per_verify_pass=(pl.col("batch_size") * (pl.col("k") + 1)).cast(pl.Float64),
@@ -340,7 +380,7 @@ def _curves(recs: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
             "gpu_uuid", "realized_L", "accepted_per_verification", "tokens_per_verify_pass", "mj_per_committed_token",
             "baseline_mj_per_committed_token", "energy_ratio", "mj_per_accepted_token", "tpot_mean_s",
             "baseline_tpot_mean_s", "tbt_ratio", "mean_running_requests", "baseline_mean_running_requests",
-            "energy_refused_reason", "failed_checks", "flags"]
+            "energy_refused_reason", "failed_checks", "flags", "round_time_ms", "baseline_round_time_ms"]
     return out.select(cols)
 
 
@@ -361,14 +401,16 @@ def _checks_md(checks: pl.DataFrame) -> str:
 
 def build(kind: str, root: Path, *, timelines: bool = True) -> Scenario:
     """Write the scenario's tables under ``root`` (results layout) and return them."""
-    cfg = gpu_config() if kind == "gpu" else cpu_config()
-    meter = "nvml" if kind == "gpu" else "none"
+    cfg = {"gpu": gpu_config, "cpu": cpu_config, "engines": engines_config}[kind]()
+    meter = "none" if kind == "cpu" else "nvml"
     table = cells_mod.build(cfg)
     rng = random.Random(20261130)
     start = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
     rows, tl_paths = [], []
     for i, cell in enumerate(table):
-        rec = _record(cell, rng, start + timedelta(minutes=5 * i), meter)
+        if kind == "engines" and (cell.campaign_id, cell.name) == ENGINES_UNMATCHED:
+            continue  # a cell that left no record (its twin on the other engine has no partner)
+        rec = _record(cell, rng, start + timedelta(minutes=5 * i), meter, one_gpu=kind == "engines")
         rows.append(rec)
         if timelines:
             path = root / cell.timeline_path

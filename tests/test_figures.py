@@ -41,6 +41,11 @@ def cpu(tmp_path_factory) -> rf.Scenario:
     return rf.build("cpu", tmp_path_factory.mktemp("cpu"))
 
 
+@pytest.fixture(scope="session")
+def engines(tmp_path_factory) -> rf.Scenario:
+    return rf.build("engines", tmp_path_factory.mktemp("engines"))
+
+
 def inputs_for(s: rf.Scenario, **overrides) -> F.FigureInputs:
     tl, note = F.load_timelines(s.timeline_paths, s.records, s.checks)
     tables = dict(curves=s.curves, records=s.records, checks=s.checks, timelines=tl, timeline_note=note)
@@ -56,6 +61,11 @@ def gpu_figs(gpu) -> dict[str, F.Figure]:
 @pytest.fixture(scope="session")
 def cpu_figs(cpu) -> dict[str, F.Figure]:
     return {f.name: f for f in F.build_all(inputs_for(cpu))}
+
+
+@pytest.fixture(scope="session")
+def eng_figs(engines) -> dict[str, F.Figure]:
+    return {f.name: f for f in F.build_all(inputs_for(engines))}
 
 
 def datasets(spec: dict) -> list[list[dict]]:
@@ -96,6 +106,8 @@ def rows_with(spec: dict, *columns: str) -> list[dict]:
 def test_gpu_grid_draws_every_figure_and_specs_validate_and_compile(gpu_figs):
     assert set(gpu_figs) == set(F.FIGURE_NAMES)
     for name, fig in gpu_figs.items():
+        if name == "engine_comparison":  # one engine in this grid (tested below)
+            continue
         assert fig.drawn, f"{name}: {fig.reason}"
         spec = fig.spec()  # Altair validates against the Vega-Lite schema here
         assert spec["$schema"].endswith(f"v{F.alt.SCHEMA_VERSION.lstrip('v')}.json")
@@ -288,6 +300,9 @@ def test_export_writes_svg_for_all_png_where_asked_and_offline_html(gpu_export, 
         svg = (out / f"{f['name']}.svg").read_text()
         assert svg.startswith("<svg") and "<text" in svg
         assert (out / f"{f['name']}.png").exists() == (f["name"] == "energy_vs_acceptance")
+        if not f["drawn"]:  # the engine comparison, one engine in this grid: its one-line SVG only
+            assert f["name"] == "engine_comparison" and f["files"] == ["engine_comparison.svg"]
+            continue
         html = (out / f"{f['name']}.html").read_text()
         assert not re.search(r"<script[^>]+src=", html), "figure HTML must inline its scripts"
         assert "vegaEmbed" in html
@@ -330,7 +345,7 @@ def test_cpu_report_says_energy_not_measured(cpu, tmp_path):
     F.export(F.build_all(inputs_for(cpu)), tmp_path / "figures", html=False)
     html = R.render(report_inputs(cpu, tmp_path / "figures"))
     assert "meter: none — energy not measured on this machine" in html
-    assert html.count('class="not-drawn" data-not-drawn=') == 7
+    assert html.count('class="not-drawn" data-not-drawn=') == 8
     assert "device: cpu" in html
     assert "energy_measured failed on 1 campaign(s)" in html
     # energy_measured refuses only energy: the glance must not call that "all passed" nor a refusal.
@@ -369,7 +384,7 @@ def test_figures_and_report_from_the_real_analysis(kind, tmp_path):
             f.spec()
     if kind == "gpu":
         drawn = {n for n, f in figs.items() if f.drawn}
-        assert drawn == set(F.FIGURE_NAMES) - {"power_timeline"}, {n: f.reason for n, f in figs.items()}
+        assert drawn == set(F.FIGURE_NAMES) - {"power_timeline", "engine_comparison"}, {n: f.reason for n, f in figs.items()}
     else:
         assert figs["acceptance_by_corpus"].drawn and figs["energy_vs_acceptance"].reason.startswith("meter: none")
     F.export(list(figs.values()), tmp_path / "figures", html=False)
@@ -414,4 +429,192 @@ def test_empty_tables_give_reasons_not_crashes(gpu, tmp_path):
     manifest, specs = F.read_manifest(tmp_path)
     html = R.render(R.ReportInputs(config=gpu.config, config_hash="x", records=gpu.records.clear(),
                                    checks=gpu.checks.clear(), curves=gpu.curves.clear(), manifest=manifest, specs=specs))
-    assert "no records: nothing was measured" in html and "0 of 8 drawn" in html
+    assert "no records: nothing was measured" in html and f"0 of {len(F.FIGURE_NAMES)} drawn" in html
+
+
+# --- engine as an axis (ADR 0037): FIXTURE scenario `engines`, vLLM and SGLang on one H200 -------------
+
+MATCH = ["model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "seed", "scheme", "acceptance_name"]
+
+
+def test_engine_table_has_only_points_both_engines_measured(engines):
+    fi = inputs_for(engines)
+    t = F.engine_comparison_table(fi)
+    c = engines.curves
+    v, sg = c.filter(pl.col("engine") == "vllm"), c.filter(pl.col("engine") == "sglang")
+    assert (v.height, sg.height) == (12, 11)  # one SGLang point left without a record
+    both = v.join(sg, on=MATCH, how="semi")
+    assert t.height == both.height == 11
+    assert set(t["engine_a"]) == {"vllm"} and set(t["engine_b"]) == {"sglang"}
+    unmatched = {r["seed"]: r["acceptance_name"] for r in
+                 v.join(sg, on=MATCH, how="anti").iter_rows(named=True)}
+    assert unmatched == {1: "mv5"}
+    assert t.filter((pl.col("seed") == 1) & (pl.col("batch_size") == 32) & (pl.col("acceptance_name") == "mv5")).height == 0
+    # Each side says which mechanism produced its acceptance, and that they differ.
+    assert set(t["acceptance_mechanism_a"]) == {"vllm_synthetic_rates"}
+    assert set(t["acceptance_mechanism_b"]) == {"sglang_simulate_acc_len"}
+    assert not t["same_mechanism"].any()
+    assert set(t["gpu_model"]) == {"NVIDIA H200"}
+
+
+def test_engine_table_arithmetic(engines):
+    t = F.engine_comparison_table(inputs_for(engines))
+    c = engines.curves
+    for r in t.iter_rows(named=True):
+        for side in ("a", "b"):
+            (pt,) = c.filter((pl.col("campaign_id") == r[f"campaign_id_{side}"])
+                             & (pl.col("acceptance_name") == r["acceptance_name"])).iter_rows(named=True)
+            assert pt["engine"] == r[f"engine_{side}"]
+            base = engines.records.filter((pl.col("campaign_id") == pt["campaign_id"]) & (pl.col("role") != "point"))
+            assert r[f"baseline_mj_per_committed_token_{side}"] == pytest.approx(base["mj_per_committed_token"].mean(), rel=1e-9)
+            assert r[f"mj_per_committed_token_{side}"] == pytest.approx(pt["mj_per_committed_token"], rel=1e-12)
+            assert r[f"energy_ratio_{side}"] == pytest.approx(
+                r[f"mj_per_committed_token_{side}"] / r[f"baseline_mj_per_committed_token_{side}"], rel=1e-9)
+            assert r[f"tbt_ms_{side}"] == pytest.approx(pt["tpot_mean_s"] * 1000, rel=1e-12)
+            assert r[f"realized_L_{side}"] == pytest.approx(pt["realized_L"], rel=1e-12)
+            assert r[f"round_time_ms_{side}"] == pytest.approx(pt["round_time_ms"], rel=1e-12)
+        assert r["mj_ratio_b_over_a"] == pytest.approx(r["mj_per_committed_token_b"] / r["mj_per_committed_token_a"], rel=1e-9)
+        assert r["energy_ratio_b_over_a"] == pytest.approx(r["energy_ratio_b"] / r["energy_ratio_a"], rel=1e-9)
+        # The fixture's made-up engine difference comes back out (within its noise and L jitter).
+        assert r["energy_ratio_b_over_a"] == pytest.approx(rf.SGLANG_RATIO_SCALE, abs=0.012)
+        assert r["mj_ratio_b_over_a"] == pytest.approx(rf.SGLANG_RATIO_SCALE * rf.SGLANG_BASELINE_SCALE, abs=0.012)
+
+
+def test_single_engine_grid_gives_the_reason_line(gpu, gpu_figs, cpu_figs):
+    for figs in (gpu_figs, cpu_figs):
+        fig = figs["engine_comparison"]
+        assert not fig.drawn and fig.reason == "one engine in the grid (vllm): nothing to compare across engines"
+    assert F.engine_comparison_table(inputs_for(gpu)).height == 0
+
+
+def test_two_engines_without_a_matched_point_say_so(engines):
+    # Drop every SGLang B=1 point and every vLLM B=32 point: both engines present, nothing matched.
+    c = engines.curves.filter(((pl.col("engine") == "sglang") & (pl.col("batch_size") == 32))
+                              | ((pl.col("engine") == "vllm") & (pl.col("batch_size") == 1)))
+    fig, = F.build_all(inputs_for(engines, curves=c), names=["engine_comparison"])
+    assert not fig.drawn and fig.reason.startswith("no point was measured on vllm and sglang")
+
+
+def _layers(node) -> list[dict]:
+    out = []
+    if isinstance(node, dict):
+        if "mark" in node:
+            out.append(node)
+        for v in node.values():
+            out += _layers(v)
+    elif isinstance(node, list):
+        for v in node:
+            out += _layers(v)
+    return out
+
+
+def test_engine_figure_draws_one_line_per_engine_per_batch(engines, eng_figs):
+    fig = eng_figs["engine_comparison"]
+    assert fig.drawn, fig.reason
+    spec = fig.spec()
+    vlc.vegalite_to_vega(spec, vl_version=F.VEGALITE_VERSION)
+    lines = [l for l in _layers(spec) if (l["mark"] if isinstance(l["mark"], str) else l["mark"]["type"]) == "line"]
+    assert len(lines) == 4  # (ratio, mJ/token) × (B=1, B=32)
+    for l in lines:
+        assert l["encoding"]["color"]["field"] == "engine" and l["encoding"]["detail"]["field"] == "engine"
+        assert l["encoding"]["x"]["field"] == "configured_L"
+    assert {l["encoding"]["y"]["field"] for l in lines} == {"energy_ratio", "mj_per_committed_token"}
+    rows = rows_with(spec, "engine", "configured_L", "energy_ratio", "mj_per_committed_token")
+    per_line: dict[tuple, list] = {}
+    for r in rows:
+        per_line.setdefault((r["batch_size"], r["engine"]), []).append(r["configured_L"])
+    assert set(per_line) == {(b, e) for b in (1, 32) for e in ("vllm", "sglang")}
+    # B=32 seed 1 has no SGLang L=5 point, so that point is the mean of one seed, on both engines.
+    assert all(sorted(v) == [1.0, 3.0, 5.0] for v in per_line.values())
+    for r in rows:
+        exp = F.engine_comparison_table(inputs_for(engines)).filter(
+            (pl.col("batch_size") == r["batch_size"]) & (pl.col("configured_L") == r["configured_L"]))
+        side = "a" if r["engine"] == "vllm" else "b"
+        assert r["energy_ratio"] == pytest.approx(exp[f"energy_ratio_{side}"].mean(), rel=1e-5)
+        assert r["n_seeds"] == exp.height
+    text = json.dumps(spec)
+    assert "not the same mechanism" in text and "sglang_simulate_acc_len" in text
+
+
+def test_every_figure_keeps_engines_apart(eng_figs):
+    """No figure overlays two engines' curves undistinguished: each either encodes engine, selects
+    one engine at a time (a bound selector), or is per campaign (the campaign id names the engine)."""
+    drawn = {n: f for n, f in eng_figs.items() if f.drawn}
+    assert set(drawn) == {"energy_vs_acceptance", "saving_vs_batch", "tbt_vs_energy", "saving_vs_tokens_per_pass",
+                          "power_timeline", "engine_comparison"}
+    for name, fig in drawn.items():
+        spec = fig.spec()
+        params = {p["name"] for p in spec.get("params", [])}
+        encodes = any(ch.get("field") == "engine" for l in _layers(spec) for ch in l.get("encoding", {}).values()
+                      if isinstance(ch, dict))
+        selects = any(p.endswith("_engine") for p in params)
+        per_campaign = any(p.endswith("_campaign_id") for p in params)
+        assert encodes or selects or per_campaign, name
+        if selects:
+            (p,) = [p for p in spec["params"] if p["name"].endswith("_engine")]
+            assert p["bind"]["options"] == ["vllm", "sglang"]
+            # Every drawn row carries its engine slice: nothing is averaged across engines.
+            data = [r for d in datasets(spec) for r in d if isinstance(r, dict) and "sel_engine" in r]
+            assert {r["sel_engine"] for r in data} == {"vllm", "sglang"}, name
+
+
+def test_engines_report_has_the_engines_section(engines, eng_figs, tmp_path):
+    F.export(list(eng_figs.values()), tmp_path / "figures", html=False)
+    html = R.render(report_inputs(engines, tmp_path / "figures"))
+    drawn = sum(f.drawn for f in eng_figs.values())
+    assert html.count('<script type="application/json" id="spec-') == drawn == 6
+    assert html.index('<h2 id="figures">') < html.index('<h2 id="engines">') < html.index('id="fig-engine_comparison"') \
+        < html.index('id="engine-comparison"') < html.index('<h2 id="tables">')
+    table = html[html.index('id="engine-comparison"'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr>") == 1 + 11
+    assert "vllm acceptance mechanism" in table and "sglang_simulate_acc_len" in table and "vllm round ms" in table
+    assert "not the same mechanism" in html
+    assert "synthetic acceptance is produced differently per engine" in html
+    assert "vllm 0.26.0; sglang 0.5.17" in html
+    assert "engines in the records: vllm, sglang" in html  # the config's order
+    # The per-configuration table keeps engines apart (an engine column, both engines in it).
+    conf = html[html.index("Per configuration"):]
+    conf = conf[:conf.index("</table>")]
+    assert "<th>engine</th>" in conf and "<td class=\"num\">sglang</td>" in conf and "<td class=\"num\">vllm</td>" in conf
+
+
+def test_single_engine_report_says_why_there_is_no_comparison(gpu, gpu_export):
+    html = R.render(report_inputs(gpu, gpu_export[0]))
+    sec = html[html.index('<h2 id="engines">'):html.index('<h2 id="tables">')]
+    assert "one engine in the grid (vllm): nothing to compare across engines" in sec
+    assert 'data-no-engine-table="1"' in sec
+
+
+def test_derive_keeps_two_engines_with_identical_cells_apart(engines, tmp_path):
+    """Real aggregate → checks → derive: cells that differ only in engine give separate curves, each
+    paired with its own engine's baselines (pairing is within a campaign; the campaign id names the engine)."""
+    from specjoule import records as rec_mod
+    from specjoule.analysis import aggregate, checks, derive
+    import pyarrow.parquet as pq
+
+    paths = []
+    for row in engines.records.drop([c for c in engines.records.columns if c not in rec_mod.RECORD_COLUMNS]).iter_rows(named=True):
+        p = tmp_path / "cells" / row["campaign_id"] / f"{row['cell_name']}.parquet"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(rec_mod.to_table([row]), p)
+        paths.append(p)
+    records = aggregate.aggregate(paths)
+    chk = checks.run_checks(records, checks.Thresholds.from_config(engines.config["checks"]))
+    curves = derive.derive(records, chk, allow_failed_checks=True)
+    assert curves.height == 23
+    assert all(cid.startswith(eng + "-") for cid, eng in curves.select("campaign_id", "engine").iter_rows())
+    for r in curves.iter_rows(named=True):
+        base = records.filter((pl.col("campaign_id") == r["campaign_id"]) & (pl.col("role") != "point"))
+        assert set(base["engine"]) == {r["engine"]}
+        assert r["baseline_mj_per_committed_token"] == pytest.approx(base["mj_per_committed_token"].mean(), rel=1e-9)
+    # Same cell on both engines: two rows, two different baselines (SGLang's fixture baseline is 6 % lower).
+    twin = curves.filter((pl.col("batch_size") == 1) & (pl.col("seed") == 0) & (pl.col("acceptance_name") == "mv3"))
+    assert sorted(twin["engine"]) == ["sglang", "vllm"]
+    b = dict(twin.select("engine", "baseline_mj_per_committed_token").iter_rows())
+    assert b["sglang"] / b["vllm"] == pytest.approx(rf.SGLANG_BASELINE_SCALE, abs=0.01)
+    summary = derive.summarize_seeds(curves, resamples=200)
+    assert summary.filter(pl.col("engine") == "sglang").height == summary.filter(pl.col("engine") == "vllm").height == 6
+    # And the figures built from the real derive match the table built from it.
+    fi = F.FigureInputs.from_config(engines.config, curves=curves, records=records, checks=chk)
+    assert F.engine_comparison_table(fi).height == 11

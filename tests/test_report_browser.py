@@ -78,9 +78,9 @@ def test_gpu_report_draws_every_chart_without_errors(chromium, gpu_report, artif
     assert result.render_done, "the page never set data-render-done"
     assert result.all_errors == []
     assert result.external_requests == []
-    assert len(manifest["figures"]) == 8
+    assert len(manifest["figures"]) == len(F.FIGURE_NAMES) == 9
     assert result.charts_expected == result.charts_drawn == result.svg_charts == 8
-    assert result.not_drawn == []
+    assert result.not_drawn == ["engine_comparison"]  # one engine in this grid
     assert len(result.chart_boxes) == 8 and all(b["height"] > 100 for b in result.chart_boxes)
     assert_not_blank(result.screenshot, result.chart_boxes)
 
@@ -92,6 +92,19 @@ def test_cpu_report_draws_one_chart_and_says_why_not_the_others(chromium, tmp_pa
     assert result.render_done and result.all_errors == [] and result.external_requests == []
     assert result.charts_expected == result.charts_drawn == result.svg_charts == 1
     assert sorted(result.not_drawn) == sorted(set(F.FIGURE_NAMES) - {"acceptance_by_corpus"})
+    assert_not_blank(result.screenshot, result.chart_boxes)
+
+
+def test_engines_report_draws_the_engine_comparison(chromium, tmp_path, artifacts):
+    """FIXTURE scenario `engines` (vLLM and SGLang on one H200, made-up numbers)."""
+    path, manifest = build_report("engines", tmp_path)
+    result = chromium.open(path)
+    (artifacts / "report-engines.png").write_bytes(result.screenshot)
+    assert result.render_done and result.all_errors == [] and result.external_requests == []
+    drawn = [f["name"] for f in manifest["figures"] if f["drawn"]]
+    assert "engine_comparison" in drawn and len(drawn) == 6
+    assert result.charts_expected == result.charts_drawn == result.svg_charts == 6
+    assert sorted(result.not_drawn) == sorted(set(F.FIGURE_NAMES) - set(drawn))
     assert_not_blank(result.screenshot, result.chart_boxes)
 
 

@@ -32,7 +32,8 @@ ENERGY_FIGURES = ("energy_vs_acceptance", "saving_vs_batch", "tbt_vs_energy", "s
                   "cuda_graphs", "power_timeline")
 ARM_LABELS = {"minvar": "minimum-variance", "geometric": "geometric", "rates": "explicit rates"}
 DIM_LABELS = {"engine": "engine", "model_pair": "model pair", "workload": "workload", "corpus": "corpus",
-              "cuda_graphs": "CUDA graphs", "batch_size": "batch", "gpu": "GPU", "campaign_id": "campaign"}
+              "cuda_graphs": "CUDA graphs", "batch_size": "batch", "gpu": "GPU", "campaign_id": "campaign",
+              "gpu_model": "GPU", "scheme": "scheme", "acceptance_kind": "acceptance"}
 CONFIG_KEYS = ["engine", "model_pair", "workload", "workload_kind", "corpus", "cuda_graphs", "batch_size",
                "scheme", "method", "k", "acceptance_name", "acceptance_kind", "configured_L"]
 TIMELINE_MAX_CAMPAIGNS = 4
@@ -412,7 +413,8 @@ def saving_vs_batch(inputs: FigureInputs) -> alt.TopLevelMixin:
     n_seeds = int(means["n_seeds"].max())
     x = alt.X("batch_size:Q", title="batch size", scale=alt.Scale(type="log", base=2, nice=False, padding=10),
               axis=alt.Axis(values=batches, format="d"))
-    y = alt.Y("saving_pct:Q", title="energy saving vs paired baseline (%)")
+    y_title = "energy saving vs paired baseline (%)"
+    y = alt.Y("saving_pct:Q", title=y_title)
     color = alt.Color("arm:N", title="scheme", scale=alt.Scale(scheme="tableau20"))
     panels = []
     for label, grp in _panel_groups(means, ["gpu", "model_pair"]):
@@ -426,7 +428,7 @@ def saving_vs_batch(inputs: FigureInputs) -> alt.TopLevelMixin:
                       tooltip=["arm:N", "batch_size:Q", alt.Tooltip("saving_pct:Q", format=".1f", title="saving %"),
                                alt.Tooltip("energy_ratio:Q", format=".3f", title="× baseline"), "n_seeds:Q", "gpu:N"])]
         if n_seeds > 1:
-            layers.append(pts.mark_errorbar(ticks=True).encode(x=x, y=alt.Y("saving_pct_lo:Q", title=y.title),
+            layers.append(pts.mark_errorbar(ticks=True).encode(x=x, y=alt.Y("saving_pct_lo:Q", title=y_title),
                                                                y2="saving_pct_hi:Q", color=color))
         panels.append(alt.layer(*layers).properties(width=340, height=260, title=label))
     sub = ["above 0: speculation saves energy per committed token; below: it costs"
@@ -809,6 +811,151 @@ def power_timeline(inputs: FigureInputs) -> alt.TopLevelMixin:
     return _compose([facet], slicer, title="Power per cell over time (diagnostic)", subtitle=sub)
 
 
+# --- 9. engines at matched synthetic acceptance (ADR 0037) --------------------------------------------
+
+# A point on one engine matches a point on another when everything but the engine is the same, on the
+# same GPU model. scheme and acceptance_name are the config's names, shared by every engine of a grid.
+ENGINE_MATCH_KEYS: tuple[str, ...] = ("gpu_model", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size",
+                                      "seed", "scheme", "method", "k", "acceptance_name", "acceptance_kind",
+                                      "configured_L")
+# Per side of a match: the point, its own (paired, same-campaign) baseline, and what produced its acceptance.
+ENGINE_SIDE_COLUMNS: tuple[str, ...] = ("engine", "campaign_id", "acceptance_mechanism", "mj_per_committed_token",
+                                        "baseline_mj_per_committed_token", "energy_ratio", "tbt_ms", "baseline_tbt_ms",
+                                        "realized_L", "round_time_ms", "baseline_round_time_ms")
+ENGINE_COLORS = {"vllm": "#1f77b4", "sglang": "#d62728"}
+
+
+def gpu_models(records: pl.DataFrame) -> dict[str, str]:
+    """cell_id → GPU model name ("no GPU" on CPU): engines are matched per model, not per board."""
+    if records.height == 0 or "gpu_names" not in records.columns:
+        return {}
+    return {r["cell_id"]: " + ".join(r["gpu_names"] or []) or "no GPU"
+            for r in records.select("cell_id", "gpu_names").iter_rows(named=True)}
+
+
+def _engines(inputs: FigureInputs, df: pl.DataFrame) -> list[str]:
+    present = set(df["engine"].drop_nulls().to_list()) if df.height else set()
+    order = [e for e in inputs.axis_order.get("engine", []) if e in present]
+    return order + sorted(present - set(order))
+
+
+def engine_comparison_table(inputs: FigureInputs) -> pl.DataFrame:
+    """Points matched across engines (ENGINE_MATCH_KEYS), one row per match and engine pair: each side's
+    mJ per committed token, its own baseline's, its ratio, TBT, realized L, round time and acceptance
+    mechanism, and the ratios between the engines (b over a, a first in config order). Only rows where
+    both engines have the point; empty with fewer than two engines. Campaigns that failed a check are
+    left out, as in the figures."""
+    c = inputs.points
+    if c.height == 0 or "engine" not in c.columns:
+        return pl.DataFrame()
+    engines = _engines(inputs, c)
+    if len(engines) < 2:
+        return pl.DataFrame()
+    models = gpu_models(inputs.records)
+    mech: dict[str, str] = {}
+    if inputs.records.height and "acceptance_mechanism" in inputs.records.columns:
+        mech = {r["cell_id"]: r["acceptance_mechanism"] for r in
+                inputs.records.select("cell_id", "acceptance_mechanism").iter_rows(named=True) if r["acceptance_mechanism"]}
+    c = c.with_columns(
+        gpu_model=pl.col("cell_id").replace_strict(models, default="no GPU", return_dtype=pl.String) if models
+        else pl.lit("no GPU"),
+        acceptance_mechanism=pl.col("cell_id").replace_strict(mech, default="unknown", return_dtype=pl.String) if mech
+        else pl.lit("unknown"),
+        tbt_ms=pl.col("tpot_mean_s") * 1000, baseline_tbt_ms=pl.col("baseline_tpot_mean_s") * 1000)
+    for col in ("round_time_ms", "baseline_round_time_ms"):
+        if col not in c.columns:
+            c = c.with_columns(pl.lit(None, pl.Float64).alias(col))
+    keys = list(ENGINE_MATCH_KEYS)
+    frames = []
+    for i, a in enumerate(engines):
+        for b in engines[i + 1:]:
+            side_a = c.filter(pl.col("engine") == a).select(*keys, *[pl.col(x).alias(f"{x}_a") for x in ENGINE_SIDE_COLUMNS])
+            side_b = c.filter(pl.col("engine") == b).select(*keys, *[pl.col(x).alias(f"{x}_b") for x in ENGINE_SIDE_COLUMNS])
+            frames.append(side_a.join(side_b, on=keys, how="inner", nulls_equal=True, validate="1:1"))
+    out = pl.concat(frames, how="vertical_relaxed")
+    if out.height == 0:
+        return out
+    return out.with_columns(
+        same_mechanism=pl.col("acceptance_mechanism_a") == pl.col("acceptance_mechanism_b"),
+        mj_ratio_b_over_a=pl.col("mj_per_committed_token_b") / pl.col("mj_per_committed_token_a"),
+        energy_ratio_b_over_a=pl.col("energy_ratio_b") / pl.col("energy_ratio_a"),
+        tbt_ratio_b_over_a=pl.col("tbt_ms_b") / pl.col("tbt_ms_a"),
+    ).sort([*keys, "engine_a", "engine_b"], nulls_last=True)
+
+
+def engine_comparison(inputs: FigureInputs) -> alt.TopLevelMixin:
+    c = _points(inputs)
+    engines = _engines(inputs, c)
+    if len(engines) < 2:
+        raise CannotDraw(f"one engine in the grid ({', '.join(engines) or 'none'}): nothing to compare across engines")
+    table = engine_comparison_table(inputs)
+    if table.height == 0:
+        raise CannotDraw(f"no point was measured on {' and '.join(engines)} with everything else the same on one GPU model")
+    syn = table.filter(pl.col("acceptance_kind").is_not_null())
+    if syn.height == 0:
+        raise CannotDraw("no synthetic-acceptance point was measured on both engines: only model acceptance, "
+                         "which differs by engine and so is no matched comparison")
+    syn = syn.filter(pl.col("energy_ratio_a").is_not_null() & pl.col("energy_ratio_b").is_not_null())
+    if syn.height == 0:
+        raise CannotDraw(no_energy_reason(inputs))
+    group = [k for k in ENGINE_MATCH_KEYS if k not in ("seed", "method", "k", "acceptance_name")]
+    values = ["energy_ratio", "mj_per_committed_token", "baseline_mj_per_committed_token", "realized_L", "tbt_ms"]
+    long = pl.concat([syn.select(*group, "seed", *[pl.col(f"{x}_{s}").alias(x) for x in
+                                                   ("engine", "acceptance_mechanism", *values)]) for s in ("a", "b")])
+    long = long.unique(maintain_order=True)  # with three engines a side appears in two pairs
+    means = seed_means(long, [*group, "engine", "acceptance_mechanism"], values)
+    slice_dims = ["model_pair", "workload", "corpus", "cuda_graphs", "scheme", "acceptance_kind"]
+    means, slicer = make_slicer(means, slice_dims, name="eng", order=inputs.axis_order)
+    n_seeds = int(means["n_seeds"].max())
+    color = alt.Color("engine:N", title="engine", scale=alt.Scale(
+        domain=engines, range=[ENGINE_COLORS.get(e, "#2ca02c") for e in engines]))
+    shape = alt.Shape("engine:N", title="engine", scale=alt.Scale(domain=engines))
+    x = alt.X("configured_L:Q", title="configured acceptance length L", scale=alt.Scale(zero=False, nice=False, padding=12))
+    tip = [alt.Tooltip("engine:N"), alt.Tooltip("acceptance_mechanism:N", title="acceptance mechanism"),
+           alt.Tooltip("configured_L:Q", format=".2f", title="configured L"),
+           alt.Tooltip("realized_L:Q", format=".4f", title="realized L"),
+           alt.Tooltip("energy_ratio:Q", format=".3f", title="× own baseline"),
+           alt.Tooltip("mj_per_committed_token:Q", format=".1f", title="mJ/token"),
+           alt.Tooltip("baseline_mj_per_committed_token:Q", format=".1f", title="baseline mJ/token"),
+           alt.Tooltip("tbt_ms:Q", format=".2f", title="TBT ms"), alt.Tooltip("n_seeds:Q", title="seeds")]
+    several_gpus = means["gpu_model"].n_unique() > 1
+    ratio_panels, mj_panels = [], []
+    for (gpu_model, batch), grp in sorted(means.group_by(["gpu_model", "batch_size"]), key=lambda g: (g[0][0], g[0][1])):
+        title = (f"{gpu_model} · " if several_gpus else "") + f"B={batch}"
+        grp = _slim(grp, ["gpu_model", "batch_size", "engine", "acceptance_mechanism", "configured_L", *values,
+                          *[f"{v}_{e}" for v in ("energy_ratio", "mj_per_committed_token") for e in ("lo", "hi")], "n_seeds"])
+        pts = _apply_filters(alt.Chart(grp), slicer)
+        layers = []
+        for y_field, y_title, ref in (("energy_ratio", "energy ratio: point / its own baseline", "one"),
+                                      ("mj_per_committed_token", "mJ per committed token", "baseline")):
+            y = alt.Y(f"{y_field}:Q", title=y_title, scale=alt.Scale(zero=False))
+            if ref == "one":
+                ref_layer = alt.Chart(alt.Data(values=[{"y": 1}])).mark_rule(color=BASELINE_COLOR, strokeDash=[4, 3]).encode(y="y:Q")
+            else:  # each engine's own baseline, dashed in its colour
+                ref_layer = pts.transform_aggregate(b="mean(baseline_mj_per_committed_token)", groupby=["engine"]).mark_rule(
+                    strokeDash=[4, 3], opacity=0.8).encode(y=alt.Y("b:Q", title=y_title), color=color)
+            panel = [ref_layer,
+                     pts.mark_line().encode(x=x, y=y, color=color, detail="engine:N", order="configured_L:Q"),
+                     pts.mark_point(filled=True, size=60).encode(x=x, y=y, color=color, shape=shape, tooltip=tip)]
+            if n_seeds > 1:
+                panel.append(pts.mark_errorbar(ticks=True).encode(
+                    x=x, y=alt.Y(f"{y_field}_lo:Q", title=y_title), y2=f"{y_field}_hi:Q", color=color))
+            layers.append(alt.layer(*panel).properties(width=300, height=220, title=title))
+        ratio_panels.append(layers[0])
+        mj_panels.append(layers[1])
+    body = alt.vconcat(alt.hconcat(*ratio_panels).resolve_scale(y="shared"),
+                       # Absolute energy differs by an order of magnitude between batch sizes: own axes.
+                       alt.hconcat(*mj_panels).resolve_scale(y="independent")).resolve_scale(y="independent", color="shared",
+                                                                                         shape="shared")
+    mechs = means.select("engine", "acceptance_mechanism").unique().sort(
+        pl.col("engine").replace_strict({e: i for i, e in enumerate(engines)}, default=len(engines)), "acceptance_mechanism")
+    sub = ["top: energy per committed token over each engine's own baseline (below 1: a saving); bottom: mJ per "
+           "committed token, dashed: each engine's baseline" + ("; whiskers: seed min–max" if n_seeds > 1 else ""),
+           "acceptance mechanism: " + "; ".join(f"{r['engine']} {r['acceptance_mechanism']}" for r in mechs.iter_rows(named=True))
+           + " — not the same mechanism" * (mechs["acceptance_mechanism"].n_unique() > 1)]
+    return _compose([body], slicer, title="Engines at matched synthetic acceptance", subtitle=sub)
+
+
 # --- the registry ----------------------------------------------------------------------------------
 
 FIGURES: tuple[FigureDef, ...] = (
@@ -840,6 +987,12 @@ FIGURES: tuple[FigureDef, ...] = (
     FigureDef("power_timeline", "Power per cell over time (diagnostic)",
               "The 10 Hz power timeline of each cell, warm-up, window and cool-down coloured.",
               power_timeline, True),
+    FigureDef("engine_comparison", "Engines at matched synthetic acceptance",
+              "Each engine's energy per committed token over its own baseline against the configured acceptance "
+              "length, one line per engine, per batch size (and GPU model); below, the absolute mJ per committed "
+              "token. Only points both engines measured with everything else equal. vLLM draws acceptance per "
+              "draft position; SGLang simulates a mean accept length per step: not the same mechanism.",
+              engine_comparison, True),
 )
 FIGURE_NAMES = tuple(f.name for f in FIGURES)
 

@@ -27,6 +27,7 @@ from specjoule.report import figures as figs
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_TABLE_ROWS = 400
+ENGINE_FIGURES = ("engine_comparison",)
 STATUS_ORDER = {"fail": 0, "flag": 1, "pass": 2, "not_applicable": 3}
 
 
@@ -239,7 +240,7 @@ def configuration_table(curves: pl.DataFrame, records: pl.DataFrame) -> Table | 
                             .otherwise(pl.col("scheme") + pl.lit(" · ") + pl.col("acceptance_name")),
                             saving_pct=(1 - pl.col("energy_ratio")) * 100, tbt_ms=pl.col("tpot_mean_s") * 1000,
                             flag_list=pl.col("flags").list.join(","), failed_list=pl.col("failed_checks").list.join(","))
-    keys = ["model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "arm"]
+    keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "arm"]
     t = (c.group_by(keys, maintain_order=True)
          .agg(seeds=pl.len(), realized_L=pl.col("realized_L").mean(),
               mj_per_token=pl.col("mj_per_committed_token").mean(),
@@ -261,12 +262,62 @@ def tbt_table(inp: ReportInputs) -> Table | None:
     t = figs.tbt_targets_table(fi)
     if t.height == 0:
         return None
-    t = t.select("model_pair", "workload", "corpus", "cuda_graphs", "target_ms", "met", "arm", "batch_size_best",
+    t = t.select("engine", "model_pair", "workload", "corpus", "cuda_graphs", "target_ms", "met", "arm", "batch_size_best",
                  pl.col("tbt_ms").round(2), pl.col("mj_per_committed_token").round(2).alias("mj_per_token"),
                  "baseline_batch_size", pl.col("baseline_mj").round(2),
                  pl.col("saving_vs_best_baseline_pct").round(1).alias("saving_vs_best_baseline_%"))
     return _table_from_df("Lowest-energy configuration meeting each TBT target (and the best without speculation)", t,
                           note="TBT = mean time between tokens, seed means; targets from config report.tbt_targets_ms")
+
+
+MECHANISM_WORDS = {"vllm_synthetic_rates": "a per-position acceptance vector (vLLM synthetic rates)",
+                   "sglang_simulate_acc_len": "a simulated mean accept length per step (SGLang SGLANG_SIMULATE_ACC_LEN)",
+                   "model": "the drafter's own acceptance"}
+
+
+def engine_tables(inp: ReportInputs) -> list[Table]:
+    """The engine comparison (figures.engine_comparison_table), one table per engine pair, its columns
+    named after the engines; each side's acceptance mechanism is a column of its own (ADR 0037)."""
+    fi = figs.FigureInputs.from_config(inp.config, curves=inp.curves, records=inp.records, checks=inp.checks)
+    t = figs.engine_comparison_table(fi)
+    out = []
+    if t.height == 0:
+        return out
+    show_round = t["round_time_ms_a"].drop_nulls().len() + t["round_time_ms_b"].drop_nulls().len() > 0
+    for (a, b), grp in t.group_by(["engine_a", "engine_b"], maintain_order=True):
+        cols = [pl.col("gpu_model").alias("GPU"), "model_pair", "workload", "corpus", "cuda_graphs",
+                pl.col("batch_size").alias("B"), "seed", "scheme",
+                (pl.col("acceptance_kind").fill_null("model") + pl.lit(" L=")
+                 + pl.col("configured_L").round(2).cast(pl.String).fill_null("—")).alias("acceptance")]
+        for side, eng in (("a", a), ("b", b)):
+            cols += [pl.col(f"acceptance_mechanism_{side}").alias(f"{eng} acceptance mechanism"),
+                     pl.col(f"mj_per_committed_token_{side}").round(2).alias(f"{eng} mJ/token"),
+                     pl.col(f"baseline_mj_per_committed_token_{side}").round(2).alias(f"{eng} baseline mJ/token"),
+                     pl.col(f"energy_ratio_{side}").round(4).alias(f"{eng} ratio"),
+                     pl.col(f"tbt_ms_{side}").round(3).alias(f"{eng} TBT ms"),
+                     pl.col(f"realized_L_{side}").round(4).alias(f"{eng} realized L")]
+            if show_round:
+                cols.append(pl.col(f"round_time_ms_{side}").round(3).alias(f"{eng} round ms"))
+        cols += [pl.col("same_mechanism").alias("same mechanism"),
+                 pl.col("mj_ratio_b_over_a").round(4).alias(f"mJ/token {b} / {a}"),
+                 pl.col("energy_ratio_b_over_a").round(4).alias(f"ratio {b} / {a}"),
+                 pl.col("tbt_ratio_b_over_a").round(4).alias(f"TBT {b} / {a}")]
+        mechs = sorted(set(grp["acceptance_mechanism_a"].to_list()) | set(grp["acceptance_mechanism_b"].to_list()))
+        note = ("points both engines measured with everything else equal on one GPU model, per seed; ratio = point / "
+                "its own engine's baseline (same campaign); campaigns that failed a check are left out")
+        if not grp["same_mechanism"].all():
+            note += (" · the engines produce synthetic acceptance differently — "
+                     + "; ".join(f"{m}: {MECHANISM_WORDS.get(m, m)}" for m in mechs)
+                     + ": not the same mechanism, so part of a difference may be how acceptance is produced")
+        out.append(_table_from_df(f"Engine comparison: {a} vs {b} (engine_comparison)", grp.select(cols), note=note))
+    return out
+
+
+def _engine_names(inp: ReportInputs) -> list[str]:
+    """Engines in the records, in the config's order."""
+    recorded = _uniq(inp.records, "engine")
+    configured = list(inp.config.get("engines", []))
+    return [e for e in configured if e in recorded] + [e for e in recorded if e not in configured]
 
 
 def failed_table(inp: ReportInputs) -> Table | None:
@@ -351,6 +402,14 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
     if r["synthetic"].fill_null(False).any():
         out.append(Caveat("info", "synthetic acceptance: it measures how energy responds to acceptance with everything else "
                                   "held fixed; it says nothing about the acceptance any real drafter reaches"))
+    if "acceptance_mechanism" in r.columns and r["engine"].n_unique() > 1:
+        syn = r.filter(pl.col("synthetic").fill_null(False))
+        mechs = syn.group_by("engine").agg(pl.col("acceptance_mechanism").unique().sort()).sort("engine")
+        if syn.height and syn["acceptance_mechanism"].n_unique() > 1:
+            out.append(Caveat("warn", "synthetic acceptance is produced differently per engine ("
+                              + "; ".join(f"{m['engine']}: {', '.join(m['acceptance_mechanism'])}" for m in mechs.iter_rows(named=True))
+                              + "): SGLang simulates a mean accept length per step, vLLM draws a per-position "
+                                "vector — engines compared at the same configured L are not under the same mechanism"))
     if (meters == "nvml").any():
         host = " — which favours drafting on the host (ngram)" if (r["method"] == "ngram").any() else ""
         out.append(Caveat("info", "energy is the GPU board's NVML counter only: host CPU, memory, network and cooling are "
@@ -404,12 +463,13 @@ def glance(inp: ReportInputs, checks: dict) -> dict:
     fi = figs.FigureInputs.from_config(inp.config, curves=inp.curves, records=inp.records, checks=inp.checks)
     pts = fi.points.filter(pl.col("energy_ratio").is_not_null()) if fi.points.height else fi.points
     if pts.height:
-        keys = ["model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme", "acceptance_name"]
+        keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme", "acceptance_name"]
         means = pts.group_by(keys).agg(pl.col("energy_ratio").mean(), pl.len().alias("n")).sort("energy_ratio")
 
         def describe(r: dict) -> str:
             arm = r["scheme"] + (f" · {r['acceptance_name']}" if r["acceptance_name"] else "")
-            return (f"{arm}, B={r['batch_size']}, {r['corpus']}, {r['workload']}, graphs {'on' if r['cuda_graphs'] else 'off'}"
+            return (f"{r['engine']}, {arm}, B={r['batch_size']}, {r['corpus']}, {r['workload']}, "
+                    f"graphs {'on' if r['cuda_graphs'] else 'off'}"
                     + (f", {r['n']} seeds" if r["n"] > 1 else ""))
 
         lo, hi = means.row(0, named=True), means.row(-1, named=True)
@@ -438,9 +498,11 @@ def render(inp: ReportInputs) -> str:
     if inp.summary is not None and inp.summary.height:
         tables.append(_table_from_df("Seed summary with intervals (curves_summary)", inp.summary,
                                      source="results/curves_summary.parquet"))
-    figures = []
+    figures, engine_figures = [], []
     for f in inp.manifest.get("figures", []):
-        figures.append({**f, "spec_json": _script_json(inp.specs[f["name"]]) if f["drawn"] else None})
+        entry = {**f, "spec_json": _script_json(inp.specs[f["name"]]) if f["drawn"] else None}
+        # The engine comparison sits in its own section, beside its table.
+        (engine_figures if f["name"] in ENGINE_FIGURES else figures).append(entry)
     ctx = {
         "title": f"specjoule report — {inp.config.get('name', '')}",
         "generated_at": inp.generated_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -451,6 +513,8 @@ def render(inp: ReportInputs) -> str:
         "checks": checks,
         "caveats": caveats(inp),
         "figures": figures,
+        "engines": {"figures": engine_figures, "tables": engine_tables(inp),
+                    "names": _engine_names(inp)},
         "tables": tables,
         "paths": inp.paths,
         "bundle": javascript_bundle(inp.manifest.get("vega_lite_version", figs.VEGALITE_VERSION)),
