@@ -147,6 +147,8 @@ def _check_semantics(config: dict) -> None:
             raise ConfigError(f"engines[{i}]", engine, f"unknown engine; known: {', '.join(ENGINES)}")
     if len(set(config["engines"])) != len(config["engines"]):
         raise ConfigError("engines", config["engines"], "duplicate engine")
+    if "sglang" in config["engines"] and device == "cpu":
+        raise ConfigError("device", device, "the sglang adapter runs on cuda only (ADR 0016); use engines: [vllm] on cpu")
 
     for key in ("batch_sizes", "seeds", "cuda_graphs"):
         values = config[key]
@@ -204,6 +206,8 @@ def _check_semantics(config: dict) -> None:
                     acc.resolve(config["acceptance"][vname], k)
                 except acc.AcceptanceError as exc:
                     raise ConfigError(f"acceptance.{vname}", config["acceptance"][vname], f"{exc} (for scheme {name!r}, k={k})") from None
+                if "sglang" in config["engines"]:
+                    _check_sglang_acceptance(vname, config["acceptance"][vname], name)
         elif scheme.get("acceptance"):
             raise ConfigError(f"{key}.acceptance", scheme["acceptance"], "acceptance vectors apply only to synthetic: true schemes")
 
@@ -226,3 +230,20 @@ def _check_semantics(config: dict) -> None:
             raise ConfigError(f"workloads.{name}.rate", None, "open_loop needs a request rate (requests/s)")
         if wl["kind"] == "closed_batch" and "rate" in wl:
             raise ConfigError(f"workloads.{name}.rate", wl["rate"], "closed_batch submits B requests together; rate does not apply")
+
+
+def _check_sglang_acceptance(vname: str, vector: dict, scheme_name: str) -> None:
+    """SGLang fakes acceptance with one mean length per verify step (SGLANG_SIMULATE_ACC_LEN,
+    method match-expected: floor(L) or ceil(L) with mean L — per request exactly the ``minvar``
+    distribution). It has no per-position vector and no way to draw a geometric one (ADR 0016)."""
+    (kind, value), = vector.items()
+    if kind == "rates":
+        raise ConfigError(f"acceptance.{vname}.rates", value,
+                          f"engine sglang simulates a mean acceptance length per verify step (SGLANG_SIMULATE_ACC_LEN), "
+                          f"not a per-position vector (scheme {scheme_name!r}); give it as minvar: L, or leave sglang "
+                          f"out of engines")
+    if kind == "geometric":
+        raise ConfigError(f"acceptance.{vname}.geometric", value,
+                          f"engine sglang can only draw floor(L) or ceil(L) accepted per step (SGLANG_SIMULATE_ACC_METHOD "
+                          f"match-expected), i.e. the minvar distribution; a geometric one it cannot reproduce "
+                          f"(scheme {scheme_name!r}); use minvar: {value}")

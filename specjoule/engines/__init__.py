@@ -1,8 +1,9 @@
 """Engine adapters. ``make_engine`` picks the adapter a cell needs.
 
-closed batch → offline (``vllm.LLM`` in a child process group), unless the cell attaches to a
+vLLM and SGLang alike (``specjoule.engines.vllm`` / ``.sglang``):
+closed batch → offline (``vllm.LLM`` / ``sglang.Engine`` in a child process group), unless the cell attaches to a
 shared server (``server_url``) — then the batch goes over HTTP;
-open loop → a ``vllm serve`` subprocess (arrivals need a server that accepts requests while busy).
+open loop → a ``vllm serve`` / ``sglang.launch_server`` subprocess (arrivals need a server that accepts requests while busy).
 """
 
 from __future__ import annotations
@@ -20,8 +21,14 @@ def make_engine(spec: dict, log_file: str | os.PathLike | None = None, *, server
                 server_command: list[str] | None = None, force_server: bool = False) -> Engine:
     engine = spec["engine"]
     timeout = float(spec.get("protocol", {}).get("engine_ready_timeout_s", 900))
+    if engine == "sglang":
+        from specjoule.engines.sglang import SglangOfflineEngine, SglangServerEngine
+
+        if server_url or server_command or force_server or spec["workload"]["kind"] == "open_loop":
+            return SglangServerEngine(spec, log_file, ready_timeout_s=timeout, command=server_command, url=server_url)
+        return SglangOfflineEngine(spec, log_file, ready_timeout_s=timeout)
     if engine != "vllm":
-        raise EngineUnsupported(f"engine = {engine!r}: only the vllm adapter exists in this build")
+        raise EngineUnsupported(f"engine = {engine!r}: no adapter for it in this build (vllm, sglang)")
     from specjoule.engines.vllm import VllmOfflineEngine, VllmServerEngine
 
     if server_url or server_command or force_server or spec["workload"]["kind"] == "open_loop":

@@ -1,0 +1,1115 @@
+"""SGLang adapter (issue 9): offline ``sglang.Engine`` in a child process group, or a
+``python -m sglang.launch_server`` subprocess. Written against SGLang 0.5.17 (ADR 0016).
+
+Same shape as the vLLM adapter: the engine runs in a session of its own (``start_new_session``),
+teardown is one ``killpg`` that also reaches SGLang's scheduler and detokenizer processes, and the
+cell process never imports sglang or torch.
+
+Offline (closed batches): ``python -m specjoule.engines.sglang worker FD`` builds
+``sglang.Engine(**kwargs)`` and answers init / generate / snapshot / stop over a socketpair. A batch
+is one ``engine.generate(input_ids=[...B prompts...], sampling_params=...)``. Counters are
+cumulative sums the worker keeps over the finished requests' ``meta_info`` (``MetaCounters``) — not
+the ``/server_info`` accept-length totals, which SGLang refreshes only every 40 decode steps.
+
+Counting (sglang/srt/managers/tokenizer_manager.py, 0.5.17):
+* ``completion_tokens`` includes the token the prefill produced, so decode tokens = completion − 1;
+* every verify step commits its accepted drafts + 1 (the bonus token), so per request the committed
+  view is accepted = (completion − 1) − ``spec_verify_ct``, drafts = ``spec_verify_ct``; the record
+  takes the scheduler's own ``spec_num_correct_drafts`` (counted before the last step is cut to
+  max_new_tokens, as vLLM counts) and falls back to the committed view (``MetaCounters``);
+* ``speculative_num_draft_tokens`` is the verify width *including* the root/bonus position
+  (SGLang itself computes proposed drafts as verify_ct × (num_draft_tokens − 1)), so with a topk-1
+  chain it is k + 1 and draft tokens = drafts × k;
+* committed tokens = Σ completion_tokens — what vLLM's ``generation_tokens`` counts too (every
+  output token, the first included), so the two engines' records compare.
+
+Server (open loop; closed batches when forced): ``python -m sglang.launch_server`` on 127.0.0.1 and a
+free port with ``--enable-metrics``; ready when ``/health`` answers 200; counters from ``/metrics``
+(``sglang:*`` names, ``snapshot_from_prometheus``); prompts as token ids to ``/generate`` with
+streaming, so TTFT/TPOT are measured at the client.
+
+Synthetic acceptance: ``SGLANG_SIMULATE_ACC_LEN`` = the cell's configured mean acceptance length
+(1 + Σ rates) and ``SGLANG_SIMULATE_ACC_METHOD=match-expected`` are put in the engine process's
+environment before it starts (SGLang reads them at import). ``match-expected`` draws, once per
+verify step for the whole batch, floor(L) or ceil(L) with the weights that make the mean L —
+per request the minimum-variance distribution (``minvar``). A cell that is not synthetic gets both
+variables *removed*, so a value left in the shell cannot fake a model-acceptance cell.
+
+Environment of the engine process (``engine_env``): when ``SPECJOULE_SGLANG_PYTHONPATH`` is set, the
+engine's PYTHONPATH is ``<repo root>:<that value>`` instead of the inherited one (SGLang 0.5.17 needs
+transformers 5.12.1 and its own package set, kept in a site dir apart from vLLM's); else the repo
+root is prepended to the inherited PYTHONPATH. ``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1`` and
+``SGLANG_USE_SGL_FA3_KERNEL=1`` are set only when not already set.
+
+Detected, not assumed (``probe``, run in the engine's interpreter): SGLang/torch/CUDA versions, the
+``ServerArgs`` dataclass fields and CLI option strings (the CUDA-graph flags changed between 0.5.12
+and 0.5.23: 0.5.17 has ``cuda_graph_max_bs_decode`` and a Python-only ``disable_cuda_graph``), the
+speculative algorithms ``SpeculativeAlgorithm.from_string`` accepts, and the simulate methods.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specjoule.engines import proc
+from specjoule.engines.base import (BatchResult, CounterDelta, CounterSnapshot, Engine, EngineError,
+                                    EngineUnsupported, Histogram, RequestResult)
+from specjoule.engines.vllm import _model_path
+
+log = logging.getLogger("specjoule.engine")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TEARDOWN_GRACE_S = 10.0
+RUNNING_SAMPLE_S = 0.2
+
+# scheme method → SGLang --speculative-algorithm (0.5.17 builtins: EAGLE, EAGLE3, NEXTN, STANDALONE,
+# NGRAM, DFLASH, DSPARK; server_args.py "speculative_algorithm" help text)
+ALGORITHMS = {"draft_model": "STANDALONE", "ngram": "NGRAM", "eagle3": "EAGLE3", "mtp": "NEXTN",
+              "dflash": "DFLASH", "dspark": "DSPARK"}
+# SGLANG_SIMULATE_ACC_METHOD values of 0.5.17 (speculative/spec_utils.py, _sample_simulated_acc_len):
+# "match-expected" (floor/ceil with mean L: what we use) and "multinomial" (round(clamp(N(L, 1)))): its
+# mean is not L near the clamps, so it is never used here.
+SIMULATE_METHOD = "match-expected"
+SIMULATE_ENV = ("SGLANG_SIMULATE_ACC_LEN", "SGLANG_SIMULATE_ACC_METHOD", "SGLANG_SIMULATE_ACC_TOKEN_MODE")
+# Environment variables that change how SGLang builds or runs the engine; recorded in engine_config as
+# env_<NAME>, except the simulate ones: those are the arm's own (synthetic acceptance), recorded as
+# speculative_simulate_* so that the campaign check (analysis/checks.py, ENGINE_CONFIG_ARM_PREFIXES)
+# treats them like the other speculative_* keys instead of failing every synthetic arm on them.
+ENGINE_ENV_VARS = ("SGLANG_USE_SGL_FA3_KERNEL",)
+
+# -- arguments (pure: testable without sglang) -------------------------------------------------
+
+
+def configured_length(spec: dict) -> float | None:
+    """The cell's configured mean acceptance length, 1 + Σ rates (specjoule.acceptance)."""
+    rates = spec.get("acceptance_rates")
+    return 1.0 + float(sum(rates)) if rates else None
+
+
+def speculative_kwargs(spec: dict) -> dict[str, Any]:
+    scheme = spec["scheme"]
+    method = scheme["method"]
+    if method == "baseline":
+        return {}
+    if method not in ALGORITHMS:
+        raise EngineUnsupported(f"scheme {scheme['name']!r}: method {method!r} has no SGLang speculative algorithm "
+                                f"(known: {', '.join(sorted(ALGORITHMS))})")
+    k = int(scheme["k"])
+    kw: dict[str, Any] = {"speculative_algorithm": ALGORITHMS[method]}
+    if method == "ngram":
+        # NGRAM verifies a token tree of num_draft_tokens nodes (root included) built from n-gram matches.
+        kw["speculative_num_draft_tokens"] = k + 1
+    else:
+        # A chain: k draft steps, one candidate each; the verify holds the root + k drafts.
+        kw.update(speculative_num_steps=k, speculative_eagle_topk=1, speculative_num_draft_tokens=k + 1)
+    if method == "draft_model":
+        draft = spec.get("draft") or {}
+        if not draft.get("model"):
+            raise EngineError(f"scheme {scheme['name']!r} (draft_model) needs the pair's draft model")
+        kw["speculative_draft_model_path"] = _model_path(draft["model"])
+        if draft.get("load_format") and draft["load_format"] != "auto":
+            kw["speculative_draft_load_format"] = draft["load_format"]
+    elif method in ("eagle3", "mtp", "dflash", "dspark") and scheme.get("drafter"):
+        kw["speculative_draft_model_path"] = _model_path(scheme["drafter"])
+    kw.update(scheme.get("options") or {})  # pass-through last (speculative_ngram_*, …)
+    return kw
+
+
+def engine_kwargs(spec: dict) -> dict[str, Any]:
+    """``sglang.Engine(**kwargs)`` / ``ServerArgs`` field names (0.5.17) for a cell (ADR 0016).
+
+    ``spec["batch_size"]`` is the largest B of the engine group (runner._engine_spec), so the
+    running-request cap and the decode CUDA-graph size cover every cell on this engine.
+    """
+    target = spec["target"]
+    options = dict(spec.get("engine_options") or {})
+    batch = int(spec["batch_size"])
+    kw: dict[str, Any] = {
+        "model_path": _model_path(target["model"]),
+        "load_format": target.get("load_format", "auto"),
+        "dtype": target.get("dtype", "auto"),
+        "tp_size": int(target.get("tensor_parallel_size", 1)),
+        # Prompts go in as token ids and text is never needed.
+        "skip_tokenizer_init": True,
+        "random_seed": int(spec["seed"]),
+        # Repeated prompts would turn prefill into cache hits (ARCHITECTURE.md: measure with it off).
+        "disable_radix_cache": not bool(spec.get("prefix_caching", False)),
+        # Per-request time stats in meta_info (decode_throughput) and /metrics on a server.
+        "enable_metrics": True,
+    }
+    if target.get("tokenizer"):
+        kw["tokenizer_path"] = _model_path(target["tokenizer"])
+    if spec.get("max_model_len"):
+        kw["context_length"] = int(spec["max_model_len"])
+    if spec.get("cuda_graphs", False):
+        kw["cuda_graph_max_bs_decode"] = batch  # renamed for older/newer SGLang by adapt_kwargs
+    else:
+        kw["disable_cuda_graph"] = True  # both phases (0.5.17: a Python-only legacy switch, see server_command)
+    kw.update(speculative_kwargs(spec))
+    max_running = options.pop("max_running_requests", None)
+    if max_running is not None and int(max_running) < batch and spec["workload"]["kind"] == "closed_batch":
+        raise EngineError(f"engine_options.sglang.max_running_requests = {max_running} is below batch size {batch}: "
+                          f"the closed batch could not run all requests together")
+    kw["max_running_requests"] = int(max_running) if max_running is not None else batch
+    kw.update(options)  # engine_options.sglang last: attention_backend, sampling_backend, mem_fraction_static …
+    return kw
+
+
+# Older / newer names of the same settings: (ours, alternatives in order of preference).
+_RENAMES = {"cuda_graph_max_bs_decode": ("cuda_graph_max_bs",), "cuda_graph_max_bs": ("cuda_graph_max_bs_decode",)}
+
+
+def adapt_kwargs(kw: dict[str, Any], fields: set[str] | list[str] | None, version: str | None = None) -> dict[str, Any]:
+    """Rename to the installed ServerArgs' field names; refuse a name it does not have.
+
+    ``fields`` None (not detected): pass through and let SGLang reject what it does not know."""
+    if fields is None:
+        return dict(kw)
+    fields = set(fields)
+    out: dict[str, Any] = {}
+    for key, value in kw.items():
+        if key == "disable_cuda_graph" and key not in fields and {"disable_decode_cuda_graph",
+                                                                   "disable_prefill_cuda_graph"} <= fields:
+            out["disable_decode_cuda_graph"] = out["disable_prefill_cuda_graph"] = value  # per-phase switches only
+            continue
+        if key not in fields:
+            alt = next((a for a in _RENAMES.get(key, ()) if a in fields), None)
+            if alt is None:
+                raise EngineUnsupported(f"SGLang {version or '?'}: ServerArgs has no field {key!r} (from the cell's "
+                                        f"engine arguments or engine_options.sglang); value {value!r}")
+            key = alt
+        out[key] = value
+    return out
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def server_command(spec: dict, host: str, port: int, kwargs: dict | None = None,
+                   cli_options: set[str] | list[str] | None = None) -> list[str]:
+    """``python -m sglang.launch_server`` argv. ``cli_options``: the installed parser's option strings
+    (``probe()["cli_options"]``); None = assume 0.5.17's."""
+    kw = dict(kwargs if kwargs is not None else engine_kwargs(spec))
+    opts = set(cli_options) if cli_options is not None else None
+    cmd = [sys.executable, "-m", "sglang.launch_server", "--host", host, "--port", str(port)]
+    if kw.pop("disable_cuda_graph", False):
+        if opts is not None and "--disable-cuda-graph" in opts:
+            cmd.append("--disable-cuda-graph")
+        else:  # 0.5.17: disable_cuda_graph is no_cli; the per-phase switches say the same
+            per_phase = ["--disable-decode-cuda-graph", "--disable-prefill-cuda-graph"]
+            if opts is not None and not set(per_phase) <= opts:
+                raise EngineUnsupported("sglang.launch_server has neither --disable-cuda-graph nor "
+                                        "--disable-decode-cuda-graph/--disable-prefill-cuda-graph: cannot turn CUDA graphs off")
+            cmd += per_phase
+    kw["enable_metrics"] = True  # the server's counters are the record's counters
+    for key, value in kw.items():
+        flag = _flag(key)
+        if value is None:
+            continue
+        if opts is not None and flag not in opts:
+            raise EngineUnsupported(f"sglang.launch_server has no option {flag} (engine argument {key} = {value!r})")
+        if isinstance(value, bool):
+            if value:
+                cmd.append(flag)
+            elif opts is not None and "--no-" + flag[2:] in opts:
+                cmd.append("--no-" + flag[2:])
+            # else: False is the store_true default
+        elif isinstance(value, dict):
+            cmd += [flag, json.dumps(value)]
+        elif isinstance(value, (list, tuple)):
+            cmd += [flag, *[str(v) for v in value]]
+        else:
+            cmd += [flag, str(value)]
+    return cmd
+
+
+def engine_env(spec: dict | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The engine process's environment (module docstring)."""
+    env = dict(os.environ if base is None else base)
+    own = env.get("SPECJOULE_SGLANG_PYTHONPATH")
+    if own:
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), own])
+    else:
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    for key, value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("SGLANG_USE_SGL_FA3_KERNEL", "1")):
+        if not env.get(key):
+            env[key] = value
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("DO_NOT_TRACK", "1")
+    if spec is not None:
+        for key in SIMULATE_ENV:
+            env.pop(key, None)
+        if spec["scheme"]["method"] != "baseline" and spec["scheme"].get("synthetic"):
+            L = configured_length(spec)
+            k = int(spec["scheme"]["k"])
+            if L is None or not (1.0 <= L <= k + 1 + 1e-9):
+                raise EngineError(f"scheme {spec['scheme']['name']!r}: synthetic acceptance needs a configured mean "
+                                  f"length in [1, k+1] = [1, {k + 1}], got {L!r} from rates {spec.get('acceptance_rates')!r}")
+            env["SGLANG_SIMULATE_ACC_LEN"] = repr(round(float(L), 9))  # no float noise from summing rates
+            env["SGLANG_SIMULATE_ACC_METHOD"] = SIMULATE_METHOD
+    return env
+
+
+# -- detection (runs in the engine's interpreter) ----------------------------------------------
+
+
+def probe() -> dict[str, Any]:
+    """What the importable SGLang can do. Imports sglang (and torch) — never in the cell process."""
+    import argparse
+
+    import sglang
+
+    import importlib.util
+
+    info: dict[str, Any] = {"engine_version": getattr(sglang, "__version__", None)}
+    # --enable-metrics needs prometheus_client (a declared sglang dependency the offline bundle may lack)
+    info["prometheus_client"] = importlib.util.find_spec("prometheus_client") is not None
+    try:
+        import torch
+
+        info["torch_version"] = torch.__version__
+        info["cuda_version"] = torch.version.cuda
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        from sglang.srt.server_args import ServerArgs
+
+        info["fields"] = sorted(getattr(ServerArgs, "__dataclass_fields__", {}))
+        parser = argparse.ArgumentParser(add_help=False)
+        ServerArgs.add_cli_args(parser)
+        info["cli_options"] = sorted(o for a in parser._actions for o in a.option_strings)
+        algo_help = next((a.help or "" for a in parser._actions if "--speculative-algorithm" in a.option_strings), "")
+    except Exception as exc:  # noqa: BLE001 - let SGLang reject what it cannot do
+        info["fields"] = info["cli_options"] = None
+        algo_help = ""
+        info["probe_error"] = f"server_args: {type(exc).__name__}: {exc}"
+    try:
+        from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+        ok = []
+        for name in sorted(set(ALGORITHMS.values())):
+            try:
+                SpeculativeAlgorithm.from_string(name)
+                ok.append(name)
+            except Exception:  # noqa: BLE001
+                # NEXTN is an alias ServerArgs maps before the enum sees it (0.5.17 help text lists it).
+                if name in algo_help:
+                    ok.append(name)
+        info["spec_algorithms"] = ok
+    except Exception as exc:  # noqa: BLE001
+        info["spec_algorithms"] = None
+        info["probe_error"] = (info.get("probe_error", "") + f"; spec_info: {type(exc).__name__}: {exc}").lstrip("; ")
+    try:
+        from sglang.srt.speculative import spec_utils
+
+        methods = []
+        for m in ("match-expected", "multinomial"):
+            try:
+                spec_utils._sample_simulated_acc_len(2.5, m, 4)  # CPU tensors only
+                methods.append(m)
+            except ValueError:
+                pass
+        info["simulate_methods"] = methods
+        info["simulate_acc_len"] = getattr(spec_utils, "SIMULATE_ACC_LEN", None)
+        info["simulate_acc_method"] = getattr(spec_utils, "SIMULATE_ACC_METHOD", None)
+    except Exception as exc:  # noqa: BLE001
+        info["simulate_methods"] = None
+        info["probe_error"] = (info.get("probe_error", "") + f"; spec_utils: {type(exc).__name__}: {exc}").lstrip("; ")
+    return info
+
+
+def check_supported(spec: dict, info: dict) -> None:
+    """Fail clearly when the cell asks for something this SGLang does not have."""
+    scheme = spec["scheme"]
+    method = scheme["method"]
+    version = info.get("engine_version")
+    if method != "baseline":
+        algo = ALGORITHMS.get(method)
+        if algo is None:
+            raise EngineUnsupported(f"scheme {scheme['name']!r}: method {method!r} has no SGLang speculative algorithm")
+        if info.get("spec_algorithms") is not None and algo not in info["spec_algorithms"]:
+            raise EngineUnsupported(f"scheme {scheme['name']!r}: speculative algorithm {algo} ({method}) is not supported "
+                                    f"by the installed SGLang {version} (it accepts: {', '.join(info['spec_algorithms'])})")
+    if not scheme.get("synthetic") or method == "baseline":
+        got = info.get("simulate_acc_len")
+        if got is not None and float(got) > 0:
+            raise EngineError(f"SGLANG_SIMULATE_ACC_LEN = {got} in the engine, but cell {scheme['name']!r} measures the "
+                              f"model's own acceptance")
+    elif scheme.get("synthetic"):
+        if spec.get("device") == "cpu":
+            raise EngineUnsupported("synthetic acceptance (SGLANG_SIMULATE_ACC_LEN) is measured on cuda only")
+        methods = info.get("simulate_methods")
+        if methods is not None and SIMULATE_METHOD not in methods:
+            raise EngineUnsupported(f"scheme {scheme['name']!r}: SGLang {version} has no SGLANG_SIMULATE_ACC_METHOD="
+                                    f"{SIMULATE_METHOD} (it has: {', '.join(methods) or 'none'})")
+        want = configured_length(spec)
+        got = info.get("simulate_acc_len")
+        if got is not None and want is not None and abs(float(got) - want) > 1e-9:
+            raise EngineError(f"SGLANG_SIMULATE_ACC_LEN in the engine is {got}, the cell configures {want}")
+
+
+# -- effective configuration (ADR 0029) --------------------------------------------------------
+
+_CONFIG_KEYS = ("disable_cuda_graph", "attention_backend", "decode_attention_backend", "prefill_attention_backend",
+                "sampling_backend", "disable_overlap_schedule", "disable_radix_cache", "mem_fraction_static",
+                "max_running_requests", "chunked_prefill_size", "context_length", "dtype", "tp_size", "load_format",
+                "random_seed", "page_size", "max_prefill_tokens", "schedule_policy",
+                "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+                "speculative_num_draft_tokens", "speculative_draft_model_path", "speculative_draft_load_format",
+                "speculative_attention_mode", "speculative_draft_attention_backend", "enable_metrics",
+                "cuda_graph_max_bs", "cuda_graph_bs", "enable_torch_compile", "kv_cache_dtype")
+
+
+def config_from_server_info(info: dict, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Flat dict of the settings that shape a measurement, from the *started* engine's resolved server
+    args (``Engine.get_server_info()`` offline, ``/server_info`` on a server: the same dict).
+
+    ``env``: the engine process's environment (default this process's: right in the offline worker).
+    Not recorded: ``max_total_num_tokens`` (KV-cache capacity left after the weights — a draft model
+    lowers it, so every STANDALONE arm would differ from its baseline on a number that is an outcome
+    of memory, not a setting; it limits nothing at B ≤ max_running_requests)."""
+    env = os.environ if env is None else env
+    out: dict[str, Any] = {}
+    for key in _CONFIG_KEYS:
+        if key in info and (info[key] is None or isinstance(info[key], (bool, int, float, str, list))):
+            out[key] = info[key]
+    cg = info.get("cuda_graph_config")
+    if isinstance(cg, dict):  # 0.5.17: {"decode": {"backend", "max_bs", "bs", …}, "prefill": {…}}
+        for phase in ("decode", "prefill"):
+            p = cg.get(phase)
+            if isinstance(p, dict):
+                for k2 in ("backend", "max_bs", "bs"):
+                    if k2 in p:
+                        out[f"cuda_graph_{phase}_{k2}"] = p[k2]
+    decode_backend = str(out.get("cuda_graph_decode_backend", "")).lower()
+    graphs_off = bool(out.get("disable_cuda_graph")) or decode_backend in ("disabled", "backend.disabled")
+    # The runner's engine_config_columns read vLLM's words: say the same thing in them.
+    out["cudagraph_mode"] = "NONE" if graphs_off else (decode_backend.upper() or "ON")
+    sizes = out.get("cuda_graph_decode_bs", out.get("cuda_graph_bs"))
+    if isinstance(sizes, list):
+        out["cudagraph_capture_sizes"] = sizes
+    if "disable_overlap_schedule" in out:
+        # SGLang's overlap scheduler (CPU scheduling of step n+1 while the GPU runs step n) is the
+        # counterpart of vLLM's async scheduling; one column for both engines.
+        out["async_scheduling"] = not bool(out["disable_overlap_schedule"])
+    out["speculative"] = bool(info.get("speculative_algorithm"))
+    for name in ENGINE_ENV_VARS:
+        if env.get(name) is not None:
+            out[f"env_{name}"] = env[name]
+    for name in SIMULATE_ENV:
+        if env.get(name) is not None:
+            out["speculative_" + name[len("SGLANG_"):].lower()] = env[name]
+    out["engine_config_source"] = "server_args"
+    return out
+
+
+# -- counters from per-request meta_info -------------------------------------------------------
+
+
+def finish_type(reason: Any) -> str | None:
+    """0.5.17 gives finish_reason as a dict ({"type": "length", "length": N}) or None."""
+    if reason is None:
+        return None
+    if isinstance(reason, dict):
+        return str(reason.get("type")) if reason.get("type") is not None else None
+    return str(reason)
+
+
+@dataclass
+class MetaSnapshot(CounterSnapshot):
+    """A snapshot that knows whether its per-position counts are usable: a window whose either edge
+    has lost them (a histogram that did not sum to accepted) gets none, never a negative difference."""
+
+    per_pos_valid: bool = True
+
+    def minus(self, before: CounterSnapshot) -> CounterDelta:
+        delta = super().minus(before)
+        if not (self.per_pos_valid and getattr(before, "per_pos_valid", True)):
+            delta.accepted_per_pos = []
+        return delta
+
+
+@dataclass
+class MetaCounters:
+    """Cumulative counters over finished requests, in the names runner._row reads (ADR 0016).
+
+    Accepted tokens are the scheduler's own count (``spec_num_correct_drafts``: drafts accepted by
+    verification, counted before the output is cut to ``max_new_tokens``) — what vLLM's
+    ``spec_decode_num_accepted_tokens`` counts too (its scheduler counts before the stop check). The
+    committed view, (completion − 1) − spec_verify_ct, is lower by the drafts of the last step that
+    fell past max_new_tokens (at most k per request); it is kept as ``spec_accepted_committed`` and is
+    the fallback when meta_info lacks the scheduler's count. Why it matters: at L = k + 1 = 6 and 256
+    output tokens the committed view reads 5.93, the scheduler's count 6.00.
+
+    ``k`` is None for a baseline (no speculation counters at all)."""
+
+    k: int | None
+    counters: dict[str, float] = field(default_factory=dict)
+    finished: dict[str, float] = field(default_factory=dict)
+    per_pos: list[float] = field(default_factory=list)
+    per_pos_valid: bool = True
+
+    def add(self, meta: dict) -> dict[str, Any]:
+        """Count one finished request; return what it contributed (for logs and fixtures)."""
+        c = int(meta["completion_tokens"])
+        p = int(meta["prompt_tokens"])
+        reason = finish_type(meta.get("finish_reason")) or "?"
+        self._inc("prompt_tokens", p)
+        self._inc("generation_tokens", c)
+        self.finished[reason] = self.finished.get(reason, 0.0) + 1.0
+        row: dict[str, Any] = {"completion_tokens": c, "prompt_tokens": p, "finish_reason": reason}
+        if self.k is None:
+            return row
+        verify = int(meta.get("spec_verify_ct") or 0)  # absent when the request never verified
+        committed_acc = (c - 1) - verify if verify > 0 else 0
+        if committed_acc < 0:
+            raise EngineError(f"meta_info inconsistent: completion_tokens {c} - 1 < spec_verify_ct {verify}")
+        correct = meta.get("spec_num_correct_drafts") if verify > 0 else None
+        accepted = int(correct) if correct is not None else committed_acc
+        if correct is not None and not 0 <= accepted - committed_acc <= self.k:
+            # Only the last verify step can be cut; anything else means the counting model is wrong.
+            log.warning("meta_info: spec_num_correct_drafts %s vs committed accepted %s (k=%s) for request %s",
+                        correct, committed_acc, self.k, meta.get("id"))
+            self._inc("spec_meta_inconsistent", 1)
+        self._inc("spec_decode_num_drafts", verify)
+        self._inc("spec_decode_num_draft_tokens", verify * self.k)
+        self._inc("spec_decode_num_accepted_tokens", accepted)
+        self._inc("spec_accepted_committed", committed_acc)
+        row.update(spec_verify_ct=verify, accepted=accepted, accepted_committed=committed_acc,
+                   spec_num_correct_drafts=correct)
+        hist = meta.get("spec_correct_drafts_histogram")
+        # histogram[j] = verify steps that accepted j drafts → position i accepted in Σ_{j>i} histogram[j]
+        if isinstance(hist, list) and hist:
+            pos = [float(sum(hist[j] for j in range(i + 1, len(hist)))) for i in range(max(self.k, len(hist) - 1))]
+            # The record's check wants Σ per position = accepted; a histogram that disagrees is not used.
+            if int(sum(pos)) == accepted:
+                self.per_pos += [0.0] * (len(pos) - len(self.per_pos))
+                for i, v in enumerate(pos):
+                    self.per_pos[i] += v
+            else:
+                self.per_pos_valid = False
+        elif verify > 0:
+            self.per_pos_valid = False
+        return row
+
+    def _inc(self, name: str, v: float) -> None:
+        self.counters[name] = self.counters.get(name, 0.0) + float(v)
+
+    def snapshot(self, running: float = 0.0) -> MetaSnapshot:
+        return MetaSnapshot(time.monotonic(), dict(self.counters), dict(self.finished), list(self.per_pos), {},
+                            {"num_requests_running": running, "num_running_reqs": running}, self.per_pos_valid)
+
+
+def request_result(meta: dict, output_len: int) -> RequestResult:
+    """Latency per request from meta_info (latency_source ``request_metrics``):
+
+    with ``--enable-metrics`` meta_info has ``decode_throughput`` = (completion − 1) / (finished −
+    first token) and ``e2e_latency`` = finished − received, so TPOT = 1 / decode_throughput and TTFT =
+    e2e − (completion − 1) / decode_throughput. Without decode_throughput: TPOT = e2e / completion
+    (prefill included: an overestimate), TTFT unknown (null)."""
+    c = int(meta.get("completion_tokens") or 0)
+    reason = finish_type(meta.get("finish_reason"))
+    e2e = meta.get("e2e_latency")
+    dt = meta.get("decode_throughput")
+    ttft = tpot = None
+    if dt and c > 1:
+        tpot = 1.0 / float(dt)
+        if e2e is not None:
+            ttft = max(0.0, float(e2e) - (c - 1) / float(dt))
+    elif e2e is not None and c > 0:
+        tpot = float(e2e) / c
+    ok = reason in ("length", "stop") and c == output_len
+    return RequestResult(prompt_tokens=int(meta.get("prompt_tokens") or 0), output_tokens=c, finish_reason=reason,
+                         ok=ok, ttft_s=ttft, tpot_s=tpot,
+                         error=None if ok else f"finish_reason={reason}, {c} tokens, expected {output_len}")
+
+
+def _sampling_params(output_len: int) -> dict[str, Any]:
+    return {"max_new_tokens": int(output_len), "min_new_tokens": int(output_len), "ignore_eos": True,
+            "temperature": 0.0}
+
+
+# -- counters from a server's /metrics -----------------------------------------------------------
+
+
+def snapshot_from_prometheus(text: str, k: int | None, truncated: float = 0.0) -> CounterSnapshot:
+    """From an SGLang server's ``/metrics`` (0.5.17 names, observability/metrics_collector.py).
+
+    Counters move when a request finishes (``observe_one_finished_request``): generation_tokens_total
+    = Σ completion_tokens, num_requests_total = finished requests, spec_verify_calls_total = Σ
+    spec_verify_ct. SGLang exports no accepted-token counter, so accepted = generation − requests −
+    verify calls (the per-request identity summed; exact for deltas, since it is linear) — the
+    committed view. ``truncated``: Σ (spec_num_correct_drafts − committed accepted) over the requests
+    the client has seen finish (``SglangServerEngine.complete``), added so that accepted is the
+    scheduler's count, as offline and in vLLM (``MetaCounters``). Requests are filed as finished by
+    "length" (closed batches ignore EOS) except the aborted ones. ``k`` None: a baseline, no
+    speculation counters."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    sums: dict[str, float] = {}
+    gauges: dict[str, float] = {}
+    hists: dict[str, dict] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if not s.name.startswith("sglang:"):
+                continue
+            name = s.name[len("sglang:"):]
+            if name.endswith("_created"):
+                continue
+            suffix = next((x for x in ("_bucket", "_count", "_sum") if name.endswith(x)), None)
+            if suffix and fam.type in ("histogram", "unknown") and (suffix != "_bucket" or "le" in s.labels):
+                h = hists.setdefault(name[: -len(suffix)], {"count": 0.0, "sum": 0.0, "buckets": {}})
+                if suffix == "_bucket":
+                    le = float(s.labels["le"])
+                    h["buckets"][le] = h["buckets"].get(le, 0.0) + s.value
+                else:
+                    h[suffix[1:]] += s.value
+            elif fam.type == "counter" or name.endswith("_total"):
+                base = name[:-6] if name.endswith("_total") else name
+                sums[base] = sums.get(base, 0.0) + s.value
+            else:
+                gauges[name] = gauges.get(name, 0.0) + s.value
+    counters: dict[str, float] = {}
+    for ours, theirs in (("prompt_tokens", "prompt_tokens"), ("generation_tokens", "generation_tokens")):
+        if theirs in sums:
+            counters[ours] = sums[theirs]
+    requests = sums.get("num_requests", 0.0)
+    aborted = sums.get("num_aborted_requests", 0.0)
+    finished = {"length": max(0.0, requests - aborted), "abort": aborted}
+    if k is not None and "spec_verify_calls" in sums:
+        verify = sums["spec_verify_calls"]
+        counters["spec_decode_num_drafts"] = verify
+        counters["spec_decode_num_draft_tokens"] = verify * k
+        committed = counters.get("generation_tokens", 0.0) - requests - verify
+        counters["spec_accepted_committed"] = committed
+        counters["spec_decode_num_accepted_tokens"] = committed + truncated
+    if "num_running_reqs" in gauges:
+        gauges["num_requests_running"] = gauges["num_running_reqs"]  # the name workloads.open_loop samples
+    hists = {n: v for n, v in hists.items() if v["buckets"] or v["count"]}
+    return CounterSnapshot(time.monotonic(), counters, finished, [],
+                           {n: Histogram(v["count"], v["sum"], v["buckets"]) for n, v in hists.items()}, gauges)
+
+
+# -- process watching ----------------------------------------------------------------------------
+
+
+class SglangGroupWatch(proc.GroupWatch):
+    """The group leader and every process SGLang titled ``sglang::…`` (scheduler, detokenizer)."""
+
+    def __init__(self, pgid: int) -> None:
+        self.pgid = pgid
+        self.essential = {pid: proc.cmdline(pid) for pid in proc.group_members(pgid)
+                          if pid == pgid or "sglang::" in proc.cmdline(pid)}
+
+
+def _spec_k(spec: dict) -> int | None:
+    return None if spec["scheme"]["method"] == "baseline" else int(spec["scheme"]["k"])
+
+
+# -- offline engine (parent side) ----------------------------------------------------------------
+
+
+class SglangOfflineEngine(Engine):
+    """``sglang.Engine`` in a worker process that leads its own process group."""
+
+    kind = "offline"
+
+    def __init__(self, spec: dict, log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
+                 worker_cmd: list[str] | None = None) -> None:
+        self.spec = spec
+        self.log_file = str(log_file) if log_file else None
+        self.ready_timeout_s = ready_timeout_s
+        self.worker_cmd = worker_cmd
+        self.kwargs = engine_kwargs(spec)
+        self.env = engine_env(spec)
+        self.proc: subprocess.Popen | None = None
+        self.pgid: int | None = None
+        self.conn = None
+        self._info: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.watch: proc.GroupWatch | None = None
+        self.last_metas: list[dict] = []  # raw meta_info of the last batch (smoke script, fixtures)
+
+    def start(self) -> float:
+        import multiprocessing
+
+        parent_conn, child_conn = multiprocessing.Pipe(duplex=True)
+        fd = child_conn.fileno()
+        cmd = (self.worker_cmd or [sys.executable, "-m", "specjoule.engines.sglang", "worker"]) + [str(fd)]
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
+        t0 = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(cmd, pass_fds=(fd,), start_new_session=True, stdin=subprocess.DEVNULL,
+                                         stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=os.getcwd())
+        finally:
+            child_conn.close()
+            if out is not subprocess.DEVNULL:
+                out.close()
+        self.pgid = self.proc.pid
+        self.conn = parent_conn
+        log.info("engine: SGLang offline worker pid %d (own process group) starting: %s; env %s", self.proc.pid,
+                 json.dumps(self.kwargs, default=str),
+                 {k: self.env[k] for k in SIMULATE_ENV + ENGINE_ENV_VARS + ("PYTHONPATH",) if k in self.env})
+        self._send(("init", {"kwargs": self.kwargs, "spec": self.spec}))
+        msg = self._recv(self.ready_timeout_s, "engine start")
+        self._info = msg[1]
+        self.watch = SglangGroupWatch(self.pgid)
+        log.info("engine: watching %s", sorted(self.watch.essential.values()))
+        return time.monotonic() - t0
+
+    def _send(self, msg: tuple) -> None:
+        try:
+            self.conn.send(msg)
+        except (OSError, EOFError, BrokenPipeError) as exc:
+            raise EngineError(self._died_message("sending a command")) from exc
+
+    def _died_message(self, doing: str) -> str:
+        rc = self.proc.poll() if self.proc else None
+        return (f"SGLang engine process {'exited with code ' + str(rc) if rc is not None else 'stopped answering'} "
+                f"while {doing}; last log lines:\n{proc.tail(self.log_file)}")
+
+    def _recv(self, timeout_s: float, doing: str) -> tuple:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise EngineError(f"SGLang engine did not answer within {timeout_s:.0f} s while {doing}")
+            try:
+                ready = self.conn.poll(min(0.5, remaining))
+            except (OSError, EOFError) as exc:
+                raise EngineError(self._died_message(doing)) from exc
+            if ready:
+                try:
+                    msg = self.conn.recv()
+                except (OSError, EOFError) as exc:
+                    raise EngineError(self._died_message(doing)) from exc
+                if msg[0] == "error":
+                    cls = EngineUnsupported if msg[2] == "unsupported" else EngineError
+                    raise cls(f"{msg[1]}" + ("" if msg[2] == "unsupported" else f"\n{msg[2]}"))
+                return msg
+            if self.proc.poll() is not None:
+                raise EngineError(self._died_message(doing))
+            dead = self.watch.dead() if self.watch is not None else []
+            if dead:
+                raise EngineError(f"SGLang engine process died while {doing}: {', '.join(dead)}; "
+                                  f"last log lines:\n{proc.tail(self.log_file)}")
+
+    def generate_batch(self, prompts: list[list[int]], output_len: int, timeout_s: float) -> BatchResult:
+        with self._lock:
+            self._send(("generate", prompts, int(output_len)))
+            msg = self._recv(timeout_s, f"generating a batch of {len(prompts)}")
+        self.last_metas = msg[2]
+        return msg[1]
+
+    def snapshot(self) -> CounterSnapshot:
+        with self._lock:
+            self._send(("snapshot",))
+            return self._recv(60.0, "reading counters")[1]
+
+    @property
+    def latency_source(self) -> str:
+        return "request_metrics"
+
+    def info(self) -> dict[str, Any]:
+        return dict(self._info)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        broken = self.watch is not None and bool(self.watch.dead())
+        if self.proc.poll() is None and self.conn is not None and not broken:
+            try:  # polite first: Engine.shutdown() stops its scheduler and frees the device
+                self.conn.send(("stop",))
+                self.proc.wait(timeout=TEARDOWN_GRACE_S)
+            except Exception:  # noqa: BLE001
+                pass
+        survivors = proc.kill_group(self.pgid, grace_s=3.0)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        if survivors:
+            log.error("engine: process group %d survived SIGKILL: %s", self.pgid, survivors)
+        else:
+            log.info("engine: stopped (process group %d empty)", self.pgid)
+        self.proc = None
+
+    def kill_now(self) -> None:
+        if self.pgid is not None:
+            proc.kill_group(self.pgid, grace_s=2.0)
+
+
+# -- offline engine (worker side) ----------------------------------------------------------------
+
+
+def worker_main(fd: int) -> int:
+    from multiprocessing.connection import Connection
+
+    proc.set_parent_death_signal()
+    conn = Connection(fd)
+    try:
+        kind, payload = conn.recv()
+    except EOFError:
+        return 1
+    if kind != "init":
+        conn.send(("error", f"worker expected init, got {kind!r}", ""))
+        return 1
+    spec = payload["spec"]
+    try:
+        info = probe()
+        check_supported(spec, info)
+        kwargs = adapt_kwargs(payload["kwargs"], info.get("fields"), info.get("engine_version"))
+        if (kwargs.get("enable_metrics") and info.get("prometheus_client") is False
+                and "enable_metrics" not in (spec.get("engine_options") or {})):
+            # Offline only the per-request time stats need it: run without them (TPOT from e2e_latency,
+            # TTFT null) rather than not at all; engine_config records enable_metrics false.
+            log.warning("prometheus_client is not importable in the SGLang environment: enable_metrics off, "
+                        "latency from e2e_latency only")
+            kwargs["enable_metrics"] = False
+        import sglang
+
+        engine = sglang.Engine(**kwargs)
+    except EngineUnsupported as exc:
+        conn.send(("error", str(exc), "unsupported"))
+        return 2
+    except BaseException as exc:  # noqa: BLE001 - report whatever broke the start
+        conn.send(("error", f"SGLang engine failed to start: {type(exc).__name__}: {exc}", traceback.format_exc()))
+        return 1
+    info.pop("fields", None)
+    info.pop("cli_options", None)
+    try:
+        info["engine_config"] = config_from_server_info(engine.get_server_info())
+    except Exception as exc:  # noqa: BLE001 - recording the config must never fail a start
+        log.warning("engine config: not read (%s: %s)", type(exc).__name__, exc)
+        try:
+            info["engine_config"] = {**config_from_server_info(vars(engine.server_args)),
+                                     "engine_config_source": "server_args_object"}
+        except Exception:  # noqa: BLE001
+            pass
+    counts = MetaCounters(_spec_k(spec))
+    conn.send(("ready", info))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            break
+        try:
+            if msg[0] == "generate":
+                _, prompts, output_len = msg
+                t0 = time.monotonic()
+                outs = engine.generate(input_ids=[list(p) for p in prompts], sampling_params=_sampling_params(output_len))
+                t1 = time.monotonic()
+                if isinstance(outs, dict):
+                    outs = [outs]
+                metas = [o["meta_info"] for o in outs]
+                for m in metas:
+                    counts.add(m)
+                results = [request_result(m, output_len) for m in metas]
+                # Closed batch: B requests submitted together; the running gauge cannot be read while
+                # generate() blocks this thread, so no samples (mean_running_requests stays null).
+                conn.send(("result", BatchResult(results, t0, t1, []), metas))
+            elif msg[0] == "snapshot":
+                conn.send(("snapshot", counts.snapshot()))
+            elif msg[0] == "stop":
+                break
+            else:
+                conn.send(("error", f"unknown command {msg[0]!r}", ""))
+        except BaseException as exc:  # noqa: BLE001
+            try:
+                conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+            except OSError:
+                break
+    try:
+        engine.shutdown()
+    except Exception:  # noqa: BLE001 - the parent kills the group anyway
+        pass
+    conn.close()
+    return 0
+
+
+# -- server engine -------------------------------------------------------------------------------
+
+
+def _probe_subprocess(env: dict[str, str], timeout_s: float = 300.0) -> dict[str, Any]:
+    """``probe()`` in the engine's interpreter and environment (this process never imports sglang)."""
+    out = subprocess.run([sys.executable, "-m", "specjoule.engines.sglang", "probe"], capture_output=True, text=True,
+                         timeout=timeout_s, env=env)
+    # SGLang may log to stdout on import: the answer is the last line that is a JSON object.
+    line = next((ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("{")), None)
+    if out.returncode != 0 or line is None:
+        raise EngineError(f"SGLang probe failed (exit {out.returncode}): {out.stderr.strip()[-2000:]}")
+    return json.loads(line)
+
+
+class SglangServerEngine(Engine):
+    """``python -m sglang.launch_server`` on 127.0.0.1, in its own process group.
+
+    ``command`` replaces the server command line (templated with {host} and {port}) — for fault
+    injectors; ``url`` attaches to a running shared server instead of launching one."""
+
+    kind = "server"
+
+    def __init__(self, spec: dict, log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
+                 command: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None,
+                 url: str | None = None) -> None:
+        self.spec = spec
+        self.log_file = str(log_file) if log_file else None
+        self.ready_timeout_s = ready_timeout_s
+        self.command = command
+        self.host = host
+        self.port = port
+        self.url = url
+        self.k = _spec_k(spec)
+        self.kwargs = engine_kwargs(spec)
+        self.env = engine_env(spec)
+        self.proc: subprocess.Popen | None = None
+        self.pgid: int | None = None
+        self._info: dict[str, Any] = {}
+        self.watch: proc.GroupWatch | None = None
+        # Σ (scheduler's accepted − committed accepted) over finished requests, from their final meta_info
+        # (snapshot_from_prometheus ``truncated``). Requests finishing right at a window edge may land in
+        # /metrics and here on different sides of it: at most k tokens each, open loop only.
+        self._truncated = 0.0
+        self._tally = threading.Lock()
+
+    def start(self) -> float:
+        t0 = time.monotonic()
+        if self.url is not None:
+            self._wait_ready(t0)
+            self._info = self._server_info({})
+            return time.monotonic() - t0
+        self.port = self.port or proc.free_port(self.host)
+        self.url = f"http://{self.host}:{self.port}"
+        probed: dict[str, Any] = {}
+        if self.command:
+            cmd = [c.format(host=self.host, port=self.port) for c in self.command]
+        else:
+            probed = _probe_subprocess(self.env, timeout_s=min(300.0, self.ready_timeout_s))
+            check_supported(self.spec, probed)
+            if probed.get("prometheus_client") is False:
+                raise EngineUnsupported("the SGLang server's counters need --enable-metrics, which needs "
+                                        "prometheus_client: not importable in the SGLang environment "
+                                        "(SPECJOULE_SGLANG_PYTHONPATH); add prometheus-client to its site")
+            kw = adapt_kwargs(self.kwargs, probed.get("fields"), probed.get("engine_version"))
+            cmd = server_command(self.spec, self.host, self.port, kw, probed.get("cli_options"))
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
+        try:
+            self.proc = subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, env=self.env, cwd=os.getcwd())
+        finally:
+            if out is not subprocess.DEVNULL:
+                out.close()
+        self.pgid = self.proc.pid
+        log.info("engine: SGLang server pid %d (own process group) at %s: %s", self.proc.pid, self.url, " ".join(cmd))
+        self._wait_ready(t0)
+        self._info = self._server_info(probed)
+        self.watch = SglangGroupWatch(self.pgid)
+        return time.monotonic() - t0
+
+    def _wait_ready(self, t0: float) -> None:
+        deadline = t0 + self.ready_timeout_s
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise EngineError(f"SGLang server exited with code {self.proc.returncode} before it was ready; "
+                                  f"last log lines:\n{proc.tail(self.log_file)}")
+            try:
+                # /health answers 503 while the server status is Starting (http_server.py, 0.5.17)
+                with urllib.request.urlopen(self.url + "/health", timeout=2.0) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            if time.monotonic() >= deadline:
+                raise EngineError(f"SGLang server at {self.url} did not answer /health within "
+                                  f"{self.ready_timeout_s:.0f} s (engine_ready_timeout_s); last log lines:\n"
+                                  f"{proc.tail(self.log_file)}")
+            time.sleep(0.5)
+
+    def server_info_raw(self) -> dict[str, Any]:
+        with urllib.request.urlopen(self.url + "/server_info", timeout=30.0) as r:
+            return json.loads(r.read())
+
+    def _server_info(self, probed: dict[str, Any]) -> dict[str, Any]:
+        info: dict[str, Any] = {"server_url": self.url}
+        for key in ("engine_version", "torch_version", "cuda_version"):
+            if probed.get(key):
+                info[key] = probed[key]
+        try:
+            raw = self.server_info_raw()
+            info["engine_config"] = config_from_server_info(raw, self.env)
+            info.setdefault("engine_version", raw.get("version"))
+        except Exception as exc:  # noqa: BLE001 - what the command set, said so in the source key
+            log.warning("engine config: /server_info unavailable (%s); recording the server command's settings", exc)
+            info["engine_config"] = {**config_from_server_info(self.kwargs, self.env),
+                                     "engine_config_source": "server_command"}
+        return info
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        survivors = proc.kill_group(self.pgid, grace_s=TEARDOWN_GRACE_S)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        if survivors:
+            log.error("engine: server process group %d survived SIGKILL: %s", self.pgid, survivors)
+        else:
+            log.info("engine: server stopped (process group %d empty)", self.pgid)
+        self.proc = None
+
+    def kill_now(self) -> None:
+        if self.pgid is not None and self.proc is not None:
+            proc.kill_group(self.pgid, grace_s=2.0)
+
+    def info(self) -> dict[str, Any]:
+        return dict(self._info)
+
+    @property
+    def latency_source(self) -> str:
+        return "client_stream"
+
+    def _check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise EngineError(f"SGLang server exited with code {self.proc.returncode}; last log lines:\n"
+                              f"{proc.tail(self.log_file)}")
+        dead = self.watch.dead() if self.watch is not None else []
+        if dead:
+            raise EngineError(f"SGLang server process died: {', '.join(dead)}; last log lines:\n{proc.tail(self.log_file)}")
+
+    def generate_raw(self, prompt: list[int], output_len: int, stream: bool, timeout_s: float = 120.0) -> bytes:
+        """One ``/generate`` call, the response body as bytes (smoke script: fixtures)."""
+        body = {"input_ids": list(prompt), "sampling_params": _sampling_params(output_len), "stream": stream}
+        req = urllib.request.Request(self.url + "/generate", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            return resp.read()
+
+    def complete(self, prompt: list[int], output_len: int, timeout_s: float) -> RequestResult:
+        """One streamed ``/generate``; TTFT and TPOT measured here, at the client, from the chunks whose
+        ``meta_info.completion_tokens`` grew (works whether output_ids stream cumulatively or not)."""
+        body = {"input_ids": list(prompt), "sampling_params": _sampling_params(output_len), "stream": True}
+        req = urllib.request.Request(self.url + "/generate", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        first = last = None
+        n = 0
+        meta: dict = {}
+        try:
+            with urllib.request.urlopen(req, timeout=min(timeout_s, 120.0)) as resp:
+                for raw in resp:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"request exceeded {timeout_s:.0f} s")
+                    line = raw.strip()
+                    if not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        break
+                    obj = json.loads(data)
+                    meta = obj.get("meta_info") or meta
+                    c = int(meta.get("completion_tokens") or 0)
+                    if c > n:
+                        now = time.monotonic()
+                        first = first if first is not None else now
+                        last = now
+                        n = c
+        except Exception as exc:  # noqa: BLE001 - a failed request is data, not a crash
+            return RequestResult(len(prompt), n, finish_type(meta.get("finish_reason")), False,
+                                 error=f"{type(exc).__name__}: {exc}")
+        reason = finish_type(meta.get("finish_reason"))
+        self._count_truncation(meta)
+        ttft = (first - t0) if first is not None else None
+        tpot = (last - first) / (n - 1) if (first is not None and n > 1) else None
+        ok = reason in ("length", "stop") and n == output_len
+        return RequestResult(len(prompt), n, reason, ok, ttft_s=ttft, tpot_s=tpot,
+                             error=None if ok else f"finish_reason={reason}, {n} tokens, expected {output_len}")
+
+    def _count_truncation(self, meta: dict) -> None:
+        if self.k is None or meta.get("spec_num_correct_drafts") is None or not meta.get("spec_verify_ct"):
+            return
+        committed = int(meta["completion_tokens"]) - 1 - int(meta["spec_verify_ct"])
+        with self._tally:
+            self._truncated += int(meta["spec_num_correct_drafts"]) - committed
+
+    def generate_batch(self, prompts: list[list[int]], output_len: int, timeout_s: float) -> BatchResult:
+        self._check_alive()
+        samples: list[float] = []
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(RUNNING_SAMPLE_S):
+                try:
+                    v = self.snapshot().gauges.get("num_requests_running")
+                except EngineError:
+                    return
+                if v:  # a zero while the batch is in flight is the gauge not yet updated
+                    samples.append(v)
+
+        th = threading.Thread(target=sample, daemon=True)
+        t0 = time.monotonic()
+        th.start()
+        pool = ThreadPoolExecutor(max_workers=len(prompts), thread_name_prefix="batch")
+        try:
+            futures = [pool.submit(self.complete, p, output_len, timeout_s) for p in prompts]
+            deadline = t0 + timeout_s
+            while not all(f.done() for f in futures):
+                futures_wait(futures, timeout=0.5)
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    raise EngineError(f"batch of {len(prompts)} did not finish within {timeout_s:.0f} s")
+            results = [f.result() for f in futures]
+        finally:
+            stop.set()
+            th.join()
+            pool.shutdown(wait=False, cancel_futures=True)
+        t1 = time.monotonic()
+        self._check_alive()
+        return BatchResult(results, t0, t1, samples)
+
+    def metrics_text(self) -> str:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=30.0) as r:
+            return r.read().decode()
+
+    def snapshot(self) -> CounterSnapshot:
+        try:
+            text = self.metrics_text()
+        except (urllib.error.URLError, OSError) as exc:
+            self._check_alive()
+            raise EngineError(f"SGLang server {self.url}/metrics did not answer: {exc}") from exc
+        with self._tally:
+            truncated = self._truncated
+        return snapshot_from_prometheus(text, self.k, truncated)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "worker":
+        return worker_main(int(argv[1]))
+    if argv and argv[0] == "probe":
+        print(json.dumps(probe(), default=str))
+        return 0
+    print("usage: python -m specjoule.engines.sglang worker FD | probe", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

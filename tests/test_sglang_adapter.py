@@ -1,0 +1,359 @@
+"""SGLang adapter (ADR 0016) without a GPU: argument construction, config errors, the meta_info →
+counter arithmetic, /metrics parsing and the engine environment.
+
+Parsing tests read the raw outputs captured on an H200 by scripts/device/smoke_sglang.py, committed under
+tests/data/sglang/; while a file is missing they FAIL and say which (never skipped, never invented).
+Field names are checked against tests/data/sglang/server_args_fields-0.5.17.txt (extracted from the 0.5.17
+wheel's server_args.py) and, once captured, the device's probe.json (the installed parser's own options).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from specjoule import cells, config
+from specjoule.engines import make_engine
+from specjoule.engines import sglang as sg
+from specjoule.engines.base import EngineUnsupported
+
+DATA = Path(__file__).parent / "data" / "sglang"
+SMOKE = "scripts/device/smoke_sglang.py --out DIR"
+
+
+def fixture(name: str) -> Path:
+    p = DATA / name
+    if not p.exists():
+        pytest.fail(f"fixture {p} is missing: capture it on the GPU machine with `{SMOKE}` and commit DIR/{name} "
+                    f"as tests/data/sglang/{name}")
+    return p
+
+
+def fields_0517() -> set[str]:
+    lines = (DATA / "server_args_fields-0.5.17.txt").read_text().splitlines()
+    return {ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")}
+
+
+CFG = {
+    "name": "t", "device": "cuda", "engines": ["sglang"],
+    "models": {"qwen": {"target": {"model": "config/models/qwen2.5-3b", "load_format": "dummy", "dtype": "bfloat16"},
+                        "draft": {"model": "config/models/qwen2.5-0.5b", "load_format": "dummy", "dtype": "bfloat16"},
+                        "max_model_len": 2048}},
+    "schemes": {"baseline": {"method": "baseline"},
+                "draft": {"method": "draft_model", "k": 5, "synthetic": True},
+                "ngram": {"method": "ngram", "k": 4}},
+    "acceptance": {"mv3": {"minvar": 3.4}},
+    "batch_sizes": [1, 8],
+    "cuda_graphs": [True, False],
+    "workloads": {"closed": {"kind": "closed_batch"}},
+    "engine_options": {"sglang": {"mem_fraction_static": 0.8, "attention_backend": "fa3",
+                                  "sampling_backend": "pytorch"}},
+}
+
+
+def cell_spec(scheme: str = "draft", graphs: bool = True, batch: int = 8, cfg: dict | None = None) -> dict:
+    table = cells.build(config.validate(cfg or CFG))
+    return next(c.spec for c in table.cells
+                if c.scheme == scheme and c.cuda_graphs is graphs and c.batch_size == batch)
+
+
+# -- argument construction ------------------------------------------------------------------------
+
+
+def test_engine_kwargs_draft_model_synthetic():
+    kw = sg.engine_kwargs(cell_spec())
+    assert kw["model_path"].endswith("config/models/qwen2.5-3b") and Path(kw["model_path"]).is_absolute()
+    assert kw["load_format"] == "dummy" and kw["speculative_draft_load_format"] == "dummy"
+    assert kw["speculative_algorithm"] == "STANDALONE"
+    assert kw["speculative_draft_model_path"].endswith("config/models/qwen2.5-0.5b")
+    assert (kw["speculative_num_steps"], kw["speculative_eagle_topk"], kw["speculative_num_draft_tokens"]) == (5, 1, 6)
+    assert kw["skip_tokenizer_init"] is True and kw["dtype"] == "bfloat16" and kw["tp_size"] == 1
+    assert kw["max_running_requests"] == 8 and kw["cuda_graph_max_bs_decode"] == 8
+    assert "disable_cuda_graph" not in kw
+    assert kw["disable_radix_cache"] is True and kw["context_length"] == 2048 and kw["random_seed"] == 0
+    assert (kw["mem_fraction_static"], kw["attention_backend"], kw["sampling_backend"]) == (0.8, "fa3", "pytorch")
+
+
+def test_engine_kwargs_graphs_off_baseline_and_ngram():
+    base = sg.engine_kwargs(cell_spec("baseline", graphs=False, batch=1))
+    assert base["disable_cuda_graph"] is True and "cuda_graph_max_bs_decode" not in base
+    assert not any(k.startswith("speculative_") for k in base) and base["max_running_requests"] == 1
+    ng = sg.engine_kwargs(cell_spec("ngram"))
+    assert ng["speculative_algorithm"] == "NGRAM" and ng["speculative_num_draft_tokens"] == 5
+
+
+def test_engine_kwargs_names_are_serverargs_fields_of_0517():
+    fields = fields_0517()
+    for scheme in ("baseline", "draft", "ngram"):
+        for graphs in (True, False):
+            kw = sg.engine_kwargs(cell_spec(scheme, graphs))
+            assert set(sg.adapt_kwargs(kw, fields, "0.5.17")) <= fields
+
+
+def test_adapt_kwargs_renames_and_refuses():
+    kw = {"cuda_graph_max_bs_decode": 8, "tp_size": 1}
+    assert sg.adapt_kwargs(kw, {"cuda_graph_max_bs", "tp_size"}) == {"cuda_graph_max_bs": 8, "tp_size": 1}
+    per_phase = {"disable_decode_cuda_graph", "disable_prefill_cuda_graph"}
+    assert sg.adapt_kwargs({"disable_cuda_graph": True}, per_phase) == dict.fromkeys(per_phase, True)
+    with pytest.raises(EngineUnsupported, match="no field 'attention_backnd'"):
+        sg.adapt_kwargs({"attention_backnd": "fa3"}, fields_0517(), "0.5.17")
+
+
+def test_closed_batch_refuses_a_running_cap_below_b():
+    spec = copy.deepcopy(cell_spec())
+    spec["engine_options"] = {"max_running_requests": 4}
+    with pytest.raises(Exception, match="max_running_requests = 4 is below batch size 8"):
+        sg.engine_kwargs(spec)
+
+
+def test_server_command_0517_layout():
+    cmd = sg.server_command(cell_spec(graphs=False), "127.0.0.1", 31000)
+    assert cmd[1:3] == ["-m", "sglang.launch_server"]
+    assert cmd[cmd.index("--port") + 1] == "31000" and cmd[cmd.index("--host") + 1] == "127.0.0.1"
+    # disable_cuda_graph has no CLI flag in 0.5.17: the two per-phase switches
+    assert "--disable-decode-cuda-graph" in cmd and "--disable-prefill-cuda-graph" in cmd
+    assert "--disable-cuda-graph" not in cmd
+    assert "--enable-metrics" in cmd and "--skip-tokenizer-init" in cmd and "--disable-radix-cache" in cmd
+    assert cmd[cmd.index("--speculative-algorithm") + 1] == "STANDALONE"
+    assert cmd[cmd.index("--model-path") + 1].endswith("qwen2.5-3b")
+
+
+def test_server_command_against_the_device_parser():
+    probe = json.loads(fixture("probe.json").read_text())
+    assert probe["engine_version"].startswith("0.5."), probe["engine_version"]
+    opts = set(probe["cli_options"])
+    fields = set(probe["fields"])
+    for scheme in ("baseline", "draft", "ngram"):
+        for graphs in (True, False):
+            spec = cell_spec(scheme, graphs)
+            kw = sg.adapt_kwargs(sg.engine_kwargs(spec), fields, probe["engine_version"])
+            cmd = sg.server_command(spec, "127.0.0.1", 1, kw, opts)  # raises on an option the parser lacks
+            assert all(a in opts for a in cmd[3:] if a.startswith("--"))
+    assert {"STANDALONE", "NGRAM"} <= set(probe["spec_algorithms"])
+    assert sg.SIMULATE_METHOD in probe["simulate_methods"]
+
+
+def test_make_engine_picks_sglang_adapters():
+    spec = cell_spec()
+    assert isinstance(make_engine(spec), sg.SglangOfflineEngine)
+    assert isinstance(make_engine(spec, force_server=True), sg.SglangServerEngine)
+
+
+# -- config errors --------------------------------------------------------------------------------
+
+
+def test_config_rejects_per_position_vector_on_sglang():
+    cfg = copy.deepcopy(CFG)
+    cfg["acceptance"] = {"r": {"rates": [0.9, 0.8, 0.5, 0.2, 0.1]}}
+    with pytest.raises(config.ConfigError, match=r"acceptance\.r\.rates.*not a per-position vector") as e:
+        config.validate(cfg)
+    assert e.value.key == "acceptance.r.rates" and e.value.value == [0.9, 0.8, 0.5, 0.2, 0.1]
+
+
+def test_config_rejects_geometric_on_sglang_but_not_on_vllm():
+    cfg = copy.deepcopy(CFG)
+    cfg["acceptance"] = {"g": {"geometric": 3.0}}
+    with pytest.raises(config.ConfigError, match=r"acceptance\.g\.geometric.*minvar: 3\.0"):
+        config.validate(cfg)
+    cfg["engines"] = ["vllm"]
+    config.validate(cfg)  # vLLM draws per position: fine there
+
+
+def test_config_rejects_sglang_on_cpu():
+    cfg = copy.deepcopy(CFG)
+    cfg.update(device="cpu", cuda_graphs=[False], schemes={"baseline": {"method": "baseline"}})
+    with pytest.raises(config.ConfigError, match="runs on cuda only") as e:
+        config.validate(cfg)
+    assert e.value.key == "device"
+
+
+def test_unsupported_algorithm_is_refused_by_the_detected_engine():
+    spec = cell_spec("ngram")
+    with pytest.raises(EngineUnsupported, match=r"NGRAM \(ngram\) is not supported by the installed SGLang 0\.5\.9"):
+        sg.check_supported(spec, {"engine_version": "0.5.9", "spec_algorithms": ["EAGLE", "STANDALONE"]})
+    spec = copy.deepcopy(spec)
+    spec["scheme"]["method"] = "medusa"
+    with pytest.raises(EngineUnsupported, match="'medusa' has no SGLang speculative algorithm"):
+        sg.speculative_kwargs(spec)
+
+
+# -- environment ----------------------------------------------------------------------------------
+
+
+def test_engine_env_synthetic_and_pythonpath():
+    base = {"PATH": "/bin", "PYTHONPATH": "/vllm-site", "SPECJOULE_SGLANG_PYTHONPATH": "/sgl-site",
+            "HF_HUB_OFFLINE": "0", "SGLANG_SIMULATE_ACC_METHOD": "multinomial"}
+    env = sg.engine_env(cell_spec(), base)
+    assert env["PYTHONPATH"] == f"{sg.REPO_ROOT}:/sgl-site"  # the vLLM site is not inherited
+    assert env["SGLANG_SIMULATE_ACC_LEN"] == "3.4" and env["SGLANG_SIMULATE_ACC_METHOD"] == "match-expected"
+    assert env["HF_HUB_OFFLINE"] == "0"  # set by the user: kept
+    assert env["TRANSFORMERS_OFFLINE"] == "1" and env["SGLANG_USE_SGL_FA3_KERNEL"] == "1"
+    assert base["PYTHONPATH"] == "/vllm-site"  # the caller's dict is not modified
+
+
+def test_engine_env_model_acceptance_drops_a_stray_simulate_value():
+    base = {"PYTHONPATH": "/x", "SGLANG_SIMULATE_ACC_LEN": "6", "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
+    env = sg.engine_env(cell_spec("ngram"), base)
+    assert "SGLANG_SIMULATE_ACC_LEN" not in env and "SGLANG_SIMULATE_ACC_METHOD" not in env
+    assert env["PYTHONPATH"] == f"{sg.REPO_ROOT}:/x"
+    with pytest.raises(Exception, match="measures the model's own acceptance"):
+        sg.check_supported(cell_spec("ngram"), {"simulate_acc_len": 6.0, "spec_algorithms": None})
+
+
+# -- meta_info arithmetic -------------------------------------------------------------------------
+
+
+def test_meta_counters_arithmetic():
+    """Hand-built from the identity (not captured): 64 tokens, 1 from prefill, 21 verifies of 3."""
+    mc = sg.MetaCounters(k=5)
+    row = mc.add({"completion_tokens": 64, "prompt_tokens": 128, "spec_verify_ct": 21,
+                  "finish_reason": {"type": "length", "length": 64}, "spec_correct_drafts_histogram": [0, 0, 21]})
+    assert row["accepted"] == 42
+    before = sg.MetaCounters(k=5).snapshot()
+    cols = mc.snapshot().minus(before).columns(True)
+    assert cols == {"committed_tokens": 64, "prompt_tokens": 128, "requests_completed": 1, "requests_failed": 0,
+                    "drafts": 21, "draft_tokens": 105, "accepted_tokens": 42, "accepted_per_position": [21, 21, 0, 0, 0]}
+    with pytest.raises(Exception, match="inconsistent"):
+        mc.add({"completion_tokens": 5, "prompt_tokens": 1, "spec_verify_ct": 9, "finish_reason": None})
+
+
+def test_meta_counters_take_the_schedulers_accepted_count_over_the_committed_view():
+    """L = k + 1 = 6, 256 tokens: 255 decode tokens = 42 full steps + a 43rd cut from 6 tokens to 3."""
+    mc = sg.MetaCounters(k=5)
+    mc.add({"completion_tokens": 256, "prompt_tokens": 8, "spec_verify_ct": 43, "spec_num_correct_drafts": 215,
+            "finish_reason": {"type": "length", "length": 256}, "spec_correct_drafts_histogram": [0, 0, 0, 0, 0, 43]})
+    d = mc.snapshot().minus(sg.MetaCounters(k=5).snapshot())
+    cols = d.columns(True)
+    assert 1 + cols["accepted_tokens"] / cols["drafts"] == 6.0  # vLLM's semantics (counted before the cut)
+    assert d.counters["spec_accepted_committed"] == 255 - 43  # committed view: 5.93
+    assert cols["accepted_per_position"] == [43] * 5
+    before = mc.snapshot()
+    mc.add({"completion_tokens": 64, "prompt_tokens": 8, "spec_verify_ct": 21, "spec_num_correct_drafts": 42,
+            "finish_reason": None, "spec_correct_drafts_histogram": [0, 0, 20]})  # sums to 40, not 42: unusable
+    window = mc.snapshot().minus(before)
+    assert window.accepted_per_pos == [] and window.columns(True)["accepted_per_position"] is None  # never negative
+    without = sg.MetaCounters(k=5)  # an SGLang without the scheduler's count: the committed view
+    without.add({"completion_tokens": 256, "prompt_tokens": 8, "spec_verify_ct": 43, "finish_reason": None})
+    assert without.counters["spec_decode_num_accepted_tokens"] == 212
+
+
+def test_offline_meta_info_fixture_realizes_configured_length():
+    metas = json.loads(fixture("offline_meta_info.json").read_text())
+    assert len(metas) == 4
+    mc = sg.MetaCounters(k=5)
+    for m in metas:
+        assert m["completion_tokens"] == 64 and m["prompt_tokens"] == 128
+        assert sg.finish_type(m["finish_reason"]) == "length"
+        mc.add(m)
+        r = sg.request_result(m, 64)
+        assert r.ok and r.tpot_s is not None and r.tpot_s > 0
+    cols = mc.snapshot().minus(sg.MetaCounters(k=5).snapshot()).columns(True)
+    assert cols["committed_tokens"] == 4 * 64
+    assert cols["draft_tokens"] == 5 * cols["drafts"]
+    realized = 1 + cols["accepted_tokens"] / cols["drafts"]
+    assert abs(realized - 3.0) < 0.05, realized
+    assert cols["accepted_tokens"] == sum(m["spec_num_correct_drafts"] for m in metas)
+    delta = json.loads(fixture("offline_delta.json").read_text())  # what the adapter reported on the device
+    assert delta["columns"]["accepted_tokens"] == cols["accepted_tokens"]
+
+
+def test_offline_meta_info_65_shows_the_cut_last_step():
+    """65 tokens at L = 3: 64 decode tokens = 21 steps of 3 + a 22nd step cut to 1 (smoke script docstring)."""
+    metas = json.loads(fixture("offline_meta_info_65.json").read_text())
+    for m in metas:
+        assert m["completion_tokens"] == 65
+        row = sg.MetaCounters(k=5).add(m)
+        assert row["spec_verify_ct"] == 22, row
+        assert (row["accepted"], row["accepted_committed"]) == (44, 42), row
+
+
+def test_offline_info_fixture_has_engine_config():
+    info = json.loads(fixture("offline_info.json").read_text())
+    cfg = info["engine_config"]
+    assert info["engine_version"].startswith("0.5.")
+    assert cfg["speculative_algorithm"] == "STANDALONE" and cfg["speculative_num_steps"] == 5
+    assert cfg["cudagraph_mode"] != "NONE" and cfg["attention_backend"] == "fa3"
+
+
+# -- /metrics and /server_info ------------------------------------------------------------------------
+
+
+def test_prometheus_fixture_counts_the_batch():
+    before = sg.snapshot_from_prometheus(fixture("server_metrics_before.txt").read_text(), 5)
+    after = sg.snapshot_from_prometheus(fixture("server_metrics_after.txt").read_text(), 5)
+    assert "num_requests_running" in after.gauges
+    cols = after.minus(before).columns(True)
+    assert cols["committed_tokens"] == 4 * 64 and cols["prompt_tokens"] == 4 * 128
+    assert cols["requests_completed"] == 4 and cols["requests_failed"] == 0
+    assert cols["draft_tokens"] == 5 * cols["drafts"]
+    assert abs(1 + cols["accepted_tokens"] / cols["drafts"] - 3.0) < 0.05
+    # truncation tally from the client moves accepted, nothing else
+    shifted = sg.snapshot_from_prometheus(fixture("server_metrics_after.txt").read_text(), 5, truncated=7.0)
+    assert shifted.counters["spec_decode_num_accepted_tokens"] == after.counters["spec_decode_num_accepted_tokens"] + 7
+    assert shifted.counters["spec_accepted_committed"] == after.counters["spec_accepted_committed"]
+
+
+def test_prometheus_baseline_has_no_spec_counters():
+    snap = sg.snapshot_from_prometheus(fixture("server_metrics_after.txt").read_text(), None)
+    assert not any(k.startswith("spec_decode") for k in snap.counters)
+
+
+def test_server_info_fixture_to_engine_config():
+    raw = json.loads(fixture("server_info.json").read_text())
+    cfg = sg.config_from_server_info(raw)
+    assert cfg["speculative_algorithm"] == "STANDALONE" and cfg["max_running_requests"] == 4
+    assert cfg["disable_radix_cache"] is True and isinstance(cfg["async_scheduling"], bool)
+    # the decode graphs must cover the batch (SGLang may round the captured sizes up, never below B)
+    assert (cfg.get("cuda_graph_decode_max_bs") or cfg.get("cuda_graph_max_bs") or 0) >= 4
+    assert cfg["cudagraph_mode"] != "NONE"
+
+
+def test_generate_response_fixture_has_the_meta_info_keys_we_read():
+    body = json.loads(fixture("server_generate.json").read_text())
+    meta = body["meta_info"]
+    for key in ("completion_tokens", "prompt_tokens", "finish_reason", "e2e_latency", "spec_verify_ct"):
+        assert key in meta, key
+    assert meta["completion_tokens"] == 64
+    stream = fixture("server_generate_stream.txt").read_text()
+    assert stream.strip().endswith("data: [DONE]")
+
+
+def test_server_info_fixture_records_the_simulate_settings_as_arm_keys():
+    raw = json.loads(fixture("server_info.json").read_text())
+    env = sg.engine_env(cell_spec(), {"PYTHONPATH": "/x"})
+    cfg = sg.config_from_server_info(raw, env)
+    assert cfg["speculative_simulate_acc_len"] == "3.4" and cfg["speculative_simulate_acc_method"] == "match-expected"
+    assert not any(k.startswith("env_SGLANG_SIMULATE") for k in cfg)
+
+
+# -- process handling without SGLang (this machine cannot import it: the start must fail clearly) --------
+
+
+def test_offline_start_without_sglang_fails_clearly_and_leaves_no_process(tmp_path):
+    from specjoule.engines import proc
+
+    spec = cell_spec()
+    eng = sg.SglangOfflineEngine(spec, tmp_path / "engine.log", ready_timeout_s=60)
+    eng.env["SPECJOULE_SGLANG_PYTHONPATH"] = ""
+    eng.env["PYTHONPATH"] = str(sg.REPO_ROOT) + ":/nonexistent-sglang-site"
+    try:
+        with pytest.raises(Exception, match="SGLang engine failed to start: ModuleNotFoundError.*sglang"):
+            eng.start()
+        pgid = eng.pgid
+    finally:
+        eng.stop()
+    assert pgid is not None and proc.group_members(pgid) == []
+    eng.stop()  # idempotent
+
+
+def test_server_start_without_sglang_fails_in_the_probe(tmp_path):
+    eng = sg.SglangServerEngine(cell_spec(), tmp_path / "server.log", ready_timeout_s=30)
+    try:
+        with pytest.raises(Exception, match="SGLang probe failed"):
+            eng.start()
+        assert eng.proc is None  # nothing was launched
+    finally:
+        eng.stop()
