@@ -50,8 +50,12 @@ def cell_spec(synthetic: bool = True, kind: str = "closed_batch") -> dict:
                   "tensor_parallel_size": 1, "tokenizer": None},
         "max_model_len": 2048, "batch_size": B, "seed": 0, "cuda_graphs": True, "device": "cuda",
         "workload": {"kind": kind, "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN}, "prefix_caching": False,
-        "engine_options": {"mem_fraction_static": 0.8, "attention_backend": "fa3", "sampling_backend": "pytorch"},
-        "protocol": {"idle_s": 0, "engine_ready_timeout_s": 150},
+        "engine_options": {"mem_fraction_static": 0.8, "attention_backend": "fa3", "sampling_backend": "pytorch",
+                           # 0.5.17 captures 58 prefill graph sizes up to 8192 tokens by default: >150 s at start
+                           "disable_prefill_cuda_graph": True,
+                           # the deep_gemm stand-in must not pass for the real library (config/h200-sglang.yaml)
+                           "env": {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}},
+        "protocol": {"idle_s": 0, "engine_ready_timeout_s": 300},
         "scheme": {"method": "draft_model", "k": K, "synthetic": synthetic, "name": "standalone_k5",
                    "drafter": None, "options": {}},
         "acceptance_rates": [1.0, 1.0, 0.0, 0.0, 0.0] if synthetic else None,  # minvar 3.0, k=5
@@ -66,7 +70,19 @@ def delta_json(d: CounterDelta) -> dict:
             "realized_L": (1.0 + acc / drafts) if drafts else None}
 
 
+def _exit_on_sigterm() -> None:
+    """`timeout` sends SIGTERM: unwind through the finally blocks so that the engine is stopped
+    (a first H200 run left an SGLang engine holding 90 GiB after `timeout` killed this script)."""
+    import signal
+
+    def handler(signum, frame):  # noqa: ANN001
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _exit_on_sigterm()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--skip-server", action="store_true")

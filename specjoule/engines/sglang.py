@@ -137,6 +137,7 @@ def engine_kwargs(spec: dict) -> dict[str, Any]:
     """
     target = spec["target"]
     options = dict(spec.get("engine_options") or {})
+    options.pop("env", None)  # environment variables, not arguments (engine_env)
     batch = int(spec["batch_size"])
     kw: dict[str, Any] = {
         "model_path": _model_path(target["model"]),
@@ -252,6 +253,9 @@ def engine_env(spec: dict | None = None, base: dict[str, str] | None = None) -> 
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("DO_NOT_TRACK", "1")
     if spec is not None:
+        # engine_options.sglang.env: settings that exist only as variables (e.g. SGLANG_ENABLE_JIT_DEEPGEMM)
+        for key, value in ((spec.get("engine_options") or {}).get("env") or {}).items():
+            env[str(key)] = str(value)
         for key in SIMULATE_ENV:
             env.pop(key, None)
         if spec["scheme"]["method"] != "baseline" and spec["scheme"].get("synthetic"):
@@ -540,7 +544,7 @@ def request_result(meta: dict, output_len: int) -> RequestResult:
 
 
 def _sampling_params(output_len: int) -> dict[str, Any]:
-    return {"max_new_tokens": int(output_len), "min_new_tokens": int(output_len), "ignore_eos": True,
+    return {"max_new_tokens": int(output_len), "ignore_eos": True,
             "temperature": 0.0}
 
 
@@ -1107,9 +1111,21 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "probe":
         print(json.dumps(probe(), default=str))
         return 0
-    print("usage: python -m specjoule.engines.sglang worker FD | probe", file=sys.stderr)
+    if argv and argv[0] == "pickle-check":
+        # What the worker sends the cell process, as the worker pickles it (tests/test_sglang_adapter.py)
+        import base64
+        import pickle
+
+        snap = MetaSnapshot(t_monotonic=0.0, counters={}, finished={}, accepted_per_pos=[], histograms={}, gauges={})
+        print(base64.b64encode(pickle.dumps(snap)).decode())
+        return 0
+    print("usage: python -m specjoule.engines.sglang worker FD | probe | pickle-check", file=sys.stderr)
     return 2
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # Run as the imported module, not as __main__: what the worker pickles (MetaSnapshot) must name a
+    # module the cell process can import. On the H200, `__main__.MetaSnapshot` failed to unpickle there.
+    from specjoule.engines import sglang as _module
+
+    sys.exit(_module.main(sys.argv[1:]))

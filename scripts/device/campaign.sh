@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Run campaign families of one config on the device machine, one Snakemake invocation per target, in order.
+#   bash scripts/device/campaign.sh CONFIG TARGET [TARGET ...]
+# Each TARGET is usually a family's last closing-baseline record: Snakemake builds the chain before it. One
+# invocation per family keeps a family's engine groups back to back (its baselines bracket only its own points).
+# A failed family does not stop the next (its records so far stay; --rerun-incomplete resumes it later).
+set -uo pipefail
+config="${1:?CONFIG}"; shift
+# shellcheck disable=SC1091
+source /tmp/site/specjoule-env.sh
+export SPECJOULE_SGLANG_PYTHONPATH="${SPECJOULE_SGLANG_PYTHONPATH:-/tmp/site-sglang}" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+rc=0
+for target in "$@"; do
+  echo "campaign: $(date -u +%FT%TZ) start $target"
+  python3 -m snakemake "$target" --cores 4 --resources gpu=1 --nolock --rerun-incomplete --keep-going \
+    --configfile "$config" || rc=$?
+  echo "campaign: $(date -u +%FT%TZ) end $target rc=$rc"
+done
+nvidia-smi --query-gpu=name,temperature.gpu,power.draw,memory.used --format=csv || true
+exit $rc
