@@ -159,7 +159,7 @@ def measured(inp: ReportInputs) -> list[tuple[str, str]]:
         rows.append(("workload", _workload_line(name, wl)))
     p = c.get("protocol", {})
     rows.append(("protocol", f"opening baseline → points in an order shuffled under seed {p.get('run_order_seed')} "
-                 f"(salted per campaign) → {'closing baseline' if p.get('closing_baseline') else 'no closing baseline'}; "
+                 f"({'salted per campaign family, one engine start per engine group' if p.get('share_engines') else 'salted per campaign'}) → {'closing baseline' if p.get('closing_baseline') else 'no closing baseline'}; "
                  f"idle power sampled {p.get('idle_s', 0):g} s before each engine start; prefix caching "
                  f"{'on' if c.get('prefix_caching') else 'off'}"))
     if r.height and "window_s" in r.columns and r["window_s"].drop_nulls().len():
