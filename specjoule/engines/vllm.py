@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from specjoule.engines import proc
+from specjoule.engines.worker import WorkerProcessEngine
 from specjoule.engines.base import (BatchResult, CounterSnapshot, Engine, EngineError, EngineUnsupported,
                                     Histogram, RequestResult)
 
@@ -521,142 +522,38 @@ def snapshot_from_prometheus(text: str) -> CounterSnapshot:
 # -- offline engine (parent side) --------------------------------------------------------------
 
 
-class VllmOfflineEngine(Engine):
+class VllmOfflineEngine(WorkerProcessEngine):
     """``vllm.LLM`` in a worker process that leads its own process group."""
 
-    kind = "offline"
+    label = "vLLM"
+    worker_module = "specjoule.engines.vllm"
+    teardown_grace_s = TEARDOWN_GRACE_S
 
     def __init__(self, spec: dict, log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
                  worker_cmd: list[str] | None = None) -> None:
-        self.spec = spec
-        self.log_file = str(log_file) if log_file else None
-        self.ready_timeout_s = ready_timeout_s
-        self.worker_cmd = worker_cmd
-        self.kwargs = engine_kwargs(spec)
-        self.proc: subprocess.Popen | None = None
-        self.pgid: int | None = None
-        self.conn = None
-        self._info: dict[str, Any] = {}
+        super().__init__(spec, log_file, ready_timeout_s, worker_cmd, engine_kwargs(spec))
         self._latency_source = "request_metrics"
-        self._lock = threading.Lock()
-        self.watch: proc.GroupWatch | None = None
 
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
+    def worker_env(self) -> dict[str, str]:
+        return engine_env(self.spec)
 
-    def start(self) -> float:
-        import multiprocessing
-
-        parent_conn, child_conn = multiprocessing.Pipe(duplex=True)
-        fd = child_conn.fileno()
-        cmd = (self.worker_cmd or [sys.executable, "-m", "specjoule.engines.vllm", "worker"]) + [str(fd)]
-        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
-        t0 = time.monotonic()
-        try:
-            self.proc = subprocess.Popen(cmd, pass_fds=(fd,), start_new_session=True, stdin=subprocess.DEVNULL,
-                                         stdout=out, stderr=subprocess.STDOUT, env=engine_env(self.spec), cwd=os.getcwd())
-        finally:
-            child_conn.close()
-            if out is not subprocess.DEVNULL:
-                out.close()
-        self.pgid = self.proc.pid  # session leader: pgid == pid
-        self.conn = parent_conn
+    def log_started(self) -> None:
         log.info("engine: vLLM offline worker pid %d (own process group) starting: %s", self.proc.pid,
                  json.dumps({k: v for k, v in self.kwargs.items()}, default=str))
-        self._send(("init", {"kwargs": self.kwargs, "spec": self.spec}))
-        msg = self._recv(self.ready_timeout_s, "engine start")
-        self._info = msg[1]
-        self.watch = proc.GroupWatch(self.pgid)
-        log.info("engine: watching %s", sorted(self.watch.essential.values()))
-        return time.monotonic() - t0
-
-    def _send(self, msg: tuple) -> None:
-        try:
-            self.conn.send(msg)
-        except (OSError, EOFError, BrokenPipeError) as exc:
-            raise EngineError(self._died_message("sending a command")) from exc
-
-    def _died_message(self, doing: str) -> str:
-        rc = self.proc.poll() if self.proc else None
-        return (f"vLLM engine process {'exited with code ' + str(rc) if rc is not None else 'stopped answering'} "
-                f"while {doing}; last log lines:\n{proc.tail(self.log_file)}")
-
-    def _recv(self, timeout_s: float, doing: str) -> tuple:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise EngineError(f"vLLM engine did not answer within {timeout_s:.0f} s while {doing}")
-            try:
-                ready = self.conn.poll(min(0.5, remaining))
-            except (OSError, EOFError) as exc:
-                raise EngineError(self._died_message(doing)) from exc
-            if ready:
-                try:
-                    msg = self.conn.recv()
-                except (OSError, EOFError) as exc:
-                    raise EngineError(self._died_message(doing)) from exc
-                if msg[0] == "error":
-                    cls = EngineUnsupported if msg[2] == "unsupported" else EngineError
-                    raise cls(f"{msg[1]}" + ("" if msg[2] == "unsupported" else f"\n{msg[2]}"))
-                return msg
-            if self.proc.poll() is not None:
-                raise EngineError(self._died_message(doing))
-            dead = self.watch.dead() if self.watch is not None else []
-            if dead:
-                raise EngineError(f"vLLM engine process died while {doing}: {', '.join(dead)}; "
-                                  f"last log lines:\n{proc.tail(self.log_file)}")
 
     def generate_batch(self, prompts: list[list[int]], output_len: int, timeout_s: float) -> BatchResult:
-        with self._lock:
-            self._send(("generate", prompts, int(output_len)))
-            msg = self._recv(timeout_s, f"generating a batch of {len(prompts)}")
+        msg = self._request(("generate", prompts, int(output_len)), timeout_s, f"generating a batch of {len(prompts)}")
         result: BatchResult = msg[1]
         if any(r.ttft_s is None for r in result.requests):
             self._latency_source = "engine_histogram"  # this vLLM gives no per-request metrics
         return result
 
     def snapshot(self) -> CounterSnapshot:
-        with self._lock:
-            self._send(("snapshot",))
-            return self._recv(60.0, "reading metrics")[1]
+        return self._request(("snapshot",), 60.0, "reading metrics")[1]
 
     @property
     def latency_source(self) -> str:
         return self._latency_source
-
-    def info(self) -> dict[str, Any]:
-        return dict(self._info)
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        broken = self.watch is not None and bool(self.watch.dead())
-        if self.proc.poll() is None and self.conn is not None and not broken:
-            try:  # polite first: vLLM frees the device and its shared memory itself
-                self.conn.send(("stop",))
-                self.proc.wait(timeout=TEARDOWN_GRACE_S)
-            except Exception:
-                pass
-        survivors = proc.kill_group(self.pgid, grace_s=3.0)
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
-        if survivors:
-            log.error("engine: process group %d survived SIGKILL: %s", self.pgid, survivors)
-        else:
-            log.info("engine: stopped (process group %d empty)", self.pgid)
-        self.proc = None
-
-    def kill_now(self) -> None:
-        """Signal path: no politeness, the cell is being cancelled."""
-        if self.pgid is not None:
-            proc.kill_group(self.pgid, grace_s=2.0)
 
 
 # -- offline engine (worker side) --------------------------------------------------------------

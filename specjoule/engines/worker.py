@@ -1,0 +1,160 @@
+"""An engine in a worker process that leads its own process group, commanded over a pipe (ADR 0010).
+
+Both offline adapters (``vllm.LLM``, ``sglang.Engine``) run this way: the cell process never imports the engine
+or torch; it launches ``python -m <adapter module> worker FD``, sends tuples (``init``, ``generate``,
+``snapshot``, ``stop``) and receives tuples back (``("error", message, traceback | "unsupported")`` on failure).
+What differs per engine — the worker module, its arguments and environment, which processes must stay alive —
+is in the subclasses; launching, waiting with death detection, and teardown are here, once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from specjoule.engines import proc
+from specjoule.engines.base import Engine, EngineError, EngineUnsupported
+
+log = logging.getLogger("specjoule.engine")
+
+
+class WorkerProcessEngine(Engine):
+    kind = "offline"
+    label = "engine"  # "vLLM", "SGLang": how errors and log lines name it
+    worker_module = ""  # python -m <worker_module> worker FD
+    teardown_grace_s = 10.0
+
+    def __init__(self, spec: dict, log_file: str | os.PathLike | None, ready_timeout_s: float,
+                 worker_cmd: list[str] | None, kwargs: dict[str, Any]) -> None:
+        self.spec = spec
+        self.log_file = str(log_file) if log_file else None
+        self.ready_timeout_s = ready_timeout_s
+        self.worker_cmd = worker_cmd
+        self.kwargs = kwargs
+        self.proc: subprocess.Popen | None = None
+        self.pgid: int | None = None
+        self.conn = None
+        self._info: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.watch: proc.GroupWatch | None = None
+
+    # -- what subclasses decide ------------------------------------------------------------------
+
+    def worker_env(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def make_watch(self, pgid: int) -> proc.GroupWatch:
+        return proc.GroupWatch(pgid)
+
+    def log_started(self) -> None:
+        """One line in the cell log once the worker is launched (pid, arguments)."""
+
+    # -- shared ------------------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> float:
+        import multiprocessing
+
+        parent_conn, child_conn = multiprocessing.Pipe(duplex=True)
+        fd = child_conn.fileno()
+        cmd = (self.worker_cmd or [sys.executable, "-m", self.worker_module, "worker"]) + [str(fd)]
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
+        t0 = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(cmd, pass_fds=(fd,), start_new_session=True, stdin=subprocess.DEVNULL,
+                                         stdout=out, stderr=subprocess.STDOUT, env=self.worker_env(), cwd=os.getcwd())
+        finally:
+            child_conn.close()
+            if out is not subprocess.DEVNULL:
+                out.close()
+        self.pgid = self.proc.pid  # session leader: pgid == pid
+        self.conn = parent_conn
+        self.log_started()
+        self._send(("init", {"kwargs": self.kwargs, "spec": self.spec}))
+        msg = self._recv(self.ready_timeout_s, "engine start")
+        self._info = msg[1]
+        self.watch = self.make_watch(self.pgid)
+        log.info("engine: watching %s", sorted(self.watch.essential.values()))
+        return time.monotonic() - t0
+
+    def _send(self, msg: tuple) -> None:
+        try:
+            self.conn.send(msg)
+        except (OSError, EOFError, BrokenPipeError) as exc:
+            raise EngineError(self._died_message("sending a command")) from exc
+
+    def _died_message(self, doing: str) -> str:
+        rc = self.proc.poll() if self.proc else None
+        return (f"{self.label} engine process {'exited with code ' + str(rc) if rc is not None else 'stopped answering'} "
+                f"while {doing}; last log lines:\n{proc.tail(self.log_file)}")
+
+    def _recv(self, timeout_s: float, doing: str) -> tuple:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise EngineError(f"{self.label} engine did not answer within {timeout_s:.0f} s while {doing}")
+            try:
+                ready = self.conn.poll(min(0.5, remaining))
+            except (OSError, EOFError) as exc:
+                raise EngineError(self._died_message(doing)) from exc
+            if ready:
+                try:
+                    msg = self.conn.recv()
+                except (OSError, EOFError) as exc:
+                    raise EngineError(self._died_message(doing)) from exc
+                if msg[0] == "error":
+                    cls = EngineUnsupported if msg[2] == "unsupported" else EngineError
+                    raise cls(f"{msg[1]}" + ("" if msg[2] == "unsupported" else f"\n{msg[2]}"))
+                return msg
+            if self.proc.poll() is not None:
+                raise EngineError(self._died_message(doing))
+            dead = self.watch.dead() if self.watch is not None else []
+            if dead:
+                raise EngineError(f"{self.label} engine process died while {doing}: {', '.join(dead)}; "
+                                  f"last log lines:\n{proc.tail(self.log_file)}")
+
+    def _request(self, msg: tuple, timeout_s: float, doing: str) -> tuple:
+        with self._lock:
+            self._send(msg)
+            return self._recv(timeout_s, doing)
+
+    def info(self) -> dict[str, Any]:
+        return dict(self._info)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        broken = self.watch is not None and bool(self.watch.dead())
+        if self.proc.poll() is None and self.conn is not None and not broken:
+            try:  # polite first: the engine frees the device and its shared memory itself
+                self.conn.send(("stop",))
+                self.proc.wait(timeout=self.teardown_grace_s)
+            except Exception:  # noqa: BLE001 - the group is killed next anyway
+                pass
+        survivors = proc.kill_group(self.pgid, grace_s=3.0)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        if survivors:
+            log.error("engine: process group %d survived SIGKILL: %s", self.pgid, survivors)
+        else:
+            log.info("engine: stopped (process group %d empty)", self.pgid)
+        self.proc = None
+
+    def kill_now(self) -> None:
+        """Signal path: no politeness, the cell is being cancelled."""
+        if self.pgid is not None:
+            proc.kill_group(self.pgid, grace_s=2.0)
