@@ -26,3 +26,14 @@ def demo_run(tmp_path_factory) -> Path:
     if proc.returncode != 0:
         pytest.fail(f"demo pipeline failed (exit {proc.returncode}):\n{proc.stderr[-6000:]}")
     return work
+
+
+@pytest.fixture()
+def workflow(tmp_path):
+    """A copy of the workflow to plan and run in (tests/snakemake_api.py), and an empty working directory."""
+    from snakemake_api import copy_workflow
+
+    snakefile = copy_workflow(tmp_path / "wf")
+    work = tmp_path / "work"
+    work.mkdir()
+    return snakefile, work

@@ -82,3 +82,11 @@ def materialize(workdir: Path, configfile: Path, snakefile: Path) -> None:
         else:
             path.touch()
     plan(workdir, configfile, snakefile=snakefile, pseudo_executor="touch", forceall=True)
+
+
+def write_config(path: Path, data: dict) -> Path:
+    """A config dict as YAML, keys in the given order."""
+    import yaml
+
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

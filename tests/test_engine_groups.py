@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
-from snakemake_api import REPO, copy_workflow, materialize, plan
+from snakemake_api import REPO, materialize, plan, write_config
 from specjoule import cells, config, records
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -26,11 +26,6 @@ def shared_raw(batch_sizes=(2, 4), share: bool = True) -> dict:
     raw["workloads"]["closed"]["min_window_s"] = 1
     raw["protocol"]["share_engines"] = share
     return raw
-
-
-def write(path: Path, raw: dict) -> Path:
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
 
 
 def group_jobs(counts) -> int:
@@ -127,20 +122,12 @@ def test_share_engines_must_be_a_boolean():
 
 def test_sharing_with_prefix_caching_is_refused_at_parse_time(tmp_path):
     with pytest.raises(Exception) as info:
-        plan(tmp_path, write(tmp_path / "bad.yaml", shared_raw() | {"prefix_caching": True}))
+        plan(tmp_path, write_config(tmp_path / "bad.yaml", shared_raw() | {"prefix_caching": True}))
     assert "share_engines = true with prefix_caching = true" in str(info.value)
 
 
-@pytest.fixture()
-def workflow(tmp_path):
-    snakefile = copy_workflow(tmp_path / "wf")
-    work = tmp_path / "work"
-    work.mkdir()
-    return snakefile, work
-
-
 def test_dry_run_has_one_job_per_group_chained_in_order(tmp_path):
-    cfg = write(tmp_path / "share.yaml", shared_raw())
+    cfg = write_config(tmp_path / "share.yaml", shared_raw())
     table = cells.build(config.load(cfg))
     groups = list(table.engine_groups().values())
     jobs = {name: (inp, out, cmd, grp, rt) for name, inp, out, cmd, grp, rt in dag_of(tmp_path, cfg)}
@@ -160,13 +147,13 @@ def test_dry_run_has_one_job_per_group_chained_in_order(tmp_path):
         assert grp == "campaign"
         assert runtime == max(5, int(table.group_estimated_s(g) / 60 * 1.5 + 5))
         previous = records_out
-    off = plan(tmp_path / "off", write(tmp_path / "off.yaml", shared_raw(share=False)))
+    off = plan(tmp_path / "off", write_config(tmp_path / "off.yaml", shared_raw(share=False)))
     assert off["run_cell"] == 8 and group_jobs(off) == 0
 
 
 def test_profile_settings_for_run_cell_apply_to_group_jobs(tmp_path):
     # The SLURM profile sets GPU model, memory and CPUs under `set-resources: run_cell:`.
-    cfg = write(tmp_path / "share.yaml", shared_raw())
+    cfg = write_config(tmp_path / "share.yaml", shared_raw())
     out = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "-n", "--cores", "2",
                           "--configfile", str(cfg), "--set-resources", "run_cell:mem_mb=1234", "run_cell:gpu_model=h200",
                           "--set-threads", "run_cell=2"], capture_output=True, text=True, check=True)
@@ -180,12 +167,12 @@ def test_profile_settings_for_run_cell_apply_to_group_jobs(tmp_path):
 
 def test_incremental_a_new_batch_size_plans_only_its_cells(workflow, tmp_path):
     snakefile, work = workflow
-    cfg = write(tmp_path / "share.yaml", shared_raw())
+    cfg = write_config(tmp_path / "share.yaml", shared_raw())
     materialize(work, cfg, snakefile)  # stamps are outputs too: the touch run leaves them all
     assert group_jobs(plan(work, cfg, snakefile=snakefile)) == 0
 
     grown_raw = shared_raw(batch_sizes=(2, 4, 8))
-    grown = write(tmp_path / "grown.yaml", grown_raw)
+    grown = write_config(tmp_path / "grown.yaml", grown_raw)
     new = {c.record_path for c in cells.build(config.validate(grown_raw))} - \
           {c.record_path for c in cells.build(config.load(cfg))}
     counts = plan(work, grown, snakefile=snakefile)
@@ -197,7 +184,7 @@ def test_incremental_a_new_batch_size_plans_only_its_cells(workflow, tmp_path):
     more["batch_sizes"] = [2, 4]
     more["schemes"]["ngram5"] = {"method": "ngram", "k": 5}
     table = cells.build(config.validate(more))
-    planned = record_outputs(plan(work, write(tmp_path / "more.yaml", more), snakefile=snakefile))
+    planned = record_outputs(plan(work, write_config(tmp_path / "more.yaml", more), snakefile=snakefile))
     for members in table.campaigns.values():
         first = next(i for i, c in enumerate(members) if c.scheme == "ngram5")
         assert {c.record_path for c in members[first:]} <= planned
@@ -207,14 +194,14 @@ def test_incremental_a_new_batch_size_plans_only_its_cells(workflow, tmp_path):
 def test_version_bump_and_a_stale_stamp_replan(workflow, tmp_path):
     snakefile, work = workflow
     raw = shared_raw()
-    cfg = write(tmp_path / "share.yaml", raw)
+    cfg = write_config(tmp_path / "share.yaml", raw)
     materialize(work, cfg, snakefile)
-    bumped = write(tmp_path / "bumped.yaml", {**raw, "version": raw.get("version", 1) + 1})
+    bumped = write_config(tmp_path / "bumped.yaml", {**raw, "version": raw.get("version", 1) + 1})
     assert len(record_outputs(plan(work, bumped, snakefile=snakefile))) == 8
     # A changed measured parameter keeps the path but not the id: the old stamp no longer matches.
     changed = copy.deepcopy(raw)
     changed["workloads"]["closed"]["output_len"] = 16
-    assert len(record_outputs(plan(work, write(tmp_path / "changed.yaml", changed), snakefile=snakefile))) == 8
+    assert len(record_outputs(plan(work, write_config(tmp_path / "changed.yaml", changed), snakefile=snakefile))) == 8
 
 
 def _fake_record(work: Path, cell: cells.Cell, version: int) -> None:
@@ -236,7 +223,7 @@ def test_switching_sharing_on_keeps_records_measured_without_it(workflow, tmp_pa
         (work / c.timeline_path).touch()
     # One record holds another id (a parameter changed since it was measured): its campaign re-plans from it.
     pl.DataFrame({"cell_id": ["000000000000"], "version_param": [version]}).write_parquet(work / stale.record_path)
-    planned = record_outputs(plan(work, write(tmp_path / "share.yaml", raw), snakefile=snakefile))
+    planned = record_outputs(plan(work, write_config(tmp_path / "share.yaml", raw), snakefile=snakefile))
     campaign = table.campaigns[stale.campaign_id]
     assert planned == {c.record_path for c in campaign[stale.run_order_index:]}
     # The verified records got a stamp, so the next planning run does not read them again.
@@ -253,7 +240,7 @@ def test_shared_engine_run_end_to_end(tmp_path):
     """baseline + ngram k=3 at B ∈ {2, 4}: 6 cells on 3 engine starts, through Snakemake for real."""
     raw = shared_raw()
     del raw["schemes"]["draft"]
-    cfg = write(tmp_path / "share.yaml", raw)
+    cfg = write_config(tmp_path / "share.yaml", raw)
     work = tmp_path / "work"
     cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(work), "--cores", "2", "--resources", "gpu=1",
            "--configfile", str(cfg)]

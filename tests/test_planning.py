@@ -1,26 +1,12 @@
 """Dry runs through Snakemake's Python API: planning, campaigns, incrementality, parse-time errors."""
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
 
-from snakemake_api import REPO, copy_workflow, materialize, plan
+from snakemake_api import REPO, materialize, plan, write_config
 from specjoule import cells, config
-
-
-@pytest.fixture()
-def workflow(tmp_path):
-    snakefile = copy_workflow(tmp_path / "wf")
-    work = tmp_path / "work"
-    work.mkdir()
-    return snakefile, work
-
-
-def write_config(path: Path, data: dict) -> Path:
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
 
 
 def demo_raw() -> dict:
