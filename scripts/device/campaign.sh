@@ -9,6 +9,9 @@ config="${1:?CONFIG}"; shift
 # shellcheck disable=SC1091
 source /tmp/site/specjoule-env.sh
 export SPECJOULE_SGLANG_PYTHONPATH="${SPECJOULE_SGLANG_PYTHONPATH:-/tmp/site-sglang}" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+# No .git travels to the device: name the commit here (SPECJOULE_GIT_COMMIT=<sha> bash …) or records say "unknown".
+[ -n "${SPECJOULE_GIT_COMMIT:-}" ] || git rev-parse HEAD >/dev/null 2>&1 \
+  || echo "campaign: WARNING no git checkout and no SPECJOULE_GIT_COMMIT: records will say git_commit unknown" >&2
 rc=0
 for target in "$@"; do
   echo "campaign: $(date -u +%FT%TZ) start $target"

@@ -1,0 +1,20 @@
+"""specjoule.env.git_commit: every record names the pipeline commit that measured it."""
+
+from __future__ import annotations
+
+import re
+
+from specjoule import env
+
+
+def test_commit_from_the_checkout(monkeypatch):
+    monkeypatch.setenv("SPECJOULE_GIT_COMMIT", "not-this")
+    assert re.fullmatch(r"[0-9a-f]{40}", env.git_commit())  # a real checkout wins over the variable
+
+
+def test_commit_of_a_copied_tree_comes_from_the_variable(tmp_path, monkeypatch):
+    # a working tree copied without .git, as the device tool and scripts/device/background.sh make
+    monkeypatch.delenv("SPECJOULE_GIT_COMMIT", raising=False)
+    assert env.git_commit(tmp_path) == "unknown"
+    monkeypatch.setenv("SPECJOULE_GIT_COMMIT", "0700e9c")
+    assert env.git_commit(tmp_path) == "0700e9c"
