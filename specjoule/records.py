@@ -122,7 +122,8 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("tpot_mean_s", _f64, "time between tokens"),
     ("tpot_p50_s", _f64, ""),
     ("tpot_p99_s", _f64, ""),
-    ("latency_source", _str, "request_metrics (engine, per request) | client_stream (HTTP client, per request) | engine_histogram (bucketed)"),
+    ("latency_source", _str, "request_metrics (vLLM, per request) | request_timestamps (SGLang meta_info stamps, "
+                             "per request) | client_stream (HTTP client, per request) | engine_histogram (bucketed)"),
     # derived on the spot
     ("mj_per_committed_token", _f64, "null when energy is not measured"),
     ("realized_L", _f64, "1 + accepted / drafts"),

@@ -264,6 +264,23 @@ def test_generate_meta_info_realizes_configured_length():
     assert r.ok and r.tpot_s is not None and r.tpot_s > 0
 
 
+def test_latency_from_meta_info_timestamps_not_decode_throughput():
+    """The captured /generate meta_info (L = 3, 64 tokens) has decode_throughput ≈ 2.6e7 tokens/s: SGLang
+    dated the first token at the first output batch, which a non-streamed request got only at the end.
+    TTFT and TPOT must come from the received / prefill-finished / finished stamps instead."""
+    m = json.loads(fixture("server_generate.json").read_text())["meta_info"]
+    assert m["decode_throughput"] > 1e6  # the trap is in the recorded data
+    r = sg.request_result(m, 64)
+    ttft = m["prefill_finished_time"] - m["request_received_ts"]
+    tpot = (m["request_finished_ts"] - m["prefill_finished_time"]) / 63
+    assert r.ttft_s == pytest.approx(ttft) and 0.01 < r.ttft_s < 0.5
+    assert r.tpot_s == pytest.approx(tpot) and 1e-3 < r.tpot_s < 0.05  # 9.3 ms; the smoke's stream read 9.7 ms
+    # without the stamps: e2e / completion, prefill included, and no TTFT
+    bare = {k: v for k, v in m.items() if k not in ("prefill_finished_time",)}
+    r2 = sg.request_result(bare, 64)
+    assert r2.ttft_s is None and r2.tpot_s == pytest.approx(m["e2e_latency"] / 64)
+
+
 def test_offline_info_fixture_has_engine_config():
     info = json.loads(fixture("offline_info.json").read_text())
     cfg = info["engine_config"]

@@ -44,6 +44,12 @@ PAIRING_COLUMNS: tuple[str, ...] = (
 
 META_RECORD_VERSION = "specjoule_record_version"
 
+LATENCY_COLUMNS: tuple[str, ...] = ("ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "tpot_mean_s", "tpot_p50_s", "tpot_p99_s")
+# SGLang offline records written before the timestamp fix (ADR 0016): their TTFT/TPOT came from
+# meta_info decode_throughput, which is wrong for non-streamed requests (TPOT ~1e-8 s at L = 6).
+UNTRUSTED_LATENCY = pl.col("engine").eq("sglang") & pl.col("latency_source").eq("request_metrics")
+UNTRUSTED_LATENCY_SOURCE = "request_metrics (nulled: SGLang decode_throughput, ADR 0016)"
+
 RECORD_POLARS_SCHEMA: pl.Schema = pl.from_arrow(records.RECORD_SCHEMA.empty_table()).schema  # type: ignore[union-attr]
 
 
@@ -183,7 +189,20 @@ def aggregate(paths: Sequence[str | Path], cache: str | Path | None = None,
     """
     raw = _read_cached(paths, Path(cache), log) if cache is not None and paths else _read(paths)
     _validate(raw)
+    raw = _null_untrusted_latency(raw, log)
     return pair(raw.lazy()).sort("campaign_id", "run_order_index", "cell_name").collect()
+
+
+def _null_untrusted_latency(raw: pl.DataFrame, log: Callable[[str], None]) -> pl.DataFrame:
+    """Known-wrong latency is shown as missing, never as a number; latency_source says why."""
+    bad = raw.select(UNTRUSTED_LATENCY.fill_null(False).sum()).item()
+    if not bad:
+        return raw
+    log(f"{bad} SGLang record(s) with latency_source request_metrics: TTFT/TPOT nulled (ADR 0016)")
+    mask = UNTRUSTED_LATENCY.fill_null(False)
+    return raw.with_columns(
+        *(pl.when(mask).then(None).otherwise(pl.col(c)).alias(c) for c in LATENCY_COLUMNS),
+        pl.when(mask).then(pl.lit(UNTRUSTED_LATENCY_SOURCE)).otherwise(pl.col("latency_source")).alias("latency_source"))
 
 
 def write(df: pl.DataFrame, path: str | Path, config_hash: str) -> None:

@@ -202,7 +202,7 @@ class Engine(abc.ABC):
     @property
     @abc.abstractmethod
     def latency_source(self) -> str:
-        """Where TTFT/TPOT come from: request_metrics | engine_histogram."""
+        """Where TTFT/TPOT come from: request_metrics | request_timestamps | client_stream | engine_histogram."""
 
     def __enter__(self) -> "Engine":
         return self

@@ -59,23 +59,24 @@ import time
 import traceback
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specjoule.engines import proc
+from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine
 from specjoule.engines.worker import WorkerProcessEngine
-from specjoule.engines.base import (BatchResult, CounterDelta, CounterSnapshot, Engine, EngineError,
+from specjoule.engines.base import (BatchResult, CounterDelta, CounterSnapshot, EngineError,
                                     EngineUnsupported, Histogram, RequestResult)
 from specjoule.engines.vllm import _model_path
 
 log = logging.getLogger("specjoule.engine")
 
+# Offline TTFT/TPOT from meta_info timestamps (request_result). Records before 2026-12-01 say
+# "request_metrics" for SGLang: their latency came from decode_throughput and is wrong (aggregate nulls it).
+LATENCY_SOURCE_OFFLINE = "request_timestamps"
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TEARDOWN_GRACE_S = 10.0
-RUNNING_SAMPLE_S = 0.2
 
 # scheme method → SGLang --speculative-algorithm (0.5.17 builtins: EAGLE, EAGLE3, NEXTN, STANDALONE,
 # NGRAM, DFLASH, DSPARK; server_args.py "speculative_algorithm" help text)
@@ -150,7 +151,7 @@ def engine_kwargs(spec: dict) -> dict[str, Any]:
         "random_seed": int(spec["seed"]),
         # Repeated prompts would turn prefill into cache hits (ARCHITECTURE.md: measure with it off).
         "disable_radix_cache": not bool(spec.get("prefix_caching", False)),
-        # Per-request time stats in meta_info (decode_throughput) and /metrics on a server.
+        # Per-request timestamps in meta_info (request_result) and /metrics on a server.
         "enable_metrics": True,
     }
     if target.get("tokenizer"):
@@ -521,21 +522,24 @@ class MetaCounters:
 
 
 def request_result(meta: dict, output_len: int) -> RequestResult:
-    """Latency per request from meta_info (latency_source ``request_metrics``):
+    """Latency per request from meta_info timestamps (latency_source ``request_timestamps``, ADR 0016):
 
-    with ``--enable-metrics`` meta_info has ``decode_throughput`` = (completion − 1) / (finished −
-    first token) and ``e2e_latency`` = finished − received, so TPOT = 1 / decode_throughput and TTFT =
-    e2e − (completion − 1) / decode_throughput. Without decode_throughput: TPOT = e2e / completion
-    (prefill included: an overestimate), TTFT unknown (null)."""
+    TTFT = ``prefill_finished_time`` − ``request_received_ts`` and TPOT = (``request_finished_ts`` −
+    ``prefill_finished_time``) / (completion − 1), all realtime seconds (``--enable-metrics``). Never
+    ``decode_throughput``: SGLang dates the first token when the tokenizer manager gets its first *output
+    batch*, and a non-streamed request sends one only every SGLANG_FORCE_STREAM_INTERVAL (50) tokens or at
+    the end; at L = 6 the output length never hits a multiple of 50, so on the H200 (0.5.17) it read TPOT
+    ≈ 1e-8 s, and at L ≤ 3 it ran 20-40 % low. Without the timestamps: TPOT = e2e / completion (prefill
+    included: an overestimate), TTFT unknown (null)."""
     c = int(meta.get("completion_tokens") or 0)
     reason = finish_type(meta.get("finish_reason"))
     e2e = meta.get("e2e_latency")
-    dt = meta.get("decode_throughput")
+    received, prefilled, finished = (meta.get(k) for k in ("request_received_ts", "prefill_finished_time",
+                                                            "request_finished_ts"))
     ttft = tpot = None
-    if dt and c > 1:
-        tpot = 1.0 / float(dt)
-        if e2e is not None:
-            ttft = max(0.0, float(e2e) - (c - 1) / float(dt))
+    if received and prefilled and finished and c > 1 and finished > prefilled >= received:
+        ttft = float(prefilled) - float(received)
+        tpot = (float(finished) - float(prefilled)) / (c - 1)
     elif e2e is not None and c > 0:
         tpot = float(e2e) / c
     ok = reason in ("length", "stop") and c == output_len
@@ -663,7 +667,7 @@ class SglangOfflineEngine(WorkerProcessEngine):
 
     @property
     def latency_source(self) -> str:
-        return "request_metrics"
+        return LATENCY_SOURCE_OFFLINE
 
 
 # -- offline engine (worker side) ----------------------------------------------------------------
@@ -768,31 +772,19 @@ def _probe_subprocess(env: dict[str, str], timeout_s: float = 300.0) -> dict[str
     return json.loads(line)
 
 
-class SglangServerEngine(Engine):
-    """``python -m sglang.launch_server`` on 127.0.0.1, in its own process group.
+class SglangServerEngine(ServerProcessEngine):
+    """``python -m sglang.launch_server`` on 127.0.0.1, in its own process group (``server.ServerProcessEngine``)."""
 
-    ``command`` replaces the server command line (templated with {host} and {port}) — for fault
-    injectors; ``url`` attaches to a running shared server instead of launching one."""
-
-    kind = "server"
+    label = "SGLang"
+    group_watch = SglangGroupWatch
 
     def __init__(self, spec: dict, log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
                  command: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None,
                  url: str | None = None) -> None:
-        self.spec = spec
-        self.log_file = str(log_file) if log_file else None
-        self.ready_timeout_s = ready_timeout_s
-        self.command = command
-        self.host = host
-        self.port = port
-        self.url = url
+        super().__init__(spec, log_file, ready_timeout_s, command, host, port, url)
         self.k = _spec_k(spec)
         self.kwargs = engine_kwargs(spec)
         self.env = engine_env(spec)
-        self.proc: subprocess.Popen | None = None
-        self.pgid: int | None = None
-        self._info: dict[str, Any] = {}
-        self.watch: proc.GroupWatch | None = None
         # Σ (scheduler's accepted − committed accepted) over finished requests, from their final meta_info
         # (snapshot_from_prometheus ``truncated``). Requests finishing right at a window edge may land in
         # /metrics and here on different sides of it: at most k tokens each, open loop only.
@@ -805,12 +797,10 @@ class SglangServerEngine(Engine):
             self._wait_ready(t0)
             self._info = self._server_info({})
             return time.monotonic() - t0
-        self.port = self.port or proc.free_port(self.host)
-        self.url = f"http://{self.host}:{self.port}"
+        self._bind()
         probed: dict[str, Any] = {}
-        if self.command:
-            cmd = [c.format(host=self.host, port=self.port) for c in self.command]
-        else:
+        cmd = self._given_command()
+        if cmd is None:
             probed = _probe_subprocess(self.env, timeout_s=min(300.0, self.ready_timeout_s))
             check_supported(self.spec, probed)
             if probed.get("prometheus_client") is False:
@@ -819,38 +809,10 @@ class SglangServerEngine(Engine):
                                         "(SPECJOULE_SGLANG_PYTHONPATH); add prometheus-client to its site")
             kw = adapt_kwargs(self.kwargs, probed.get("fields"), probed.get("engine_version"))
             cmd = server_command(self.spec, self.host, self.port, kw, probed.get("cli_options"))
-        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
-        try:
-            self.proc = subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, env=self.env, cwd=os.getcwd())
-        finally:
-            if out is not subprocess.DEVNULL:
-                out.close()
-        self.pgid = self.proc.pid
-        log.info("engine: SGLang server pid %d (own process group) at %s: %s", self.proc.pid, self.url, " ".join(cmd))
-        self._wait_ready(t0)
+        self._launch(cmd, self.env, t0)
         self._info = self._server_info(probed)
-        self.watch = SglangGroupWatch(self.pgid)
+        self._watch()
         return time.monotonic() - t0
-
-    def _wait_ready(self, t0: float) -> None:
-        deadline = t0 + self.ready_timeout_s
-        while True:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise EngineError(f"SGLang server exited with code {self.proc.returncode} before it was ready; "
-                                  f"last log lines:\n{proc.tail(self.log_file)}")
-            try:
-                # /health answers 503 while the server status is Starting (http_server.py, 0.5.17)
-                with urllib.request.urlopen(self.url + "/health", timeout=2.0) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
-            if time.monotonic() >= deadline:
-                raise EngineError(f"SGLang server at {self.url} did not answer /health within "
-                                  f"{self.ready_timeout_s:.0f} s (engine_ready_timeout_s); last log lines:\n"
-                                  f"{proc.tail(self.log_file)}")
-            time.sleep(0.5)
 
     def server_info_raw(self) -> dict[str, Any]:
         with urllib.request.urlopen(self.url + "/server_info", timeout=30.0) as r:
@@ -871,39 +833,6 @@ class SglangServerEngine(Engine):
                                      "engine_config_source": "server_command"}
         return info
 
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        survivors = proc.kill_group(self.pgid, grace_s=TEARDOWN_GRACE_S)
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        if survivors:
-            log.error("engine: server process group %d survived SIGKILL: %s", self.pgid, survivors)
-        else:
-            log.info("engine: server stopped (process group %d empty)", self.pgid)
-        self.proc = None
-
-    def kill_now(self) -> None:
-        if self.pgid is not None and self.proc is not None:
-            proc.kill_group(self.pgid, grace_s=2.0)
-
-    def info(self) -> dict[str, Any]:
-        return dict(self._info)
-
-    @property
-    def latency_source(self) -> str:
-        return "client_stream"
-
-    def _check_alive(self) -> None:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise EngineError(f"SGLang server exited with code {self.proc.returncode}; last log lines:\n"
-                              f"{proc.tail(self.log_file)}")
-        dead = self.watch.dead() if self.watch is not None else []
-        if dead:
-            raise EngineError(f"SGLang server process died: {', '.join(dead)}; last log lines:\n{proc.tail(self.log_file)}")
-
     def generate_raw(self, prompt: list[int], output_len: int, stream: bool, timeout_s: float = 120.0) -> bytes:
         """One ``/generate`` call, the response body as bytes (smoke script: fixtures)."""
         body = {"input_ids": list(prompt), "sampling_params": _sampling_params(output_len), "stream": stream}
@@ -916,32 +845,19 @@ class SglangServerEngine(Engine):
         """One streamed ``/generate``; TTFT and TPOT measured here, at the client, from the chunks whose
         ``meta_info.completion_tokens`` grew (works whether output_ids stream cumulatively or not)."""
         body = {"input_ids": list(prompt), "sampling_params": _sampling_params(output_len), "stream": True}
-        req = urllib.request.Request(self.url + "/generate", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
         t0 = time.monotonic()
-        deadline = t0 + timeout_s
         first = last = None
         n = 0
         meta: dict = {}
         try:
-            with urllib.request.urlopen(req, timeout=min(timeout_s, 120.0)) as resp:
-                for raw in resp:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"request exceeded {timeout_s:.0f} s")
-                    line = raw.strip()
-                    if not line.startswith(b"data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        break
-                    obj = json.loads(data)
-                    meta = obj.get("meta_info") or meta
-                    c = int(meta.get("completion_tokens") or 0)
-                    if c > n:
-                        now = time.monotonic()
-                        first = first if first is not None else now
-                        last = now
-                        n = c
+            for obj in self._post_stream("/generate", body, timeout_s):
+                meta = obj.get("meta_info") or meta
+                c = int(meta.get("completion_tokens") or 0)
+                if c > n:
+                    now = time.monotonic()
+                    first = first if first is not None else now
+                    last = now
+                    n = c
         except Exception as exc:  # noqa: BLE001 - a failed request is data, not a crash
             return RequestResult(len(prompt), n, finish_type(meta.get("finish_reason")), False,
                                  error=f"{type(exc).__name__}: {exc}")
@@ -960,40 +876,9 @@ class SglangServerEngine(Engine):
         with self._tally:
             self._truncated += int(meta["spec_num_correct_drafts"]) - committed
 
-    def generate_batch(self, prompts: list[list[int]], output_len: int, timeout_s: float) -> BatchResult:
-        self._check_alive()
-        samples: list[float] = []
-        stop = threading.Event()
-
-        def sample() -> None:
-            while not stop.wait(RUNNING_SAMPLE_S):
-                try:
-                    v = self.snapshot().gauges.get("num_requests_running")
-                except EngineError:
-                    return
-                if v:  # a zero while the batch is in flight is the gauge not yet updated
-                    samples.append(v)
-
-        th = threading.Thread(target=sample, daemon=True)
-        t0 = time.monotonic()
-        th.start()
-        pool = ThreadPoolExecutor(max_workers=len(prompts), thread_name_prefix="batch")
-        try:
-            futures = [pool.submit(self.complete, p, output_len, timeout_s) for p in prompts]
-            deadline = t0 + timeout_s
-            while not all(f.done() for f in futures):
-                futures_wait(futures, timeout=0.5)
-                self._check_alive()
-                if time.monotonic() > deadline:
-                    raise EngineError(f"batch of {len(prompts)} did not finish within {timeout_s:.0f} s")
-            results = [f.result() for f in futures]
-        finally:
-            stop.set()
-            th.join()
-            pool.shutdown(wait=False, cancel_futures=True)
-        t1 = time.monotonic()
-        self._check_alive()
-        return BatchResult(results, t0, t1, samples)
+    def _running_sample(self, gauges: dict[str, float]) -> float | None:
+        v = gauges.get("num_requests_running")
+        return v or None  # a zero while the batch is in flight is the gauge not yet updated
 
     def metrics_text(self) -> str:
         with urllib.request.urlopen(self.url + "/metrics", timeout=30.0) as r:

@@ -32,22 +32,19 @@ import traceback
 import typing
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as futures_wait
 from pathlib import Path
 from typing import Any
 
 from specjoule.engines import proc
+from specjoule.engines.server import RUNNING_SAMPLE_S, TEARDOWN_GRACE_S, ServerProcessEngine
 from specjoule.engines.worker import WorkerProcessEngine
-from specjoule.engines.base import (BatchResult, CounterSnapshot, Engine, EngineError, EngineUnsupported,
+from specjoule.engines.base import (BatchResult, CounterSnapshot, EngineError, EngineUnsupported,
                                     Histogram, RequestResult)
 
 log = logging.getLogger("specjoule.engine")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVED_NAME = "specjoule"
-RUNNING_SAMPLE_S = 0.2
-TEARDOWN_GRACE_S = 10.0
 
 # -- detection ---------------------------------------------------------------------------------
 
@@ -670,30 +667,20 @@ def worker_main(fd: int) -> int:
 # -- server engine -----------------------------------------------------------------------------
 
 
-class VllmServerEngine(Engine):
-    """``vllm serve`` as a subprocess on 127.0.0.1, in its own process group.
+class VllmServerEngine(ServerProcessEngine):
+    """``vllm serve`` as a subprocess on 127.0.0.1, in its own process group (``server.ServerProcessEngine``).
 
     ``command`` replaces the server command line (templated with {host} and {port}); tests use it
     to point at a fault injector that never becomes ready.
     """
 
-    kind = "server"
+    label = "vLLM"
 
     def __init__(self, spec: dict, log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
                  command: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None,
                  url: str | None = None) -> None:
-        self.spec = spec
-        self.log_file = str(log_file) if log_file else None
-        self.ready_timeout_s = ready_timeout_s
-        self.command = command
-        self.host = host
-        self.port = port
-        self.url = url  # an already-running shared engine: attach, do not launch
+        super().__init__(spec, log_file, ready_timeout_s, command, host, port, url)
         self.kwargs = engine_kwargs(spec)
-        self.proc: subprocess.Popen | None = None
-        self.pgid: int | None = None
-        self._info: dict[str, Any] = {}
-        self.watch: proc.GroupWatch | None = None
 
     # lifecycle
     def start(self) -> float:
@@ -702,46 +689,16 @@ class VllmServerEngine(Engine):
             self._wait_ready(t0)
             self._info = self._server_info()
             return time.monotonic() - t0
-        self.port = self.port or proc.free_port(self.host)
-        self.url = f"http://{self.host}:{self.port}"
-        if self.command:
-            cmd = [c.format(host=self.host, port=self.port) for c in self.command]
-        else:
-            cmd = server_command(self.spec, self.host, self.port, self.kwargs)
-        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
-        try:
-            env = engine_env(self.spec)
-            # /server_info (the built VllmConfig as JSON) is a dev endpoint; the server listens on
-            # 127.0.0.1 only (ADR 0029).
-            env.setdefault("VLLM_SERVER_DEV_MODE", "1")
-            self.proc = subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, env=env, cwd=os.getcwd())
-        finally:
-            if out is not subprocess.DEVNULL:
-                out.close()
-        self.pgid = self.proc.pid
-        log.info("engine: server pid %d (own process group) at %s: %s", self.proc.pid, self.url, " ".join(cmd))
-        self._wait_ready(t0)
+        self._bind()
+        cmd = self._given_command() or server_command(self.spec, self.host, self.port, self.kwargs)
+        env = engine_env(self.spec)
+        # /server_info (the built VllmConfig as JSON) is a dev endpoint; the server listens on
+        # 127.0.0.1 only (ADR 0029).
+        env.setdefault("VLLM_SERVER_DEV_MODE", "1")
+        self._launch(cmd, env, t0)
         self._info = self._server_info()
-        self.watch = proc.GroupWatch(self.pgid)
+        self._watch()
         return time.monotonic() - t0
-
-    def _wait_ready(self, t0: float) -> None:
-        deadline = t0 + self.ready_timeout_s
-        while True:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise EngineError(f"vLLM server exited with code {self.proc.returncode} before it was ready; "
-                                  f"last log lines:\n{proc.tail(self.log_file)}")
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=2.0) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
-            if time.monotonic() >= deadline:
-                raise EngineError(f"vLLM server at {self.url} did not answer /health within {self.ready_timeout_s:.0f} s "
-                                  f"(engine_ready_timeout_s); last log lines:\n{proc.tail(self.log_file)}")
-            time.sleep(0.5)
 
     def _server_info(self) -> dict[str, Any]:
         info: dict[str, Any] = {"server_url": self.url}
@@ -766,76 +723,29 @@ class VllmServerEngine(Engine):
             log.warning("engine: could not read torch/CUDA versions: %s", exc)
         return info
 
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        survivors = proc.kill_group(self.pgid, grace_s=TEARDOWN_GRACE_S)
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        if survivors:
-            log.error("engine: server process group %d survived SIGKILL: %s", self.pgid, survivors)
-        else:
-            log.info("engine: server stopped (process group %d empty)", self.pgid)
-        self.proc = None
-
-    def kill_now(self) -> None:
-        if self.pgid is not None and self.proc is not None:
-            proc.kill_group(self.pgid, grace_s=2.0)
-
-    def info(self) -> dict[str, Any]:
-        return dict(self._info)
-
-    @property
-    def latency_source(self) -> str:
-        return "client_stream"
-
-    # requests
-    def _check_alive(self) -> None:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise EngineError(f"vLLM server exited with code {self.proc.returncode}; last log lines:\n"
-                              f"{proc.tail(self.log_file)}")
-        dead = self.watch.dead() if self.watch is not None else []
-        if dead:
-            raise EngineError(f"vLLM server process died: {', '.join(dead)}; last log lines:\n{proc.tail(self.log_file)}")
-
     def complete(self, prompt: list[int], output_len: int, timeout_s: float) -> RequestResult:
         """One streamed completion; TTFT and TPOT measured here, at the client."""
         body = {"model": SERVED_NAME, "prompt": list(prompt), "max_tokens": output_len, "min_tokens": output_len,
                 "temperature": 0.0, "ignore_eos": True, "stream": True, "return_token_ids": True,
                 "stream_options": {"include_usage": True}}
-        req = urllib.request.Request(self.url + "/v1/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
         t0 = time.monotonic()
-        deadline = t0 + timeout_s
         first = last = None
         n_ids = 0
         reason = None
         usage: dict | None = None
         try:
-            with urllib.request.urlopen(req, timeout=min(timeout_s, 120.0)) as resp:
-                for raw in resp:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"request exceeded {timeout_s:.0f} s")
-                    line = raw.strip()
-                    if not line.startswith(b"data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        break
-                    obj = json.loads(data)
-                    if obj.get("usage"):
-                        usage = obj["usage"]
-                    for ch in obj.get("choices") or []:
-                        ids = ch.get("token_ids")
-                        k = len(ids) if ids is not None else 1
-                        if k:
-                            now = time.monotonic()
-                            first = first if first is not None else now
-                            last = now
-                            n_ids += k
-                        reason = ch.get("finish_reason") or reason
+            for obj in self._post_stream("/v1/completions", body, timeout_s):
+                if obj.get("usage"):
+                    usage = obj["usage"]
+                for ch in obj.get("choices") or []:
+                    ids = ch.get("token_ids")
+                    k = len(ids) if ids is not None else 1
+                    if k:
+                        now = time.monotonic()
+                        first = first if first is not None else now
+                        last = now
+                        n_ids += k
+                    reason = ch.get("finish_reason") or reason
         except Exception as exc:  # noqa: BLE001 - a failed request is data, not a crash
             return RequestResult(len(prompt), n_ids, reason, False, error=f"{type(exc).__name__}: {exc}")
         n = int(usage["completion_tokens"]) if usage and usage.get("completion_tokens") is not None else n_ids
@@ -844,40 +754,6 @@ class VllmServerEngine(Engine):
         ok = reason in ("length", "stop") and n == output_len
         return RequestResult(len(prompt), n, reason, ok, ttft_s=ttft, tpot_s=tpot,
                              error=None if ok else f"finish_reason={reason}, {n} tokens, expected {output_len}")
-
-    def generate_batch(self, prompts: list[list[int]], output_len: int, timeout_s: float) -> BatchResult:
-        self._check_alive()
-        samples: list[float] = []
-        stop = threading.Event()
-
-        def sample() -> None:
-            while not stop.wait(RUNNING_SAMPLE_S):
-                try:
-                    samples.append(self.snapshot().gauges.get("num_requests_running", 0.0))
-                except EngineError:
-                    return
-
-        th = threading.Thread(target=sample, daemon=True)
-        t0 = time.monotonic()
-        th.start()
-        pool = ThreadPoolExecutor(max_workers=len(prompts), thread_name_prefix="batch")
-        try:
-            futures = [pool.submit(self.complete, p, output_len, timeout_s) for p in prompts]
-            deadline = t0 + timeout_s
-            # Watch the engine while waiting: a dead server must fail the cell now, not at the timeout.
-            while not all(f.done() for f in futures):
-                futures_wait(futures, timeout=0.5)
-                self._check_alive()
-                if time.monotonic() > deadline:
-                    raise EngineError(f"batch of {len(prompts)} did not finish within {timeout_s:.0f} s")
-            results = [f.result() for f in futures]
-        finally:
-            stop.set()
-            th.join()
-            pool.shutdown(wait=False, cancel_futures=True)
-        t1 = time.monotonic()
-        self._check_alive()
-        return BatchResult(results, t0, t1, samples)
 
     def snapshot(self) -> CounterSnapshot:
         try:

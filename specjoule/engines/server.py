@@ -1,0 +1,194 @@
+"""An engine as an HTTP server subprocess on 127.0.0.1, in its own process group (ADR 0010, 0016).
+
+Both server adapters (``vllm serve``, ``sglang.launch_server``) run this way for open loop: launch on a free
+port, wait for ``/health`` with death detection, stream requests from a thread pool while sampling the running
+gauge, and tear the whole process group down. What differs per engine — the command line, the readiness of its
+processes, the request body and how a streamed chunk counts tokens, the counters — is in the subclasses;
+the lifecycle and the batch loop are here, once (the offline twin is ``worker.WorkerProcessEngine``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
+from typing import Any
+
+from specjoule.engines import proc
+from specjoule.engines.base import BatchResult, Engine, EngineError
+
+log = logging.getLogger("specjoule.engine")
+
+TEARDOWN_GRACE_S = 10.0
+RUNNING_SAMPLE_S = 0.2
+
+
+class ServerProcessEngine(Engine):
+    """``command`` replaces the server command line (templated with {host} and {port}) — for fault
+    injectors; ``url`` attaches to a running shared server instead of launching one."""
+
+    kind = "server"
+    label = "engine"  # "vLLM", "SGLang": how errors and log lines name it
+    group_watch: type[proc.GroupWatch] = proc.GroupWatch
+
+    def __init__(self, spec: dict, log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
+                 command: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None,
+                 url: str | None = None) -> None:
+        self.spec = spec
+        self.log_file = str(log_file) if log_file else None
+        self.ready_timeout_s = ready_timeout_s
+        self.command = command
+        self.host = host
+        self.port = port
+        self.url = url  # an already-running shared engine: attach, do not launch
+        self.proc: subprocess.Popen | None = None
+        self.pgid: int | None = None
+        self._info: dict[str, Any] = {}
+        self.watch: proc.GroupWatch | None = None
+
+    # lifecycle
+    def _bind(self) -> None:
+        self.port = self.port or proc.free_port(self.host)
+        self.url = f"http://{self.host}:{self.port}"
+
+    def _given_command(self) -> list[str] | None:
+        """The ``command`` override, templated with this engine's host and port (None: build the engine's own)."""
+        return [c.format(host=self.host, port=self.port) for c in self.command] if self.command else None
+
+    def _launch(self, cmd: list[str], env: dict[str, str], t0: float) -> None:
+        """Start the server in its own process group and wait until it answers /health."""
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
+        try:
+            self.proc = subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, env=env, cwd=os.getcwd())
+        finally:
+            if out is not subprocess.DEVNULL:
+                out.close()
+        self.pgid = self.proc.pid
+        log.info("engine: %s server pid %d (own process group) at %s: %s", self.label, self.proc.pid, self.url,
+                 " ".join(cmd))
+        self._wait_ready(t0)
+
+    def _wait_ready(self, t0: float) -> None:
+        deadline = t0 + self.ready_timeout_s
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise EngineError(f"{self.label} server exited with code {self.proc.returncode} before it was ready; "
+                                  f"last log lines:\n{proc.tail(self.log_file)}")
+            try:
+                # SGLang's /health answers 503 while its status is Starting (http_server.py, 0.5.17)
+                with urllib.request.urlopen(self.url + "/health", timeout=2.0) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            if time.monotonic() >= deadline:
+                raise EngineError(f"{self.label} server at {self.url} did not answer /health within "
+                                  f"{self.ready_timeout_s:.0f} s (engine_ready_timeout_s); last log lines:\n"
+                                  f"{proc.tail(self.log_file)}")
+            time.sleep(0.5)
+
+    def _watch(self) -> None:
+        if self.pgid is not None:
+            self.watch = self.group_watch(self.pgid)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        survivors = proc.kill_group(self.pgid, grace_s=TEARDOWN_GRACE_S)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        if survivors:
+            log.error("engine: server process group %d survived SIGKILL: %s", self.pgid, survivors)
+        else:
+            log.info("engine: server stopped (process group %d empty)", self.pgid)
+        self.proc = None
+
+    def kill_now(self) -> None:
+        if self.pgid is not None and self.proc is not None:
+            proc.kill_group(self.pgid, grace_s=2.0)
+
+    def info(self) -> dict[str, Any]:
+        return dict(self._info)
+
+    @property
+    def latency_source(self) -> str:
+        return "client_stream"
+
+    # requests
+    def _check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise EngineError(f"{self.label} server exited with code {self.proc.returncode}; last log lines:\n"
+                              f"{proc.tail(self.log_file)}")
+        dead = self.watch.dead() if self.watch is not None else []
+        if dead:
+            raise EngineError(f"{self.label} server process died: {', '.join(dead)}; last log lines:\n"
+                              f"{proc.tail(self.log_file)}")
+
+    def _post_stream(self, path: str, body: dict, timeout_s: float) -> Iterator[dict]:
+        """POST ``body`` to ``path`` and yield each server-sent ``data:`` object until ``[DONE]``; raise
+        TimeoutError once the request has run ``timeout_s``."""
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        deadline = time.monotonic() + timeout_s
+        with urllib.request.urlopen(req, timeout=min(timeout_s, 120.0)) as resp:
+            for raw in resp:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"request exceeded {timeout_s:.0f} s")
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    return
+                yield json.loads(data)
+
+    def _running_sample(self, gauges: dict[str, float]) -> float | None:
+        """One sample of running requests from a /metrics snapshot, or None to skip it."""
+        return gauges.get("num_requests_running", 0.0)
+
+    def generate_batch(self, prompts: list[list[int]], output_len: int, timeout_s: float) -> BatchResult:
+        self._check_alive()
+        samples: list[float] = []
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(RUNNING_SAMPLE_S):
+                try:
+                    v = self._running_sample(self.snapshot().gauges)
+                except EngineError:
+                    return
+                if v is not None:
+                    samples.append(v)
+
+        th = threading.Thread(target=sample, daemon=True)
+        t0 = time.monotonic()
+        th.start()
+        pool = ThreadPoolExecutor(max_workers=len(prompts), thread_name_prefix="batch")
+        try:
+            futures = [pool.submit(self.complete, p, output_len, timeout_s) for p in prompts]
+            deadline = t0 + timeout_s
+            # Watch the engine while waiting: a dead server must fail the cell now, not at the timeout.
+            while not all(f.done() for f in futures):
+                futures_wait(futures, timeout=0.5)
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    raise EngineError(f"batch of {len(prompts)} did not finish within {timeout_s:.0f} s")
+            results = [f.result() for f in futures]
+        finally:
+            stop.set()
+            th.join()
+            pool.shutdown(wait=False, cancel_futures=True)
+        t1 = time.monotonic()
+        self._check_alive()
+        return BatchResult(results, t0, t1, samples)
