@@ -1,0 +1,66 @@
+"""The committed H200 evidence (validation/h200-2026-12/session-2026-11-30c): real SGLang records.
+
+Re-deriving the checks from the committed records must give the committed verdicts (a check that fired
+stays fired), and the records' known latency error must not reach the analysis as a number.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from specjoule import config as sj_config
+from specjoule.analysis import aggregate
+from specjoule.analysis.checks import Thresholds, run_checks
+
+ROOT = Path(__file__).resolve().parent.parent
+SESSION = ROOT / "validation" / "h200-2026-12" / "session-2026-11-30c"
+RECORDS = sorted((SESSION / "results" / "cells").glob("*/*.parquet"))
+
+
+def test_records_are_committed():
+    assert len(RECORDS) == 10, [p.name for p in RECORDS]
+
+
+def test_sglang_latency_from_decode_throughput_is_nulled_not_shown():
+    raw = pl.concat([pl.read_parquet(p) for p in RECORDS], how="diagonal_relaxed")
+    mv6 = raw.filter(pl.col("cell_name") == "draft--mv6")
+    # the trap, as recorded on the H200: TPOT ≈ 1e-8 s at L = 6 (ADR 0016)
+    assert (mv6["tpot_mean_s"] < 1e-6).all() and (mv6["latency_source"] == "request_metrics").all()
+    messages: list[str] = []
+    df = aggregate.aggregate(RECORDS, log=messages.append)
+    assert df.filter(pl.col("engine") == "sglang").height == 10
+    for col in aggregate.LATENCY_COLUMNS:
+        assert df[col].is_null().all(), col
+    assert (df["latency_source"] == aggregate.UNTRUSTED_LATENCY_SOURCE).all()
+    assert df["baseline_tpot_mean_s"].is_null().all()
+    assert any("10 SGLang record(s)" in m for m in messages)
+    # everything else is untouched: the energy figures are the records'
+    assert df["mj_per_committed_token"].sort().to_list() == pytest.approx(raw["mj_per_committed_token"].sort().to_list())
+
+
+def test_checks_rederived_from_the_records_match_the_committed_verdicts():
+    cfg = sj_config.load(SESSION / "config-analysis.yaml")
+    checks = run_checks(aggregate.aggregate(RECORDS), Thresholds.from_config(cfg["checks"]),
+                        sj_config.config_hash(cfg))
+    failed = set(checks.filter(pl.col("status") == "fail")["check"])
+    # two H200 machines in one family, and the baseline moved with them (README of the session)
+    assert failed == {"same_gpu", "baseline_drift", "engine_config_matched"}
+    drift = checks.filter(pl.col("check") == "baseline_drift").sort("campaign_id")["value"].to_list()
+    assert drift == pytest.approx([0.08455, 0.04827], rel=1e-3)  # b1, b32
+    committed = (SESSION / "results" / "checks.md").read_text()
+    for row in checks.filter(pl.col("status") == "fail").iter_rows(named=True):
+        assert f"| fail | {row['check']} | {row['campaign_id']} |" in committed
+    acc = checks.filter(pl.col("check") == "acceptance_length")
+    assert (acc["status"] == "pass").all()
+
+
+def test_analysis_config_differs_from_the_campaign_config_only_in_engines():
+    measured = yaml.safe_load((ROOT / "config" / "h200-engines.yaml").read_text())
+    analysed = yaml.safe_load((SESSION / "config-analysis.yaml").read_text())
+    assert measured["engines"] == ["vllm", "sglang"] and analysed["engines"] == ["sglang"]
+    measured.pop("engines"), analysed.pop("engines")
+    assert measured == analysed
