@@ -192,6 +192,10 @@ class CellTable:
             return sum(c.estimated_s for c in self.cells)
         return sum(self.group_estimated_s(g) for g in self.engine_groups().values())
 
+    def estimated_window_s(self) -> float:
+        """Energy-window seconds the plan holds (each cell's minimum window)."""
+        return sum(_window_s(c.spec["workload"]) for c in self.cells)
+
     def engine_starts(self) -> int:
         return len(self.engine_groups()) if self.share_engines else len(self.cells)
 
@@ -233,15 +237,19 @@ class CellTable:
                       f"famil{'y' if families == 1 else 'ies'}, share_engines on")
         else:
             starts = f"{self.engine_starts()} engine starts: one per cell"
+        gpu_s = self.estimated_gpu_s()
+        share = f", ≈ {100 * self.estimated_window_s() / gpu_s:.0f} % of it inside energy windows" if gpu_s else ""
         return (f"{len(self.cells)} cells in {len(self.campaigns)} campaigns, {engines} distinct engine "
-                f"configurations, estimated {hours:.2f} GPU-hours ({starts})")
+                f"configurations, estimated {hours:.2f} GPU-hours{share} ({starts})")
+
+
+def _window_s(workload: dict) -> float:
+    return float(workload["min_window_s"] if workload["kind"] == "closed_batch" else workload["window_s"])
 
 
 def _estimate_s(workload: dict, protocol: dict) -> float:
-    base = protocol["engine_start_s"] + protocol["idle_s"] + workload["warmup_s"]
-    if workload["kind"] == "closed_batch":
-        return base + workload["min_window_s"]
-    return base + workload["window_s"] + workload["cooldown_s"]
+    base = protocol["engine_start_s"] + protocol["idle_s"] + workload["warmup_s"] + _window_s(workload)
+    return base if workload["kind"] == "closed_batch" else base + workload["cooldown_s"]
 
 
 def _scheme_variants(name: str, scheme: dict, config: dict) -> list[tuple[str | None, str | None, tuple | None, float | None]]:

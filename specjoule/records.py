@@ -76,6 +76,9 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("engine_start_s", _f64, "engine construction to ready"),
     ("engine_instance", _str, "one id per engine launch: cells with equal ids shared one engine"),
     ("engine_shared_cells", _i64, "cells measured on this engine launch (1 = dedicated engine)"),
+    ("device_held_s", _f64, "seconds from taking this job's device lease to this record (monotonic): idle "
+                            "measurement, prompts, engine start and every cell so far; a job's last record is "
+                            "its device time less the engine teardown (ADR 0038)"),
     ("engine_config", _str, "effective engine configuration read from the built engine (JSON object, sorted keys; "
                             "ADR 0029); null when the adapter could not read it"),
     ("async_scheduling", _bool, "engine_config.async_scheduling as the engine resolved it; null when unknown"),

@@ -207,6 +207,7 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
     device = spec["device"]
     n_gpus = int(spec["target"].get("tensor_parallel_size", 1))
     lease = gpu.acquire(device, n_gpus=n_gpus, lock_dir=lock_dir)
+    leased_at = time.monotonic()  # device time is counted from here (device_held_s, ADR 0038)
     meter: Meter | None = None
     engine: Engine | None = None
     try:
@@ -239,6 +240,7 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
                 meter.stop_sampling()
                 mres = meter.result()
                 row = _row(j.cell, result, mres, engine, start_s, idle_w, pools[j.cell.cell_id][1], instance, len(jobs))
+                row["device_held_s"] = time.monotonic() - leased_at
                 yield j, row, meter.timeline()
         except CellInterrupted:
             log.warning("engine: killing its process group (cell cancelled)")

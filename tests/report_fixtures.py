@@ -140,7 +140,6 @@ def _baseline_power_w(batch: int, graphs: bool) -> float:
 def _baseline_mj(cell: cells_mod.Cell) -> float:
     """Closed batch: power × TBT / B. Open loop: the blog's arrival-bound load (3 req/s × 256
     tokens at ≈ 252 W gives its 328.7 mJ per committed token)."""
-    wl = cell.spec["workload"]
     if cell.workload_kind == "open_loop":
         return BLOG_BASELINE_MJ * (1.0 if cell.cuda_graphs else 1.07)
     base = _tpot(replace(cell, method="baseline"), 1.0)
@@ -245,6 +244,9 @@ def _record(cell: cells_mod.Cell, rng: random.Random, start: datetime, meter: st
         "hostname": "gpu-node-01" if cell.device == "cuda" else "laptop",
         "python_version": "3.12.3",
         "engine_start_s": 65.0 if cell.device == "cuda" else 40.0,
+        # one engine launch per cell here; held = idle 3 s + start + warm-up + window + counters 1 s
+        "engine_instance": f"fixture:{cell.cell_id}",
+        "device_held_s": (65.0 if cell.device == "cuda" else 40.0) + 4.0 + float(wl["warmup_s"]) + window,
         "window_start": start,
         "window_end": start + timedelta(seconds=window),
         "window_start_monotonic": 1000.0,

@@ -339,6 +339,8 @@ def test_report_lists_failures_first_and_generated_caveats(gpu, gpu_export):
     assert "NVIDIA H200 GPU-6f1c2a7e" in html and "580.105.08" in html and "vllm 0.26.0" in html
     assert "shuffled under seed 20261130" in html
     assert "624 recorded of 624 planned" in html
+    # the device-time account (ADR 0038): one launch per fixture cell, each with its held time
+    assert "Device time: held vs inside energy windows" in html and "held by 624 engine launch(es)" in html
 
 
 def test_cpu_report_says_energy_not_measured(cpu, tmp_path):

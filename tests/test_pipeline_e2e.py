@@ -23,6 +23,7 @@ def test_every_cell_wrote_one_record_with_honest_energy(demo_run):
         assert row["energy_j"] is None and row["mj_per_committed_token"] is None
         assert row["committed_tokens"] == row["requests_completed"] * row["output_len"] > 0
         assert row["requests_failed"] == 0
+        assert row["device_held_s"] >= row["engine_start_s"] + row["warmup_s"] + row["window_s"]
         assert row["config_hash"] == config.config_hash(config.load(REPO_CONFIG))
 
 
@@ -54,6 +55,7 @@ def test_checks_curves_and_report_say_energy_was_not_measured(demo_run):
     assert all("energy_measured" in r for r in curves["energy_refused_reason"].to_list())
     html = (demo_run / "results/report.html").read_text()
     assert "meter: none" in html
+    assert "held by 4 engine launch(es)" in html  # the device-time account: one launch per demo cell
     assert "http://" not in html.replace("http://www.w3.org", "")  # self-contained: no external loads
 
 

@@ -12,10 +12,12 @@ import importlib.metadata as md
 import re
 from pathlib import Path
 
+import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
 from specjoule import cells, config, corpora, records, runner
+from specjoule.analysis import accounting
 from specjoule.engines import proc
 
 REPO = Path(__file__).resolve().parent.parent
@@ -226,6 +228,14 @@ def test_shared_engine_runs_cells_on_one_start(shared_cells):
     assert len({r["engine_instance"] for r in rows}) == 1 and all(r["engine_shared_cells"] == 2 for r in rows)
     assert rows[0]["engine_start_s"] == rows[1]["engine_start_s"]
     assert rows[0]["window_end_monotonic"] < rows[1]["window_start_monotonic"]  # one after the other
+    # Device time grows from cell to cell on one lease and covers the start, both warm-ups and both windows.
+    held = [r["device_held_s"] for r in rows]
+    assert held[0] < held[1]
+    assert held[1] - held[0] >= rows[1]["warmup_s"] + rows[1]["window_s"]
+    assert held[1] >= rows[0]["engine_start_s"] + sum(r["warmup_s"] + r["window_s"] for r in rows)
+    (launch, total) = accounting.device_time(pl.DataFrame(rows)).iter_rows(named=True)
+    assert launch["cells"] == 2 and launch["held_s"] == held[1] and launch["other_s"] >= 0
+    assert 0 < total["window_share"] < 1
     for r, cell in zip(rows, group):
         b = cell.batch_size
         assert r["batch_size"] == b and r["cell_id"] == cell.cell_id

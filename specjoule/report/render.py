@@ -23,6 +23,7 @@ from typing import Any
 import jinja2
 import polars as pl
 
+from specjoule.analysis import accounting
 from specjoule.report import figures as figs
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -164,6 +165,9 @@ def measured(inp: ReportInputs) -> list[tuple[str, str]]:
                  f"{'on' if c.get('prefix_caching') else 'off'}"))
     if r.height and "window_s" in r.columns and r["window_s"].drop_nulls().len():
         rows.append(("energy windows", f"{fmt(r['window_s'].min())} – {fmt(r['window_s'].max())} s"))
+    line = accounting.summary_line(accounting.device_time(r))
+    if line:
+        rows.append(("device time", line))
     planned = _planned(c)
     n_campaigns = r["campaign_id"].n_unique() if r.height else 0
     rows.append(("cells", f"{r.height} recorded of {planned if planned is not None else '?'} planned, in {n_campaigns} campaign(s); "
@@ -268,6 +272,18 @@ def tbt_table(inp: ReportInputs) -> Table | None:
                  pl.col("saving_vs_best_baseline_pct").round(1).alias("saving_vs_best_baseline_%"))
     return _table_from_df("Lowest-energy configuration meeting each TBT target (and the best without speculation)", t,
                           note="TBT = mean time between tokens, seed means; targets from config report.tbt_targets_ms")
+
+
+def device_time_table(records: pl.DataFrame) -> Table | None:
+    """Held device time vs time inside energy windows, per engine launch (analysis.accounting, ADR 0038)."""
+    t = accounting.device_time(records)
+    if t.height == 0:
+        return None
+    t = t.with_columns(pl.col("device").str.slice(0, 20), *(pl.col(c).round(1) for c in accounting.ACCOUNT_COLUMNS[4:9]),
+                       (pl.col("window_share") * 100).round(1).alias("in_windows_%")).drop("window_share")
+    return _table_from_df("Device time: held vs inside energy windows (per engine launch)", t,
+                          note="held = device lease to the launch's last record (engine teardown and queueing not "
+                               "included); other = idle-power measurement, prompts, drains and cool-downs between cells")
 
 
 MECHANISM_WORDS = {"vllm_synthetic_rates": "a per-position acceptance vector (vLLM synthetic rates)",
@@ -494,7 +510,8 @@ def render(inp: ReportInputs) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=jinja2.select_autoescape(["j2", "html"]),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     checks = checks_view(inp.checks)
-    tables = [t for t in (failed_table(inp), configuration_table(inp.curves, inp.records), tbt_table(inp)) if t]
+    tables = [t for t in (failed_table(inp), configuration_table(inp.curves, inp.records), tbt_table(inp),
+                          device_time_table(inp.records)) if t]
     if inp.summary is not None and inp.summary.height:
         tables.append(_table_from_df("Seed summary with intervals (curves_summary)", inp.summary,
                                      source="results/curves_summary.parquet"))
