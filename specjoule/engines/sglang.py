@@ -65,7 +65,7 @@ from typing import Any
 
 from specjoule.engines import proc
 from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine
-from specjoule.engines.worker import WorkerProcessEngine
+from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
 from specjoule.engines.base import (BatchResult, CounterDelta, CounterSnapshot, EngineError,
                                     EngineUnsupported, Histogram, RequestResult)
 from specjoule.engines.vllm import _model_path
@@ -674,17 +674,10 @@ class SglangOfflineEngine(WorkerProcessEngine):
 
 
 def worker_main(fd: int) -> int:
-    from multiprocessing.connection import Connection
-
-    proc.set_parent_death_signal()
-    conn = Connection(fd)
-    try:
-        kind, payload = conn.recv()
-    except EOFError:
+    accepted = accept_init(fd)
+    if accepted is None:
         return 1
-    if kind != "init":
-        conn.send(("error", f"worker expected init, got {kind!r}", ""))
-        return 1
+    conn, payload = accepted
     spec = payload["spec"]
     try:
         info = probe()
@@ -700,12 +693,8 @@ def worker_main(fd: int) -> int:
         import sglang
 
         engine = sglang.Engine(**kwargs)
-    except EngineUnsupported as exc:
-        conn.send(("error", str(exc), "unsupported"))
-        return 2
     except BaseException as exc:  # noqa: BLE001 - report whatever broke the start
-        conn.send(("error", f"SGLang engine failed to start: {type(exc).__name__}: {exc}", traceback.format_exc()))
-        return 1
+        return report_start_failure(conn, "SGLang", exc, traceback.format_exc())
     info.pop("fields", None)
     info.pop("cli_options", None)
     try:
@@ -718,38 +707,23 @@ def worker_main(fd: int) -> int:
         except Exception:  # noqa: BLE001
             pass
     counts = MetaCounters(_spec_k(spec))
+
+    def generate(prompts: list[list[int]], output_len: int) -> tuple:
+        t0 = time.monotonic()
+        outs = engine.generate(input_ids=[list(p) for p in prompts], sampling_params=_sampling_params(output_len))
+        t1 = time.monotonic()
+        if isinstance(outs, dict):
+            outs = [outs]
+        metas = [o["meta_info"] for o in outs]
+        for m in metas:
+            counts.add(m)
+        results = [request_result(m, output_len) for m in metas]
+        # Closed batch: B requests submitted together; the running gauge cannot be read while
+        # generate() blocks this thread, so no samples (mean_running_requests stays null).
+        return ("result", BatchResult(results, t0, t1, []), metas)
+
     conn.send(("ready", info))
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            break
-        try:
-            if msg[0] == "generate":
-                _, prompts, output_len = msg
-                t0 = time.monotonic()
-                outs = engine.generate(input_ids=[list(p) for p in prompts], sampling_params=_sampling_params(output_len))
-                t1 = time.monotonic()
-                if isinstance(outs, dict):
-                    outs = [outs]
-                metas = [o["meta_info"] for o in outs]
-                for m in metas:
-                    counts.add(m)
-                results = [request_result(m, output_len) for m in metas]
-                # Closed batch: B requests submitted together; the running gauge cannot be read while
-                # generate() blocks this thread, so no samples (mean_running_requests stays null).
-                conn.send(("result", BatchResult(results, t0, t1, []), metas))
-            elif msg[0] == "snapshot":
-                conn.send(("snapshot", counts.snapshot()))
-            elif msg[0] == "stop":
-                break
-            else:
-                conn.send(("error", f"unknown command {msg[0]!r}", ""))
-        except BaseException as exc:  # noqa: BLE001
-            try:
-                conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-            except OSError:
-                break
+    serve(conn, {"generate": generate, "snapshot": lambda: ("snapshot", counts.snapshot())})
     try:
         engine.shutdown()
     except Exception:  # noqa: BLE001 - the parent kills the group anyway

@@ -35,9 +35,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from specjoule.engines import proc
 from specjoule.engines.server import RUNNING_SAMPLE_S, TEARDOWN_GRACE_S, ServerProcessEngine
-from specjoule.engines.worker import WorkerProcessEngine
+from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
 from specjoule.engines.base import (BatchResult, CounterSnapshot, EngineError, EngineUnsupported,
                                     Histogram, RequestResult)
 
@@ -581,17 +580,10 @@ def _running(llm: Any) -> float | None:
 
 
 def worker_main(fd: int) -> int:
-    from multiprocessing.connection import Connection
-
-    proc.set_parent_death_signal()
-    conn = Connection(fd)
-    try:
-        kind, payload = conn.recv()
-    except EOFError:
+    accepted = accept_init(fd)
+    if accepted is None:
         return 1
-    if kind != "init":
-        conn.send(("error", f"worker expected init, got {kind!r}", ""))
-        return 1
+    conn, payload = accepted
     # collective_rpc sends a callable (worker_side_config) to the engine core only under this flag;
     # it changes how unknown types are serialized, not the model step (ADR 0029).
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
@@ -601,66 +593,45 @@ def worker_main(fd: int) -> int:
         from vllm import LLM, SamplingParams
 
         llm = LLM(**payload["kwargs"])
-    except EngineUnsupported as exc:
-        conn.send(("error", str(exc), "unsupported"))
-        return 2
     except BaseException as exc:  # noqa: BLE001 - report whatever broke the start
-        conn.send(("error", f"vLLM engine failed to start: {type(exc).__name__}: {exc}", traceback.format_exc()))
-        return 1
+        return report_start_failure(conn, "vLLM", exc, traceback.format_exc())
     try:
         info["engine_config"] = effective_config(llm)
     except Exception as exc:  # noqa: BLE001 - recording the config must never fail a start
         log.warning("engine config: not read (%s: %s)", type(exc).__name__, exc)
-    conn.send(("ready", info))
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            break  # the cell process is gone
-        try:
-            if msg[0] == "generate":
-                _, prompts, output_len = msg
-                sp = SamplingParams(max_tokens=output_len, min_tokens=output_len, ignore_eos=True, temperature=0.0,
-                                    detokenize=False)
-                samples: list[float] = []
-                stop = threading.Event()
 
-                def sample() -> None:
-                    while not stop.wait(RUNNING_SAMPLE_S):
-                        try:
-                            v = _running(llm)
-                        except Exception:
-                            return
-                        # A zero while generate() is in flight is the gauge not yet updated for this
-                        # batch (the sampler thread competes for the GIL), not an observed concurrency.
-                        if v:
-                            samples.append(v)
+    def generate(prompts: list[list[int]], output_len: int) -> tuple:
+        sp = SamplingParams(max_tokens=output_len, min_tokens=output_len, ignore_eos=True, temperature=0.0,
+                            detokenize=False)
+        samples: list[float] = []
+        stop = threading.Event()
 
-                th = threading.Thread(target=sample, daemon=True)
-                t0 = time.monotonic()
-                th.start()
+        def sample() -> None:
+            while not stop.wait(RUNNING_SAMPLE_S):
                 try:
-                    outs = llm.generate([{"prompt_token_ids": list(p)} for p in prompts], sp, use_tqdm=False)
-                finally:
-                    stop.set()
-                    th.join()
-                t1 = time.monotonic()
-                conn.send(("result", BatchResult([_request_result(o, output_len) for o in outs], t0, t1, samples)))
-            elif msg[0] == "snapshot":
-                conn.send(("snapshot", snapshot_from_metrics(llm.get_metrics())))
-            elif msg[0] == "stop":
-                break
-            else:
-                conn.send(("error", f"unknown command {msg[0]!r}", ""))
-        except BaseException as exc:  # noqa: BLE001
-            try:
-                conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-            except OSError:
-                break
-    try:
-        del llm
-    finally:
-        conn.close()
+                    v = _running(llm)
+                except Exception:
+                    return
+                # A zero while generate() is in flight is the gauge not yet updated for this
+                # batch (the sampler thread competes for the GIL), not an observed concurrency.
+                if v:
+                    samples.append(v)
+
+        th = threading.Thread(target=sample, daemon=True)
+        t0 = time.monotonic()
+        th.start()
+        try:
+            outs = llm.generate([{"prompt_token_ids": list(p)} for p in prompts], sp, use_tqdm=False)
+        finally:
+            stop.set()
+            th.join()
+        t1 = time.monotonic()
+        return ("result", BatchResult([_request_result(o, output_len) for o in outs], t0, t1, samples))
+
+    conn.send(("ready", info))
+    serve(conn, {"generate": generate, "snapshot": lambda: ("snapshot", snapshot_from_metrics(llm.get_metrics()))})
+    llm = None  # the engine goes before the pipe closes
+    conn.close()
     return 0
 
 

@@ -4,7 +4,9 @@ Both offline adapters (``vllm.LLM``, ``sglang.Engine``) run this way: the cell p
 or torch; it launches ``python -m <adapter module> worker FD``, sends tuples (``init``, ``generate``,
 ``snapshot``, ``stop``) and receives tuples back (``("error", message, traceback | "unsupported")`` on failure).
 What differs per engine — the worker module, its arguments and environment, which processes must stay alive —
-is in the subclasses; launching, waiting with death detection, and teardown are here, once.
+is in the subclasses; launching, waiting with death detection, and teardown are here, once. So is the worker's
+half (``accept_init``, ``report_start_failure``, ``serve``): each adapter's ``worker_main`` only builds its engine
+and its ``generate`` / ``snapshot`` handlers.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from typing import Any
 
 from specjoule.engines import proc
@@ -158,3 +161,55 @@ class WorkerProcessEngine(Engine):
         """Signal path: no politeness, the cell is being cancelled."""
         if self.pgid is not None:
             proc.kill_group(self.pgid, grace_s=2.0)
+
+
+# -- worker side (runs in the engine's process; imports no engine) ------------------------------------
+
+def accept_init(fd: int) -> tuple[Any, dict] | None:
+    """The worker's half of the handshake: die with the cell process, read ``("init", payload)``.
+
+    Returns (connection, payload), or None when the cell process is gone or sent something else (then
+    the worker exits 1)."""
+    from multiprocessing.connection import Connection
+
+    proc.set_parent_death_signal()
+    conn = Connection(fd)
+    try:
+        kind, payload = conn.recv()
+    except EOFError:
+        return None
+    if kind != "init":
+        conn.send(("error", f"worker expected init, got {kind!r}", ""))
+        return None
+    return conn, payload
+
+
+def report_start_failure(conn: Any, label: str, exc: BaseException, trace: str) -> int:
+    """Tell the cell process why the engine did not start; the worker's exit status (2 = unsupported)."""
+    if isinstance(exc, EngineUnsupported):
+        conn.send(("error", str(exc), "unsupported"))
+        return 2
+    conn.send(("error", f"{label} engine failed to start: {type(exc).__name__}: {exc}", trace))
+    return 1
+
+
+def serve(conn: Any, handlers: dict[str, Any]) -> None:
+    """Answer commands until ``("stop",)`` or until the cell process goes away.
+
+    ``handlers[name](*args)`` returns the reply tuple; whatever a handler raises goes back as an error
+    reply and the worker keeps serving (the cell process decides whether the cell failed)."""
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return  # the cell process is gone
+        try:
+            if msg[0] == "stop":
+                return
+            handler = handlers.get(msg[0])
+            conn.send(handler(*msg[1:]) if handler else ("error", f"unknown command {msg[0]!r}", ""))
+        except BaseException as exc:  # noqa: BLE001
+            try:
+                conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+            except OSError:
+                return
