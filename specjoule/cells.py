@@ -143,6 +143,7 @@ class CellTable:
     by_path: dict[str, Cell]
     campaigns: dict[str, list[Cell]]  # in run order
     share_engines: bool = False
+    swap_acceptance: bool = False  # protocol.swap_synthetic_acceptance (ADR 0039)
     engine_start_s: float = 0.0  # planning estimates, for what a shared start saves
     idle_s: float = 0.0
     _groups: dict[str, EngineGroup] | None = field(default=None, repr=False)
@@ -234,7 +235,8 @@ class CellTable:
         if self.share_engines:
             families = len({c.family_id for c in self.cells})
             starts = (f"{self.engine_starts()} engine starts: one per engine group, {families} campaign "
-                      f"famil{'y' if families == 1 else 'ies'}, share_engines on")
+                      f"famil{'y' if families == 1 else 'ies'}, share_engines on"
+                      + (", synthetic acceptance swapped in place" if self.swap_acceptance else ""))
         else:
             starts = f"{self.engine_starts()} engine starts: one per cell"
         gpu_s = self.estimated_gpu_s()
@@ -268,6 +270,7 @@ def build(config: dict) -> CellTable:
     protocol = config["protocol"]
     order_seed = protocol["run_order_seed"]
     share = bool(protocol.get("share_engines", False))
+    swap = share and bool(protocol.get("swap_synthetic_acceptance", False))
     engine_opts = config["engine_options"]
     baseline_name = next(n for n, s in config["schemes"].items() if s["method"] == "baseline")
     point_schemes = [(n, s) for n, s in config["schemes"].items() if s["method"] != "baseline"]
@@ -283,7 +286,9 @@ def build(config: dict) -> CellTable:
                 est = _estimate_s(wl, protocol)
                 for graphs in config["cuda_graphs"]:
                     family = f"{engine}-{pair_name}-{wl_name}-cg{int(graphs)}"
-                    family_order: dict[str, int] | None = None  # point engine key -> position (sharing)
+                    family_order: dict[str, int] | None = None  # point order key -> position (sharing)
+                    family_engine_order: dict[str, int] = {}  # point engine key -> its first vector's position
+                    order_keys: dict[str, str] = {}  # cell id -> order key (the engine key before any swap)
                     # Engine-shaping parameters, shared by every cell of a (pair, scheme, vector).
                     engine_base = {"engine": engine, "pair": pair, "graphs": graphs, "device": config["device"],
                                    "prefix_caching": config["prefix_caching"], "opts": engine_opts.get(engine, {})}
@@ -310,9 +315,17 @@ def build(config: dict) -> CellTable:
                                     own = {"scheme": {**scheme, "name": scheme_name}, "role": role,
                                            "acceptance_rates": list(rates) if rates else None}
                                     spec = {**spec_base, **own}
-                                    ekey = _sha(engine_blob + _blob({"scheme": scheme, "rates": rates}), 10)
+                                    order_key = _sha(engine_blob + _blob({"scheme": scheme, "rates": rates}), 10)
+                                    # A swappable arm's vectors share one engine: its key leaves the rates
+                                    # out; the order key keeps them, so the vectors still run shuffled.
+                                    swapped = (swap and engine == "vllm" and bool(scheme.get("synthetic"))
+                                               and wl["kind"] == "closed_batch" and rates is not None)
+                                    ekey = (_sha(engine_blob + _blob({"scheme": scheme, "rates": "swapped"}), 10)
+                                            if swapped else order_key)
+                                    cell_id = _sha(base_blob + _blob(own))
+                                    order_keys[cell_id] = order_key
                                     return Cell(
-                                        cell_id=_sha(base_blob + _blob(own)),
+                                        cell_id=cell_id,
                                         campaign_id=campaign, name=name, role=role, engine=engine, model_pair=pair_name,
                                         scheme=scheme_name, method=scheme["method"], k=scheme.get("k"),
                                         synthetic=bool(scheme.get("synthetic")), acceptance_name=vname,
@@ -339,11 +352,16 @@ def build(config: dict) -> CellTable:
                                     # One order for the whole family: its point groups run in a shuffle
                                     # of the family's engine keys (ADR 0017), the same for every campaign
                                     # of the family (they run interleaved on the same engine starts).
+                                    # Swapped vectors of one arm stay together (one engine), in the
+                                    # shuffled order of their own keys (ADR 0039).
                                     if family_order is None:
-                                        keys = sorted({c.engine_key for c in points})
+                                        keys = sorted({order_keys[c.cell_id] for c in points})
                                         random.Random(f"{order_seed}:{family}").shuffle(keys)
                                         family_order = {k: i for i, k in enumerate(keys)}
-                                    points.sort(key=lambda c: (family_order[c.engine_key], c.name))
+                                        for c in sorted(points, key=lambda c: family_order[order_keys[c.cell_id]]):
+                                            family_engine_order.setdefault(c.engine_key, family_order[order_keys[c.cell_id]])
+                                    points.sort(key=lambda c: (family_engine_order[c.engine_key],
+                                                               family_order[order_keys[c.cell_id]], c.name))
                                 else:
                                     random.Random(f"{order_seed}:{campaign}").shuffle(points)
                                 members = [opening, *points]
@@ -356,7 +374,7 @@ def build(config: dict) -> CellTable:
                                     by_path[c.record_path] = c
                                 campaigns[campaign] = ordered
                                 cells.extend(ordered)
-    return CellTable(cells=cells, by_path=by_path, campaigns=campaigns, share_engines=share,
+    return CellTable(cells=cells, by_path=by_path, campaigns=campaigns, share_engines=share, swap_acceptance=swap,
                      engine_start_s=float(protocol["engine_start_s"]), idle_s=float(protocol["idle_s"]))
 
 
@@ -380,7 +398,9 @@ def _engine_groups(table: CellTable) -> dict[str, EngineGroup]:
     out: dict[str, EngineGroup] = {}
     for family, slots in families.items():
         for index, slot in enumerate(sorted(slots)):
-            members = sorted(slots[slot], key=lambda c: (c.batch_size, c.corpus, c.seed, c.name))
+            # run_order_index is equal across a group unless its vectors are swapped: then it carries
+            # the family's shuffled vector order (build()); batch size ascending inside each vector.
+            members = sorted(slots[slot], key=lambda c: (c.run_order_index, c.batch_size, c.corpus, c.seed, c.name))
             gid = f"{family}.g{index:02d}"
             out[gid] = EngineGroup(gid, family, index, PHASES[slot[0]], slot[2], tuple(members))
     return out

@@ -160,6 +160,11 @@ def _check_semantics(config: dict) -> None:
     if device == "cpu" and True in config["cuda_graphs"]:
         raise ConfigError("cuda_graphs", config["cuda_graphs"], "CUDA graphs need device: cuda; use [false] on cpu")
 
+    protocol = config["protocol"]
+    if protocol.get("swap_synthetic_acceptance") and not protocol.get("share_engines"):
+        raise ConfigError("protocol.swap_synthetic_acceptance", True,
+                          "it shares one engine across a scheme's acceptance vectors: needs protocol.share_engines: true")
+
     for name, pair in config["models"].items():
         if "target" not in pair:
             raise ConfigError(f"models.{name}", pair, "a model pair needs a target")

@@ -231,9 +231,16 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
             start_s = engine.start()
             instance = f"{envmod.capture(spec['engine'])['hostname']}:{getattr(engine, 'pgid', None)}:{time.time():.0f}"
             log.info("engine: ready after %.1f s", start_s)
+            applied = jobs[0].cell.acceptance_rates  # what the engine was built with (_engine_spec)
             for i, j in enumerate(jobs):
                 if len(jobs) > 1:
                     log.info("cell %s/%s: start on the shared engine", j.cell.campaign_id, j.cell.name)
+                if j.cell.acceptance_rates != applied:
+                    # One engine for a scheme's acceptance vectors (ADR 0039): swap before the warm-up,
+                    # so the warm-up runs at this cell's rates too.
+                    engine.set_synthetic_rates(list(j.cell.acceptance_rates or ()))
+                    log.info("engine: synthetic acceptance rates set to %s", list(j.cell.acceptance_rates or ()))
+                    applied = j.cell.acceptance_rates
                 meter.reset_window()
                 meter.start_sampling()
                 result = workloads.run(engine, meter, pools[j.cell.cell_id][0], j.cell.spec, drain=i < len(jobs) - 1)

@@ -204,6 +204,12 @@ class Engine(abc.ABC):
     def latency_source(self) -> str:
         """Where TTFT/TPOT come from: request_metrics | request_timestamps | client_stream | engine_histogram."""
 
+    def set_synthetic_rates(self, rates: list[float]) -> None:
+        """Replace a running engine's synthetic acceptance rates in place (ADR 0039); only adapters that
+        can do so override this."""
+        raise EngineUnsupported(f"{type(self).__name__} cannot change synthetic acceptance on a running engine; "
+                                f"run without protocol.swap_synthetic_acceptance")
+
     def __enter__(self) -> "Engine":
         return self
 

@@ -229,6 +229,34 @@ def worker_side_config(worker: Any) -> dict[str, Any]:
     return out
 
 
+def swap_synthetic_rates(worker: Any, rates: list[float]) -> list[float]:
+    """Run inside the engine's worker (``LLM.collective_rpc``): replace the rejection sampler's synthetic
+    acceptance rates in place (ADR 0039). In place, so a kernel or CUDA graph holding the tensor sees the
+    new values. Returns the conditional rates now in the tensor, for the caller to check."""
+    runner = getattr(worker, "model_runner", None)
+    sampler = getattr(runner, "rejection_sampler", None)
+    if sampler is None:
+        raise RuntimeError(f"no rejection sampler at worker.model_runner.rejection_sampler ({type(runner).__name__})")
+    tensor = getattr(sampler, "synthetic_conditional_rates", None)
+    if tensor is None:
+        raise RuntimeError("this engine was not started with synthetic acceptance (rejection_sample_method "
+                           "'synthetic'): there are no rates to swap")
+    if len(rates) != tensor.numel():
+        raise RuntimeError(f"{len(rates)} rates for an engine built with k = {tensor.numel()}")
+    import torch
+
+    # vLLM's own conversion (c_i = p_i / p_{i-1}); else the one the sampler's module imported.
+    try:
+        from vllm.v1.spec_decode.utils import unconditional_to_conditional_rates as convert
+    except ImportError:
+        convert = getattr(sys.modules[type(sampler).__module__], "unconditional_to_conditional_rates")
+    tensor.copy_(torch.tensor(convert([float(r) for r in rates]), dtype=tensor.dtype, device=tensor.device))
+    spec = getattr(getattr(worker, "vllm_config", None), "speculative_config", None)
+    if spec is not None:
+        spec.synthetic_acceptance_rates = [float(r) for r in rates]
+    return [float(x) for x in tensor.tolist()]
+
+
 def effective_config(llm: Any) -> dict[str, Any]:
     """The built engine's configuration, read from its config objects, not from what we passed.
 
@@ -547,6 +575,17 @@ class VllmOfflineEngine(WorkerProcessEngine):
     def snapshot(self) -> CounterSnapshot:
         return self._request(("snapshot",), 60.0, "reading metrics")[1]
 
+    def set_synthetic_rates(self, rates: list[float]) -> None:
+        conditional = self._request(("set_rates", [float(r) for r in rates]), 120.0, "setting synthetic acceptance rates")[1]
+        expected = [p / q if q > 0 else 0.0 for p, q in zip(rates, [1.0, *rates[:-1]])]
+        if any(abs(a - b) > 1e-6 for a, b in zip(conditional, expected, strict=True)):
+            raise EngineError(f"synthetic rates read back {conditional}, expected conditional rates {expected}")
+        # The record's engine_config says what the cell ran with, and that it was swapped in (ADR 0039).
+        cfg = dict(self._info.get("engine_config") or {})
+        cfg.update(speculative_synthetic_acceptance_rates=[float(r) for r in rates],
+                   speculative_synthetic_rates_swapped=True)
+        self._info["engine_config"] = cfg
+
     @property
     def latency_source(self) -> str:
         return self._latency_source
@@ -628,8 +667,18 @@ def worker_main(fd: int) -> int:
         t1 = time.monotonic()
         return ("result", BatchResult([_request_result(o, output_len) for o in outs], t0, t1, samples))
 
+    def set_rates(rates: list[float]) -> tuple:
+        applied = llm.collective_rpc(swap_synthetic_rates, args=(rates,))
+        if not applied or any(a != applied[0] for a in applied):
+            raise EngineError(f"synthetic rates differ between workers after the swap: {applied}")
+        front = getattr(getattr(getattr(llm, "llm_engine", None), "vllm_config", None), "speculative_config", None)
+        if front is not None:
+            front.synthetic_acceptance_rates = list(rates)
+        return ("rates", applied[0])
+
     conn.send(("ready", info))
-    serve(conn, {"generate": generate, "snapshot": lambda: ("snapshot", snapshot_from_metrics(llm.get_metrics()))})
+    serve(conn, {"generate": generate, "set_rates": set_rates,
+                 "snapshot": lambda: ("snapshot", snapshot_from_metrics(llm.get_metrics()))})
     llm = None  # the engine goes before the pipe closes
     conn.close()
     return 0
