@@ -169,7 +169,6 @@ def _check_semantics(config: dict) -> None:
         if "target" not in pair:
             raise ConfigError(f"models.{name}", pair, "a model pair needs a target")
 
-    names: dict[str, str] = {}
     for section in ("models", "schemes", "corpora", "workloads", "acceptance"):
         for name in config[section]:
             if not name or any(c in name for c in "/ -"):

@@ -146,7 +146,12 @@ def test_demo_grid_under_slurm(slurm_cluster, tmp_path):
         seen["engine_left"] = processes_in_group(seen["engine_pgid"])
 
     # --retries 0: the profile's retry after a cancel is tested in test_slurm_profile.py.
-    run2 = run_snakemake([*snakefile, "--retries", "0"], tmp_path, cpu=True, timeout_s=300,
+    # The limit covers the executor's poll schedule, not the cell: polls come 2, 12, 22, … s apart (+10 s per
+    # poll that sees no job end, ADR 0050), at 2, 14, 36, 68, 110, 162, 224, 296 s; a cancel at 243 s (the 240 s
+    # engine deadline above) is seen at 296 s and Snakemake's exit can lag one more interval: 378 s. A slow start
+    # on 2026-12-01 put the cancel late, and a 300 s limit killed the run before Snakemake saw it (the engine
+    # was gone 2.7 s after scancel).
+    run2 = run_snakemake([*snakefile, "--retries", "0"], tmp_path, cpu=True, timeout_s=420,
                          on_start=cancel_in_window)
     print(f"[slurm-e2e] run 2 (scancel of a measuring cell): {run2.wall_s:.1f} s, rc={run2.returncode}; "
           f"runner and engine gone {seen.get('gone_after_s', float('nan')):.1f} s after scancel")
