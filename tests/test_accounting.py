@@ -59,3 +59,12 @@ def test_records_that_all_predate_the_column_say_so_and_empty_input_gives_no_row
     assert accounting.summary_line(t).startswith("not recorded")
     empty = accounting.device_time(pl.DataFrame([_rec(None, 5.0, 1.0, 1.0, 1.0, 0)]))
     assert empty.height == 0 and accounting.summary_line(empty) is None
+
+
+def test_command_line_prints_the_table_and_the_line(tmp_path, capsys):
+    path = tmp_path / "records.parquet"
+    pl.DataFrame([_rec("A", 50.0, 40.0, 5.0, 20.0, 0), _rec("A", 100.0, 40.0, 5.0, 20.0, 1)]).write_parquet(path)
+    assert accounting.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "window_share" in out and "100 s held by 1 engine launch(es)" in out and "(40.0 %)" in out
+    assert accounting.main([]) == 2

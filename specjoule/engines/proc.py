@@ -4,11 +4,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
+import subprocess
 import time
 from pathlib import Path
+
+log = logging.getLogger("specjoule.engine")
 
 
 def group_members(pgid: int) -> list[int]:
@@ -78,6 +82,21 @@ def kill_group(pgid: int, grace_s: float = 5.0) -> list[int]:
                 return []
             time.sleep(0.1)
     return group_members(pgid)
+
+
+def end_group(leader: subprocess.Popen, pgid: int, grace_s: float, what: str = "") -> list[int]:
+    """Kill what is left of an engine's process group, reap its leader, and log whether the group is empty.
+    ``what`` names the engine in the log line ("server "). Returns the survivors (should be [])."""
+    survivors = kill_group(pgid, grace_s=grace_s)
+    try:
+        leader.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    if survivors:
+        log.error("engine: %sprocess group %d survived SIGKILL: %s", what, pgid, survivors)
+    else:
+        log.info("engine: %sstopped (process group %d empty)", what, pgid)
+    return survivors
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -103,15 +103,7 @@ class ServerProcessEngine(Engine):
     def stop(self) -> None:
         if self.proc is None:
             return
-        survivors = proc.kill_group(self.pgid, grace_s=TEARDOWN_GRACE_S)
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        if survivors:
-            log.error("engine: server process group %d survived SIGKILL: %s", self.pgid, survivors)
-        else:
-            log.info("engine: server stopped (process group %d empty)", self.pgid)
+        proc.end_group(self.proc, self.pgid, TEARDOWN_GRACE_S, "server ")
         self.proc = None
 
     def kill_now(self) -> None:

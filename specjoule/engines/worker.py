@@ -143,18 +143,10 @@ class WorkerProcessEngine(Engine):
                 self.proc.wait(timeout=self.teardown_grace_s)
             except Exception:  # noqa: BLE001 - the group is killed next anyway
                 pass
-        survivors = proc.kill_group(self.pgid, grace_s=3.0)
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+        proc.end_group(self.proc, self.pgid, 3.0)
         if self.conn is not None:
             self.conn.close()
             self.conn = None
-        if survivors:
-            log.error("engine: process group %d survived SIGKILL: %s", self.pgid, survivors)
-        else:
-            log.info("engine: stopped (process group %d empty)", self.pgid)
         self.proc = None
 
     def kill_now(self) -> None:
