@@ -19,6 +19,12 @@ class AcceptanceError(ValueError):
     """An acceptance specification that cannot describe a real speculative step."""
 
 
+def conditional_rates(rates: Sequence[float]) -> list[float]:
+    """Per-position acceptance given every earlier position was accepted (c_i = p_i / p_{i-1}, 0 after a 0):
+    what vLLM's synthetic rejection sampler holds (``unconditional_to_conditional_rates``)."""
+    return [p / q if q > 0 else 0.0 for p, q in zip(rates, [1.0, *rates[:-1]])]
+
+
 def mean_acceptance_length(rates: Sequence[float]) -> float:
     """Mean committed tokens per verification implied by an unconditional rate vector."""
     return 1.0 + float(sum(rates))

@@ -238,9 +238,9 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
                 if j.cell.acceptance_rates != applied:
                     # One engine for a scheme's acceptance vectors (ADR 0039): swap before the warm-up,
                     # so the warm-up runs at this cell's rates too.
-                    engine.set_synthetic_rates(list(j.cell.acceptance_rates or ()))
-                    log.info("engine: synthetic acceptance rates set to %s", list(j.cell.acceptance_rates or ()))
                     applied = j.cell.acceptance_rates
+                    engine.set_synthetic_rates(list(applied or ()))
+                    log.info("engine: synthetic acceptance rates set to %s", list(applied or ()))
                 meter.reset_window()
                 meter.start_sampling()
                 result = workloads.run(engine, meter, pools[j.cell.cell_id][0], j.cell.spec, drain=i < len(jobs) - 1)

@@ -128,3 +128,14 @@ def test_a_swap_the_real_engine_cannot_do_fails_that_cell_only(tmp_path):
 
     (pg,) = {int(m) for m in re.findall(r"pid (\d+) \(own process group\)", log.read_text())}
     assert proc.group_members(pg) == []
+
+
+@pytest.mark.parametrize("rates", [[0.9, 0.6, 0.3], [0.0, 0.0, 0.0], [1.0, 1.0, 0.5], [0.5, 0.0, 0.0]])
+def test_our_conditional_rates_are_vllms(rates):
+    """The read-back check after a swap compares with specjoule.acceptance.conditional_rates: it must be the
+    conversion the installed vLLM applies."""
+    from vllm.v1.spec_decode.utils import unconditional_to_conditional_rates
+
+    from specjoule import acceptance
+
+    assert acceptance.conditional_rates(rates) == pytest.approx(unconditional_to_conditional_rates(rates))

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
+from specjoule.analysis import aggregate
+
 _SECONDS = ("held_s", "engine_start_s", "warmup_s", "windows_s", "other_s")
 _SCHEMA = {"engine_instance": pl.String, "engine": pl.String, "device": pl.String, "cells": pl.Int64,
            **{c: pl.Float64 for c in _SECONDS}, "window_share": pl.Float64}
@@ -30,10 +32,7 @@ def device_time(records: pl.DataFrame) -> pl.DataFrame:
     if records.height == 0 or "engine_instance" not in records.columns:
         return pl.DataFrame(schema=_SCHEMA)
     held = pl.col("device_held_s") if "device_held_s" in records.columns else pl.lit(None, pl.Float64)
-    uuid = pl.col("gpu_uuid").cast(pl.String)  # all-null (no GPU) columns of hand-built frames have no dtype
-    per = (records.with_columns(_held=held.cast(pl.Float64),
-                                _device=pl.when(uuid.str.len_chars() > 0).then(uuid)
-                                .otherwise(pl.lit("host:") + pl.col("hostname").cast(pl.String)))
+    per = (records.with_columns(_held=held.cast(pl.Float64), _device=aggregate.device_key())
            .group_by("engine_instance", maintain_order=True)
            .agg(engine=pl.col("engine").first(), device=pl.col("_device").first(), cells=pl.len().cast(pl.Int64),
                 held_s=pl.col("_held").max(), engine_start_s=pl.col("engine_start_s").first(),

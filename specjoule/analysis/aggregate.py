@@ -65,11 +65,11 @@ def scan_records(paths: Sequence[str | Path]) -> pl.LazyFrame:
                            extra_columns="raise", include_file_paths="record_path")
 
 
-def _device_key(prefix: str = "") -> pl.Expr:
+def device_key(prefix: str = "") -> pl.Expr:
     """GPU UUID(s) when there are any; on a GPU-less host the host itself is the device."""
-    uuid = pl.col(f"{prefix}gpu_uuid")
+    uuid = pl.col(f"{prefix}gpu_uuid").cast(pl.String)  # an all-null column of a hand-built frame has no dtype
     uuid = pl.when(uuid.str.len_chars() > 0).then(uuid)
-    host = pl.lit("host:") + pl.col(f"{prefix}hostname")
+    host = pl.lit("host:") + pl.col(f"{prefix}hostname").cast(pl.String)
     return pl.coalesce(uuid, host)
 
 
@@ -105,7 +105,7 @@ def pair(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Add the pairing columns (see PAIRING_COLUMNS) to every record."""
     lf = lf.with_columns(
         (pl.col("window_s") / pl.col("committed_tokens").cast(pl.Float64)).alias("s_per_committed_token"),
-        _device_key().alias("device_key"),
+        device_key().alias("device_key"),
     )
 
     def side(role: str, prefix: str) -> pl.LazyFrame:

@@ -35,6 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from specjoule import acceptance
 from specjoule.engines.server import RUNNING_SAMPLE_S, TEARDOWN_GRACE_S, ServerProcessEngine
 from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
 from specjoule.engines.base import (BatchResult, CounterSnapshot, EngineError, EngineUnsupported,
@@ -577,7 +578,7 @@ class VllmOfflineEngine(WorkerProcessEngine):
 
     def set_synthetic_rates(self, rates: list[float]) -> None:
         conditional = self._request(("set_rates", [float(r) for r in rates]), 120.0, "setting synthetic acceptance rates")[1]
-        expected = [p / q if q > 0 else 0.0 for p, q in zip(rates, [1.0, *rates[:-1]])]
+        expected = acceptance.conditional_rates(rates)
         if any(abs(a - b) > 1e-6 for a, b in zip(conditional, expected, strict=True)):
             raise EngineError(f"synthetic rates read back {conditional}, expected conditional rates {expected}")
         # The record's engine_config says what the cell ran with, and that it was swapped in (ADR 0039).
