@@ -151,7 +151,8 @@ def test_open_loop_through_server(open_cell):
     wl = cell.spec["workload"]
     assert r["workload_kind"] == "open_loop" and r["request_rate"] == 4.0
     assert r["warmup_s"] == wl["warmup_s"] and r["cooldown_s"] == wl["cooldown_s"]
-    assert r["window_s"] == pytest.approx(wl["window_s"], abs=0.5)
+    # Never shorter than configured (the H200 open loop measured 29.95 s for 30 s before the fix), barely longer.
+    assert wl["window_s"] <= r["window_s"] < wl["window_s"] + 0.5
     assert r["repeats"] is None
     assert r["requests_completed"] > 0 and r["requests_failed"] == 0
     assert r["committed_tokens"] > 0 and r["prompt_tokens"] > 0
