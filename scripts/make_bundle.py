@@ -112,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="x86_64", choices=["x86_64", "aarch64"])
     ap.add_argument("--platform", action="append", help="explicit platform tags instead of --glibc/--arch (repeat)")
     ap.add_argument("--out", type=Path, default=REPO / ".bundle")
-    ap.add_argument("--split", default="60M", help="largest part (K/M/G = KiB/MiB/GiB); 0 = do not split")
+    ap.add_argument("--split", default="auto",
+                    help="largest part (K/M/G = KiB/MiB/GiB); 0 = do not split; auto (default) = what fits one "
+                    "device call beside the repository as it is now, less 2 MiB for growth, at most 60 MiB")
     ap.add_argument("--pin", choices=["auto", "all", "protected"], default="auto",
                     help="node packages pinned for the resolver: all with a known version, or only torch/CUDA "
                     "(auto: all, then protected if that cannot resolve)")
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         archive = args.out.resolve() / B.ARCHIVE_NAME
         if not archive.exists():
             raise SystemExit(f"no {archive}: build the bundle first")
-        report_parts(B.split_file(archive, B.parse_size(args.split), args.out.resolve() / "parts"),
+        report_parts(B.split_file(archive, part_size(args.split), args.out.resolve() / "parts"),
                      args.out.resolve() / "parts", archive)
         return 0
 
@@ -281,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{archive.name}: {asize:,} bytes ({asize / B.MIB:.1f} MiB) in {time.time() - t0:.0f} s; "
         f"sha256 {B.sha256_file(archive)}")
     if args.split != "0":
-        parts = B.split_file(archive, B.parse_size(args.split), out / "parts")
+        parts = B.split_file(archive, part_size(args.split), out / "parts")
         report_parts(parts, out / "parts", archive)
     return 0
 
@@ -323,6 +325,15 @@ def verify_install(python: str, stage: Path, site: Path, target: B.Target, logfi
     dists = sorted(p.name for p in site.glob("*.dist-info"))
     log(f"verify: {len(dists)} distributions installed into {site} with {python} in {time.time() - t0:.0f} s "
         f"({B.dir_size(site) / B.MIB:.0f} MiB)")
+
+
+def part_size(split: str) -> int:
+    if split == "auto":
+        repo_bytes = B.travel_size(REPO)
+        size = B.part_size_for_repo(repo_bytes)
+        log(f"--split auto: parts of at most {size:,} bytes beside the repository's {repo_bytes:,}")
+        return size
+    return B.parse_size(split)
 
 
 def report_parts(parts: list[B.Part], parts_dir: Path, archive: Path) -> None:

@@ -1196,6 +1196,17 @@ def join_parts(parts_dir: Path, out: Path) -> Path:
 # --------------------------------------------------------------------------------------------- device limits
 
 
+def part_size_for_repo(repo_bytes: int, *, limit: int = DEVICE_CALL_LIMIT, margin: int = 2 * MIB,
+                       ceiling: int = 60 * MIB, floor: int = 8 * MIB) -> int:
+    """The largest part that still travels beside ``repo_bytes`` of repository in one device call, with ``margin``
+    left for the repository to grow (committed evidence) before the parts are used; at most ``ceiling``."""
+    room = limit - repo_bytes - margin
+    if room < floor:
+        raise BundleError("split", "auto", f"the repository's {repo_bytes:,} bytes leave {max(room, 0):,} bytes of a "
+                          f"{limit:,}-byte device call for a part; give --split explicitly or carry less")
+    return min(ceiling, room)
+
+
 def travel_size(repo: Path) -> int:
     """Bytes of what a device call sends of the repository: tracked plus untracked-not-ignored files."""
     out = subprocess.run(

@@ -126,6 +126,21 @@ def test_parse_size_refuses(text):
         B.parse_size(text)
 
 
+def test_part_size_follows_the_repository():
+    # small repository: the 60 MiB ceiling; this session's 10.2 MB repository: what is left of 64 MiB less 2 MiB
+    assert B.part_size_for_repo(1_000_000) == 60 * B.MIB
+    size = B.part_size_for_repo(10_221_970)
+    assert size == B.DEVICE_CALL_LIMIT - 10_221_970 - 2 * B.MIB
+    assert size + 10_221_970 + 2 * B.MIB <= B.DEVICE_CALL_LIMIT
+    with pytest.raises(B.BundleError, match="auto"):
+        B.part_size_for_repo(60 * B.MIB)
+
+
+def test_auto_split_fits_this_repository_beside_a_part():
+    repo_bytes = B.travel_size(REPO)
+    assert repo_bytes + B.part_size_for_repo(repo_bytes) < B.DEVICE_CALL_LIMIT
+
+
 def test_manylinux_platforms():
     tags = B.manylinux_platforms("2.17")
     assert tags[0] == "manylinux_2_17_x86_64"
