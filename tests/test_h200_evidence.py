@@ -64,3 +64,58 @@ def test_analysis_config_differs_from_the_campaign_config_only_in_engines():
     assert measured["engines"] == ["vllm", "sglang"] and analysed["engines"] == ["sglang"]
     measured.pop("engines"), analysed.pop("engines")
     assert measured == analysed
+
+
+# --- session of 2026-12-01: the vLLM closed grid on 4 engine starts (swap, ADR 0039) and the open loop -------------
+
+SESSION_1201 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01"
+CLOSED = SESSION_1201 / "closed"
+OPEN_LOOP = SESSION_1201 / "openloop"
+
+
+def _verdict(folder: Path, config_name: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    records = sorted((folder / "results" / "cells").glob("*/*.parquet"))
+    cfg = sj_config.load(folder / config_name)
+    df = aggregate.aggregate(records)
+    checks = run_checks(df, Thresholds.from_config(cfg["checks"]), sj_config.config_hash(cfg))
+    committed = (folder / "results" / "checks.md").read_text()
+    for row in checks.filter(pl.col("status") == "fail").iter_rows(named=True):
+        assert f"| fail | {row['check']} | {row['campaign_id']} |" in committed
+    return df, checks
+
+
+def test_1201_configs_are_the_preregistered_ones():
+    for folder, name in ((CLOSED, "h200-validation-swap.yaml"), (OPEN_LOOP, "h200-openloop-short.yaml")):
+        assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes(), name
+
+
+def test_1201_closed_grid_swap_took_and_only_the_ngram_l6_arm_fails():
+    df, checks = _verdict(CLOSED, "h200-validation-swap.yaml")
+    assert df.height == 24 and df["gpu_uuid"].n_unique() == 1
+    # 4 engine starts for 24 cells: one per baseline and one per synthetic arm, shared across B and vectors
+    assert df["engine_instance"].n_unique() == 4
+    assert df.filter(pl.col("scheme") == "draft")["engine_instance"].n_unique() == 1
+    failed = checks.filter(pl.col("status") == "fail")
+    assert set(failed["check"]) == {"acceptance_length"} and failed["cell_names"].to_list() == [["ngram--mv6"]] * 2
+    # every draft-model vector, swapped in place or set at start, realized its configured L
+    draft = df.filter(pl.col("scheme") == "draft")
+    assert ((draft["realized_L"] - draft["configured_L"]).abs() < 0.05).all()
+    assert draft.filter(pl.col("acceptance_kind") == "minvar")["realized_L"].to_list() == \
+        draft.filter(pl.col("acceptance_kind") == "minvar")["configured_L"].to_list()
+    # ngram at L = 6: every proposed token is accepted, but the proposer sometimes proposes fewer than k
+    # (vLLM's n-gram match has fewer than k tokens after it): the sampler is not what falls short
+    ng6 = df.filter(pl.col("cell_name") == "ngram--mv6")
+    assert (ng6["accepted_tokens"] == ng6["draft_tokens"]).all()
+    assert (ng6["draft_tokens"] < ng6["drafts"] * ng6["k"]).all()
+    drift = checks.filter(pl.col("check") == "baseline_drift").sort("campaign_id")["value"].to_list()
+    assert drift == pytest.approx([0.01126, 0.005414], rel=1e-3)  # b1, b32: both under 2 %
+
+
+def test_1201_open_loop_failures_stay_failed():
+    df, checks = _verdict(OPEN_LOOP, "h200-openloop-short.yaml")
+    assert df.height == 4
+    failed = set(checks.filter(pl.col("status") == "fail")["check"])
+    assert failed == {"baseline_drift", "committed_spread", "batch_shape", "engine_config_matched", "window_length"}
+    # the concurrency that the open loop records: L = 1 cannot keep up with 3 requests/s and queues
+    running = dict(zip(df["cell_name"], df["mean_running_requests"]))
+    assert running["draft--mv1"] > 5 * running["baseline--open"]
