@@ -107,6 +107,9 @@ def test_1201_closed_grid_swap_took_and_only_the_ngram_l6_arm_fails():
     ng6 = df.filter(pl.col("cell_name") == "ngram--mv6")
     assert (ng6["accepted_tokens"] == ng6["draft_tokens"]).all()
     assert (ng6["draft_tokens"] < ng6["drafts"] * ng6["k"]).all()
+    details = checks.filter(pl.col("check") == "acceptance_length")["detail"].to_list()
+    assert sum("vs configured 6.0; the proposer drafted 4.906 of k = 5 tokens per draft"
+               in (d or "") for d in details) == 2, details
     drift = checks.filter(pl.col("check") == "baseline_drift").sort("campaign_id")["value"].to_list()
     assert drift == pytest.approx([0.01126, 0.005414], rel=1e-3)  # b1, b32: both under 2 %
 

@@ -458,13 +458,19 @@ def engine_config_matched(df: pl.DataFrame, th: Thresholds, config_hash: str | N
 def acceptance_length(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
     applicable = is_point & C("configured_L").is_not_null()
     dev = (C("realized_L") - C("configured_L")).abs()
+    # Synthetic rates act on the tokens proposed; a proposer that drafts fewer than k (vLLM's n-gram, when the
+    # match has fewer than k tokens after it) caps L below the configured value: say so, it is the cause.
+    short = C("k").is_not_null() & (C("drafts") > 0) & (C("draft_tokens") < C("k") * C("drafts"))
+    short_drafts = (pl.when(short).then(pl.format("; the proposer drafted {} of k = {} tokens per draft",
+                                                 _r(C("draft_tokens") / C("drafts"), 4), C("k")))
+                    .otherwise(pl.lit("")))
     status = (pl.when(~applicable).then(pl.lit(NA))
                 .when(dev.is_null() | (dev > th.acceptance_length_tolerance + 1e-12)).then(pl.lit(FAIL))
                 .otherwise(pl.lit(PASS)))
     detail = (pl.when(~applicable).then(pl.lit("no configured acceptance length (baseline or model acceptance)"))
                 .when(dev.is_null()).then(pl.format("{}: realized L not measured (no drafts)", C("cell_name")))
-                .when(status == FAIL).then(pl.format("{}: realized L {} vs configured {}", C("cell_name"),
-                                                     _r(C("realized_L"), 5), _r(C("configured_L"), 5))))
+                .when(status == FAIL).then(pl.format("{}: realized L {} vs configured {}{}", C("cell_name"),
+                                                     _r(C("realized_L"), 5), _r(C("configured_L"), 5), short_drafts)))
     return _reduce_cells(df, "acceptance_length", status=status, value=pl.when(applicable).then(dev), detail=detail,
                          threshold=th.acceptance_length_tolerance)
 
