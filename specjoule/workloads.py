@@ -188,8 +188,8 @@ def open_loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, d
                 sampling.set()
                 log.info("window: start (%.1f s)", window)
             elif what == "end":
-                # The start mark follows the counter snapshot, so it lands a scrape late: hold the end
-                # until the window is its full length (a pre-registered min_window_s equal to window_s).
+                # The start mark follows the counter snapshot, so it lands one scrape late: hold the end
+                # until the window has its full length, never less than window_s.
                 short = t_start + window - time.monotonic()
                 if short > 0:
                     time.sleep(short)

@@ -136,9 +136,10 @@ def test_part_size_follows_the_repository():
         B.part_size_for_repo(60 * B.MIB)
 
 
-def test_auto_split_fits_this_repository_beside_a_part():
+def test_repository_leaves_room_for_bundle_parts():
+    # Committed evidence travels with every device call: past this, the vLLM bundle (235 MB) needs over 6 calls.
     repo_bytes = B.travel_size(REPO)
-    assert repo_bytes + B.part_size_for_repo(repo_bytes) < B.DEVICE_CALL_LIMIT
+    assert B.part_size_for_repo(repo_bytes) >= 40 * B.MIB, f"the repository travels at {repo_bytes:,} bytes"
 
 
 def test_manylinux_platforms():
