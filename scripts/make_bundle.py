@@ -14,6 +14,7 @@ specjoule-bundle.tar.xz, and parts/NN/ folders of at most --split bytes, each on
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import subprocess
 import sys
@@ -327,9 +328,14 @@ def verify_install(python: str, stage: Path, site: Path, target: B.Target, logfi
         f"({B.dir_size(site) / B.MIB:.0f} MiB)")
 
 
+@functools.cache
+def repo_travel_bytes() -> int:
+    return B.travel_size(REPO)
+
+
 def part_size(split: str) -> int:
     if split == "auto":
-        repo_bytes = B.travel_size(REPO)
+        repo_bytes = repo_travel_bytes()
         size = B.part_size_for_repo(repo_bytes)
         log(f"--split auto: parts of at most {size:,} bytes beside the repository's {repo_bytes:,}")
         return size
@@ -337,7 +343,7 @@ def part_size(split: str) -> int:
 
 
 def report_parts(parts: list[B.Part], parts_dir: Path, archive: Path) -> None:
-    repo_bytes = B.travel_size(REPO)
+    repo_bytes = repo_travel_bytes()
     log(f"{len(parts)} parts in {parts_dir}:")
     worst = 0
     for p in parts:

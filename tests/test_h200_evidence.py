@@ -1,4 +1,5 @@
-"""The committed H200 evidence (validation/h200-2026-12/session-2026-11-30c): real SGLang records.
+"""The committed H200 evidence (validation/h200-2026-12/): real SGLang (session-2026-11-30c) and vLLM
+(session-2026-12-01) records.
 
 Re-deriving the checks from the committed records must give the committed verdicts (a check that fired
 stays fired), and the records' known latency error must not reach the analysis as a number.
@@ -19,6 +20,9 @@ from specjoule.analysis.checks import Thresholds, run_checks
 ROOT = Path(__file__).resolve().parent.parent
 SESSION = ROOT / "validation" / "h200-2026-12" / "session-2026-11-30c"
 RECORDS = sorted((SESSION / "results" / "cells").glob("*/*.parquet"))
+SESSION_1201 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01"
+CLOSED = SESSION_1201 / "closed"
+OPEN_LOOP = SESSION_1201 / "openloop"
 
 
 def test_records_are_committed():
@@ -42,18 +46,25 @@ def test_sglang_latency_from_decode_throughput_is_nulled_not_shown():
     assert df["mj_per_committed_token"].sort().to_list() == pytest.approx(raw["mj_per_committed_token"].sort().to_list())
 
 
+def _verdict(folder: Path, config_name: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Checks re-derived from a session's committed records; every fail must be in its committed checks.md."""
+    records = sorted((folder / "results" / "cells").glob("*/*.parquet"))
+    cfg = sj_config.load(folder / config_name)
+    df = aggregate.aggregate(records)
+    checks = run_checks(df, Thresholds.from_config(cfg["checks"]), sj_config.config_hash(cfg))
+    committed = (folder / "results" / "checks.md").read_text()
+    for row in checks.filter(pl.col("status") == "fail").iter_rows(named=True):
+        assert f"| fail | {row['check']} | {row['campaign_id']} |" in committed
+    return df, checks
+
+
 def test_checks_rederived_from_the_records_match_the_committed_verdicts():
-    cfg = sj_config.load(SESSION / "config-analysis.yaml")
-    checks = run_checks(aggregate.aggregate(RECORDS), Thresholds.from_config(cfg["checks"]),
-                        sj_config.config_hash(cfg))
+    _, checks = _verdict(SESSION, "config-analysis.yaml")
     failed = set(checks.filter(pl.col("status") == "fail")["check"])
     # two H200 machines in one family, and the baseline moved with them (README of the session)
     assert failed == {"same_gpu", "baseline_drift", "engine_config_matched"}
     drift = checks.filter(pl.col("check") == "baseline_drift").sort("campaign_id")["value"].to_list()
     assert drift == pytest.approx([0.08455, 0.04827], rel=1e-3)  # b1, b32
-    committed = (SESSION / "results" / "checks.md").read_text()
-    for row in checks.filter(pl.col("status") == "fail").iter_rows(named=True):
-        assert f"| fail | {row['check']} | {row['campaign_id']} |" in committed
     acc = checks.filter(pl.col("check") == "acceptance_length")
     assert (acc["status"] == "pass").all()
 
@@ -67,21 +78,6 @@ def test_analysis_config_differs_from_the_campaign_config_only_in_engines():
 
 
 # --- session of 2026-12-01: the vLLM closed grid on 4 engine starts (swap, ADR 0039) and the open loop -------------
-
-SESSION_1201 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01"
-CLOSED = SESSION_1201 / "closed"
-OPEN_LOOP = SESSION_1201 / "openloop"
-
-
-def _verdict(folder: Path, config_name: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    records = sorted((folder / "results" / "cells").glob("*/*.parquet"))
-    cfg = sj_config.load(folder / config_name)
-    df = aggregate.aggregate(records)
-    checks = run_checks(df, Thresholds.from_config(cfg["checks"]), sj_config.config_hash(cfg))
-    committed = (folder / "results" / "checks.md").read_text()
-    for row in checks.filter(pl.col("status") == "fail").iter_rows(named=True):
-        assert f"| fail | {row['check']} | {row['campaign_id']} |" in committed
-    return df, checks
 
 
 def test_1201_configs_are_the_preregistered_ones():
