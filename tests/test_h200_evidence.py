@@ -1,5 +1,5 @@
-"""The committed H200 evidence (validation/h200-2026-12/): real SGLang (session-2026-11-30c) and vLLM
-(session-2026-12-01) records.
+"""The committed H200 evidence (validation/h200-2026-12/): real SGLang (session-2026-11-30c), vLLM
+(session-2026-12-01) and both engines on one GPU (session-2026-12-01b) records.
 
 Re-deriving the checks from the committed records must give the committed verdicts (a check that fired
 stays fired), and the records' known latency error must not reach the analysis as a number.
@@ -118,3 +118,55 @@ def test_1201_open_loop_failures_stay_failed():
     # the concurrency that the open loop records: L = 1 cannot keep up with 3 requests/s and queues
     running = dict(zip(df["cell_name"], df["mean_running_requests"]))
     assert running["draft--mv1"] > 5 * running["baseline--open"]
+
+
+# --- session of 2026-12-01 (late): vLLM and SGLang on one GPU (config/h200-engines-one-gpu.yaml, issue 9) -----------
+
+ENGINES_1GPU = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01b"
+
+
+def test_1201b_config_is_the_preregistered_one():
+    name = "h200-engines-one-gpu.yaml"
+    assert (ENGINES_1GPU / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+
+
+def test_1201b_both_engines_on_one_gpu_pass_every_check():
+    df, checks = _verdict(ENGINES_1GPU, "h200-engines-one-gpu.yaml")
+    assert df.height == 20 and df["gpu_uuid"].n_unique() == 1
+    assert df["git_commit"].unique().to_list() == ["956a9b35cf6bdb4f1a303e4bc3aafc1d623ed20a"]
+    # 3 vLLM starts (draft vectors swapped in place) and 5 SGLang starts (one per simulated length)
+    starts = dict(df.group_by("engine").agg(pl.col("engine_instance").n_unique()).iter_rows())
+    assert starts == {"vllm": 3, "sglang": 5}
+    # the re-derived verdict is the committed one, row for row
+    committed = pl.read_parquet(ENGINES_1GPU / "results" / "checks.parquet")
+    key = ["check", "campaign_id"]
+    assert checks.select(*key, "status").sort(key).equals(committed.select(*key, "status").sort(key))
+    assert set(checks["status"]) == {"pass", "flag"}
+    flagged = checks.filter(pl.col("status") == "flag")
+    assert set(flagged["check"]) == {"engine_config_matched"} and flagged.height == 4
+    draft = df.filter(pl.col("scheme") == "draft")
+    assert draft["realized_L"].to_list() == draft["configured_L"].to_list()  # both mechanisms, to the last digit
+    mechanisms = dict(draft.select("engine", "acceptance_mechanism").unique().iter_rows())
+    assert mechanisms == {"vllm": "vllm_synthetic_rates", "sglang": "sglang_simulate_acc_len"}
+
+
+def test_1201b_engine_table_in_the_readme_is_the_records():
+    """The README's engine comparison is re-derived from the records; prose that drifts from data fails."""
+    from specjoule.analysis import derive
+
+    df, checks = _verdict(ENGINES_1GPU, "h200-engines-one-gpu.yaml")
+    curves = derive.derive(df, checks)  # no failed check: derive must not refuse
+    committed = pl.read_parquet(ENGINES_1GPU / "results" / "curves.parquet")
+    key = ["engine", "batch_size", "acceptance_name"]
+    assert curves.select(*key, "energy_ratio").sort(key)["energy_ratio"].to_list() == pytest.approx(
+        committed.select(*key, "energy_ratio").sort(key)["energy_ratio"].to_list())
+    readme = (ENGINES_1GPU / "README.md").read_text()
+    label = {"vllm": "vLLM", "sglang": "SGLang"}
+    for (b, engine), rows in curves.group_by("batch_size", "engine"):
+        ratio = dict(zip(rows["acceptance_name"], rows["energy_ratio"]))
+        base = df.filter(pl.col("engine") == engine, pl.col("batch_size") == b, pl.col("scheme") == "baseline")
+        mj = dict(zip(base["cell_name"], base["mj_per_committed_token"]))
+        digits = 1 if b == 1 else 2
+        line = (f"| {b} | {label[engine]} | {mj['baseline--open']:.{digits}f} / {mj['baseline--close']:.{digits}f} | "
+                f"{ratio['mv1']:.3f}× | {ratio['mv3']:.3f}× | {ratio['mv6']:.3f}× |")
+        assert line in readme, line

@@ -243,9 +243,8 @@ def test_meta_counters_take_the_schedulers_accepted_count_over_the_committed_vie
 def test_generate_meta_info_realizes_configured_length():
     """Real meta_info from the H200 (server /generate, STANDALONE k=5, SGLANG_SIMULATE_ACC_LEN=3, 64 tokens).
 
-    The offline stage of that smoke run started its engine but failed before saving offline_meta_info.json
-    (the worker pickled ``__main__.MetaSnapshot``; fixed, see test_worker_snapshots_unpickle_in_the_cell_process);
-    /generate returns the same tokenizer-manager meta_info, so the counting is tested on it.
+    The server path's /generate returns the same tokenizer-manager meta_info as the offline engine (whose own
+    capture, from a later run, is tested below), so both paths are counted by the same code.
     """
     m = json.loads(fixture("server_generate.json").read_text())["meta_info"]
     assert m["completion_tokens"] == 64 and m["prompt_tokens"] == 128
@@ -262,6 +261,45 @@ def test_generate_meta_info_realizes_configured_length():
     assert m["spec_accept_length"] == pytest.approx(64 / 21) and m["spec_accept_length"] != pytest.approx(realized)
     r = sg.request_result(m, 64)
     assert r.ok and r.tpot_s is not None and r.tpot_s > 0
+
+
+def _offline_window(name: str) -> tuple[list[dict], dict, dict]:
+    """The offline engine's raw meta_info of one batch (4 requests) counted as a window: metas, columns, counters."""
+    metas = json.loads(fixture(name).read_text())
+    mc = sg.MetaCounters(k=5)
+    for m in metas:
+        mc.add(m)
+    d = mc.snapshot().minus(sg.MetaCounters(k=5).snapshot())
+    return metas, d.columns(True), d.counters
+
+
+def test_offline_meta_info_64_tokens_counts_what_the_engine_delta_recorded():
+    """Offline ``sglang.Engine`` on the H200 (2026-12-01, STANDALONE k=5, SIMULATE_ACC_LEN=3, B=4, 64 tokens):
+    64 = 1 prefill token + 21 verify steps of 3, none cut, so the scheduler's count equals the committed view;
+    and counting the raw meta_info again gives exactly the delta the adapter wrote during that run."""
+    metas, cols, counters = _offline_window("offline_meta_info.json")
+    assert len(metas) == 4 and all(m["completion_tokens"] == 64 and m["spec_verify_ct"] == 21 for m in metas)
+    assert cols["accepted_tokens"] == counters["spec_accepted_committed"] == 4 * 42
+    assert 1 + cols["accepted_tokens"] / cols["drafts"] == 3.0
+    recorded = json.loads(fixture("offline_delta.json").read_text())
+    assert recorded["columns"] == cols
+    assert recorded["realized_L"] == 3.0
+
+
+def test_offline_meta_info_65_tokens_confirms_the_cut_step():
+    """The 65-token batch of the same run: 64 decode tokens = 21 steps of 3 + a 22nd cut from 3 tokens to 1.
+    ADR 0016 predicted, before this capture, that the scheduler counts 44 accepted drafts per request and the
+    committed view 42; the record must take the scheduler's count (realized L stays 3, as vLLM counts)."""
+    metas, cols, counters = _offline_window("offline_meta_info_65.json")
+    assert {(m["completion_tokens"], m["spec_verify_ct"], m["spec_num_correct_drafts"]) for m in metas} == {(65, 22, 44)}
+    assert counters["spec_accepted_committed"] == 4 * ((65 - 1) - 22) == 4 * 42
+    assert cols["accepted_tokens"] == 4 * 44 and cols["drafts"] == 4 * 22 and cols["committed_tokens"] == 4 * 65
+    assert 1 + cols["accepted_tokens"] / cols["drafts"] == 3.0
+    assert 1 + counters["spec_accepted_committed"] / cols["drafts"] == pytest.approx(2.909, abs=1e-3)
+    assert cols["accepted_per_position"] == [88, 88, 0, 0, 0]  # the histogram agrees with the scheduler's count
+    # SGLang's own spec_accept_length is completion / verify steps (65 / 22 = 2.95): it counts the prefill token
+    # and leaves out the cut drafts, so the record never uses it
+    assert metas[0]["spec_accept_length"] == pytest.approx(65 / 22)
 
 
 def test_latency_from_meta_info_timestamps_not_decode_throughput():
