@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from specjoule import config as sj_config
-from specjoule.analysis import aggregate
+from specjoule.analysis import aggregate, derive
 from specjoule.analysis.checks import Thresholds, run_checks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,8 +152,6 @@ def test_1201b_both_engines_on_one_gpu_pass_every_check():
 
 def test_1201b_engine_table_in_the_readme_is_the_records():
     """The README's engine comparison is re-derived from the records; prose that drifts from data fails."""
-    from specjoule.analysis import derive
-
     df, checks = _verdict(ENGINES_1GPU, "h200-engines-one-gpu.yaml")
     curves = derive.derive(df, checks)  # no failed check: derive must not refuse
     committed = pl.read_parquet(ENGINES_1GPU / "results" / "curves.parquet")
