@@ -168,3 +168,20 @@ def test_1201b_engine_table_in_the_readme_is_the_records():
         line = (f"| {b} | {label[engine]} | {mj['baseline--open']:.{digits}f} / {mj['baseline--close']:.{digits}f} | "
                 f"{ratio['mv1']:.3f}× | {ratio['mv3']:.3f}× | {ratio['mv6']:.3f}× |")
         assert line in readme, line
+
+
+def test_1201c_sglang_open_loop_cell_counts_what_it_served():
+    """The one SGLang open-loop cell (launch_server, Poisson arrivals): a smoke, but its record must hold together."""
+    folder = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01c"
+    records = sorted((folder / "results" / "smoke-openloop").glob("*/*.parquet"))
+    records = [p for p in records if not p.name.endswith(".timeline.parquet")]
+    assert len(records) == 1
+    row = aggregate.aggregate(records).row(0, named=True)
+    cfg = sj_config.load(folder / "smoke-openloop.yaml")
+    workload = cfg["workloads"]["poisson3"]
+    assert (row["engine"], row["workload_kind"], row["latency_source"]) == ("sglang", "open_loop", "client_stream")
+    assert row["requests_failed"] == 0 and row["requests_completed"] > 0
+    assert row["committed_tokens"] == row["requests_completed"] * workload["output_len"]
+    assert row["realized_L"] == row["configured_L"] == 6.0
+    assert row["window_s"] >= workload["window_s"] and row["meter"] == "nvml" and row["energy_j"] > 0
+    assert 0 < row["mean_running_requests"] <= row["batch_size"]
