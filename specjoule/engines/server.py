@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from typing import Any
@@ -29,6 +29,26 @@ log = logging.getLogger("specjoule.engine")
 
 TEARDOWN_GRACE_S = 10.0
 RUNNING_SAMPLE_S = 0.2
+# The first reading comes sooner: a closed batch shorter than one interval (0.14 s on two CPU cores) still gets one.
+RUNNING_FIRST_SAMPLE_S = 0.05
+
+
+def sample_running(stop: threading.Event, read: Callable[[], float | None], samples: list[float]) -> None:
+    """Append running-request readings taken during one closed batch until ``stop`` is set (ADR 0013).
+
+    A zero, or no reading, while the batch is in flight is the gauge not yet updated for it (the request has not
+    reached the scheduler, or the sampler lost the GIL race), not an observed concurrency: it is skipped. A read
+    that raises ends the sampling (the engine is going away; the batch loop reports that, not this thread)."""
+    delay = RUNNING_FIRST_SAMPLE_S
+    while not stop.wait(delay):
+        delay = RUNNING_SAMPLE_S
+        try:
+            v = read()
+        except Exception as exc:  # noqa: BLE001 - a sampler thread must not die with a traceback
+            log.debug("running-requests sampler stopped: %s: %s", type(exc).__name__, exc)
+            return
+        if v:
+            samples.append(v)
 
 
 class ServerProcessEngine(Engine):
@@ -145,25 +165,16 @@ class ServerProcessEngine(Engine):
                     return
                 yield json.loads(data)
 
-    def _running_sample(self, gauges: dict[str, float]) -> float | None:
-        """One sample of running requests from a /metrics snapshot, or None to skip it."""
-        return gauges.get("num_requests_running", 0.0)
-
     def generate_batch(self, prompts: list[list[int]], output_len: int, timeout_s: float) -> BatchResult:
         self._check_alive()
         samples: list[float] = []
         stop = threading.Event()
 
-        def sample() -> None:
-            while not stop.wait(RUNNING_SAMPLE_S):
-                try:
-                    v = self._running_sample(self.snapshot().gauges)
-                except EngineError:
-                    return
-                if v is not None:
-                    samples.append(v)
+        def running() -> float | None:
+            # both servers' snapshots name it so (SGLang's num_running_reqs is mapped to it)
+            return self.snapshot().gauges.get("num_requests_running")
 
-        th = threading.Thread(target=sample, daemon=True)
+        th = threading.Thread(target=sample_running, args=(stop, running, samples), daemon=True)
         t0 = time.monotonic()
         th.start()
         pool = ThreadPoolExecutor(max_workers=len(prompts), thread_name_prefix="batch")

@@ -850,10 +850,6 @@ class SglangServerEngine(ServerProcessEngine):
         with self._tally:
             self._truncated += int(meta["spec_num_correct_drafts"]) - committed
 
-    def _running_sample(self, gauges: dict[str, float]) -> float | None:
-        v = gauges.get("num_requests_running")
-        return v or None  # a zero while the batch is in flight is the gauge not yet updated
-
     def metrics_text(self) -> str:
         with urllib.request.urlopen(self.url + "/metrics", timeout=30.0) as r:
             return r.read().decode()

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import acceptance
-from specjoule.engines.server import RUNNING_SAMPLE_S, TEARDOWN_GRACE_S, ServerProcessEngine
+from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine, sample_running
 from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
 from specjoule.engines.base import (BatchResult, CounterSnapshot, EngineError, EngineUnsupported,
                                     Histogram, RequestResult)
@@ -645,19 +645,7 @@ def worker_main(fd: int) -> int:
                             detokenize=False)
         samples: list[float] = []
         stop = threading.Event()
-
-        def sample() -> None:
-            while not stop.wait(RUNNING_SAMPLE_S):
-                try:
-                    v = _running(llm)
-                except Exception:
-                    return
-                # A zero while generate() is in flight is the gauge not yet updated for this
-                # batch (the sampler thread competes for the GIL), not an observed concurrency.
-                if v:
-                    samples.append(v)
-
-        th = threading.Thread(target=sample, daemon=True)
+        th = threading.Thread(target=sample_running, args=(stop, lambda: _running(llm), samples), daemon=True)
         t0 = time.monotonic()
         th.start()
         try:
