@@ -23,6 +23,8 @@ RECORDS = sorted((SESSION / "results" / "cells").glob("*/*.parquet"))
 SESSION_1201 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01"
 CLOSED = SESSION_1201 / "closed"
 OPEN_LOOP = SESSION_1201 / "openloop"
+ENGINES_1GPU = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01b"
+OPEN_LOOP_SMOKE = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01c"
 
 
 def test_records_are_committed():
@@ -122,7 +124,11 @@ def test_1201_open_loop_failures_stay_failed():
 
 # --- session of 2026-12-01 (late): vLLM and SGLang on one GPU (config/h200-engines-one-gpu.yaml, issue 9) -----------
 
-ENGINES_1GPU = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01b"
+
+@pytest.fixture(scope="module")
+def engines_1gpu() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The one-GPU engine comparison's records and re-derived checks, computed once for the tests below."""
+    return _verdict(ENGINES_1GPU, "h200-engines-one-gpu.yaml")
 
 
 def test_1201b_config_is_the_preregistered_one():
@@ -130,8 +136,8 @@ def test_1201b_config_is_the_preregistered_one():
     assert (ENGINES_1GPU / name).read_bytes() == (ROOT / "config" / name).read_bytes()
 
 
-def test_1201b_both_engines_on_one_gpu_pass_every_check():
-    df, checks = _verdict(ENGINES_1GPU, "h200-engines-one-gpu.yaml")
+def test_1201b_both_engines_on_one_gpu_pass_every_check(engines_1gpu):
+    df, checks = engines_1gpu
     assert df.height == 20 and df["gpu_uuid"].n_unique() == 1
     assert df["git_commit"].unique().to_list() == ["956a9b35cf6bdb4f1a303e4bc3aafc1d623ed20a"]
     # 3 vLLM starts (draft vectors swapped in place) and 5 SGLang starts (one per simulated length)
@@ -150,9 +156,9 @@ def test_1201b_both_engines_on_one_gpu_pass_every_check():
     assert mechanisms == {"vllm": "vllm_synthetic_rates", "sglang": "sglang_simulate_acc_len"}
 
 
-def test_1201b_engine_table_in_the_readme_is_the_records():
+def test_1201b_engine_table_in_the_readme_is_the_records(engines_1gpu):
     """The README's engine comparison is re-derived from the records; prose that drifts from data fails."""
-    df, checks = _verdict(ENGINES_1GPU, "h200-engines-one-gpu.yaml")
+    df, checks = engines_1gpu
     curves = derive.derive(df, checks)  # no failed check: derive must not refuse
     committed = pl.read_parquet(ENGINES_1GPU / "results" / "curves.parquet")
     key = ["engine", "batch_size", "acceptance_name"]
@@ -172,7 +178,7 @@ def test_1201b_engine_table_in_the_readme_is_the_records():
 
 def test_1201c_sglang_open_loop_cell_counts_what_it_served():
     """The one SGLang open-loop cell (launch_server, Poisson arrivals): a smoke, but its record must hold together."""
-    folder = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01c"
+    folder = OPEN_LOOP_SMOKE
     records = sorted((folder / "results" / "smoke-openloop").glob("*/*.parquet"))
     records = [p for p in records if not p.name.endswith(".timeline.parquet")]
     assert len(records) == 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
-from specjoule.engines.server import RUNNING_FIRST_SAMPLE_S, RUNNING_SAMPLE_S, sample_running
+from specjoule.engines.base import RUNNING_FIRST_SAMPLE_S, RUNNING_SAMPLE_S, sample_running
 
 
 def _sampler(read, stop: threading.Event) -> tuple[threading.Thread, list[float]]:

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import abc
 import bisect
+import logging
 import math
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger("specjoule.engine")
 
 
 class EngineError(RuntimeError):
@@ -41,6 +46,29 @@ class BatchResult:
     started_monotonic: float
     ended_monotonic: float
     running_samples: list[float] = field(default_factory=list)  # vllm:num_requests_running during the batch
+
+
+RUNNING_SAMPLE_S = 0.2
+# The first reading comes sooner: a closed batch shorter than one interval (0.14 s on two CPU cores) still gets one.
+RUNNING_FIRST_SAMPLE_S = 0.05
+
+
+def sample_running(stop: threading.Event, read: Callable[[], float | None], samples: list[float]) -> None:
+    """Append running-request readings taken during one closed batch until ``stop`` is set (ADR 0013).
+
+    A zero, or no reading, while the batch is in flight is the gauge not yet updated for it (the request has not
+    reached the scheduler, or the sampler lost the GIL race), not an observed concurrency: it is skipped. A read
+    that raises ends the sampling (the engine is going away; the batch loop reports that, not this thread)."""
+    delay = RUNNING_FIRST_SAMPLE_S
+    while not stop.wait(delay):
+        delay = RUNNING_SAMPLE_S
+        try:
+            v = read()
+        except Exception as exc:  # noqa: BLE001 - a sampler thread must not die with a traceback
+            log.debug("running-requests sampler stopped: %s: %s", type(exc).__name__, exc)
+            return
+        if v:
+            samples.append(v)
 
 
 @dataclass

@@ -17,38 +17,17 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from typing import Any
 
 from specjoule.engines import proc
-from specjoule.engines.base import BatchResult, Engine, EngineError
+from specjoule.engines.base import BatchResult, Engine, EngineError, sample_running
 
 log = logging.getLogger("specjoule.engine")
 
 TEARDOWN_GRACE_S = 10.0
-RUNNING_SAMPLE_S = 0.2
-# The first reading comes sooner: a closed batch shorter than one interval (0.14 s on two CPU cores) still gets one.
-RUNNING_FIRST_SAMPLE_S = 0.05
-
-
-def sample_running(stop: threading.Event, read: Callable[[], float | None], samples: list[float]) -> None:
-    """Append running-request readings taken during one closed batch until ``stop`` is set (ADR 0013).
-
-    A zero, or no reading, while the batch is in flight is the gauge not yet updated for it (the request has not
-    reached the scheduler, or the sampler lost the GIL race), not an observed concurrency: it is skipped. A read
-    that raises ends the sampling (the engine is going away; the batch loop reports that, not this thread)."""
-    delay = RUNNING_FIRST_SAMPLE_S
-    while not stop.wait(delay):
-        delay = RUNNING_SAMPLE_S
-        try:
-            v = read()
-        except Exception as exc:  # noqa: BLE001 - a sampler thread must not die with a traceback
-            log.debug("running-requests sampler stopped: %s: %s", type(exc).__name__, exc)
-            return
-        if v:
-            samples.append(v)
 
 
 class ServerProcessEngine(Engine):

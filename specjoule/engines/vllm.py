@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import acceptance
-from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine, sample_running
+from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine
 from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
 from specjoule.engines.base import (BatchResult, CounterSnapshot, EngineError, EngineUnsupported,
-                                    Histogram, RequestResult)
+                                    Histogram, RequestResult, sample_running)
 
 log = logging.getLogger("specjoule.engine")
 
