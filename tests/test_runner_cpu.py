@@ -244,7 +244,10 @@ def test_shared_engine_runs_cells_on_one_start(shared_cells):
         assert r["committed_tokens"] == r["repeats"] * b * r["output_len"]
         assert r["requests_completed"] == r["repeats"] * b and r["requests_failed"] == 0
         assert r["draft_tokens"] == r["drafts"] * r["k"] and sum(r["accepted_per_position"]) == r["accepted_tokens"]
-        assert r["max_running_requests"] <= b
+        # A CPU `vllm serve` answers /metrics slowly while it computes (7 readings in 4 s of windows, some of them
+        # a gauge not yet updated): a window may observe no concurrency, and then says null, never 0 (ADR 0013)
+        running = r["max_running_requests"]
+        assert running is None or 1 <= running <= b, running
         assert r["latency_source"] == "client_stream" and 0 < r["tpot_p50_s"] <= r["tpot_p99_s"]
     (pg,) = _engine_pgids(log)
     assert proc.group_members(pg) == []
