@@ -129,3 +129,75 @@ def setter(**values: Any) -> Mutation:
     def apply(row: Row) -> None:
         row.update(values)
     return apply
+
+
+# ----------------------------------------------------------------------------------------------
+# Wave-2 replicate and status columns (issue 17). The lead appends them to RECORD_FIELDS; until that
+# commit is here, `replicate_schema` appends the same four names and types, so these fixtures write
+# exactly what a wave-2 runner will. Once the columns exist it changes nothing.
+
+def _wave2_fields() -> list[tuple[str, Any]]:
+    import pyarrow as pa
+
+    return [("status", pa.string()), ("unsupported_reason", pa.string()), ("window_index", pa.int64()),
+            ("engine_replicate", pa.int64())]
+
+
+def replicate_schema(monkeypatch) -> None:
+    """Make the record schema carry status, unsupported_reason, window_index and engine_replicate."""
+    import pyarrow as pa
+    import polars as pl
+
+    from specjoule.analysis import aggregate
+
+    missing = [(n, t) for n, t in _wave2_fields() if n not in records.RECORD_COLUMNS]
+    if not missing:
+        return
+    fields = [*records.RECORD_FIELDS, *((n, t, "wave-2 column (test stand-in until records.py has it)") for n, t in missing)]
+    schema = pa.schema([pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in fields],
+                       metadata={"record_version": str(records.RECORD_VERSION)})
+    monkeypatch.setattr(records, "RECORD_FIELDS", fields)
+    monkeypatch.setattr(records, "RECORD_SCHEMA", schema)
+    monkeypatch.setattr(records, "RECORD_COLUMNS", [n for n, _, _ in fields])
+    monkeypatch.setattr(aggregate, "RECORD_POLARS_SCHEMA", pl.from_arrow(schema.empty_table()).schema)
+
+
+# (row, cell, engine replicate, window) -> None: edit a replicate's row before it is derived and written.
+ReplicateEffect = Callable[[Row, cells.Cell, int, int], None]
+
+
+def scale_energy(row: Row, factor: float) -> None:
+    """Energy (and so power and mJ/token) times ``factor``: what a noisier or hungrier window looks like."""
+    row["energy_j"] = row["energy_j"] * factor
+    row["energy_j_per_gpu"] = [row["energy_j"]]
+    row["mean_power_w"] = row["mean_power_w"] * factor
+
+
+def write_replicated(root: Path, *, windows: int = 1, engine_replicates: int = 1, cfg: dict | None = None,
+                     effect: ReplicateEffect | None = None, unsupported: set[str] | None = None,
+                     meter: str = "nvml") -> list[Path]:
+    """Every cell of the config in ``windows`` windows and ``engine_replicates`` campaign replicates, named as
+    the wave-2 cell table names them (window w >= 1: ``<name>--w<w>``; replicate r >= 1: ``<campaign>-r<r>``).
+    ``unsupported``: point names written as unsupported records (the engine refused them)."""
+    paths = []
+    for cell in cell_table(cfg):
+        for r in range(engine_replicates):
+            for w in range(windows):
+                campaign = cell.campaign_id + (f"-r{r}" if r else "")
+                name = cell.name + (f"--w{w}" if w else "")
+                if unsupported and cell.name in unsupported:
+                    row = cell.identity() | {"config_hash": CONFIG_HASH, "git_commit": "f" * 40, "hostname": "node01",
+                                             "status": "unsupported",
+                                             "unsupported_reason": "engine: this scheme is not supported (crafted)"}
+                else:
+                    row = measure(cell, meter=meter) | {"status": "measured"}
+                row |= {"campaign_id": campaign, "cell_name": name, "window_index": w, "engine_replicate": r,
+                        "cell_id": cell.cell_id if (w, r) == (0, 0) else f"{cell.cell_id}w{w}r{r}",
+                        "run_order_index": cell.run_order_index * windows + w}
+                if effect and row.get("status") != "unsupported":
+                    effect(row, cell, r, w)
+                row = records.derive(row)
+                path = root / "results" / "cells" / campaign / f"{name}.parquet"
+                records.write_record(row, path)
+                paths.append(path)
+    return paths

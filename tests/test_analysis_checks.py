@@ -8,6 +8,7 @@ check, in exactly that campaign, changes status, naming exactly the cells concer
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import polars as pl
@@ -39,7 +40,11 @@ def _loud(result: pl.DataFrame) -> set[tuple[str, str, str]]:
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory) -> pl.DataFrame:
-    return _run(tmp_path_factory.mktemp("clean"))
+    root = tmp_path_factory.mktemp("clean")
+    # An earlier run of the same grid as the reference evidence, so reproduces_reference is exercised
+    # (an identical run reproduces; tests/test_analysis_spread.py shows it flag a shifted one).
+    ar.write_campaigns(root / "reference")
+    return _run(root / "run", th=dataclasses.replace(TH, reference_evidence=str(root / "reference")))
 
 
 def test_clean_grid_passes_every_check(clean):

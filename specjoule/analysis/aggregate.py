@@ -9,7 +9,10 @@ silently dropped.
 
 The baseline value a point is compared with is the mean of its opening and closing baselines
 (the opening alone when the campaign has no closing baseline); their disagreement is the
-``baseline_drift`` check.
+``baseline_drift`` check. A side measured in several windows (``windows`` > 1: one baseline record
+per window) contributes the mean of its windows, so the baseline stays the mean of the two side
+means and each side's n is carried (ADR 0080). Records with ``status == "unsupported"`` (the engine
+refused the cell) are kept, never paired and never a baseline.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import polars as pl
 
 from specjoule import records
 from specjoule.analysis import META_CONFIG_HASH, AnalysisError, write_parquet_atomic
+from specjoule.analysis.spread import columns_of, is_measured
 
 ROLE_OPENING = "opening_baseline"
 ROLE_CLOSING = "closing_baseline"
@@ -40,6 +44,9 @@ PAIRING_COLUMNS: tuple[str, ...] = (
     *(f"{side}_{m}" for side in ("opening", "closing") for m in BASELINE_METRICS),
     *(f"baseline_{m}" for m in BASELINE_METRICS),
     "baseline_n", "pair_cross_gpu",
+    # Windows (ADR 0080): baseline records per side and their names in window order. opening_cell_name
+    # is the first window's; a flag on any window concerns every ratio built on the side.
+    "opening_n", "closing_n", "opening_cell_names", "closing_cell_names",
 )
 
 META_RECORD_VERSION = "specjoule_record_version"
@@ -92,13 +99,34 @@ def _validate(df: pl.DataFrame) -> None:
         r = dup.row(0, named=True)
         raise AnalysisError(f"cell {r['campaign_id']}/{r['cell_name']} has {len(r['record_path'])} records: "
                             f"{', '.join(sorted(r['record_path']))}")
+    measured = df.filter(is_measured(df)).with_columns(window_index_expr(df))
     for role in (ROLE_OPENING, ROLE_CLOSING):
-        many = (df.filter(pl.col("role") == role).group_by(PAIR_KEYS).agg(pl.col("cell_name"))
+        many = (measured.filter(pl.col("role") == role).group_by(*PAIR_KEYS, "_window").agg(pl.col("cell_name"))
                 .filter(pl.col("cell_name").list.len() > 1))
         if many.height:
             r = many.row(0, named=True)
-            raise AnalysisError(f"campaign {r['campaign_id']} has {len(r['cell_name'])} {role} records "
-                                f"({', '.join(sorted(r['cell_name']))}); a point must pair with exactly one")
+            raise AnalysisError(f"campaign {r['campaign_id']} has {len(r['cell_name'])} {role} records for window "
+                                f"{r['_window']} ({', '.join(sorted(r['cell_name']))}); a side holds one record per window")
+
+
+def window_index_expr(df: pl.DataFrame | pl.LazyFrame) -> pl.Expr:
+    """``_window``: the record's window (0 where null, or for records written before the column)."""
+    w = pl.col("window_index").fill_null(0) if "window_index" in columns_of(df) else pl.lit(0)
+    return w.cast(pl.Int64).alias("_window")
+
+
+def _side_mean(m: str) -> pl.Expr:
+    # Null propagates (ADR 0021): a window that lacks the metric gives the side no value, rather than
+    # a mean of the windows that happen to have it.
+    return pl.when(pl.col(m).null_count() > 0).then(None).otherwise(pl.col(m).mean())
+
+
+def _side_device(prefix: str) -> pl.Expr:
+    # One device for all windows of a side: that device (as before windows); several: a value no
+    # point's device equals, so pair_cross_gpu marks every ratio built on the side.
+    keys = pl.col("device_key").unique().sort()
+    return (pl.when(pl.col("device_key").n_unique() == 1).then(pl.col("device_key").first())
+            .otherwise(pl.lit("mixed:") + keys.str.join(",")).alias(f"{prefix}_device_key"))
 
 
 def pair(lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -106,15 +134,19 @@ def pair(lf: pl.LazyFrame) -> pl.LazyFrame:
     lf = lf.with_columns(
         (pl.col("window_s") / pl.col("committed_tokens").cast(pl.Float64)).alias("s_per_committed_token"),
         device_key().alias("device_key"),
+        window_index_expr(lf),
+        is_measured(lf).alias("_measured"),
     )
 
     def side(role: str, prefix: str) -> pl.LazyFrame:
-        return lf.filter(pl.col("role") == role).select(
-            *PAIR_KEYS,
-            pl.col("cell_name").alias(f"{prefix}_cell_name"),
-            pl.col("device_key").alias(f"{prefix}_device_key"),
-            *(pl.col(m).alias(f"{prefix}_{m}") for m in BASELINE_METRICS),
-        )
+        return (lf.filter((pl.col("role") == role) & pl.col("_measured")).sort("_window", "cell_name")
+                .group_by(PAIR_KEYS, maintain_order=True).agg(
+                    pl.col("cell_name").first().alias(f"{prefix}_cell_name"),
+                    _side_device(prefix),
+                    *(_side_mean(m).alias(f"{prefix}_{m}") for m in BASELINE_METRICS),
+                    pl.len().cast(pl.Int32).alias(f"{prefix}_n"),
+                    pl.col("cell_name").alias(f"{prefix}_cell_names"),
+                ))
 
     out = (lf.join(side(ROLE_OPENING, "opening"), on=list(PAIR_KEYS), how="left", nulls_equal=True, validate="m:1")
              .join(side(ROLE_CLOSING, "closing"), on=list(PAIR_KEYS), how="left", nulls_equal=True, validate="m:1"))
@@ -124,10 +156,14 @@ def pair(lf: pl.LazyFrame) -> pl.LazyFrame:
         # whose closing twin lacks the metric gives no baseline value rather than a one-sided one.
         *(pl.when(has_close).then((pl.col(f"opening_{m}") + pl.col(f"closing_{m}")) / 2)
             .otherwise(pl.col(f"opening_{m}")).alias(f"baseline_{m}") for m in BASELINE_METRICS),
-        (pl.col("opening_cell_name").is_not_null().cast(pl.Int32) + has_close.cast(pl.Int32)).alias("baseline_n"),
+        (pl.col("opening_n").fill_null(0) + pl.col("closing_n").fill_null(0)).cast(pl.Int32).alias("baseline_n"),
         (pl.col("device_key").ne_missing(pl.col("opening_device_key"))
          | (has_close & pl.col("device_key").ne_missing(pl.col("closing_device_key")))).alias("pair_cross_gpu"),
+        pl.col("opening_n").fill_null(0), pl.col("closing_n").fill_null(0),
     )
+    # An unsupported record measured nothing: it keeps its own columns and gets no pairing at all.
+    unpaired = [c for c in PAIRING_COLUMNS if c not in ("record_path", "s_per_committed_token", "device_key")]
+    out = out.with_columns(pl.when(pl.col("_measured")).then(pl.col(c)).otherwise(None).alias(c) for c in unpaired)
     return out.select(*RECORD_POLARS_SCHEMA.names(), *PAIRING_COLUMNS)
 
 
@@ -188,6 +224,11 @@ def aggregate(paths: Sequence[str | Path], cache: str | Path | None = None,
     that did not change since are not parsed again. Without it every file is read.
     """
     raw = _read_cached(paths, Path(cache), log) if cache is not None and paths else _read(paths)
+    return aggregate_frame(raw, log)
+
+
+def aggregate_frame(raw: pl.DataFrame, log: Callable[[str], None] = lambda _msg: None) -> pl.DataFrame:
+    """Validate and pair records already read (record columns and ``record_path``)."""
     _validate(raw)
     raw = _null_untrusted_latency(raw, log)
     return pair(raw.lazy()).sort("campaign_id", "run_order_index", "cell_name").collect()

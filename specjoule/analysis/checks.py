@@ -29,6 +29,7 @@ import polars as pl
 
 from specjoule.analysis import AnalysisError
 from specjoule.analysis.aggregate import ROLE_CLOSING, ROLE_OPENING, ROLE_POINT
+from specjoule.analysis.spread import is_measured
 
 PASS, FAIL, FLAG, NA = "pass", "fail", "flag", "not_applicable"
 STATUSES = (FAIL, FLAG, PASS, NA)
@@ -60,25 +61,38 @@ class Thresholds:
     idle_regime_ratio: float
     allow_failed_checks: bool
     engine_config_may_differ: list[str] = dataclasses.field(default_factory=list)
+    # Issue 17 (ADR 0081-0083); the defaults here serve direct construction, from_config takes the schema's.
+    acceptance_length_z: float = 4.0
+    interval_width_max: float = 1.0
+    reference_shift_max: float = 0.05
+    # Not thresholds: the config's `report` section, pre-registered with it, that the spread checks read.
+    interval_level: float = 0.95
+    reference_evidence: str | None = None
 
     @classmethod
-    def from_config(cls, checks: Mapping[str, Any] | None) -> Thresholds:
+    def from_config(cls, checks: Mapping[str, Any] | None, report: Mapping[str, Any] | None = None) -> Thresholds:
         from specjoule import config as _config
 
-        defaults = {k: v["default"] for k, v in _config._schema()["properties"]["checks"]["properties"].items()}
+        props = _config._schema()["properties"]
+        defaults = {k: v["default"] for k, v in props["checks"]["properties"].items()}
         given = dict(checks or {})
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls)} - set(REPORT_CONTEXT)
         unknown = sorted(set(given) - names)
         if unknown:
             raise _config.ConfigError(f"checks.{unknown[0]}", given[unknown[0]],
                                       f"unknown check threshold; known: {', '.join(sorted(names))}")
         merged = {**defaults, **given}
         merged["engine_config_may_differ"] = list(merged.get("engine_config_may_differ") or [])
-        return cls(**{n: merged[n] for n in names})
+        report_defaults = {k: props["report"]["properties"][k].get("default") for k in REPORT_CONTEXT}
+        context = {**report_defaults, **{k: v for k, v in dict(report or {}).items() if k in REPORT_CONTEXT}}
+        return cls(**{n: merged[n] for n in names}, **context)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+
+# Fields of Thresholds read from the config's `report` section, not from `checks`.
+REPORT_CONTEXT: tuple[str, ...] = ("interval_level", "reference_evidence")
 
 CheckFn = Callable[[pl.DataFrame, Thresholds, "str | None"], pl.DataFrame]
 
@@ -202,11 +216,13 @@ def baseline_present(df: pl.DataFrame, th: Thresholds, config_hash: str | None) 
        "opening vs closing baseline, relative: mJ per committed token; without an energy meter, "
        "seconds per committed token (window / committed tokens, the time factor of energy per token)")
 def baseline_drift(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    # Every opening window carries its campaign's side means (ADR 0080): one row per campaign.
     base = df.filter(C("role") == ROLE_OPENING).select(
         "campaign_id", "opening_cell_name", "closing_cell_name",
         "opening_mj_per_committed_token", "closing_mj_per_committed_token",
         "opening_s_per_committed_token", "closing_s_per_committed_token",
-    )
+        "opening_cell_names", "closing_cell_names", "opening_n", "closing_n",
+    ).unique("campaign_id", keep="first", maintain_order=True)
     camps = df.select("campaign_id").unique().join(base, on="campaign_id", how="left")
     energy = C("opening_mj_per_committed_token").is_not_null() & C("closing_mj_per_committed_token").is_not_null()
     any_energy = C("opening_mj_per_committed_token").is_not_null() | C("closing_mj_per_committed_token").is_not_null()
@@ -217,6 +233,10 @@ def baseline_drift(df: pl.DataFrame, th: Thresholds, config_hash: str | None) ->
         pl.lit("meter none: seconds per committed token (window_s / committed_tokens)"))
     no_pair = C("opening_cell_name").is_null() | C("closing_cell_name").is_null()
     mixed = ~energy & any_energy
+    # Several windows per side: each side is the mean of its windows (said only then, so one-window text is unchanged).
+    windows = (pl.when((C("opening_n") > 1) | (C("closing_n") > 1))
+               .then(pl.format("; means of {} opening and {} closing windows", C("opening_n"), C("closing_n")))
+               .otherwise(pl.lit("")))
     status = (pl.when(no_pair).then(pl.lit(NA))
                 .when(mixed | drift.is_null() | (drift > th.baseline_drift_max)).then(pl.lit(FAIL))
                 .otherwise(pl.lit(PASS)))
@@ -224,9 +244,10 @@ def baseline_drift(df: pl.DataFrame, th: Thresholds, config_hash: str | None) ->
                 .when(C("closing_cell_name").is_null()).then(pl.lit("no closing baseline in this campaign: drift not measurable"))
                 .when(mixed).then(pl.lit("energy measured on one baseline only"))
                 .when(drift.is_null()).then(pl.format("{}: not recorded on a baseline", metric))
-                .otherwise(pl.format("{}: opening {}, closing {} ({} % apart)", metric, _r(o, 5), _r(c, 5),
-                                     _r(drift * 100, 3))))
-    names = pl.concat_list(C("opening_cell_name"), C("closing_cell_name")).list.drop_nulls()
+                .otherwise(pl.format("{}: opening {}, closing {} ({} % apart){}", metric, _r(o, 5), _r(c, 5),
+                                     _r(drift * 100, 3), windows)))
+    names = pl.concat_list(C("opening_cell_names").fill_null(pl.lit([], pl.List(pl.String))),
+                           C("closing_cell_names").fill_null(pl.lit([], pl.List(pl.String))))
     return _campaign_rows("baseline_drift", camps.with_columns(
         status.alias("status"), names.alias("cell_names"), drift.alias("value"),
         _lit_f(th.baseline_drift_max).alias("threshold"), detail.alias("detail")))
@@ -452,25 +473,177 @@ def engine_config_matched(df: pl.DataFrame, th: Thresholds, config_hash: str | N
 
 
 # ----------------------------------------------------------------------------------------------
+# spread checks (issue 17): read across the replicates of a configuration, reported per campaign
+
+# Points along L: every identity of a configuration but its acceptance vector (of whatever kind: the
+# energy-vs-acceptance figure ranks minimum-variance and geometric vectors on one axis).
+SERIES_KEYS: tuple[str, ...] = ("engine", "model_pair", "scheme", "method", "k", "batch_size", "corpus", "cuda_graphs",
+                                "workload", "workload_kind")
+
+
+def _energy_ratio_summary(df: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(point records with configuration columns, their configurations' energy-ratio intervals)."""
+    from specjoule.analysis import spread
+
+    points = spread.configurations(spread.point_frame(df))
+    summary = spread.summarize(points, spread.SUMMARY_KEYS, spread.SUMMARY_METRICS[:2], level=level)
+    return points, summary
+
+
+def _neighbour_extent(summary: pl.DataFrame) -> pl.DataFrame:
+    """Per configuration: how far its interval reaches toward its neighbours along L, over half the gap
+    between their ratios (the largest of the two sides); ``neighbour`` names the side that sets it."""
+    rows = []
+    have = summary.filter(C("energy_ratio_mean").is_not_null())
+    for _, series in have.partition_by(list(SERIES_KEYS), as_dict=True, maintain_order=True).items():
+        s = series.with_columns(pl.coalesce("configured_L", "realized_L_mean").alias("_L")).sort("_L", "cell_name")
+        recs = s.to_dicts()
+        for i, r in enumerate(recs):
+            worst, name = None, None
+            if r["energy_ratio_ci_low"] is not None:
+                for j in (i - 1, i + 1):
+                    if not 0 <= j < len(recs):
+                        continue
+                    nb = recs[j]
+                    gap = abs(nb["energy_ratio_mean"] - r["energy_ratio_mean"])
+                    toward = (r["energy_ratio_ci_high"] - r["energy_ratio_mean"] if nb["energy_ratio_mean"] >= r["energy_ratio_mean"]
+                              else r["energy_ratio_mean"] - r["energy_ratio_ci_low"])
+                    value = float("inf") if gap == 0 else toward / (gap / 2)
+                    if worst is None or value > worst:
+                        worst, name = value, f"{nb['cell_name']} ({nb['energy_ratio_mean']:.4g})"
+            rows.append({**{k: r[k] for k in spread_keys()}, "extent": worst, "neighbour": name,
+                         "n_neighbours": (i > 0) + (i < len(recs) - 1)})
+    schema = {**{k: summary.schema[k] for k in spread_keys()}, "extent": pl.Float64, "neighbour": pl.String,
+              "n_neighbours": pl.Int64}
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
+def spread_keys() -> tuple[str, ...]:
+    from specjoule.analysis.spread import SUMMARY_KEYS
+
+    return SUMMARY_KEYS
+
+
+@check("interval_width", "campaign",
+       "flag a point whose energy-ratio interval reaches further toward a neighbour along L than interval_width_max "
+       "× half the gap between their ratios: too wide to rank against it (ADR 0081); one replicate unit: not applicable")
+def interval_width(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    points, summary = _energy_ratio_summary(df, th.interval_level)
+    ext = _neighbour_extent(summary)
+    keys = list(spread_keys())
+    verdict = summary.join(ext, on=keys, how="left", nulls_equal=True)
+    per_point = points.select("campaign_id", C("record_cell_name").alias("cell"), *keys).join(
+        verdict, on=keys, how="left", nulls_equal=True)
+    cells = df.select("campaign_id", "cell_name", "run_order_index").join(
+        per_point.rename({"cell_name": "point"}), left_on=["campaign_id", "cell_name"], right_on=["campaign_id", "cell"],
+        how="left")
+    status = (pl.when(C("energy_ratio_ci_low").is_null() | C("extent").is_null()).then(pl.lit(NA))
+                .when(C("extent") > th.interval_width_max + 1e-12).then(pl.lit(FLAG)).otherwise(pl.lit(PASS)))
+    interval = pl.format("{} [{}, {}] over {} {}(s)", _r(C("energy_ratio_mean")), _r(C("energy_ratio_ci_low")),
+                         _r(C("energy_ratio_ci_high")), C("energy_ratio_n"), C("interval_level"))
+    detail = (pl.when(C("point").is_null()).then(None)  # a baseline: the denominator, not a ranked point
+                .when(C("energy_ratio_mean").is_null()).then(pl.format("{}: no energy ratio", C("point")))
+                .when(C("energy_ratio_ci_low").is_null()).then(pl.format(
+                    "{}: one replicate unit, no interval to judge", C("point")))
+                .when(C("extent").is_null()).then(pl.format("{}: no neighbour along L", C("point")))
+                .when(status == FLAG).then(pl.format(
+                    "{}: ratio {} reaches {}× half the gap toward {}", C("point"), interval, _r(C("extent"), 3),
+                    C("neighbour"))))
+    return _reduce_cells(cells, "interval_width", status=status, value=C("extent"), detail=detail,
+                         threshold=th.interval_width_max)
+
+
+@check("reproduces_reference", "campaign",
+       "flag a point whose energy ratio shifts from the reference evidence (report.reference_evidence) by more than "
+       "reference_shift_max and whose shift interval excludes 0 (ADR 0083); not applicable without a reference")
+def reproduces_reference(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    if th.reference_evidence is None:
+        return _reduce_cells(df, "reproduces_reference", status=pl.lit(NA), value=_lit_f(None),
+                             detail=pl.lit("no report.reference_evidence configured"), threshold=th.reference_shift_max)
+    from specjoule.analysis import compare_evidence, evidence
+
+    ref = evidence.load(evidence.resolve(th.reference_evidence))
+    this = df.with_columns(evidence.measure_key(df))
+    table = compare_evidence.compare(this, ref, level=th.interval_level, tolerance=th.reference_shift_max)
+    cells = this.join(table.select("measure_key", "shift", "shift_ci_low", "shift_ci_high", "reproduces", "basis",
+                                   "energy_ratio_a", "energy_ratio_b", "cell_name_b"),
+                      on="measure_key", how="left")
+    matched = C("basis").is_not_null()
+    status = (pl.when(~is_point | ~matched | C("reproduces").is_null()).then(pl.lit(NA))
+                .when(C("reproduces")).then(pl.lit(PASS)).otherwise(pl.lit(FLAG)))
+    shift = pl.format("ratio {} vs reference {} ({} %{})", _r(C("energy_ratio_a")), _r(C("energy_ratio_b")),
+                      _r(C("shift") * 100, 3),
+                      pl.when(C("shift_ci_low").is_not_null()).then(pl.format(
+                          ", interval [{}, {}] %", _r(C("shift_ci_low") * 100, 3), _r(C("shift_ci_high") * 100, 3)))
+                      .otherwise(pl.lit("")))
+    detail = (pl.when(~is_point).then(pl.lit("baselines are compared through the ratios"))
+                .when(~matched).then(pl.format("{}: no cell with the same measured parameters in {}", C("cell_name"),
+                                               pl.lit(th.reference_evidence)))
+                .when(status == NA).then(pl.format("{}: not judged: {}", C("cell_name"), C("basis")))
+                .when(status == FLAG).then(pl.format("{}: {}; judged by {}", C("cell_name"), shift, C("basis"))))
+    return _reduce_cells(cells, "reproduces_reference", status=status, value=C("shift").abs(), detail=detail,
+                         threshold=th.reference_shift_max)
+
+
+# ----------------------------------------------------------------------------------------------
 # cell-level checks
 
-@check("acceptance_length", "cell", "|realized - configured| mean acceptance length, for points with a configured L")
+def accepted_count_variance() -> pl.Expr:
+    """Variance of the drafts accepted in one draft under the configured unconditional rates r_i.
+
+    Acceptance is prefix-closed (position i is kept only if every earlier one is), so the count A has
+    P(A >= i) = r_i: E[A] = Σ r_i and E[A²] = Σ (2i − 1) r_i, hence Var A = Σ (2i − 1) r_i − (Σ r_i)².
+    0 exactly when every rate is 0 or 1 (a deterministic vector).
+    """
+    rates = C("acceptance_rates")
+    second = rates.list.eval((pl.element() * (2 * pl.int_range(pl.len()) + 1)).sum()).list.first()
+    return (second - rates.list.sum() ** 2).clip(lower_bound=0.0)
+
+
+def acceptance_draws() -> pl.Expr:
+    """Independent acceptance draws in the window (ADR 0082). vLLM draws a uniform per request and
+    position (rejection_sampler.py, synthetic mode): every draft — one request in one round — is its
+    own draw, at B > 1 too. SGLang's simulated length is drawn once per verify step for the whole
+    batch (spec_utils._sample_simulated_acc_len): its draws are the steps, drafts / B."""
+    closed = C("workload_kind") == "closed_batch"
+    b_eff = pl.when(closed).then(C("batch_size").cast(pl.Float64)).otherwise(C("mean_running_requests"))
+    per_step = C("acceptance_mechanism") == "sglang_simulate_acc_len"
+    return pl.when(per_step).then(C("drafts") / b_eff).otherwise(C("drafts").cast(pl.Float64))
+
+
+@check("acceptance_length", "cell",
+       "|realized - configured| mean acceptance length, for points with a configured L: a fail needs the gap to exceed "
+       "the tolerance and, for a stochastic vector, acceptance_length_z standard errors of realized L (ADR 0082)")
 def acceptance_length(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
     applicable = is_point & C("configured_L").is_not_null()
     dev = (C("realized_L") - C("configured_L")).abs()
+    deterministic = C("acceptance_rates").list.eval(pl.element().is_in([0.0, 1.0])).list.all().fill_null(True)
+    draws = acceptance_draws()
+    se = pl.when(deterministic).then(0.0).otherwise((accepted_count_variance() / draws).sqrt())
     # Synthetic rates act on the tokens proposed; a proposer that drafts fewer than k (vLLM's n-gram, when the
     # match has fewer than k tokens after it) caps L below the configured value: say so, it is the cause.
     short = C("k").is_not_null() & (C("drafts") > 0) & (C("draft_tokens") < C("k") * C("drafts"))
     short_drafts = (pl.when(short).then(pl.format("; the proposer drafted {} of k = {} tokens per draft",
                                                  _r(C("draft_tokens") / C("drafts"), 4), C("k")))
                     .otherwise(pl.lit("")))
+    outside_tol = dev > th.acceptance_length_tolerance + 1e-12
+    # A deterministic vector has SE 0: the rule reduces to the exact test against the tolerance.
+    outside_se = dev > th.acceptance_length_z * se.fill_null(0.0) + 1e-12
     status = (pl.when(~applicable).then(pl.lit(NA))
-                .when(dev.is_null() | (dev > th.acceptance_length_tolerance + 1e-12)).then(pl.lit(FAIL))
+                .when(dev.is_null() | (outside_tol & outside_se)).then(pl.lit(FAIL))
                 .otherwise(pl.lit(PASS)))
+    sampling = pl.format("SE {} from {} draws; {} SE", _r(se, 3), _r(draws, 6), _r(dev / se, 3))
     detail = (pl.when(~applicable).then(pl.lit("no configured acceptance length (baseline or model acceptance)"))
                 .when(dev.is_null()).then(pl.format("{}: realized L not measured (no drafts)", C("cell_name")))
-                .when(status == FAIL).then(pl.format("{}: realized L {} vs configured {}{}", C("cell_name"),
-                                                     _r(C("realized_L"), 5), _r(C("configured_L"), 5), short_drafts)))
+                .when((status == FAIL) & deterministic).then(pl.format(
+                    "{}: realized L {} vs configured {}{}", C("cell_name"), _r(C("realized_L"), 5),
+                    _r(C("configured_L"), 5), short_drafts))
+                .when(status == FAIL).then(pl.format(
+                    "{}: realized L {} vs configured {} ({}, beyond {}){}", C("cell_name"), _r(C("realized_L"), 5),
+                    _r(C("configured_L"), 5), sampling, pl.lit(th.acceptance_length_z), short_drafts))
+                .when(~deterministic).then(pl.format(
+                    "{}: realized L {} vs configured {} ({}: within the tolerance or {} SE)", C("cell_name"),
+                    _r(C("realized_L"), 5), _r(C("configured_L"), 5), sampling, pl.lit(th.acceptance_length_z))))
     return _reduce_cells(df, "acceptance_length", status=status, value=pl.when(applicable).then(dev), detail=detail,
                          threshold=th.acceptance_length_tolerance)
 
@@ -604,6 +777,8 @@ def run_checks(records: pl.DataFrame, thresholds: Thresholds, config_hash: str |
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
         raise AnalysisError(f"unknown check(s): {', '.join(unknown)}; known: {', '.join(CHECKS)}")
+    # Unsupported records (the engine refused the cell) measured nothing: nothing to check (ADR 0080).
+    records = records.filter(is_measured(records))
     if records.height == 0:
         return pl.DataFrame(schema=CHECK_SCHEMA)
     parts = []

@@ -1,4 +1,4 @@
-"""Curves: each speculative cell against its baseline (ADR 0025, 0026, 0027).
+"""Curves: each speculative cell against its baseline (ADR 0025, 0026, 0027, 0081).
 
 Strict by default: a campaign with a failed check is refused and the message names campaign and
 check. ``energy_measured`` is the exception — when it fails (meter none, as on CPU) the curves are
@@ -7,20 +7,26 @@ the counters, acceptance and latency columns do not depend on the energy meter. 
 ``allow_failed_checks`` a refused campaign is derived anyway and every one of its rows lists the
 campaign's failures in ``failed_checks``; ``flags`` lists the flags that concern the row (its cell
 or one of its baselines).
+
+Every curve row also carries its configuration's n, mean and interval (``<metric>_n``, ``_mean``,
+``_ci_low``, ``_ci_high``, ``interval_level``): the configuration is the point across its seeds,
+windows and engine replicates, and the interval is the bootstrap of ``specjoule.analysis.spread``.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
-from specjoule.analysis import META_CONFIG_HASH, AnalysisError, write_parquet_atomic
+from specjoule.analysis import META_CONFIG_HASH, AnalysisError, spread
 from specjoule.analysis.aggregate import ROLE_POINT
 from specjoule.analysis.checks import ENERGY_CHECK, FAIL, FLAG, PASS
+# The ADR 0027 bootstrap now lives in spread (checks use it too); its names stay importable from here.
+from specjoule.analysis.spread import (  # noqa: F401
+    BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, EXACT_BOOTSTRAP_MAX, SUMMARY_KEYS, _bootstrap_means,
+    _compositions, _exact_bootstrap_means, bootstrap_interval,
+)
 
 C = pl.col
 
@@ -35,19 +41,22 @@ CURVE_COLUMNS: tuple[str, ...] = (
     # beside the ratio, so a ratio between differently configured engines is visible as such.
     "async_scheduling", "baseline_async_scheduling", "cuda_graph_sizes", "baseline_cuda_graph_sizes",
     "round_time_ms", "baseline_round_time_ms",
+    # Replicates (ADR 0080, 0081): the record's place among its configuration's repeats, the baselines of its
+    # own window, and the configuration's n, mean and interval (the same on every row of a configuration).
+    "window_index", "engine_replicate", "point_name",
+    "baseline_window_mj_per_committed_token", "baseline_window_tpot_mean_s", "interval_level",
+    *(f"{m.name}_{s}" for m in spread.SUMMARY_METRICS for s in ("n", "mean", "ci_low", "ci_high")),
 )
 ENERGY_CURVE_COLUMNS = ("mj_per_committed_token", "baseline_mj_per_committed_token", "energy_ratio",
-                        "mj_per_accepted_token")
+                        "mj_per_accepted_token", "baseline_window_mj_per_committed_token",
+                        "energy_ratio_mean", "energy_ratio_ci_low", "energy_ratio_ci_high",
+                        "mj_per_committed_token_mean", "mj_per_committed_token_ci_low", "mj_per_committed_token_ci_high")
 
-# The seed summary: grouped over seeds on everything that names a curve point.
-SUMMARY_KEYS: tuple[str, ...] = ("engine", "model_pair", "scheme", "method", "k", "acceptance_name", "acceptance_kind",
-                                 "configured_L", "batch_size", "corpus", "cuda_graphs", "workload", "workload_kind",
-                                 "cell_name")
-SUMMARY_METRICS: tuple[str, ...] = ("energy_ratio", "realized_L", "tbt_ratio")
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 20261130
-BOOTSTRAP_LEVEL = 0.95
+# The summary: one row per configuration (SUMMARY_KEYS, cell_name without its window suffix), over its
+# seeds, windows and engine replicates.
+SUMMARY_METRICS: tuple[str, ...] = tuple(m.name for m in spread.SUMMARY_METRICS)
 META_BOOTSTRAP = "specjoule_bootstrap"
+META_INTERVAL_LEVEL = "specjoule_interval_level"
 
 
 class DeriveRefused(AnalysisError):
@@ -72,16 +81,22 @@ def _concerning(points: pl.DataFrame, checks: pl.DataFrame, status: str, exclude
     hits = (checks.filter((C("status") == status) & ~C("check").is_in(list(exclude)))
             .select("campaign_id", "check", "cell_names").explode("cell_names")
             .rename({"cell_names": "concerned"}))
-    targets = (points.select("campaign_id", "cell_name", "opening_cell_name", "closing_cell_name")
-               .unpivot(index=["campaign_id", "cell_name"], value_name="concerned")
-               .drop("variable").drop_nulls("concerned"))
+    # Every baseline window of either side (ADR 0080): a flagged window concerns each ratio built on its side.
+    no_names = pl.lit([], pl.List(pl.String))
+    targets = (points.select("campaign_id", "cell_name",
+                             pl.concat_list(C("opening_cell_names").fill_null(no_names),
+                                            C("closing_cell_names").fill_null(no_names)).alias("concerned"))
+               .explode("concerned").drop_nulls("concerned"))
     targets = pl.concat([targets, points.select("campaign_id", "cell_name", C("cell_name").alias("concerned"))])
     return (targets.join(hits, on=["campaign_id", "concerned"], how="inner")
             .group_by("campaign_id", "cell_name").agg(C("check").unique().sort()))
 
 
-def derive(records: pl.DataFrame, checks: pl.DataFrame, allow_failed_checks: bool = False) -> pl.DataFrame:
-    """curves.parquet rows: one per speculative point, paired with its campaign's baselines."""
+def derive(records: pl.DataFrame, checks: pl.DataFrame, allow_failed_checks: bool = False,
+           level: float = BOOTSTRAP_LEVEL) -> pl.DataFrame:
+    """curves.parquet rows: one per speculative point record, paired with its campaign's baselines, with
+    its configuration's intervals at ``level``. Unsupported records are not curve points."""
+    records = records.filter(spread.is_measured(records))
     campaigns = records["campaign_id"].unique()
     checked = checks["campaign_id"].unique()
     unchecked = campaigns.filter(~campaigns.is_in(checked.implode()))
@@ -97,7 +112,7 @@ def derive(records: pl.DataFrame, checks: pl.DataFrame, allow_failed_checks: boo
               .select("campaign_id", pl.when(C("status") != PASS)
                       .then(pl.format("{} {}: {}", pl.lit(ENERGY_CHECK), C("status"), C("detail")))
                       .alias("energy_refused_reason"), pl.lit(True).alias("_energy_checked")))
-    points = records.filter(C("role") == ROLE_POINT)
+    points = spread.point_frame(records)
     if not points.height:
         return pl.DataFrame(schema=curve_schema())
     # A failure refuses the whole campaign, so under allow_failed_checks every row of it carries the
@@ -127,6 +142,7 @@ def derive(records: pl.DataFrame, checks: pl.DataFrame, allow_failed_checks: boo
         pl.when(C("drafts") > 0).then(b_eff * verify_width).alias("tokens_per_verify_pass"),
         pl.when(~refused).then(mj).alias("mj_per_committed_token"),
         pl.when(~refused).then(base_mj).alias("baseline_mj_per_committed_token"),
+        pl.when(~refused).then(C("baseline_window_mj_per_committed_token")).alias("baseline_window_mj_per_committed_token"),
         pl.when(~refused).then(mj / base_mj).alias("energy_ratio"),
         pl.when(~refused & (C("accepted_tokens") > 0))
           .then(C("energy_j") * 1000.0 / C("accepted_tokens")).alias("mj_per_accepted_token"),
@@ -134,7 +150,16 @@ def derive(records: pl.DataFrame, checks: pl.DataFrame, allow_failed_checks: boo
         C("failed_checks").fill_null(pl.lit([], pl.List(pl.String))),
         C("flags").fill_null(pl.lit([], pl.List(pl.String))),
     )
+    out = with_intervals(out, level)
     return out.select(*CURVE_COLUMNS).cast(curve_schema()).sort("campaign_id", "cell_name")  # type: ignore[arg-type]
+
+
+def with_intervals(curves: pl.DataFrame, level: float = BOOTSTRAP_LEVEL) -> pl.DataFrame:
+    """Each row gains its configuration's ``interval_level`` and every metric's n, mean and interval."""
+    stats = spread.summarize(spread.configurations(curves), SUMMARY_KEYS, spread.SUMMARY_METRICS, level=level)
+    keys = [k for k in SUMMARY_KEYS if k != "cell_name"]
+    return curves.join(stats.rename({"cell_name": "point_name"}), on=[*keys, "point_name"], how="left",
+                       nulls_equal=True)
 
 
 def curve_schema() -> dict[str, pl.DataType]:
@@ -145,110 +170,100 @@ def curve_schema() -> dict[str, pl.DataType]:
              "tbt_ratio": pl.Float64, "baseline_mean_running_requests": pl.Float64,
              "energy_refused_reason": pl.String, "failed_checks": pl.List(pl.String), "flags": pl.List(pl.String),
              "baseline_async_scheduling": pl.Boolean, "baseline_cuda_graph_sizes": pl.Int64,
-             "baseline_round_time_ms": pl.Float64}
-    return {c: extra[c] if c in extra else RECORD_POLARS_SCHEMA[c] for c in CURVE_COLUMNS}
+             "baseline_round_time_ms": pl.Float64, "point_name": pl.String,
+             "baseline_window_mj_per_committed_token": pl.Float64, "baseline_window_tpot_mean_s": pl.Float64,
+             "interval_level": pl.String,
+             **{f"{m}_{s}": pl.Float64 for m in SUMMARY_METRICS for s in ("mean", "ci_low", "ci_high")},
+             **{f"{m}_n": pl.Int32 for m in SUMMARY_METRICS}}
+    # Replicate axes are record columns from wave 2 on; records before it read them as null (= 0).
+    replicate = {"window_index": pl.Int64, "engine_replicate": pl.Int64}
+    return {c: extra[c] if c in extra else RECORD_POLARS_SCHEMA.get(c, replicate.get(c)) for c in CURVE_COLUMNS}
 
 
 # ----------------------------------------------------------------------------------------------
-# seeds
+# the summary: configurations over their replicates
 
-# Enumerate every distinct resample (weighted by its multinomial probability) while there are at
-# most this many — C(2n-1, n) — i.e. up to n = 7 seeds; Monte Carlo beyond.
-EXACT_BOOTSTRAP_MAX = 5000
+def summarize(curves: pl.DataFrame, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+              level: float = BOOTSTRAP_LEVEL) -> pl.DataFrame:
+    """Mean and a percentile-bootstrap interval per configuration, over its replicates (ADR 0027, 0081).
 
-
-def _compositions(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every resample of n values with replacement as a count vector (M × n), and its probability."""
-    counts = np.array([np.bincount(c, minlength=n) for c in itertools.combinations_with_replacement(range(n), n)])
-    log_w = math.lgamma(n + 1) - np.array([sum(math.lgamma(k + 1) for k in row) for row in counts]) - n * math.log(n)
-    return counts, np.exp(log_w)
-
-
-def _exact_bootstrap_means(values: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """The ideal (B → ∞) percentile bootstrap of the mean: inverse CDF of the exact resample-mean
-    distribution at alpha and 1 - alpha. values is (G, n)."""
-    g, n = values.shape
-    counts, w = _compositions(n)
-    means = values @ counts.T.astype(np.float64) / n  # (G, M)
-    order = np.argsort(means, axis=1, kind="stable")
-    sorted_means = np.take_along_axis(means, order, axis=1)
-    cdf = np.cumsum(w[order], axis=1)
-    rows = np.arange(g)
-    lo = sorted_means[rows, (cdf < alpha - 1e-12).sum(axis=1)]
-    hi = sorted_means[rows, np.minimum((cdf < 1 - alpha - 1e-12).sum(axis=1), means.shape[1] - 1)]
-    return lo, hi
-
-
-def _bootstrap_means(values: np.ndarray, rng: np.random.Generator, resamples: int) -> tuple[np.ndarray, np.ndarray]:
-    """Monte Carlo percentile bootstrap of the mean for G groups of equal size n: values is (G, n)."""
-    g, n = values.shape
-    lo = np.empty(g)
-    hi = np.empty(g)
-    alpha = (1 - BOOTSTRAP_LEVEL) / 2
-    chunk = max(1, 2_000_000 // (resamples * n))  # bound memory: chunk × resamples × n floats
-    for s in range(0, g, chunk):
-        v = values[s:s + chunk]
-        idx = rng.integers(0, n, size=(v.shape[0], resamples, n), dtype=np.int32)
-        means = v[np.arange(v.shape[0])[:, None, None], idx].mean(axis=2)  # (chunk, resamples)
-        lo[s:s + chunk], hi[s:s + chunk] = np.quantile(means, [alpha, 1 - alpha], axis=1)
-    return lo, hi
-
-
-def bootstrap_interval(values: np.ndarray, rng: np.random.Generator,
-                       resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile bootstrap interval of the mean per row of values (G × n, n ≥ 2)."""
-    n = values.shape[1]
-    if math.comb(2 * n - 1, n) <= EXACT_BOOTSTRAP_MAX:
-        return _exact_bootstrap_means(values, (1 - BOOTSTRAP_LEVEL) / 2)
-    return _bootstrap_means(values, rng, resamples)
-
-
-def summarize_seeds(curves: pl.DataFrame, resamples: int = BOOTSTRAP_RESAMPLES,
-                    seed: int = BOOTSTRAP_SEED) -> pl.DataFrame:
-    """Mean and a percentile-bootstrap interval of the mean over seeds, per curve point (ADR 0027).
-
-    Null values (e.g. energy_ratio without a meter) are left out of that metric's n; a point with
-    one seed has a mean and no interval (null), never a zero-width one.
+    The interval resamples the highest replicate level present (``interval_level``); ratios are
+    paired ratios of means. Null values (e.g. energy without a meter) are left out of that metric's n;
+    a configuration with one unit has a mean and no interval (null), never a zero-width one.
     """
+    frame = spread.configurations(spread.with_replicate_axes(curves))
     keys = list(SUMMARY_KEYS)
-    base = (curves.group_by(keys, maintain_order=True)
-            .agg(C("seed").n_unique().alias("n_seeds"), C("seed").sort().alias("seeds"),
+    base = (frame.group_by(keys, maintain_order=True)
+            .agg(C("seed").n_unique().alias("n_seeds"), C("seed").unique().sort().alias("seeds"),
+                 C("engine_replicate").n_unique().alias("n_engine_replicates"),
+                 C("window_index").n_unique().alias("n_windows"), pl.len().alias("n_records"),
                  C("failed_checks").list.explode().drop_nulls().unique().sort().alias("failed_checks"),
                  C("flags").list.explode().drop_nulls().unique().sort().alias("flags"),
                  C("energy_refused_reason").drop_nulls().first().alias("energy_refused_reason"))
             .sort(keys, nulls_last=True))
-    rng = np.random.default_rng(seed)
-    for metric in SUMMARY_METRICS:
-        grouped = (curves.filter(C(metric).is_not_null())
-                   .group_by(keys).agg(C(metric).sort().alias("v"))
-                   .with_columns(C("v").list.len().alias("n")))
-        parts = []
-        for (n,), part in sorted(grouped.partition_by("n", as_dict=True).items()):
-            part = part.sort(keys, nulls_last=True)  # deterministic draw order
-            vals = np.asarray(part["v"].to_list(), dtype=np.float64).reshape(part.height, n)
-            mean = vals.mean(axis=1)
-            if n >= 2:
-                lo, hi = bootstrap_interval(vals, rng, resamples)
-            else:
-                lo = hi = np.full(part.height, np.nan)
-            parts.append(part.select(keys).with_columns(
-                pl.Series(f"{metric}_mean", mean), pl.Series(f"{metric}_ci_low", lo).fill_nan(None),
-                pl.Series(f"{metric}_ci_high", hi).fill_nan(None), pl.lit(n, pl.Int32).alias(f"{metric}_n")))
-        if parts:
-            stats = pl.concat(parts)
-        else:
-            stats = pl.DataFrame(schema={**{k: curves.schema[k] for k in keys}, f"{metric}_mean": pl.Float64,
-                                         f"{metric}_ci_low": pl.Float64, f"{metric}_ci_high": pl.Float64,
-                                         f"{metric}_n": pl.Int32})
-        base = base.join(stats, on=keys, how="left", nulls_equal=True).with_columns(C(f"{metric}_n").fill_null(0))
-    return base
+    stats = spread.summarize(frame, keys, spread.SUMMARY_METRICS, level=level, resamples=resamples, seed=seed)
+    return base.join(stats, on=keys, how="left", nulls_equal=True).select(*SUMMARY_COLUMNS)
+
+
+# The ADR 0027 name: every replicate level now, not only seeds.
+summarize_seeds = summarize
+
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    *SUMMARY_KEYS, "n_seeds", "seeds", "failed_checks", "flags", "energy_refused_reason",
+    *(f"{m}_{s}" for m in SUMMARY_METRICS[:3] for s in ("mean", "ci_low", "ci_high", "n")),
+    "n_engine_replicates", "n_windows", "n_records", "interval_level",
+    *(f"{m}_{s}" for m in SUMMARY_METRICS[3:] for s in ("mean", "ci_low", "ci_high", "n")),
+)
+
+# Column docs written into the Parquet schema of curves_summary.parquet (field metadata "doc").
+SUMMARY_DOCS: dict[str, str] = {
+    "cell_name": "the point's cell name without its window suffix (--w<w>): one configuration",
+    "n_seeds": "distinct seeds (prompt samples) among the configuration's records",
+    "seeds": "those seeds",
+    "n_engine_replicates": "distinct engine replicates (campaign re-runs on fresh engine starts)",
+    "n_windows": "distinct window indices (back-to-back windows on one warm engine)",
+    "n_records": "point records of the configuration (one per seed × window × engine replicate measured)",
+    "interval_level": "the replicate level the intervals resample: engine_replicate if > 1, else seed if > 1, else "
+                      "window if > 1; null with one unit (no interval); the levels below are averaged per unit",
+    "failed_checks": "union of the failed checks of the configuration's campaigns",
+    "flags": "union of the flags concerning the configuration's rows",
+    "energy_refused_reason": "why energy columns are null (energy_measured did not pass)",
+}
+for _m, _what in (("energy_ratio", "energy ratio, point / paired baseline: the ratio of the unit means of point "
+                                   "and baseline (the baseline of each point's own campaign and window)"),
+                  ("realized_L", "realized mean acceptance length"),
+                  ("tbt_ratio", "time between tokens, point / paired baseline, as the energy ratio"),
+                  ("mj_per_committed_token", "mJ per committed token of the point")):
+    SUMMARY_DOCS[f"{_m}_mean"] = f"{_what}: mean over the replicate units"
+    SUMMARY_DOCS[f"{_m}_ci_low"] = f"{_what}: lower end of the bootstrap interval at the file's interval level " \
+                                   "(metadata specjoule_interval_level) over interval_level units; null with one unit"
+    SUMMARY_DOCS[f"{_m}_ci_high"] = f"{_what}: upper end of that interval"
+    SUMMARY_DOCS[f"{_m}_n"] = f"{_what}: replicate units at interval_level with a value"
 
 
 def write(curves: pl.DataFrame, summary: pl.DataFrame, curves_path: str | Path, summary_path: str | Path,
-          config_hash: str | None) -> None:
-    meta = {META_CONFIG_HASH: config_hash or ""}
-    write_parquet_atomic(curves, curves_path, meta)
-    write_parquet_atomic(summary, summary_path, meta | {
-        META_BOOTSTRAP: (f"percentile bootstrap of the mean, level {BOOTSTRAP_LEVEL}: every resample enumerated "
-                         f"while C(2n-1, n) <= {EXACT_BOOTSTRAP_MAX} (n <= 7 seeds), else {BOOTSTRAP_RESAMPLES} "
-                         f"Monte Carlo resamples, numpy seed {BOOTSTRAP_SEED}")})
+          config_hash: str | None, level: float = BOOTSTRAP_LEVEL) -> None:
+    meta = {META_CONFIG_HASH: config_hash or "", META_BOOTSTRAP: spread.describe(level),
+            META_INTERVAL_LEVEL: str(level)}
+    docs = {**{f"{k}": v for k, v in SUMMARY_DOCS.items() if k.endswith(("_n", "_mean", "_ci_low", "_ci_high"))},
+            "interval_level": SUMMARY_DOCS["interval_level"],
+            "point_name": SUMMARY_DOCS["cell_name"],
+            "baseline_window_mj_per_committed_token": "mean of the campaign's opening and closing baseline records of "
+                                                      "this window (the campaign baseline where they have no such window)",
+            "baseline_window_tpot_mean_s": "the same for TPOT"}
+    write_documented(curves, curves_path, meta, docs)
+    write_documented(summary, summary_path, meta, SUMMARY_DOCS)
+
+
+def write_documented(df: pl.DataFrame, path: str | Path, metadata: dict[str, str], docs: dict[str, str]) -> None:
+    """Write Parquet atomically with a ``doc`` in the metadata of every documented column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from specjoule.records import atomic_path
+
+    table = df.to_arrow()
+    fields = [f.with_metadata({"doc": docs[f.name]}) if f.name in docs else f for f in table.schema]
+    schema = pa.schema(fields, metadata={**(table.schema.metadata or {}), **{k: v for k, v in metadata.items()}})
+    with atomic_path(path) as tmp:
+        pq.write_table(table.cast(schema), tmp)

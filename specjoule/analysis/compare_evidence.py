@@ -1,0 +1,260 @@
+"""Does a measurement reproduce? Each configuration of one evidence source against another (ADR 0083).
+
+    python -m specjoule.analysis.compare_evidence A B [--level 0.95] [--tolerance 0.05] [--out table.parquet]
+
+A and B are evidence sources (``specjoule.analysis.evidence``): folders holding cell records, or
+records files. Speculative configurations are matched on the measured parameters (``MEASURED_KEY``:
+engine and its version, torch, models, method, k, acceptance mechanism and rates, batch, corpus,
+graphs, workload shape, device, prefix caching); over the seeds, windows and engine replicates each
+side holds, each side's energy ratio has its own interval (``specjoule.analysis.spread``). The
+shift is B's ratio over A's, less one; its interval combines the two sides' resample distributions
+(independent runs). A configuration *reproduces* when the shift is within ``tolerance`` or its
+interval contains 0; without an interval (one replicate unit on a side) only the tolerance can
+judge, and the row says so. Differences that do not prevent a match are listed per row: the GPU,
+the effective engine configuration (model paths compared by file name), prompt pools of the seeds
+both sides ran, driver, CUDA, pipeline commit; a configuration whose engine configuration or prompt
+pool differs is shown but not judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from specjoule.analysis import AnalysisError, write_parquet_atomic
+from specjoule.analysis import evidence, spread
+
+C = pl.col
+
+DEFAULT_TOLERANCE = 0.05
+ENERGY = spread.Metric("energy_ratio", "mj_per_committed_token", "baseline_window_mj_per_committed_token")
+MJ = spread.Metric("mj_per_committed_token", "mj_per_committed_token")
+BASE_MJ = spread.Metric("baseline_mj_per_committed_token", "baseline_window_mj_per_committed_token")
+# What a row shows of each side.
+SHOWN = ("engine", "method", "k", "acceptance_kind", "configured_L", "batch_size", "corpus", "workload_kind",
+         "prompt_len", "output_len")
+
+COMPARE_COLUMNS: tuple[str, ...] = (
+    "measure_key", *SHOWN, "cell_name_a", "cell_name_b", "campaigns_a", "campaigns_b", "same_cell_id",
+    "gpus_a", "gpus_b", "seeds_a", "seeds_b", "interval_level_a", "interval_level_b", "n_a", "n_b",
+    "energy_ratio_a", "energy_ratio_a_ci_low", "energy_ratio_a_ci_high",
+    "energy_ratio_b", "energy_ratio_b_ci_low", "energy_ratio_b_ci_high",
+    "shift", "shift_ci_low", "shift_ci_high",
+    "mj_per_committed_token_a", "mj_per_committed_token_b", "baseline_mj_a", "baseline_mj_b", "baseline_shift",
+    "differences", "comparable", "reproduces", "basis",
+)
+
+
+def _engine_config(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    cfg = json.loads(text)
+    # A model path names the same files under another checkout (/tmp/work/vs/... vs /tmp/work/eng/...).
+    return {k: (Path(v).name if isinstance(v, str) and evidence.PATH_KEYS_HINT in v else v) for k, v in cfg.items()}
+
+
+def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per measured configuration of one source: its interval summary and its descriptive columns."""
+    points = spread.configurations(spread.point_frame(records))
+    if not points.height:
+        return pl.DataFrame(), pl.DataFrame()
+    summary = spread.summarize(points, ["measure_key"], [ENERGY, MJ, BASE_MJ], level=level)
+    info = (points.sort("campaign_id", "seed", "window_index", "engine_replicate")
+            .group_by("measure_key", maintain_order=True).agg(
+                *(C(c).first() for c in SHOWN),
+                C("cell_name").first(), C("campaign_id").unique().sort().alias("campaigns"),
+                C("cell_id").filter(C("window_index") == 0).unique().sort().alias("cell_ids"),
+                C("device_key").unique().sort().alias("gpus"), C("seed").unique().sort().alias("seeds"),
+                C("engine_config").first(), C("pair_cross_gpu").fill_null(False).any().alias("crossed"),
+                pl.struct("seed", "corpus_pool_hash").unique().alias("pools"),
+                *(C(c).unique().sort().alias(c) for c in evidence.REPORTED if c != "gpu_uuid"),
+            ))
+    return summary, info
+
+
+def _shift_interval(a: tuple, b: tuple, level: float, rng: np.random.Generator) -> tuple[float | None, float | None]:
+    """Interval of ratio_b / ratio_a − 1, the two sides resampled independently (they are separate runs)."""
+    (na, da, _), (nb, db, _) = a, b
+    if len(na) < 2 or len(nb) < 2:
+        return None, None
+    va, wa = spread.distribution(na, da, rng)
+    vb, wb = spread.distribution(nb, db, rng)
+    shift = (vb[None, :] / va[:, None] - 1).ravel()
+    w = (wa[:, None] * wb[None, :]).ravel()
+    alpha = (1 - level) / 2
+    lo, hi = spread.weighted_interval(shift[None, :], w, alpha)
+    return float(lo[0]), float(hi[0])
+
+
+def _differences(ra: dict, rb: dict) -> tuple[list[str], list[str]]:
+    """What differs between two matched configurations, and what of it forbids judging the shift."""
+    out, blocking = [], []
+    ca, cb = _engine_config(ra["engine_config"]), _engine_config(rb["engine_config"])
+    if ca and cb:
+        diff = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
+        if diff:
+            blocking.append("engine configuration (" + ", ".join(diff) + ")")
+            out += [f"engine_config.{k}: {json.dumps(ca.get(k))} vs {json.dumps(cb.get(k))}" for k in diff]
+    pools_a = {p["seed"]: p["corpus_pool_hash"] for p in ra["pools"]}
+    pools_b = {p["seed"]: p["corpus_pool_hash"] for p in rb["pools"]}
+    for s in sorted(set(pools_a) & set(pools_b)):
+        if pools_a[s] != pools_b[s]:
+            blocking.append(f"prompt pool of seed {s}")
+            out.append(f"prompt pool of seed {s}: {pools_a[s]} vs {pools_b[s]}")
+    for side, r in (("A", ra), ("B", rb)):
+        if r["crossed"]:
+            out.append(f"{side}: a point and its baseline ran on different GPUs (same_gpu fails there)")
+    if set(ra["gpus"]) != set(rb["gpus"]):
+        out.append(f"GPU: {', '.join(ra['gpus'])} vs {', '.join(rb['gpus'])}")
+    for c in (c for c in evidence.REPORTED if c != "gpu_uuid"):
+        if ra[c] != rb[c]:
+            out.append(f"{c}: {', '.join(map(str, ra[c]))} vs {', '.join(map(str, rb[c]))}")
+    return out, blocking
+
+
+def compare(a: pl.DataFrame, b: pl.DataFrame, *, level: float = spread.BOOTSTRAP_LEVEL,
+            tolerance: float = DEFAULT_TOLERANCE, seed: int = spread.BOOTSTRAP_SEED) -> pl.DataFrame:
+    """One row per speculative configuration measured in both (paired records with ``measure_key``,
+    as ``evidence.load`` gives them); columns COMPARE_COLUMNS."""
+    sa, ia = _side(a, level)
+    sb, ib = _side(b, level)
+    if not sa.height or not sb.height:
+        return pl.DataFrame(schema=_schema())
+    common = sorted(set(sa["measure_key"]) & set(sb["measure_key"]))
+    pa = spread.configurations(spread.point_frame(a))
+    pb = spread.configurations(spread.point_frame(b))
+    units_a = spread.unit_arrays(pa, ["measure_key"], ENERGY)
+    units_b = spread.unit_arrays(pb, ["measure_key"], ENERGY)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for key in common:
+        s_a = sa.row(by_predicate=C("measure_key") == key, named=True)
+        s_b = sb.row(by_predicate=C("measure_key") == key, named=True)
+        r_a = ia.row(by_predicate=C("measure_key") == key, named=True)
+        r_b = ib.row(by_predicate=C("measure_key") == key, named=True)
+        ratio_a, ratio_b = s_a["energy_ratio_mean"], s_b["energy_ratio_mean"]
+        shift = ratio_b / ratio_a - 1 if ratio_a and ratio_b is not None else None
+        lo = hi = None
+        if (key,) in units_a and (key,) in units_b:
+            lo, hi = _shift_interval(units_a[(key,)], units_b[(key,)], level, rng)
+        diffs, blocking = _differences(r_a, r_b)
+        comparable = not blocking
+        verdict, basis = _verdict(shift, lo, hi, tolerance, blocking, s_a["energy_ratio_n"], s_b["energy_ratio_n"])
+        base_a, base_b = s_a["baseline_mj_per_committed_token_mean"], s_b["baseline_mj_per_committed_token_mean"]
+        rows.append({
+            "measure_key": key, **{c: r_a[c] for c in SHOWN},
+            "cell_name_a": r_a["cell_name"], "cell_name_b": r_b["cell_name"],
+            "campaigns_a": r_a["campaigns"], "campaigns_b": r_b["campaigns"],
+            "same_cell_id": r_a["cell_ids"] == r_b["cell_ids"],
+            "gpus_a": r_a["gpus"], "gpus_b": r_b["gpus"], "seeds_a": r_a["seeds"], "seeds_b": r_b["seeds"],
+            "interval_level_a": s_a["interval_level"], "interval_level_b": s_b["interval_level"],
+            "n_a": s_a["energy_ratio_n"], "n_b": s_b["energy_ratio_n"],
+            "energy_ratio_a": ratio_a, "energy_ratio_a_ci_low": s_a["energy_ratio_ci_low"],
+            "energy_ratio_a_ci_high": s_a["energy_ratio_ci_high"],
+            "energy_ratio_b": ratio_b, "energy_ratio_b_ci_low": s_b["energy_ratio_ci_low"],
+            "energy_ratio_b_ci_high": s_b["energy_ratio_ci_high"],
+            "shift": shift, "shift_ci_low": lo, "shift_ci_high": hi,
+            "mj_per_committed_token_a": s_a["mj_per_committed_token_mean"],
+            "mj_per_committed_token_b": s_b["mj_per_committed_token_mean"],
+            "baseline_mj_a": base_a, "baseline_mj_b": base_b,
+            "baseline_shift": base_b / base_a - 1 if base_a and base_b is not None else None,
+            "differences": diffs, "comparable": comparable, "reproduces": verdict, "basis": basis,
+        })
+    return pl.DataFrame(rows, schema=_schema(), orient="row") if rows else pl.DataFrame(schema=_schema())
+
+
+def _verdict(shift: float | None, lo: float | None, hi: float | None, tolerance: float, blocking: list[str],
+             n_a: int, n_b: int) -> tuple[bool | None, str]:
+    if blocking:
+        return None, "differs in " + "; ".join(blocking)
+    if shift is None:
+        return None, "no energy ratio on one side"
+    within = abs(shift) <= tolerance
+    if lo is None:
+        return within, (f"tolerance only ({tolerance:g}): no interval of the shift "
+                        f"(replicate units: {n_a} in A, {n_b} in B)")
+    inside = lo <= 0 <= hi
+    return within or inside, f"tolerance {tolerance:g} or the shift's interval"
+
+
+def _schema() -> dict[str, pl.DataType]:
+    f, s, ls = pl.Float64, pl.String, pl.List(pl.String)
+    types: dict[str, pl.DataType] = {
+        "measure_key": s, "engine": s, "method": s, "k": pl.Int64, "acceptance_kind": s, "configured_L": f,
+        "batch_size": pl.Int64, "corpus": s, "workload_kind": s, "prompt_len": pl.Int64, "output_len": pl.Int64,
+        "cell_name_a": s, "cell_name_b": s, "campaigns_a": ls, "campaigns_b": ls, "same_cell_id": pl.Boolean,
+        "gpus_a": ls, "gpus_b": ls, "seeds_a": pl.List(pl.Int64), "seeds_b": pl.List(pl.Int64),
+        "interval_level_a": s, "interval_level_b": s, "n_a": pl.Int32, "n_b": pl.Int32,
+        "differences": ls, "comparable": pl.Boolean, "reproduces": pl.Boolean, "basis": s,
+    }
+    return {c: types.get(c, f) for c in COMPARE_COLUMNS}
+
+
+def compare_sources(a: str | Path, b: str | Path, **kw: Any) -> pl.DataFrame:
+    return compare(evidence.load(a), evidence.load(b), **kw)
+
+
+# ----------------------------------------------------------------------------------------------
+# command line
+
+def _fmt(v: float | None, spec: str = ".3f") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def _interval(lo: float | None, hi: float | None, spec: str = ".3f") -> str:
+    return "no interval" if lo is None else f"[{format(lo, spec)}, {format(hi, spec)}]"
+
+
+def to_text(table: pl.DataFrame, a: str, b: str) -> str:
+    lines = [f"A = {a}", f"B = {b}", f"{table.height} speculative configuration(s) measured in both", ""]
+    for r in table.sort("engine", "batch_size", "method", "configured_L", nulls_last=True).iter_rows(named=True):
+        verdict = {True: "reproduces", False: "does NOT reproduce", None: "not judged"}[r["reproduces"]]
+        lines += [
+            f"{r['engine']} {r['method']} k={r['k']} L={_fmt(r['configured_L'], 'g')} ({r['acceptance_kind']}) "
+            f"B={r['batch_size']} {r['corpus']} {r['workload_kind']}: {r['cell_name_a']} / {r['cell_name_b']}"
+            f"{'' if r['same_cell_id'] else ' (cell ids differ; matched on measured parameters)'}",
+            f"  A: ratio {_fmt(r['energy_ratio_a'])} {_interval(r['energy_ratio_a_ci_low'], r['energy_ratio_a_ci_high'])}"
+            f" n={r['n_a']} ({r['interval_level_a'] or 'one unit'}) on {', '.join(g[:12] for g in r['gpus_a'])}",
+            f"  B: ratio {_fmt(r['energy_ratio_b'])} {_interval(r['energy_ratio_b_ci_low'], r['energy_ratio_b_ci_high'])}"
+            f" n={r['n_b']} ({r['interval_level_b'] or 'one unit'}) on {', '.join(g[:12] for g in r['gpus_b'])}",
+            f"  shift B/A − 1 = {_fmt(r['shift'], '+.1%') if r['shift'] is not None else '—'} "
+            f"{_interval(r['shift_ci_low'], r['shift_ci_high'], '+.1%')}; point mJ/token {_fmt(r['mj_per_committed_token_a'], '.1f')}"
+            f" → {_fmt(r['mj_per_committed_token_b'], '.1f')}, baseline {_fmt(r['baseline_mj_a'], '.1f')} → "
+            f"{_fmt(r['baseline_mj_b'], '.1f')} ({_fmt(r['baseline_shift'], '+.1%') if r['baseline_shift'] is not None else '—'})",
+            f"  verdict: {verdict} — {r['basis']}",
+        ]
+        lines += [f"  differs: {d}" for d in r["differences"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m specjoule.analysis.compare_evidence", description=__doc__.split("\n")[0])
+    ap.add_argument("a", help="evidence source A (folder of cell records, or a records file)")
+    ap.add_argument("b", help="evidence source B")
+    ap.add_argument("--level", type=float, default=spread.BOOTSTRAP_LEVEL, help="interval level, in (0, 1)")
+    ap.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                    help="relative shift that counts as reproduced whatever the interval")
+    ap.add_argument("--out", type=Path, help="write the table as Parquet")
+    args = ap.parse_args(argv)
+    if not 0 < args.level < 1:
+        ap.error(f"--level = {args.level}: an interval level lies in (0, 1)")
+    try:
+        table = compare_sources(args.a, args.b, level=args.level, tolerance=args.tolerance)
+    except AnalysisError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.out:
+        write_parquet_atomic(table, args.out)
+    sys.stdout.write(to_text(table, args.a, args.b))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Evidence folders: records from another run, read and paired as the pipeline would (ADR 0083).
+
+An evidence source is a records file (a cell record or an aggregated ``records.parquet``) or a
+folder. In a folder the cell records of the pipeline layout are used (every Parquet under a
+``cells`` directory, or the folder itself when it is one); only where there are none, the
+aggregated ``records.parquet`` files. The same record found twice (a ``marked/`` copy beside the
+original) is read once. Each source is paired on its own: campaign ids repeat across runs.
+
+Across sources, cells are matched on what was *measured* (``MEASURED_KEY``), not on the cell id:
+the id also hashes config text that measures nothing (a scheme's list of acceptance vectors, so the
+same vLLM draft-model cell has two ids in the 2026-12-01 sessions) and gives each replicate window
+its own id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from specjoule.analysis import AnalysisError, aggregate
+from specjoule.analysis.aggregate import aggregate_frame, scan_records
+
+C = pl.col
+
+# Every parameter that changes what a configuration measures, as the record states it. The replicate
+# axes (seed, window, engine replicate) are left out: they are what an interval averages over. Names
+# a config gives (model pair, scheme, vector, workload) are left out: two runs may name things apart.
+MEASURED_KEY: tuple[str, ...] = (
+    "engine", "engine_version", "torch_version", "target_model", "draft_model", "method", "k", "synthetic",
+    "acceptance_mechanism", "acceptance_rates", "batch_size", "corpus", "cuda_graphs", "workload_kind", "prompt_len",
+    "output_len", "request_rate", "device", "prefix_caching",
+)
+# Reported beside a match, not required: they differ between runs by nature or do not change the measurement.
+REPORTED: tuple[str, ...] = ("gpu_uuid", "driver_version", "cuda_version", "git_commit", "config_hash")
+# engine_config keys whose values are host paths (the same model under another checkout): compared by basename.
+PATH_KEYS_HINT = "/"
+
+
+def _as_text(col: str, dtype: pl.DataType) -> pl.Expr:
+    if isinstance(dtype, pl.List):
+        inner = pl.element().round(9) if dtype.inner.is_float() else pl.element()
+        return C(col).list.eval(inner.cast(pl.String)).list.join(",").fill_null("∅")
+    if dtype.is_float():
+        return C(col).round(9).cast(pl.String).fill_null("∅")
+    return C(col).cast(pl.String).fill_null("∅")
+
+
+def measure_key(df: pl.DataFrame) -> pl.Expr:
+    """``measure_key``: one string of the MEASURED_KEY values (a point's baselines share the key of
+    the baseline configuration, opening and closing alike)."""
+    return pl.concat_str([_as_text(c, df.schema[c]) for c in MEASURED_KEY], separator="|").alias("measure_key")
+
+
+def record_files(source: str | Path) -> list[Path]:
+    """The record files of one evidence source (see module doc); an error names a source with none."""
+    p = Path(source)
+    if p.is_file():
+        return [p]
+    if not p.is_dir():
+        raise AnalysisError(f"evidence {source}: no such file or folder")
+    every = sorted(f for f in p.rglob("*.parquet") if not f.name.startswith("."))
+    cells = [f for f in every if p.name == "cells" or "cells" in f.relative_to(p).parts[:-1]]
+    if cells:
+        return cells
+    aggregated = [f for f in every if f.name == "records.parquet"]
+    if aggregated:
+        return aggregated
+    raise AnalysisError(f"evidence {source}: no cell records (results/cells/<campaign>/<cell>.parquet) "
+                        f"and no records.parquet under it")
+
+
+def _read_aggregated(path: Path) -> pl.DataFrame:
+    """An aggregated records.parquet: its record columns (later ones null), pairing columns dropped."""
+    df = pl.read_parquet(path)
+    schema = aggregate.RECORD_POLARS_SCHEMA
+    cols = [pl.col(n).cast(t) if n in df.columns else pl.lit(None, t).alias(n) for n, t in schema.items()]
+    paths = C("record_path") if "record_path" in df.columns else pl.lit(str(path))
+    return df.select(*cols, paths.cast(pl.String).alias("record_path"))
+
+
+def read_source(source: str | Path) -> pl.DataFrame:
+    """Every record of one source, read against the record schema, duplicates dropped."""
+    files = record_files(source)
+    cells = [f for f in files if f.name != "records.parquet"]
+    parts = []
+    try:
+        if cells:
+            parts.append(scan_records(cells).collect())
+        parts += [_read_aggregated(f) for f in files if f.name == "records.parquet"]
+    except pl.exceptions.PolarsError as exc:
+        raise AnalysisError(f"evidence {source}: cannot read its records: {exc}") from exc
+    raw = pl.concat(parts, how="vertical_relaxed")
+    # A marked/ copy of a record is the same measurement: same cell, same window on the clock.
+    return raw.unique(subset=["campaign_id", "cell_name", "cell_id", "window_start", "window_end"], keep="first",
+                      maintain_order=True)
+
+
+def load(source: str | Path) -> pl.DataFrame:
+    """One source's records, paired as aggregate pairs them, with ``source`` and ``measure_key``."""
+    paired = aggregate_frame(read_source(source))
+    return paired.with_columns(pl.lit(str(source)).alias("source"), measure_key(paired))
+
+
+def load_many(sources: Sequence[str | Path]) -> pl.DataFrame:
+    frames = [load(s) for s in sources]
+    if not frames:
+        raise AnalysisError("no evidence given")
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
+def resolve(path: str | Path) -> Path:
+    """A configured evidence path: absolute as given; relative to the working directory, else the repository."""
+    from specjoule.config import REPO_ROOT
+
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p
+    return REPO_ROOT / p if (REPO_ROOT / p).exists() else p
