@@ -32,6 +32,8 @@ rule checks:
         "results/logs/checks.log",
     params:
         checks=CONFIG["checks"],
+        # interval level and reference evidence: read by the spread checks (ADR 0081, 0083)
+        report=CONFIG["report"],
         config_hash=CONFIG_HASH,
     localrule: True
     conda:
@@ -54,9 +56,50 @@ rule derive:
         "results/logs/derive.log",
     params:
         allow_failed_checks=CONFIG["checks"]["allow_failed_checks"],
+        interval_level=CONFIG["report"]["interval_level"],
         config_hash=CONFIG_HASH,
     localrule: True
     conda:
         "../envs/analysis.yaml"
     script:
         "../scripts/derive.py"
+
+
+rule variance:
+    """The variance budget per campaign family (ADR 0084): this run's records and, when the config names one,
+    the reference evidence as a second run."""
+    input:
+        "results/records.parquet",
+    output:
+        "results/variance.parquet",
+    log:
+        "results/logs/variance.log",
+    params:
+        evidence=[CONFIG["report"]["reference_evidence"]] if CONFIG["report"]["reference_evidence"] else [],
+        config_hash=CONFIG_HASH,
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../scripts/variance.py"
+
+
+rule reproducibility:
+    """Each speculative configuration against report.reference_evidence (ADR 0083): ratios, intervals, the
+    shift and its interval; an empty table when the config names no reference."""
+    input:
+        "results/records.parquet",
+    output:
+        "results/reproducibility.parquet",
+    log:
+        "results/logs/reproducibility.log",
+    params:
+        reference=CONFIG["report"]["reference_evidence"],
+        level=CONFIG["report"]["interval_level"],
+        tolerance=CONFIG["checks"]["reference_shift_max"],
+        config_hash=CONFIG_HASH,
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../scripts/reproducibility.py"

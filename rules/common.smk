@@ -22,6 +22,13 @@ except _config.ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 CONFIG_HASH = _config.config_hash(CONFIG)
 CELLS = _cells.build(CONFIG)
+# A reference evidence folder must exist and hold cells this config measures too (ADR 0083): known now.
+try:
+    from specjoule.analysis import evidence as _evidence  # noqa: E402
+
+    _evidence.check_reference(CONFIG, CELLS)
+except _config.ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
 # The validated config, content-addressed, for the cell runner's command line (a shell rule
 # plans much faster than a script rule on large grids: no per-job script-source lookup).
 CONFIG_JSON = _config.write_resolved(CONFIG, f"results/.specjoule/config-{CONFIG_HASH}.json")
@@ -171,4 +178,5 @@ def get_record_paths():
 
 
 def get_final_outputs():
-    return ["results/records.parquet", "results/checks.parquet", "results/curves.parquet", "results/report.html"]
+    return ["results/records.parquet", "results/checks.parquet", "results/curves.parquet", "results/report.html",
+            "results/variance.parquet", "results/reproducibility.parquet"]

@@ -12,7 +12,7 @@ from specjoule.analysis import META_CONFIG_HASH, checks, config_hash_of, script_
 def main(smk) -> None:  # smk: the Snakemake script object
     log = script_logger("checks", smk.log[0])
     t0 = time.perf_counter()
-    thresholds = checks.Thresholds.from_config(smk.params.checks)
+    thresholds = checks.Thresholds.from_config(smk.params.checks, smk.params.report)
     records_hash = config_hash_of(smk.input[0])
     if records_hash != smk.params.config_hash:
         log.warning("records.parquet was aggregated under config %s, checks run under %s", records_hash,

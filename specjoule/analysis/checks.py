@@ -564,19 +564,20 @@ def reproduces_reference(df: pl.DataFrame, th: Thresholds, config_hash: str | No
 
     ref = evidence.load(evidence.resolve(th.reference_evidence))
     this = df.with_columns(evidence.measure_key(df))
-    table = compare_evidence.compare(this, ref, level=th.interval_level, tolerance=th.reference_shift_max)
+    # A = the reference, B = this run: the shift is this run's ratio over the reference's, less one.
+    table = compare_evidence.compare(ref, this, level=th.interval_level, tolerance=th.reference_shift_max)
     cells = this.join(table.select("measure_key", "shift", "shift_ci_low", "shift_ci_high", "reproduces", "basis",
-                                   "energy_ratio_a", "energy_ratio_b", "cell_name_b"),
+                                   "energy_ratio_a", "energy_ratio_b"),
                       on="measure_key", how="left")
     matched = C("basis").is_not_null()
     status = (pl.when(~is_point | ~matched | C("reproduces").is_null()).then(pl.lit(NA))
                 .when(C("reproduces")).then(pl.lit(PASS)).otherwise(pl.lit(FLAG)))
-    shift = pl.format("ratio {} vs reference {} ({} %{})", _r(C("energy_ratio_a")), _r(C("energy_ratio_b")),
+    shift = pl.format("ratio {} vs reference {} ({} %{})", _r(C("energy_ratio_b")), _r(C("energy_ratio_a")),
                       _r(C("shift") * 100, 3),
                       pl.when(C("shift_ci_low").is_not_null()).then(pl.format(
                           ", interval [{}, {}] %", _r(C("shift_ci_low") * 100, 3), _r(C("shift_ci_high") * 100, 3)))
                       .otherwise(pl.lit("")))
-    detail = (pl.when(~is_point).then(pl.lit("baselines are compared through the ratios"))
+    detail = (pl.when(~is_point).then(None)  # a baseline: compared through the ratios built on it
                 .when(~matched).then(pl.format("{}: no cell with the same measured parameters in {}", C("cell_name"),
                                                pl.lit(th.reference_evidence)))
                 .when(status == NA).then(pl.format("{}: not judged: {}", C("cell_name"), C("basis")))
@@ -632,7 +633,9 @@ def acceptance_length(df: pl.DataFrame, th: Thresholds, config_hash: str | None)
     status = (pl.when(~applicable).then(pl.lit(NA))
                 .when(dev.is_null() | (outside_tol & outside_se)).then(pl.lit(FAIL))
                 .otherwise(pl.lit(PASS)))
-    sampling = pl.format("SE {} from {} draws; {} SE", _r(se, 3), _r(draws, 6), _r(dev / se, 3))
+    n_draws = pl.when(draws == draws.round(0)).then(draws.cast(pl.Int64).cast(pl.String)).otherwise(
+        _r(draws, 6).cast(pl.String))
+    sampling = pl.format("SE {} from {} draws; {} SE", _r(se, 3), n_draws, _r(dev / se, 3))
     detail = (pl.when(~applicable).then(pl.lit("no configured acceptance length (baseline or model acceptance)"))
                 .when(dev.is_null()).then(pl.format("{}: realized L not measured (no drafts)", C("cell_name")))
                 .when((status == FAIL) & deterministic).then(pl.format(

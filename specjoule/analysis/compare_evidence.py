@@ -126,7 +126,7 @@ def compare(a: pl.DataFrame, b: pl.DataFrame, *, level: float = spread.BOOTSTRAP
     sa, ia = _side(a, level)
     sb, ib = _side(b, level)
     if not sa.height or not sb.height:
-        return pl.DataFrame(schema=_schema())
+        return pl.DataFrame(schema=compare_schema())
     common = sorted(set(sa["measure_key"]) & set(sb["measure_key"]))
     pa = spread.configurations(spread.point_frame(a))
     pb = spread.configurations(spread.point_frame(b))
@@ -167,7 +167,7 @@ def compare(a: pl.DataFrame, b: pl.DataFrame, *, level: float = spread.BOOTSTRAP
             "baseline_shift": base_b / base_a - 1 if base_a and base_b is not None else None,
             "differences": diffs, "comparable": comparable, "reproduces": verdict, "basis": basis,
         })
-    return pl.DataFrame(rows, schema=_schema(), orient="row") if rows else pl.DataFrame(schema=_schema())
+    return pl.DataFrame(rows, schema=compare_schema(), orient="row") if rows else pl.DataFrame(schema=compare_schema())
 
 
 def _verdict(shift: float | None, lo: float | None, hi: float | None, tolerance: float, blocking: list[str],
@@ -184,7 +184,7 @@ def _verdict(shift: float | None, lo: float | None, hi: float | None, tolerance:
     return within or inside, f"tolerance {tolerance:g} or the shift's interval"
 
 
-def _schema() -> dict[str, pl.DataType]:
+def compare_schema() -> dict[str, pl.DataType]:
     f, s, ls = pl.Float64, pl.String, pl.List(pl.String)
     types: dict[str, pl.DataType] = {
         "measure_key": s, "engine": s, "method": s, "k": pl.Int64, "acceptance_kind": s, "configured_L": f,

@@ -118,3 +118,37 @@ def resolve(path: str | Path) -> Path:
     if p.is_absolute() or p.exists():
         return p
     return REPO_ROOT / p if (REPO_ROOT / p).exists() else p
+
+
+# What the plan knows of MEASURED_KEY before anything ran (versions and the mechanism come from the engine).
+PLAN_KEY: tuple[str, ...] = tuple(c for c in MEASURED_KEY if c not in ("engine_version", "torch_version",
+                                                                      "acceptance_mechanism"))
+
+
+def check_reference(config: dict, cells) -> None:
+    """Parse-time check of ``report.reference_evidence``: it exists and holds at least one speculative
+    cell with the same planned parameters as one of ``cells`` (a CellTable); else a ConfigError."""
+    from specjoule.config import ConfigError
+
+    path = config.get("report", {}).get("reference_evidence")
+    if path is None:
+        return
+    where = resolve(path)
+    if not where.exists():
+        raise ConfigError("report.reference_evidence", path, "no such file or folder (relative paths are taken from "
+                                                             "the working directory, then the repository)")
+    try:
+        ref = read_source(where)
+    except AnalysisError as exc:
+        raise ConfigError("report.reference_evidence", path, str(exc)) from None
+    planned = pl.DataFrame([c.identity() for c in cells if c.role == "point"], infer_schema_length=None)
+    if not planned.height:
+        raise ConfigError("report.reference_evidence", path, "this config has no speculative cell to compare")
+    ref = ref.filter(C("role") == "point")
+    keys = [c for c in PLAN_KEY]
+    ours = planned.select(pl.concat_str([_as_text(c, planned.schema[c]) for c in keys], separator="|").alias("k"))
+    theirs = ref.select(pl.concat_str([_as_text(c, ref.schema[c]) for c in keys], separator="|").alias("k"))
+    if not ours.join(theirs, on="k", how="semi").height:
+        raise ConfigError("report.reference_evidence", path,
+                          f"holds {ref.height} speculative record(s), none with the measured parameters of a cell of "
+                          f"this config ({', '.join(keys)})")

@@ -30,6 +30,7 @@ UNSUPPORTED = "unsupported"
 # Coarsest first: resampling happens at the first of these with more than one member.
 LEVELS: tuple[str, ...] = ("engine_replicate", "seed", "window_index")
 LEVEL_LABELS: dict[str, str] = {"engine_replicate": "engine_replicate", "seed": "seed", "window_index": "window"}
+LEVEL_BY_LABEL: dict[str, str] = {v: k for k, v in LEVEL_LABELS.items()}
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20261130
@@ -65,14 +66,6 @@ def with_replicate_axes(df: pl.DataFrame) -> pl.DataFrame:
     suffix = pl.format("--w{}", C("window_index"))
     return df.with_columns(pl.when(C("window_index") > 0).then(C("cell_name").str.strip_suffix(suffix))
                            .otherwise(C("cell_name")).alias("point_name"))
-
-
-def top_level(n_engine_replicates: int, n_seeds: int, n_windows: int) -> str | None:
-    """The level an interval resamples: the highest with more than one member (None: one unit)."""
-    for level, n in zip(LEVELS, (n_engine_replicates, n_seeds, n_windows)):
-        if n > 1:
-            return level
-    return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -190,7 +183,7 @@ def levels(frame: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     sizes = frame.group_by(keys).agg(*(C(lv).n_unique().alias(f"n_{lv}") for lv in LEVELS))
     level = pl.lit(None, pl.String)
     for lv in reversed(LEVELS):
-        level = pl.when(C(f"n_{lv}") > 1).then(pl.lit(lv)).otherwise(level)
+        level = pl.when(C(f"n_{lv}") > 1).then(pl.lit(LEVEL_LABELS[lv])).otherwise(level)
     return sizes.with_columns(level.alias("interval_level"))
 
 
@@ -209,7 +202,7 @@ def units(frame: pl.DataFrame, keys: Sequence[str], metric: Metric, design: pl.D
     rows = rows.join(design.select(*keys, "interval_level"), on=keys, how="left", nulls_equal=True)
     out = []
     for (lvl,), part in rows.partition_by("interval_level", as_dict=True, maintain_order=True).items():
-        depth = 0 if lvl is None else LEVELS.index(lvl) + 1
+        depth = 0 if lvl is None else LEVELS.index(LEVEL_BY_LABEL[lvl]) + 1
         for d in range(len(LEVELS), depth, -1):  # average from the finest level up to the unit's
             part = part.group_by(*keys, "interval_level", *LEVELS[:d - 1]).agg(C(v).mean() for v in vals)
         out.append(part.select(*keys, "interval_level", *LEVELS[:depth], *vals))
