@@ -48,12 +48,25 @@ def test_sglang_latency_from_decode_throughput_is_nulled_not_shown():
     assert df["mj_per_committed_token"].sort().to_list() == pytest.approx(raw["mj_per_committed_token"].sort().to_list())
 
 
+# Checks added after these sessions (issue 17): one window, one seed, no reference here, so not applicable.
+LATER_CHECKS = {"interval_width", "reproduces_reference"}
+
+
 def _verdict(folder: Path, config_name: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Checks re-derived from a session's committed records; every fail must be in its committed checks.md."""
+    """Checks re-derived from a session's committed records; every fail must be in its committed checks.md.
+
+    The config hash the checks run under is the records' own: the schema has since gained keys with
+    defaults (issue 17), which moves the hash of an unchanged config file; the files are asserted
+    byte-identical to the pre-registered ones below, so preregistration keeps its meaning here."""
     records = sorted((folder / "results" / "cells").glob("*/*.parquet"))
     cfg = sj_config.load(folder / config_name)
     df = aggregate.aggregate(records)
-    checks = run_checks(df, Thresholds.from_config(cfg["checks"]), sj_config.config_hash(cfg))
+    hashes = df["config_hash"].unique().to_list()
+    checks = run_checks(df, Thresholds.from_config(cfg["checks"], cfg["report"]),
+                        hashes[0] if len(hashes) == 1 else sj_config.config_hash(cfg))
+    later = checks.filter(pl.col("check").is_in(list(LATER_CHECKS)))
+    assert set(later["status"]) == {"not_applicable"}, later
+    checks = checks.filter(~pl.col("check").is_in(list(LATER_CHECKS)))
     committed = (folder / "results" / "checks.md").read_text()
     for row in checks.filter(pl.col("status") == "fail").iter_rows(named=True):
         assert f"| fail | {row['check']} | {row['campaign_id']} |" in committed

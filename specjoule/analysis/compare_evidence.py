@@ -52,14 +52,6 @@ COMPARE_COLUMNS: tuple[str, ...] = (
 )
 
 
-def _engine_config(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    cfg = json.loads(text)
-    # A model path names the same files under another checkout (/tmp/work/vs/... vs /tmp/work/eng/...).
-    return {k: (Path(v).name if isinstance(v, str) and evidence.PATH_KEYS_HINT in v else v) for k, v in cfg.items()}
-
-
 def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per measured configuration of one source: its interval summary and its descriptive columns."""
     points = spread.configurations(spread.point_frame(records))
@@ -96,7 +88,8 @@ def _shift_interval(a: tuple, b: tuple, level: float, rng: np.random.Generator) 
 def _differences(ra: dict, rb: dict) -> tuple[list[str], list[str]]:
     """What differs between two matched configurations, and what of it forbids judging the shift."""
     out, blocking = [], []
-    ca, cb = _engine_config(ra["engine_config"]), _engine_config(rb["engine_config"])
+    # A model path names the same files under another checkout (/tmp/work/vs/... vs /tmp/work/eng/...).
+    ca, cb = evidence.engine_config_of(ra["engine_config"]), evidence.engine_config_of(rb["engine_config"])
     if ca and cb:
         diff = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
         if diff:

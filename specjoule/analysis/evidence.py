@@ -34,8 +34,25 @@ MEASURED_KEY: tuple[str, ...] = (
 )
 # Reported beside a match, not required: they differ between runs by nature or do not change the measurement.
 REPORTED: tuple[str, ...] = ("gpu_uuid", "driver_version", "cuda_version", "git_commit", "config_hash")
-# engine_config keys whose values are host paths (the same model under another checkout): compared by basename.
+# engine_config values that are host paths (the same model under another checkout) compare by file name.
 PATH_KEYS_HINT = "/"
+
+
+def engine_config_of(text: str | None) -> dict:
+    """An effective engine configuration (record JSON) with host paths reduced to their file names."""
+    import json
+
+    if not text:
+        return {}
+    return {k: (Path(v).name if isinstance(v, str) and PATH_KEYS_HINT in v else v) for k, v in json.loads(text).items()}
+
+
+def engine_config_key(col: str = "engine_config") -> pl.Expr:
+    """The normalised engine configuration as one comparable string (``∅`` when not recorded)."""
+    import json
+
+    return (C(col).map_elements(lambda t: json.dumps(engine_config_of(t), sort_keys=True), return_dtype=pl.String)
+            .fill_null("∅"))
 
 
 def _as_text(col: str, dtype: pl.DataType) -> pl.Expr:

@@ -13,7 +13,8 @@ configuration is split over five nested random effects, coarsest first:
 - ``seed``: the prompt sample, inside its engine launch;
 - ``window``: a window on the warm engine, the residual.
 
-The configuration (everything that was measured, ``evidence.MEASURED_KEY``) is a fixed effect: only
+The configuration (everything that was measured, ``evidence.MEASURED_KEY``, and the effective engine
+configuration with model paths reduced to file names) is a fixed effect: only
 variation *within* a configuration is decomposed, pooled over the family's configurations. The estimator
 is the ANOVA (method-of-moments, Henderson I) estimator for an unbalanced nested design: for each level
 the between-group sum of squares within the next coarser level is set to its expectation, whose
@@ -89,7 +90,10 @@ def observations(records: pl.DataFrame) -> pl.DataFrame:
     seed = pl.concat_str([engine, C("seed").cast(pl.String).fill_null("∅")], separator="|")
     window = pl.concat_str([seed, C("campaign_id"), C("cell_name")], separator="|")
     family = pl.format("{}-{}-{}-cg{}", C("engine"), C("model_pair"), C("workload"), C("cuda_graphs").cast(pl.Int8))
-    base = recs.select(family.alias("family"), C("measure_key").alias("config"), C("source"), board.alias("board"),
+    # A configuration: what was measured and the engine configuration it was measured with (an engine option
+    # changed between runs is a different configuration, not board or run variance).
+    config = pl.concat_str([C("measure_key"), evidence.engine_config_key()], separator="|")
+    base = recs.select(family.alias("family"), config.alias("config"), C("source"), board.alias("board"),
                        run.alias("run"), engine.alias("engine_restart"), seed.alias("seed"), window.alias("window"),
                        C("role"), C("mj_per_committed_token"), C("baseline_mj_per_committed_token"))
     mj = base.filter(C("mj_per_committed_token") > 0).with_columns(
@@ -222,7 +226,7 @@ def budget(records: pl.DataFrame) -> pl.DataFrame:
         if not repeated.height:
             out += [common | {"component": c, "estimable": False, "includes": [c], "variance": None,
                               "variance_raw": None, "share": None, "cv_percent": None, "df": 0, "n_groups": None,
-                              "note": "no configuration observed twice: nothing to decompose"}
+                              "note": "not estimable: no configuration observed twice"}
                     for c in (*COMPONENTS, TOTAL)]
             continue
         out += [common | r for r in decompose(repeated)]
@@ -261,9 +265,10 @@ def to_text(table: pl.DataFrame) -> str:
                 val = (f"var {r['variance']:.3g} (CV {r['cv_percent']:.2f} %), share "
                        f"{'—' if r['share'] is None else format(r['share'], '.0%')}, df {r['df']}")
             else:
-                val = "not estimable"
+                val = ""
             inc = f" [= {' + '.join(r['includes'])}]" if r["estimable"] and len(r["includes"]) > 1 else ""
-            lines.append(f"  {r['component']:<15}{val}{inc}{'; ' + r['note'] if r['note'] else ''}")
+            note = ("; " if val and r["note"] else "") + (r["note"] or "")
+            lines.append(f"  {r['component']:<15}{val}{inc}{note}")
         lines.append("")
     return "\n".join(lines)
 
