@@ -134,8 +134,34 @@ def write_resolved(config: Mapping[str, Any], path: str | Path) -> str:
     return str(path)
 
 
+def _hash_neutral_paths(schema: dict) -> list[tuple[tuple[str, ...], Any]]:
+    """(key path, default) of every property the schema marks ``hash_neutral: true``."""
+    out: list[tuple[tuple[str, ...], Any]] = []
+
+    def walk(node: dict, path: tuple[str, ...]) -> None:
+        for key, sub in node.get("properties", {}).items():
+            if sub.get("hash_neutral"):
+                out.append(((*path, key), sub.get("default")))
+            walk(sub, (*path, key))
+
+    walk(schema, ())
+    return out
+
+
 def config_hash(config: Mapping[str, Any]) -> str:
-    """Content hash of the validated config, pre-registered checks included."""
+    """Content hash of the validated config, pre-registered checks included.
+
+    A key the schema marks ``hash_neutral`` is left out while it holds its default: such keys were added
+    after configs had been run (replicate counts, new checks' thresholds), and their default reproduces
+    what ran before, so adding them must not make every committed record look measured under another
+    config (the ``preregistration`` check, ADR 0064). Set to anything else, they are hashed."""
+    config = copy.deepcopy(dict(config))
+    for path, default in _hash_neutral_paths(_schema()):
+        parent = config
+        for key in path[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and path[-1] in parent and parent[path[-1]] == default:
+            del parent[path[-1]]
     blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -161,6 +187,10 @@ def _check_semantics(config: dict) -> None:
         raise ConfigError("cuda_graphs", config["cuda_graphs"], "CUDA graphs need device: cuda; use [false] on cpu")
 
     protocol = config["protocol"]
+    if config["windows"] > 1 and not protocol.get("share_engines"):
+        raise ConfigError("windows", config["windows"], "replicate windows run back to back on one warm engine: "
+                          "needs protocol.share_engines: true (without it every window would be an engine start; "
+                          "use engine_replicates for that)")
     if protocol.get("swap_synthetic_acceptance") and not protocol.get("share_engines"):
         raise ConfigError("protocol.swap_synthetic_acceptance", True,
                           "it shares one engine across a scheme's acceptance vectors: needs protocol.share_engines: true")
