@@ -214,8 +214,8 @@ class CellTable:
     def write_plan(self, path: str | Path) -> None:
         columns = ["campaign_id", "cell_name", "run_order_index", "role", "engine", "model_pair", "scheme",
                    "method", "k", "acceptance_name", "configured_L", "batch_size", "corpus", "seed",
-                   "cuda_graphs", "workload", "cell_id", "record_path", "estimated_gpu_s", "engine_group",
-                   "engine_start"]
+                   "cuda_graphs", "workload", "window_index", "engine_replicate", "cell_id", "record_path",
+                   "estimated_gpu_s", "engine_group", "engine_start", "unsupported"]
         # With sharing, a cell's estimate is its share of its group's: the first member carries the
         # engine start, the others do not (the column still sums to estimated_gpu_s()).
         group_of: dict[str, tuple[str, bool]] = {}
@@ -233,8 +233,10 @@ class CellTable:
                     ident = c.identity()
                     gid, starts = group_of.get(c.record_path, (None, True))
                     est = c.estimated_s if starts else c.estimated_s - saved
-                    w.writerow([ident.get(col) if col in ident else None for col in columns[:-5]]
-                               + [c.cell_id, c.record_path, f"{est:.0f}", gid, int(starts)])
+                    if c.unsupported_reason:  # written without a lease or an engine start (ADR 0063)
+                        est, starts = 0.0, False
+                    w.writerow([ident.get(col) if col in ident else None for col in columns[:-6]]
+                               + [c.cell_id, c.record_path, f"{est:.0f}", gid, int(starts), c.unsupported_reason or ""])
 
     def summary(self) -> str:
         hours = self.estimated_gpu_s() / 3600
@@ -248,8 +250,11 @@ class CellTable:
             starts = f"{self.engine_starts()} engine starts: one per cell"
         gpu_s = self.estimated_gpu_s()
         share = f", ≈ {100 * self.estimated_window_s() / gpu_s:.0f} % of it inside energy windows" if gpu_s else ""
+        unsupported = sum(1 for c in self.cells if c.unsupported_reason)
+        skipped = (f"; {unsupported} cell(s) the engine cannot run are written as unsupported records without "
+                   f"a GPU (see the plan's unsupported column)") if unsupported else ""
         return (f"{len(self.cells)} cells in {len(self.campaigns)} campaigns, {engines} distinct engine "
-                f"configurations, estimated {hours:.2f} GPU-hours{share} ({starts})")
+                f"configurations, estimated {hours:.2f} GPU-hours{share} ({starts}){skipped}")
 
 
 def _window_s(workload: dict) -> float:
