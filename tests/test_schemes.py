@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -274,3 +275,46 @@ def test_drafter_on_a_scheme_without_one(models):
     with pytest.raises(cfgmod.ConfigError) as e:
         cfgmod.validate(_config(models, {"method": "ngram", "k": 3, "drafter": models["eagle3"]}, {"a": {"minvar": 2.0}}))
     assert e.value.key == "schemes.s.drafter"
+
+
+# -- the GPU smoke's argument handling (scripts/device/smoke_schemes.py; runs on the H200, not here) ----------
+
+
+def _smoke():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "device" / "smoke_schemes.py"
+    spec = importlib.util.spec_from_file_location("smoke_schemes", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["smoke_schemes"] = mod  # dataclasses look their module up by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_smoke_parses_arms(models):
+    smoke = _smoke()
+    dflash = smoke.parse_arm(f"{models['qwen3']}:dflash:{models['dflash']}")
+    assert (dflash.method, dflash.k, dflash.drafter) == ("dflash", 15, models["dflash"])  # b16 → 15 drafted
+    assert smoke.parse_arm(f"{models['qwen3']}:dspark:{models['dspark']}").k == 7
+    assert smoke.parse_arm(f"{models['mimo']}:mtp:k=2") == smoke.Arm(models["mimo"], "mtp", None, 2)
+    assert smoke.parse_arm(f"{models['qwen3']}:ngram").k == 3
+    for bad in (f"{models['qwen3']}:eagle3", f"{models['qwen3']}:baseline", f"{models['qwen3']}:telepathy", "x"):
+        with pytest.raises(Exception, match="needs a drafter|not a speculative scheme|expected TARGET"):
+            smoke.parse_arm(bad)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_smoke_cells_span_L_1_to_the_verify_width(engine, models):
+    smoke = _smoke()
+    arm = smoke.parse_arm(f"{models['qwen3']}:dspark:{models['dspark']}")
+    cs = smoke.arm_cells(arm, engine)
+    assert [c.configured_L for c in cs] == [1.0, 8.0]  # block 7: 7 drafted, 8 verified
+    assert [c.acceptance_rates for c in cs] == [(0.0,) * 7, (1.0,) * 7]
+    assert all(c.spec["batch_size"] == 2 and c.spec["workload"]["output_len"] == 64 for c in cs)
+    assert [c.configured_L for c in smoke.arm_cells(arm, engine, one_L=True)] == [8.0]
+
+
+def test_smoke_refuses_an_arm_the_config_refuses(models):
+    smoke = _smoke()
+    with pytest.raises(cfgmod.ConfigError, match="declares none"):
+        smoke.arm_cells(smoke.Arm(models["qwen3"], "mtp", None, 1), "vllm")
