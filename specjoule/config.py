@@ -207,7 +207,7 @@ def _check_semantics(config: dict) -> None:
                                       f"{exc} (for scheme {name!r}: {method} drafts k={k} and verifies {width} tokens "
                                       f"per pass, so L lies in [1, {width}])") from None
                 if "sglang" in config["engines"]:
-                    _check_sglang_acceptance(vname, config["acceptance"][vname], name)
+                    _check_sglang_acceptance(vname, config["acceptance"][vname], name, method, config)
         elif scheme.get("acceptance"):
             raise ConfigError(f"{key}.acceptance", scheme["acceptance"], "acceptance vectors apply only to synthetic: true schemes")
 
@@ -267,7 +267,7 @@ def _check_scheme_inputs(config: dict, name: str, scheme: dict) -> None:
                               f"drafter fills")
 
 
-def _check_sglang_acceptance(vname: str, vector: dict, scheme_name: str) -> None:
+def _check_sglang_acceptance(vname: str, vector: dict, scheme_name: str, method: str, config: dict) -> None:
     """SGLang fakes acceptance with one mean length per verify step (SGLANG_SIMULATE_ACC_LEN,
     method match-expected: floor(L) or ceil(L) with mean L — per request exactly the ``minvar``
     distribution). It has no per-position vector and no way to draw a geometric one (ADR 0016)."""
@@ -282,3 +282,19 @@ def _check_sglang_acceptance(vname: str, vector: dict, scheme_name: str) -> None
                           f"engine sglang can only draw floor(L) or ceil(L) accepted per step (SGLANG_SIMULATE_ACC_METHOD "
                           f"match-expected), i.e. the minvar distribution; a geometric one it cannot reproduce "
                           f"(scheme {scheme_name!r}); use minvar: {value}")
+    if method == "dspark":
+        # SGLang 0.5.17's DSpark verify (dspark_components/dspark_verify.py, _simulated_correct_len) does not draw
+        # floor/ceil like the other workers: it accepts round(L − 1) drafts on every step, so only a whole L is
+        # realised; and it refuses L > 1 unless every request is verified in full (dspark_worker_v2.py).
+        if value != int(value):
+            raise ConfigError(f"acceptance.{vname}.minvar", value,
+                              f"engine sglang simulates DSpark acceptance as a constant round(L - 1) accepted drafts "
+                              f"per step (scheme {scheme_name!r}), so only a whole L is realised; use an integer L")
+        sg_opts = config["engine_options"].get("sglang") or {}
+        mode = str((sg_opts.get("env") or {}).get("SGLANG_RAGGED_VERIFY_MODE", "static"))
+        trimmed = mode == "cap-accept" or (mode == "compact" and sg_opts.get("speculative_dspark_sps_table_path"))
+        if value != 1 and trimmed:
+            raise ConfigError("engine_options.sglang.env.SGLANG_RAGGED_VERIFY_MODE", mode,
+                              f"SGLANG_SIMULATE_ACC_LEN>1.0 with DSpark requires a verify-all schedule "
+                              f"(SGLANG_RAGGED_VERIFY_MODE=static, or =compact with the uninitialized/flat SPS table) "
+                              f"(scheme {scheme_name!r})")

@@ -318,3 +318,98 @@ def test_smoke_refuses_an_arm_the_config_refuses(models):
     smoke = _smoke()
     with pytest.raises(cfgmod.ConfigError, match="declares none"):
         smoke.arm_cells(smoke.Arm(models["qwen3"], "mtp", None, 1), "vllm")
+
+
+# -- SGLang 0.5.17 arguments against its ServerArgs fields ------------------------------------------------------
+
+SGLANG0517 = json.loads((DATA / "sglang" / "speculative-0.5.17.json").read_text())
+SGLANG_WHEEL = Path(os.environ.get("SPECJOULE_SGLANG_WHEEL", "/work/main/.bundle/sglang/specjoule-bundle/wheels/"
+                                   "sglang-0.5.17-cp312-cp312-manylinux_2_34_x86_64.whl"))
+
+
+@pytest.mark.skipif(not SGLANG_WHEEL.is_file(), reason="SGLang 0.5.17 wheel not on this machine")
+def test_sglang0517_fixture_matches_its_wheel(tmp_path):
+    import zipfile
+
+    from tools.engine_fields import sglang as extract
+
+    with zipfile.ZipFile(SGLANG_WHEEL) as z:
+        for name in ("sglang/srt/server_args.py", "sglang/srt/speculative/spec_info.py",
+                     "sglang/srt/speculative/spec_registry.py"):
+            z.extract(name, tmp_path)
+    assert extract(tmp_path / "sglang", "0.5.17") == SGLANG0517
+    # the older field list the SGLang adapter tests read is the same extraction
+    old = [ln for ln in (DATA / "sglang" / "server_args_fields-0.5.17.txt").read_text().splitlines()
+           if ln and not ln.startswith("#")]
+    assert old == SGLANG0517["server_args_fields"]
+
+
+def _sg_spec(method: str, models: dict[str, str]) -> dict:
+    spec = _spec(method, models)
+    spec["engine"] = "sglang"
+    spec["engine_options"] = {"mem_fraction_static": 0.85, "attention_backend": "fa3"}
+    return spec
+
+
+@pytest.mark.parametrize("method", SPECULATIVE)
+def test_sglang_kwargs_are_server_args(method, models):
+    from specjoule.engines import sglang as sg
+
+    kw = sg.engine_kwargs(_sg_spec(method, models))
+    assert set(kw) <= set(SGLANG0517["server_args_fields"]), set(kw) - set(SGLANG0517["server_args_fields"])
+    assert kw["speculative_algorithm"] in SGLANG0517["speculative_algorithms"]
+
+
+def test_sglang_verify_windows(models):
+    """speculative_num_draft_tokens per algorithm, as the 0.5.17 handlers define it: a topk-1 chain verifies
+    steps + 1 (``_handle_eagle_family`` adjusts it to that); DFLASH its block_size ("verify window length": the
+    z-lab b16 → 16); DSPARK gamma + 1 (block 7 → 8); NGRAM a tree of that many nodes."""
+    from specjoule.engines import sglang as sg
+
+    got = {m: sg.speculative_kwargs(_sg_spec(m, models)) for m in SPECULATIVE}
+    assert got["dflash"]["speculative_num_draft_tokens"] == DFLASH_B16["block_size"]
+    assert got["dspark"]["speculative_num_draft_tokens"] == DSPARK_B7["block_size"] + 1
+    for m in ("draft_model", "eagle3", "mtp"):
+        assert got[m]["speculative_eagle_topk"] == 1
+        assert got[m]["speculative_num_draft_tokens"] == got[m]["speculative_num_steps"] + 1 == K[m] + 1
+    for m in ("dflash", "dspark"):  # both handlers force one step of topk 1
+        assert (got[m]["speculative_num_steps"], got[m]["speculative_eagle_topk"]) == (1, 1)
+    assert got["ngram"]["speculative_num_draft_tokens"] == K["ngram"] + 1
+    assert {m: got[m]["speculative_algorithm"] for m in SPECULATIVE} == {
+        "ngram": "NGRAM", "draft_model": "STANDALONE", "eagle3": "EAGLE3", "mtp": "NEXTN", "dflash": "DFLASH",
+        "dspark": "DSPARK"}
+
+
+def test_sglang_draft_paths(models):
+    """NEXTN on MiMo: SGLang defaults the draft path to the target only for DeepSeek/GLM-MoE-style targets
+    (speculative_hook._handle_eagle_family), so the adapter names the target itself; shape-only drafters load as
+    the target does."""
+    from specjoule.engines import sglang as sg
+
+    got = {m: sg.speculative_kwargs(_sg_spec(m, models)) for m in SPECULATIVE}
+    assert got["mtp"]["speculative_draft_model_path"] == models["mimo"]
+    assert {m: got[m].get("speculative_draft_model_path") for m in ("eagle3", "dflash", "dspark", "ngram")} == {
+        "eagle3": models["eagle3"], "dflash": models["dflash"], "dspark": models["dspark"], "ngram": None}
+    assert all(got[m]["speculative_draft_load_format"] == "dummy" for m in ("eagle3", "mtp", "dflash", "dspark"))
+
+
+@pytest.mark.parametrize("method", SPECULATIVE)
+def test_sglang_refuses_a_per_position_vector(method, models):
+    scheme = {"method": method, "k": K[method]}
+    if method in ("eagle3", "dflash", "dspark"):
+        scheme["drafter"] = models[method]
+    with pytest.raises(cfgmod.ConfigError) as e:
+        cfgmod.validate(_config(models, scheme, {"v": {"rates": [0.5] * K[method]}},
+                                target="mimo" if method == "mtp" else "qwen3", engines=("sglang",)))
+    assert e.value.key == "acceptance.v.rates"
+
+
+def test_sglang_dspark_needs_a_whole_L(models):
+    scheme = _block_scheme("dspark", models, 7)
+    cfgmod.validate(_config(models, scheme, {"a": {"minvar": 4.0}}, engines=("sglang",)))
+    with pytest.raises(cfgmod.ConfigError) as e:
+        cfgmod.validate(_config(models, scheme, {"a": {"minvar": 3.5}}, engines=("sglang",)))
+    assert e.value.key == "acceptance.a.minvar" and e.value.value == 3.5
+    # the same fractional L is fine on vLLM (per-position rates) and for DFlash on SGLang (floor/ceil draws)
+    cfgmod.validate(_config(models, scheme, {"a": {"minvar": 3.5}}))
+    cfgmod.validate(_config(models, _block_scheme("dflash", models, 15), {"a": {"minvar": 3.5}}, engines=("sglang",)))
