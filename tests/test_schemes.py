@@ -413,3 +413,46 @@ def test_sglang_dspark_needs_a_whole_L(models):
     # the same fractional L is fine on vLLM (per-position rates) and for DFlash on SGLang (floor/ceil draws)
     cfgmod.validate(_config(models, scheme, {"a": {"minvar": 3.5}}))
     cfgmod.validate(_config(models, _block_scheme("dflash", models, 15), {"a": {"minvar": 3.5}}, engines=("sglang",)))
+
+
+# -- vLLM 0.32 builds its engine config from our arguments (CPU; no model weights, no engine) -------------------
+
+TINY = json.loads((Path(__file__).resolve().parents[1] / "config" / "models" / "tiny-target" / "config.json").read_text())
+TINY_DRAFTERS = {  # the published layouts above, at the tiny target's width
+    "eagle3": {**TINY, **EAGLE3_HEAD, "num_hidden_layers": 1, "draft_vocab_size": 1024},
+    "dflash": {**TINY, **DFLASH_B16, "num_hidden_layers": 1, "head_dim": 64,
+               "dflash_config": {"mask_token_id": 8000, "target_layer_ids": [1, 2]}},
+    "dspark": {**TINY, **DSPARK_B7, "num_hidden_layers": 1, "head_dim": 64,
+               "dflash_config": {"mask_token_id": 8000, "target_layer_ids": [1, 2]}},
+}
+
+
+@pytest.mark.parametrize("method", SPECULATIVE)
+def test_vllm032_builds_the_speculative_config(method, tmp_path):
+    """``EngineArgs(**engine_kwargs).create_engine_config()`` of the installed vLLM: the method survives, k is
+    ours, and the draft is what the scheme says — for mtp the *target*, rewritten by vLLM into its MTP draft."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    repo = Path(__file__).resolve().parents[1]
+    mimo = _dir(tmp_path, "tiny-mimo", {**TINY, "architectures": ["MiMoForCausalLM"], "num_nextn_predict_layers": 1})
+    drafter = _dir(tmp_path, f"tiny-{method}", TINY_DRAFTERS[method]) if method in TINY_DRAFTERS else None
+    target = mimo if method == "mtp" else str(repo / "config" / "models" / "tiny-target")
+    k = {"dflash": 15, "dspark": 7}.get(method, 2)
+    spec = {"engine": "vllm", "device": "cpu", "seed": 0, "batch_size": 2, "cuda_graphs": False,
+            "target": {"model": target, "load_format": "dummy"},
+            "draft": {"model": str(repo / "config" / "models" / "tiny-draft"), "load_format": "dummy"},
+            "scheme": {"name": method, "method": method, "k": k, "drafter": drafter, "options": {}, "synthetic": False},
+            "acceptance_rates": None, "workload": {"kind": "closed_batch"}, "prefix_caching": False}
+    args = EngineArgs(**V.engine_kwargs(spec))
+    if method == "dspark":
+        # vLLM implements DSpark only in the V2 GPU model runner; on a CPU (V1) it says so in its own words.
+        with pytest.raises(ValueError, match="does not support: dspark"):
+            args.create_engine_config()
+        return
+    sc = args.create_engine_config().speculative_config
+    assert (sc.method, sc.num_speculative_tokens) == (method, k)
+    expected_draft = {"draft_model": spec["draft"]["model"], "eagle3": drafter, "dflash": drafter, "mtp": target,
+                      "ngram": target}[method]
+    assert sc.draft_model_config.model == expected_draft
+    if method == "mtp":
+        assert sc.draft_model_config.hf_config.architectures == ["MiMoMTPModel"]
