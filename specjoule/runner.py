@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import env as envmod
-from specjoule import gpu, records, workloads
+from specjoule import gpu, records, schemes, workloads
 from specjoule.engines import Engine, EngineUnsupported, make_engine
 from specjoule.engines.base import latency_from_histograms, latency_from_requests
 from specjoule.meter import Meter, NoneMeter, make_meter
@@ -340,10 +340,6 @@ def draft_passes(spec: dict) -> float | None:
     """Drafter forward passes per speculation round, from the scheme table (specjoule.schemes)."""
     method = spec["scheme"]["method"]
     if method == "baseline":
-        return None
-    try:
-        from specjoule import schemes
-    except ImportError:  # pragma: no cover - the module arrives with wave 2
         return None
     return float(schemes.draft_passes_per_round(method, int(spec["scheme"]["k"])))
 
