@@ -132,35 +132,7 @@ def setter(**values: Any) -> Mutation:
 
 
 # ----------------------------------------------------------------------------------------------
-# Wave-2 replicate and status columns (issue 17). The lead appends them to RECORD_FIELDS; until that
-# commit is here, `replicate_schema` appends the same four names and types, so these fixtures write
-# exactly what a wave-2 runner will. Once the columns exist it changes nothing.
-
-def _wave2_fields() -> list[tuple[str, Any]]:
-    import pyarrow as pa
-
-    return [("status", pa.string()), ("unsupported_reason", pa.string()), ("window_index", pa.int64()),
-            ("engine_replicate", pa.int64())]
-
-
-def replicate_schema(monkeypatch) -> None:
-    """Make the record schema carry status, unsupported_reason, window_index and engine_replicate."""
-    import pyarrow as pa
-    import polars as pl
-
-    from specjoule.analysis import aggregate
-
-    missing = [(n, t) for n, t in _wave2_fields() if n not in records.RECORD_COLUMNS]
-    if not missing:
-        return
-    fields = [*records.RECORD_FIELDS, *((n, t, "wave-2 column (test stand-in until records.py has it)") for n, t in missing)]
-    schema = pa.schema([pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in fields],
-                       metadata={"record_version": str(records.RECORD_VERSION)})
-    monkeypatch.setattr(records, "RECORD_FIELDS", fields)
-    monkeypatch.setattr(records, "RECORD_SCHEMA", schema)
-    monkeypatch.setattr(records, "RECORD_COLUMNS", [n for n, _, _ in fields])
-    monkeypatch.setattr(aggregate, "RECORD_POLARS_SCHEMA", pl.from_arrow(schema.empty_table()).schema)
-
+# Replicates and unsupported cells (issue 17, ADR 0063, 0064), named as the wave-2 cell table names them.
 
 # (row, cell, engine replicate, window) -> None: edit a replicate's row before it is derived and written.
 ReplicateEffect = Callable[[Row, cells.Cell, int, int], None]
@@ -173,31 +145,34 @@ def scale_energy(row: Row, factor: float) -> None:
     row["mean_power_w"] = row["mean_power_w"] * factor
 
 
+def replicated_config(cfg: dict | None = None, *, windows: int = 1, engine_replicates: int = 1) -> dict:
+    """``cfg`` with replicate counts; windows share one warm engine, so they need shared engines (ADR 0064)."""
+    out = {**(cfg or GPU_CONFIG), "windows": windows, "engine_replicates": engine_replicates}
+    if windows > 1:
+        out["protocol"] = {**out.get("protocol", {}), "share_engines": True}
+    return out
+
+
 def write_replicated(root: Path, *, windows: int = 1, engine_replicates: int = 1, cfg: dict | None = None,
                      effect: ReplicateEffect | None = None, unsupported: set[str] | None = None,
                      meter: str = "nvml") -> list[Path]:
-    """Every cell of the config in ``windows`` windows and ``engine_replicates`` campaign replicates, named as
-    the wave-2 cell table names them (window w >= 1: ``<name>--w<w>``; replicate r >= 1: ``<campaign>-r<r>``).
-    ``unsupported``: point names written as unsupported records (the engine refused them)."""
+    """One clean record per cell of the real cell table of ``cfg`` with ``windows`` and ``engine_replicates``
+    (window w >= 1 is cell ``<name>--w<w>``, replicate r >= 1 campaign ``<campaign>-r<r>``), under ``root``.
+    ``effect(row, cell, r, w)`` edits a measured row; ``unsupported``: point names (without window suffix)
+    written as unsupported records, as the runner writes them when the engine refuses the cell."""
     paths = []
-    for cell in cell_table(cfg):
-        for r in range(engine_replicates):
-            for w in range(windows):
-                campaign = cell.campaign_id + (f"-r{r}" if r else "")
-                name = cell.name + (f"--w{w}" if w else "")
-                if unsupported and cell.name in unsupported:
-                    row = cell.identity() | {"config_hash": CONFIG_HASH, "git_commit": "f" * 40, "hostname": "node01",
-                                             "status": "unsupported",
-                                             "unsupported_reason": "engine: this scheme is not supported (crafted)"}
-                else:
-                    row = measure(cell, meter=meter) | {"status": "measured"}
-                row |= {"campaign_id": campaign, "cell_name": name, "window_index": w, "engine_replicate": r,
-                        "cell_id": cell.cell_id if (w, r) == (0, 0) else f"{cell.cell_id}w{w}r{r}",
-                        "run_order_index": cell.run_order_index * windows + w}
-                if effect and row.get("status") != "unsupported":
-                    effect(row, cell, r, w)
-                row = records.derive(row)
-                path = root / "results" / "cells" / campaign / f"{name}.parquet"
-                records.write_record(row, path)
-                paths.append(path)
+    for cell in cell_table(replicated_config(cfg, windows=windows, engine_replicates=engine_replicates)):
+        base = cell.name.removesuffix(f"--w{cell.window_index}") if cell.window_index else cell.name
+        if unsupported and base in unsupported:
+            row = cell.identity() | {"config_hash": CONFIG_HASH, "git_commit": "f" * 40, "hostname": "node01",
+                                     "status": "unsupported",
+                                     "unsupported_reason": "engine: this scheme is not supported (crafted)"}
+        else:
+            row = measure(cell, meter=meter) | {"status": "measured"}
+            if effect:
+                effect(row, cell, cell.engine_replicate, cell.window_index)
+        row = records.derive(row)
+        path = root / cell.record_path
+        records.write_record(row, path)
+        paths.append(path)
     return paths

@@ -53,17 +53,11 @@ LATER_CHECKS = {"interval_width", "reproduces_reference"}
 
 
 def _verdict(folder: Path, config_name: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Checks re-derived from a session's committed records; every fail must be in its committed checks.md.
-
-    The config hash the checks run under is the records' own: the schema has since gained keys with
-    defaults (issue 17), which moves the hash of an unchanged config file; the files are asserted
-    byte-identical to the pre-registered ones below, so preregistration keeps its meaning here."""
+    """Checks re-derived from a session's committed records; every fail must be in its committed checks.md."""
     records = sorted((folder / "results" / "cells").glob("*/*.parquet"))
     cfg = sj_config.load(folder / config_name)
     df = aggregate.aggregate(records)
-    hashes = df["config_hash"].unique().to_list()
-    checks = run_checks(df, Thresholds.from_config(cfg["checks"], cfg["report"]),
-                        hashes[0] if len(hashes) == 1 else sj_config.config_hash(cfg))
+    checks = run_checks(df, Thresholds.from_config(cfg["checks"], cfg["report"]), sj_config.config_hash(cfg))
     later = checks.filter(pl.col("check").is_in(list(LATER_CHECKS)))
     assert set(later["status"]) == {"not_applicable"}, later
     checks = checks.filter(~pl.col("check").is_in(list(LATER_CHECKS)))

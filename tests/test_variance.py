@@ -25,14 +25,6 @@ VLLM_RUNS = [EVIDENCE / "session-2026-12-01" / "closed" / "results" / "cells", E
 FINE_TO_COARSE = list(reversed(variance.COMPONENTS))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def wave2_schema():
-    mp = pytest.MonkeyPatch()
-    ar.replicate_schema(mp)
-    yield
-    mp.undo()
-
-
 def _balanced(sizes: dict[str, int], sds: dict[str, float], configs: int, seed: int = 7) -> pl.DataFrame:
     """A balanced nested design: ``sizes[level]`` members per parent, effects drawn with ``sds[level]``."""
     rng = np.random.default_rng(seed)
