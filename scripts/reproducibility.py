@@ -6,15 +6,16 @@ import time
 
 import polars as pl
 
-from specjoule.analysis import AnalysisError, META_CONFIG_HASH, compare_evidence, evidence, script_logger, write_parquet_atomic
+from specjoule.analysis import META_CONFIG_HASH, AnalysisError, compare_evidence, evidence, script_logger
 
 
 def main(smk) -> None:  # smk: the Snakemake script object
     log = script_logger("reproducibility", smk.log[0])
     t0 = time.perf_counter()
-    meta = {META_CONFIG_HASH: smk.params.config_hash, "specjoule_reference_evidence": smk.params.reference or ""}
+    meta = {META_CONFIG_HASH: smk.params.config_hash, "specjoule_reference_evidence": smk.params.reference or "",
+            "specjoule_interval_level": str(smk.params.level), "specjoule_tolerance": str(smk.params.tolerance)}
     if not smk.params.reference:
-        write_parquet_atomic(pl.DataFrame(schema=compare_evidence.compare_schema()), smk.output[0], meta)
+        compare_evidence.write(pl.DataFrame(schema=compare_evidence.compare_schema()), smk.output[0], meta)
         log.info("no report.reference_evidence configured: empty table")
         return
     records = pl.read_parquet(smk.input[0])
@@ -26,7 +27,7 @@ def main(smk) -> None:  # smk: the Snakemake script object
     except AnalysisError as exc:
         log.error("%s", exc)
         sys.exit(1)
-    write_parquet_atomic(table, smk.output[0], meta)
+    compare_evidence.write(table, smk.output[0], meta)
     log.info("%d configuration(s) matched in %s (%d reproduce, %d do not, %d not judged) in %.2f s\n%s", table.height,
              smk.params.reference, table.filter(pl.col("reproduces") == True).height,  # noqa: E712
              table.filter(pl.col("reproduces") == False).height, table["reproduces"].null_count(),  # noqa: E712

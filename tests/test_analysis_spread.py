@@ -432,7 +432,9 @@ def test_compare_evidence_on_the_committed_h200_sessions(capsys):
     assert not mv6["same_cell_id"] and "tolerance only" in mv6["basis"]
     mv3 = table.filter((pl.col("configured_L") == 3) & (pl.col("batch_size") == 1)).row(0, named=True)
     assert mv3["reproduces"] is True and abs(mv3["shift"]) < 0.005
-    # L = 1 ran with its rates set at engine start in one session and swapped in place in the other: not judged.
+    # L = 1 ran with its rates set at engine start in one session and swapped in place in the other: a condition
+    # (ADR 0039), shown and still judged.
     mv1 = table.filter((pl.col("configured_L") == 1) & (pl.col("batch_size") == 1)).row(0, named=True)
-    assert mv1["reproduces"] is None and "speculative_synthetic_rates_swapped" in mv1["basis"]
+    assert mv1["comparable"] and mv1["reproduces"] is False
+    assert any("speculative_synthetic_rates_swapped" in d and "condition" in d for d in mv1["differences"])
     assert "does NOT reproduce" in out and "-18.3%" in out

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from specjoule.analysis import AnalysisError, write_parquet_atomic
+from specjoule.analysis import AnalysisError
 from specjoule.analysis import evidence, spread
 
 C = pl.col
@@ -89,12 +89,15 @@ def _differences(ra: dict, rb: dict) -> tuple[list[str], list[str]]:
     """What differs between two matched configurations, and what of it forbids judging the shift."""
     out, blocking = [], []
     # A model path names the same files under another checkout (/tmp/work/vs/... vs /tmp/work/eng/...).
-    ca, cb = evidence.engine_config_of(ra["engine_config"]), evidence.engine_config_of(rb["engine_config"])
+    ca = evidence.engine_config_of(ra["engine_config"], conditions=True)
+    cb = evidence.engine_config_of(rb["engine_config"], conditions=True)
     if ca and cb:
         diff = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
-        if diff:
-            blocking.append("engine configuration (" + ", ".join(diff) + ")")
-            out += [f"engine_config.{k}: {json.dumps(ca.get(k))} vs {json.dumps(cb.get(k))}" for k in diff]
+        measured = [k for k in diff if k not in evidence.CONDITION_KEYS]
+        if measured:
+            blocking.append("engine configuration (" + ", ".join(measured) + ")")
+        out += [f"engine_config.{k}: {json.dumps(ca.get(k))} vs {json.dumps(cb.get(k))}"
+                + (" (a condition, ADR 0039)" if k in evidence.CONDITION_KEYS else "") for k in diff]
     pools_a = {p["seed"]: p["corpus_pool_hash"] for p in ra["pools"]}
     pools_b = {p["seed"]: p["corpus_pool_hash"] for p in rb["pools"]}
     for s in sorted(set(pools_a) & set(pools_b)):
@@ -197,6 +200,32 @@ def compare_sources(a: str | Path, b: str | Path, **kw: Any) -> pl.DataFrame:
 # ----------------------------------------------------------------------------------------------
 # command line
 
+COMPARE_DOCS: dict[str, str] = {
+    "measure_key": "the measured parameters both sides share (evidence.MEASURED_KEY, joined with |)",
+    "cell_name_a": "the point's name in A (without window suffix); cell_name_b likewise in B",
+    "same_cell_id": "whether the window-0 cell ids agree too (they need not: the id hashes config text that measures nothing)",
+    "interval_level_a": "the replicate level A's interval resamples (engine_replicate, seed, window; null: one unit)",
+    "n_a": "replicate units with an energy ratio in A (n_b in B)",
+    "energy_ratio_a": "A's energy ratio: ratio of the unit means of point and paired baseline (ADR 0081); _ci_low/_ci_high "
+                      "its bootstrap interval at the file's level, null with one unit",
+    "shift": "energy_ratio_b / energy_ratio_a - 1",
+    "shift_ci_low": "the shift's interval: the two sides' resample distributions combined, independently (separate runs); "
+                    "null unless both sides have two or more units",
+    "baseline_shift": "baseline_mj_b / baseline_mj_a - 1 (the mean paired baseline of each side's points)",
+    "differences": "what differs besides the measured parameters: GPU, driver, CUDA, commit, config, engine configuration "
+                   "(model paths by file name), prompt pools",
+    "comparable": "false when the engine configuration or a common seed's prompt pool differs: then not judged",
+    "reproduces": "|shift| <= tolerance, or the shift's interval contains 0; null when not judged",
+    "basis": "what the verdict rests on: the tolerance alone (no interval) or the tolerance and the shift's interval",
+}
+
+
+def write(table: pl.DataFrame, path: str | Path, metadata: dict[str, str] | None = None) -> None:
+    from specjoule.analysis.derive import write_documented
+
+    write_documented(table, path, metadata or {}, COMPARE_DOCS)
+
+
 def _fmt(v: float | None, spec: str = ".3f") -> str:
     return "—" if v is None else format(v, spec)
 
@@ -244,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.out:
-        write_parquet_atomic(table, args.out)
+        write(table, args.out, {"specjoule_interval_level": str(args.level), "specjoule_tolerance": str(args.tolerance)})
     sys.stdout.write(to_text(table, args.a, args.b))
     return 0
 

@@ -38,13 +38,20 @@ REPORTED: tuple[str, ...] = ("gpu_uuid", "driver_version", "cuda_version", "git_
 PATH_KEYS_HINT = "/"
 
 
-def engine_config_of(text: str | None) -> dict:
-    """An effective engine configuration (record JSON) with host paths reduced to their file names."""
+# engine_config keys that record *how* a cell was brought about, not what it measured: a synthetic vector swapped
+# into a running engine measures the same as one set at start (ADR 0039). Reported, never a different configuration.
+CONDITION_KEYS: tuple[str, ...] = ("speculative_synthetic_rates_swapped",)
+
+
+def engine_config_of(text: str | None, *, conditions: bool = False) -> dict:
+    """An effective engine configuration (record JSON) with host paths reduced to their file names; the
+    CONDITION_KEYS only when ``conditions``."""
     import json
 
     if not text:
         return {}
-    return {k: (Path(v).name if isinstance(v, str) and PATH_KEYS_HINT in v else v) for k, v in json.loads(text).items()}
+    cfg = {k: (Path(v).name if isinstance(v, str) and PATH_KEYS_HINT in v else v) for k, v in json.loads(text).items()}
+    return cfg if conditions else {k: v for k, v in cfg.items() if k not in CONDITION_KEYS}
 
 
 def engine_config_key(col: str = "engine_config") -> pl.Expr:
