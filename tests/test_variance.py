@@ -160,6 +160,18 @@ def test_command_line_on_the_committed_vllm_sessions(tmp_path, capsys):
     assert "vllm-qwen3b-closed-cg1 — energy_ratio" in text and "not separable from board" in text
 
 
+def test_a_tree_of_sessions_reads_as_its_runs():
+    """The whole evidence folder as one source: each session's results/cells is its own run, a marked/ copy of a
+    record counts once, and the budget is the one of the sessions named one by one."""
+    sessions = [*VLLM_RUNS, EVIDENCE / "session-2026-11-30c" / "results" / "cells",
+                EVIDENCE / "session-2026-12-01" / "openloop" / "results" / "cells"]
+    from polars.testing import assert_frame_equal
+
+    tree = variance.budget_of_sources([EVIDENCE]).drop("sources")
+    named = variance.budget_of_sources(sessions).drop("sources")
+    assert_frame_equal(tree, named, check_exact=False, rel_tol=1e-9)  # the same sums, added in another order
+
+
 def test_the_rules_write_the_variance_and_reproducibility_tables(tmp_path):
     """The rules on a copy of the committed one-GPU evidence, the 2026-12-01 closed grid as its reference."""
     import shutil

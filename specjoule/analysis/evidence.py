@@ -4,7 +4,8 @@ An evidence source is a records file (a cell record or an aggregated ``records.p
 folder. In a folder the cell records of the pipeline layout are used (every Parquet under a
 ``cells`` directory, or the folder itself when it is one); only where there are none, the
 aggregated ``records.parquet`` files. The same record found twice (a ``marked/`` copy beside the
-original) is read once. Each source is paired on its own: campaign ids repeat across runs.
+original) is read once. Each run — the records under one ``results/cells`` — is paired on its own
+(campaign ids repeat across runs), so a folder of several sessions reads as those sessions.
 
 Across sources, cells are matched on what was *measured* (``MEASURED_KEY``), not on the cell id:
 the id also hashes config text that measures nothing (a scheme's list of acceptance vectors, so the
@@ -121,10 +122,30 @@ def read_source(source: str | Path) -> pl.DataFrame:
                       maintain_order=True)
 
 
+def run_of(record_path: str) -> str:
+    """The run a record file belongs to: the folder above its ``cells`` directory (``.../results``), else its own folder."""
+    p = Path(record_path)
+    for parent in p.parents:
+        if parent.name == "cells":
+            return str(parent.parent)
+    return str(p.parent)
+
+
 def load(source: str | Path) -> pl.DataFrame:
-    """One source's records, paired as aggregate pairs them, with ``source`` and ``measure_key``."""
-    paired = aggregate_frame(read_source(source))
-    return paired.with_columns(pl.lit(str(source)).alias("source"), measure_key(paired))
+    """One source's records, paired as aggregate pairs them, with ``source`` and ``measure_key``.
+
+    A folder holding several runs (a tree of sessions, each with its ``results/cells``) is read as those
+    runs: each is paired on its own and ``source`` names it."""
+    raw = read_source(source)
+    runs = raw.with_columns(C("record_path").map_elements(run_of, return_dtype=pl.String).alias("_run"))
+    if runs["_run"].n_unique() <= 1:
+        paired = aggregate_frame(raw)
+        return paired.with_columns(pl.lit(str(source)).alias("source"), measure_key(paired))
+    parts = []
+    for (run,), part in sorted(runs.partition_by("_run", as_dict=True).items()):
+        paired = aggregate_frame(part.drop("_run"))
+        parts.append(paired.with_columns(pl.lit(run).alias("source"), measure_key(paired)))
+    return pl.concat(parts, how="diagonal_relaxed")
 
 
 def load_many(sources: Sequence[str | Path]) -> pl.DataFrame:
