@@ -281,6 +281,10 @@ def test_the_interval_level_is_the_configured_one(replicated):
     assert (n <= w + 1e-15).all() and (n < w).any()
     with pytest.raises(sj_config.ConfigError, match="report.interval_level"):
         sj_config.validate({**ar.GPU_CONFIG, "report": {"interval_level": 1.0}})
+    # Replicate counts below 1 are parse-time errors too (the schema's minimum, ADR 0064).
+    for key, bad in (("windows", 0), ("engine_replicates", -1)):
+        with pytest.raises(sj_config.ConfigError, match=rf"config error at {key} = {bad}: .*minimum of 1"):
+            sj_config.validate({**ar.GPU_CONFIG, key: bad})
     for bad in (0, -0.5, 95):
         with pytest.raises(sj_config.ConfigError, match="report.interval_level"):
             sj_config.validate({**ar.GPU_CONFIG, "report": {"interval_level": bad}})
