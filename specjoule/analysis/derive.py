@@ -20,7 +20,6 @@ from pathlib import Path
 import polars as pl
 
 from specjoule.analysis import META_CONFIG_HASH, AnalysisError, spread
-from specjoule.analysis.aggregate import ROLE_POINT
 from specjoule.analysis.checks import ENERGY_CHECK, FAIL, FLAG, PASS
 # The ADR 0027 bootstrap now lives in spread (checks use it too); its names stay importable from here.
 from specjoule.analysis.spread import (  # noqa: F401

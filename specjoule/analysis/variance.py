@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from specjoule.analysis import AnalysisError, evidence, spread, write_parquet_atomic
+from specjoule.analysis import AnalysisError, evidence, spread
 
 C = pl.col
 
