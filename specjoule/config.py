@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from specjoule import acceptance as acc
+from specjoule.models import check_models
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = REPO_ROOT / "config" / "schema.yaml"
@@ -234,6 +235,8 @@ def _check_semantics(config: dict) -> None:
             raise ConfigError(f"workloads.{name}.rate", None, "open_loop needs a request rate (requests/s)")
         if wl["kind"] == "closed_batch" and "rate" in wl:
             raise ConfigError(f"workloads.{name}.rate", wl["rate"], "closed_batch submits B requests together; rate does not apply")
+
+    check_models(config)  # local model dirs, their config.json and weights, drafter kinds, MTP layers
 
 
 def _check_sglang_acceptance(vname: str, vector: dict, scheme_name: str) -> None:
