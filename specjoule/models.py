@@ -27,8 +27,7 @@ file: a shape is never silently zero.
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +86,6 @@ class ModelShape:
     full_attention_kv_heads: int | None = None
     # Gated-DeltaNet recurrent + conv state of one linear-attention layer, in elements (not bytes).
     linear_state_elements_per_layer: int = 0
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def full_attention_layers(self) -> int:
@@ -573,6 +571,17 @@ def classify_model_ref(value: str) -> tuple[str, Path | None]:
     if value.count("/") == 1 and not value.startswith((".", "/", "~")) and all(value.split("/")):
         return "hub", None
     return "missing", REPO_ROOT / p
+
+
+def local_shape(model: str) -> ModelShape | None:
+    """``describe(model)`` for a local dir; None for a hub id (its config is not here to read).
+    A missing local path raises ``ModelShapeError`` (check_models has already refused it at parse time)."""
+    kind, path = classify_model_ref(model)
+    if kind == "hub":
+        return None
+    if kind == "missing":
+        raise ModelShapeError("model", path, "no such local model directory")
+    return describe(path)
 
 
 def _has_weights(directory: Path) -> bool:

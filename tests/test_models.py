@@ -415,3 +415,10 @@ def test_classify_model_ref():
     assert models.classify_model_ref("a/b/c")[0] == "missing"
     assert models.classify_model_ref("/abs/x")[0] == "missing"
     assert models.classify_model_ref("name")[0] == "missing"
+
+
+def test_local_shape_for_records():
+    assert models.local_shape("Qwen/Qwen3-8B") is None
+    assert models.local_shape("config/models/glm-4.7-flash").family == "mla"
+    with pytest.raises(ModelShapeError):
+        models.local_shape("config/models/not-there")
