@@ -12,6 +12,7 @@ or a corpus leaves every existing id and path untouched.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import json
 import os
@@ -193,7 +194,7 @@ class CellTable:
     def group_estimated_s(self, group: EngineGroup) -> float:
         """Members' estimates less the engine starts (and idle measurements) the sharing saves."""
         saved = (len(group.cells) - 1) * (self.engine_start_s + self.idle_s)
-        return sum(c.estimated_s for c in group.cells) - saved
+        return max(0.0, sum(c.estimated_s for c in group.cells) - saved)
 
     def estimated_gpu_s(self) -> float:
         if not self.share_engines:
@@ -385,6 +386,45 @@ def campaign_arms(config: dict, variants: dict[str, list]) -> list[Arm]:
 # -- identify: content-addressed ids and engine keys ------------------------------------------------
 
 
+@functools.lru_cache(maxsize=256)
+def _architecture(model: str) -> str | None:
+    """architectures[0] of a local model dir's config.json; None for a hub id or a dir that cannot be read."""
+    from specjoule import models
+
+    try:
+        shape_path = models.classify_model_ref(model)
+        if shape_path[0] != "local":
+            return None
+        raw, _ = models.read_config(model)
+    except (models.ModelShapeError, OSError):
+        return None
+    archs = raw.get("architectures") or []
+    return str(archs[0]) if archs else None
+
+
+def planned_unsupported(engine: str, target_model: str, scheme: dict) -> str | None:
+    """Why the bundled engine version cannot run this arm, known from its registry alone (specjoule.support,
+    ADR 0063); None when the tables see no reason (the engine may still refuse at start, in its own words)."""
+    from specjoule import support
+
+    arch = _architecture(target_model)
+    if arch is not None:
+        ok, reason = support.supported(engine, arch)
+        if not ok:
+            return reason
+        if scheme.get("method") == "eagle3":
+            ok, reason = support.eagle3_target_supported(engine, arch)
+            if not ok:
+                return reason
+    drafter = scheme.get("drafter")
+    drafter_arch = _architecture(drafter) if drafter else None
+    if drafter_arch is not None:
+        ok, reason = support.supported(engine, drafter_arch)
+        if not ok:
+            return f"drafter {drafter}: {reason}"
+    return None
+
+
 def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: str) -> tuple[Cell, str]:
     """The cell of one arm in one campaign, and its order key (the engine key before any swap).
 
@@ -403,6 +443,8 @@ def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: 
                and plan.workload["kind"] == "closed_batch" and rates is not None)
     engine_key = (_sha(plan.engine_blob + _blob({"scheme": arm.scheme, "rates": "swapped"}), 10)
                   if swapped else order_key)
+    unsupported = (planned_unsupported(plan.engine, plan.spec_base["target"]["model"], arm.scheme)
+                   if config["protocol"].get("unsupported_from_tables", True) else None)
     cell = Cell(
         cell_id=_sha(base_blob + _blob(own)),
         campaign_id=plan.campaign_id, name=arm.name, role=arm.role, engine=plan.engine, model_pair=plan.pair_name,
@@ -411,8 +453,8 @@ def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: 
         acceptance_rates=rates, configured_L=L, batch_size=plan.batch_size, corpus=plan.corpus, seed=plan.seed,
         cuda_graphs=plan.cuda_graphs, workload=plan.workload_name, workload_kind=plan.workload["kind"],
         device=config["device"], engine_key=engine_key, run_order_seed=config["protocol"]["run_order_seed"],
-        estimated_s=plan.estimated_s, spec=spec, family_id=plan.family_id,
-        window_index=arm.window_index, engine_replicate=plan.engine_replicate,
+        estimated_s=0.0 if unsupported else plan.estimated_s, spec=spec, family_id=plan.family_id,
+        window_index=arm.window_index, engine_replicate=plan.engine_replicate, unsupported_reason=unsupported,
     )
     return cell, order_key
 

@@ -18,6 +18,7 @@ import yaml
 
 from specjoule import acceptance as acc
 from specjoule import schemes as scheme_registry
+from specjoule.models import check_models
 # The scheme lists live in specjoule/schemes.py (one source of truth, ADR 0075); re-exported here.
 from specjoule.schemes import DRAFT_MODEL_METHODS, DRAFTER_METHODS, METHODS
 
@@ -207,6 +208,8 @@ def _check_semantics(config: dict) -> None:
         if kind in ("minvar", "geometric") and value < 1:
             raise ConfigError(f"acceptance.{name}.{kind}", value, "mean acceptance length must be in [1, k+1]")
 
+    # Before the scheme checks: a drafter of the wrong kind or a missing dir is the first thing to say.
+    check_models(config)  # local model dirs, their config.json and weights, drafter kinds, MTP layers
     for name, scheme in config["schemes"].items():
         key = f"schemes.{name}"
         method = scheme["method"]

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import env as envmod
-from specjoule import gpu, records, schemes, workloads
+from specjoule import gpu, models, records, schemes, workloads
 from specjoule.engines import Engine, EngineUnsupported, make_engine
 from specjoule.engines.base import latency_from_histograms, latency_from_requests
 from specjoule.meter import Meter, NoneMeter, make_meter
@@ -348,10 +348,23 @@ def model_columns(spec: dict) -> dict[str, Any]:
     """Target and drafter shape columns from their config.json (specjoule.models); null for a hub id not on disk."""
     out: dict[str, Any] = {}
     try:
-        from specjoule import models
-    except ImportError:  # pragma: no cover - the module arrives with wave 2
-        return out
-    out.update(models.record_columns(spec))
+        shape = models.local_shape(spec["target"]["model"])
+    except models.ModelShapeError as exc:  # the record says what it could not read; the measurement stands
+        log.warning("model shape: %s", exc)
+        shape = None
+    if shape is not None:
+        out.update(target_architecture=shape.architecture, target_family=shape.family, target_moe=shape.moe)
+    scheme = spec["scheme"]
+    drafter = scheme.get("drafter") or ((spec.get("draft") or {}).get("model") if scheme["method"] == "draft_model" else None)
+    if drafter and models.classify_model_ref(drafter)[0] == "local":
+        try:
+            raw, _ = models.read_config(drafter)
+            archs = raw.get("architectures") or []
+            out["draft_architecture"] = str(archs[0]) if archs else None
+        except models.ModelShapeError as exc:
+            log.warning("drafter shape: %s", exc)
+    elif scheme["method"] == "mtp" and shape is not None:
+        out["draft_architecture"] = f"{shape.architecture} (MTP layers)"
     return out
 
 

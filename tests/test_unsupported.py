@@ -88,3 +88,32 @@ def test_real_vllm_refusing_an_architecture_writes_an_unsupported_record(tmp_pat
     # The engine's process group is gone: a refused start leaves nothing behind.
     for pgid in {int(p) for p in __import__("re").findall(r"pid (\d+) \(own process group\)", log.read_text())}:
         assert not proc.group_members(pgid), f"engine process group {pgid} survived"
+
+
+def test_plan_marks_what_the_bundled_registries_cannot_run():
+    """GLM-4.7-Flash cannot feed an EAGLE3 head on vLLM 0.26.0 (no SupportsEagle3): the cell is planned unsupported,
+    costs no GPU estimate, and its baseline is planned as a measurement."""
+    raw = {
+        "device": "cuda", "engines": ["vllm"],
+        "models": {"glm": {"target": {"model": "config/models/glm-4.7-flash", "load_format": "dummy"}}},
+        "schemes": {"baseline": {"method": "baseline"},
+                    "eagle3": {"method": "eagle3", "k": 3, "drafter": "config/models/glm-4.7-flash-eagle3"}},
+        "batch_sizes": [1], "workloads": {"closed": {"kind": "closed_batch"}},
+    }
+    table = cells.build(config.validate(raw))
+    by_role = {c.role: c for c in table}
+    point = by_role[cells.ROLE_POINT]
+    assert point.unsupported_reason and "Glm4MoeLiteForCausalLM" in point.unsupported_reason
+    assert "EAGLE3" in point.unsupported_reason and point.estimated_s == 0
+    assert by_role[cells.ROLE_OPENING].unsupported_reason is None and by_role[cells.ROLE_OPENING].estimated_s > 0
+    assert "1 cell(s) the engine cannot run" in table.summary()
+    off = cells.build(config.validate({**raw, "protocol": {"unsupported_from_tables": False}}))
+    assert all(c.unsupported_reason is None for c in off)
+    assert [c.cell_id for c in off] == [c.cell_id for c in table], "the mark is not part of the identity"
+
+
+def test_records_name_the_model_family():
+    cell = next(c for c in _demo_cells() if c.name == "draft")
+    cols = runner.model_columns(cell.spec)
+    assert cols["target_architecture"] == "Qwen2ForCausalLM" and cols["target_family"] in ("gqa", "mha")
+    assert cols["target_moe"] is False and cols["draft_architecture"] == "Qwen2ForCausalLM"

@@ -90,7 +90,7 @@ def acceptance_lengths(arm: Arm, one_L: bool) -> list[float]:
     return [top] if one_L else [1.0, top]
 
 
-def arm_config(arm: Arm, engine: str, one_L: bool = False) -> dict:
+def arm_config(arm: Arm, engine: str, one_L: bool = False, cuda_graphs: bool = True) -> dict:
     """The tiny validated config of one arm (ConfigError when the arm cannot be configured)."""
     scheme: dict[str, Any] = {"method": arm.method, "k": arm.k, "synthetic": True}
     if arm.drafter:
@@ -101,16 +101,16 @@ def arm_config(arm: Arm, engine: str, one_L: bool = False) -> dict:
                             "max_model_len": 1024}},
            "schemes": {"base": {"method": "baseline"}, "s": {**scheme, "acceptance": [f"L{i}" for i in range(len(Ls))]}},
            "acceptance": {f"L{i}": {"minvar": L} for i, L in enumerate(Ls)},
-           "batch_sizes": [B], "cuda_graphs": [True],
+           "batch_sizes": [B], "cuda_graphs": [cuda_graphs],
            "workloads": {"w": {"kind": "closed_batch", "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN}},
            "engine_options": {engine: ENGINE_OPTIONS[engine]}, "meter": "none",
            "protocol": {"idle_s": 0, "engine_ready_timeout_s": 600}}
     return cfgmod.validate(raw)
 
 
-def arm_cells(arm: Arm, engine: str, one_L: bool = False) -> list:
+def arm_cells(arm: Arm, engine: str, one_L: bool = False, cuda_graphs: bool = True) -> list:
     """The arm's point cells (one per L), in L order."""
-    table = cells.build(arm_config(arm, engine, one_L))
+    table = cells.build(arm_config(arm, engine, one_L, cuda_graphs))
     points = [c for c in table.cells if c.scheme == "s"]
     return sorted(points, key=lambda c: c.configured_L)
 
@@ -151,10 +151,10 @@ def measure(eng, prompts: list[list[int]], cell) -> dict:
     return out
 
 
-def run_arm(arm: Arm, engine: str, out: Path, one_L: bool, prompts: list[list[int]]) -> dict:
+def run_arm(arm: Arm, engine: str, out: Path, one_L: bool, prompts: list[list[int]], cuda_graphs: bool = True) -> dict:
     from specjoule.engines import make_engine
 
-    arm_cells_ = arm_cells(arm, engine, one_L)
+    arm_cells_ = arm_cells(arm, engine, one_L, cuda_graphs)
     res: dict = {"target": arm.target, "method": arm.method, "drafter": arm.drafter, "k": arm.k,
                  "engine_name": (schemes.get(arm.method).vllm_method if engine == "vllm"
                                  else schemes.get(arm.method).sglang_algorithm), "runs": []}
@@ -198,6 +198,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--engine", choices=["vllm", "sglang"], required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--one-L", dest="one_L", action="store_true", help="only L = k + 1 (SGLang: one start per scheme)")
+    ap.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
+                    help="start without CUDA graphs (a faster start; the smoke then says nothing about capture)")
     ap.add_argument("arms", nargs="+", type=parse_arm, metavar="TARGET:METHOD[:DRAFTER][:k=K]")
     return ap.parse_args(argv)
 
@@ -216,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         entry: dict = {}
         try:
-            entry.update(run_arm(arm, args.engine, d, args.one_L, prompts))
+            entry.update(run_arm(arm, args.engine, d, args.one_L, prompts, args.cuda_graphs))
             entry["ok"] = True
         except BaseException as exc:  # noqa: BLE001 - one scheme failing must not cost the others
             entry.update(ok=False, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
