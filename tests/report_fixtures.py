@@ -447,7 +447,10 @@ def _scheme_record(cell: cells_mod.Cell, rng: random.Random, start: datetime, *,
     base = SCHEMES_BASE_MJ[cell.model_pair] * (1.0 if cell.batch_size == 1 else
                                                 (0.25 if MODEL_SHAPES[cell.model_pair][2] else 0.09))
     base *= (1.0 if cell.cuda_graphs else 1.08) * (SGLANG_BASELINE_SCALE if cell.engine == "sglang" else 1.0)
-    key = (cell.engine, cell.model_pair, cell.batch_size, cell.cuda_graphs, cell.name.split("--w")[0])
+    # Opening and closing baselines share their seed and replicate draws (the same configuration): their
+    # drift is the window noise, inside the pre-registered baseline_drift_max.
+    arm = cell.scheme if cell.method == "baseline" else cell.name.split("--w")[0]
+    key = (cell.engine, cell.model_pair, cell.batch_size, cell.cuda_graphs, arm)
     scale = (1 + _noise(0.004, *key, cell.seed, replicate, window) + _noise(0.01, *key, cell.seed)
              + _noise(0.015, *key, cell.seed, "r", replicate))
     L = None
