@@ -48,7 +48,7 @@ def engines(tmp_path_factory) -> rf.Scenario:
 
 def inputs_for(s: rf.Scenario, **overrides) -> F.FigureInputs:
     tl, note = F.load_timelines(s.timeline_paths, s.records, s.checks)
-    tables = dict(curves=s.curves, records=s.records, checks=s.checks, timelines=tl, timeline_note=note)
+    tables = dict(curves=s.curves, records=s.records, checks=s.checks, timelines=tl, timeline_note=note, summary=s.summary)
     tables.update(overrides)
     return F.FigureInputs.from_config(s.config, **tables)
 

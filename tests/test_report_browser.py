@@ -45,11 +45,12 @@ def build_report(kind: str, root: Path) -> tuple[Path, dict]:
     s = rf.build(kind, root)
     tl, note = F.load_timelines(s.timeline_paths, s.records, s.checks)
     fi = F.FigureInputs.from_config(s.config, curves=s.curves, records=s.records, checks=s.checks, timelines=tl,
-                                    timeline_note=note)
+                                    timeline_note=note, summary=s.summary)
     F.export(F.build_all(fi), root / "results" / "figures", png=("energy_vs_acceptance",))
     manifest, specs = F.read_manifest(root / "results" / "figures")
     html = R.render(R.ReportInputs(config=s.config, config_hash="fixture0000hash", records=s.records, checks=s.checks,
-                                   curves=s.curves, manifest=manifest, specs=specs, summary=s.summary))
+                                   curves=s.curves, manifest=manifest, specs=specs, summary=s.summary,
+                                   variance=s.variance))
     path = root / "results" / "report.html"
     R.write_atomic(path, html)
     return path, manifest
@@ -105,6 +106,20 @@ def test_engines_report_draws_the_engine_comparison(chromium, tmp_path, artifact
     assert "engine_comparison" in drawn and len(drawn) == 7
     assert result.charts_expected == result.charts_drawn == result.svg_charts == 7
     assert sorted(result.not_drawn) == sorted(set(F.FIGURE_NAMES) - set(drawn))
+    assert_not_blank(result.screenshot, result.chart_boxes)
+
+
+def test_schemes_report_draws_the_papers_figure_and_the_scheme_tables(chromium, tmp_path, artifacts):
+    """FIXTURE scenario `schemes` (five schemes, three families, two engines, replicates, unsupported cells)."""
+    path, manifest = build_report("schemes", tmp_path)
+    result = chromium.open(path)
+    (artifacts / "report-schemes.png").write_bytes(result.screenshot)
+    print(f"\nschemes report {path.stat().st_size} bytes, drawn in {result.elapsed_s:.1f} s")
+    assert result.render_done and result.all_errors == [] and result.external_requests == []
+    drawn = [f["name"] for f in manifest["figures"] if f["drawn"]]
+    assert drawn[0] == "energy_vs_accepted_per_pass" and "cuda_graphs" in drawn and len(drawn) == 8
+    assert result.charts_expected == result.charts_drawn == result.svg_charts == 8
+    assert sorted(result.not_drawn) == ["concurrency_per_arm", "power_timeline"]
     assert_not_blank(result.screenshot, result.chart_boxes)
 
 

@@ -432,6 +432,7 @@ def test_report_without_summary_says_one_window_no_interval(gpu, tmp_path):
 
 def test_report_caveats_and_counts_with_unsupported_cells(sch_html):
     assert "54 cell(s) unsupported by their engine (3 engine × target × scheme combination(s))" in sch_html
+    assert "dummy (random) weights" not in sch_html  # no drafter model here: n-gram and synthetic acceptance only
     assert "54 of them unsupported by the engine (no window)" in sch_html
     assert "2 window(s) per cell · 2 seed(s) · 2 engine replicate(s) · 2 GPU board(s)" in sch_html
     # Unsupported records have no meter: no "meter none" caveat for them.

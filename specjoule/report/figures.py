@@ -551,7 +551,8 @@ def energy_vs_accepted_per_pass(inputs: FigureInputs) -> alt.TopLevelMixin:
                 ]
                 panels.append(alt.layer(*layers, data=grp).properties(width=300, height=230, title=title))
     sub = ["one line per scheme; a point per acceptance setting (means over replicates); below the band: a saving per "
-           "committed token; the verify width each scheme ran is in the tooltip (block drafters verify their whole block)",
+           "committed token",
+           "the verify width each scheme ran is in the tooltip (block drafters verify their whole block)",
            band_note(st, "mj_per_committed_token") + "; horizontal whiskers: the same for accepted per pass"]
     return _compose(panels, slicer, title="Energy per committed token vs accepted tokens per verify pass",
                     subtitle=sub, columns=max(1, len(engines)), shared_y=False)
@@ -867,7 +868,8 @@ def cuda_graphs(inputs: FigureInputs) -> alt.TopLevelMixin:
                           "support_off"])
         n_rows = grp["config"].n_unique()
         height = alt.Step(14) if n_rows > 8 else 160
-        yy = alt.Y("config:N", title=None, sort=alt.EncodingSortField("batch_size", order="ascending"))
+        yy = alt.Y("config:N", title=None, sort=alt.EncodingSortField("batch_size", order="ascending"),
+                   axis=alt.Axis(labelLimit=320))
         link = _apply_filters(alt.Chart(grp), slicer).mark_rule(color="#999", strokeWidth=2).encode(
             y=yy, x=alt.X("saving_on:Q", title="energy saving vs paired baseline (%)"), x2="saving_off:Q",
             tooltip=["config:N", alt.Tooltip("saving_on:Q", format=".1f", title="saving, graphs on"),
@@ -890,9 +892,8 @@ def cuda_graphs(inputs: FigureInputs) -> alt.TopLevelMixin:
         if ref is not None:
             lo, hi, text = ref
             rdf = alt.Data(values=[{"lo": lo, "hi": hi, "text": text}])
-            bias_layers += [alt.Chart(rdf).mark_rect(color="#2ca02c", opacity=0.15).encode(x="lo:Q", x2="hi:Q"),
-                            alt.Chart(rdf).mark_text(align="left", baseline="top", dx=3, y=2, fontSize=10,
-                                                     color="#2a7a2a").encode(x="lo:Q", text="text:N")]
+            bias_layers.append(alt.Chart(rdf).mark_rect(color="#2ca02c", opacity=0.15).encode(
+                x="lo:Q", x2="hi:Q", tooltip=[alt.Tooltip("text:N", title="reference")]))
         bias_pts = _apply_filters(alt.Chart(grp), slicer)
         bx = alt.X("bias_pp:Q", title="capture bias: saving off − on (pp)", scale=alt.Scale(zero=True))
         bias_layers += [bias_pts.mark_bar(color="#ff7f0e", opacity=0.75, height=alt.RelativeBandSize(0.6)).encode(
@@ -901,13 +902,17 @@ def cuda_graphs(inputs: FigureInputs) -> alt.TopLevelMixin:
                                      alt.Tooltip("bias_pp_lo:Q", format=".1f", title="low end (pp)"),
                                      alt.Tooltip("bias_pp_hi:Q", format=".1f", title="high end (pp)")]),
                         _errorbars(bias_pts, "bias_pp", y=yy, title="capture bias: saving off − on (pp)", horizontal=True)]
-        right = alt.layer(*bias_layers).properties(width=260, height=height, title=f"{family} · {kind}: capture bias")
+        right = alt.layer(*bias_layers).properties(width=260, height=height, title=alt.TitleParams(
+            f"{family} · {kind}: capture bias", subtitle=[f"green: {ref[2]}"] if ref else ["no reference: MoE not recorded"],
+            subtitleColor="#2a7a2a"))
         rows.append(alt.hconcat(left, right).resolve_scale(y="shared", x="independent", color="shared"))
     refs = "; ".join(v[2] for v in PAPER_CAPTURE_BIAS_PP.values())
     sub = ["each row: one configuration measured both ways (means over replicates, paired each way with its own "
-           "baseline); the gap is the saving credited to speculation for launch overhead graph capture would have removed",
-           f"green band: the paper's bars ({refs}); bias whiskers: difference of the two sides' whisker ends "
-           "(conservative); saving " + band_note(long, "saving_pct")]
+           "baseline);",
+           "the gap is the saving credited to speculation for launch overhead graph capture would have removed",
+           f"green band: the paper's bars ({refs})",
+           "saving " + band_note(long, "saving_pct") + "; bias whiskers: difference of the two sides' whisker ends "
+           "(conservative)"]
     return _compose(rows, slicer, title="CUDA graphs on vs off: capture bias per family", subtitle=sub, columns=1,
                     shared_y=False)
 

@@ -503,8 +503,8 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
     unsupported = schemes.unsupported_list(all_records)
     if unsupported.height:
         out.append(Caveat("warn", f"{int(unsupported['cells'].sum())} cell(s) unsupported by their engine "
-                                  f"({unsupported.height} engine × target × scheme combination(s)); no energy, no point, "
-                                  "no gap either: the scheme matrix lists each with the engine's own reason"))
+                                  f"({unsupported.height} engine × target × scheme combination(s)): they have no energy "
+                                  "and no point; the scheme matrix lists each with the engine's own reason"))
     if r.height == 0:
         return out + [Caveat("warn", "no measured record: every cell was unsupported by its engine")]
     meters = r["meter"].fill_null("none")
@@ -517,7 +517,8 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
         out.append(Caveat("info", "device: cpu — this run checks the chain end to end; its timings say nothing about GPUs"))
     dummy = [n for n, p in c.get("models", {}).items()
              if p["target"].get("load_format") == "dummy" or (p.get("draft") or {}).get("load_format") == "dummy"]
-    if dummy and (r["acceptance_kind"].is_null() & (r["method"] != "baseline")).any():
+    # n-gram lookup has no drafter weights: only a drafter model's acceptance is random with dummy weights.
+    if dummy and (r["acceptance_kind"].is_null() & ~r["method"].is_in(["baseline", "ngram"])).any():
         out.append(Caveat("warn", f"dummy (random) weights in model pair(s) {', '.join(dummy)}: acceptance by a model "
                                   "drafter measures random weights, not a real drafter"))
     cfg_hashes = _uniq(r, "config_hash")
