@@ -453,3 +453,22 @@ def test_variance_budget_table(sch, sch_html):
     assert budget.count('class="not-estimable"') == sum(1 for r in t.rows if r[6] == "not estimable")
     with pytest.raises(ValueError, match="lacks column"):
         R.variance_table(sch.variance.drop("estimable"))
+
+
+def test_tables_from_before_wave_2_still_draw_and_render(gpu, tmp_path):
+    """Records, curves and summary without any wave-2 column (as the committed wave-1 evidence has them)."""
+    wave2 = list(rf.WAVE2_COLUMNS)
+    recs = gpu.records.drop([c for c in wave2 if c in gpu.records.columns])
+    curves = gpu.curves.drop([c for c in wave2 if c in gpu.curves.columns])
+    figs = F.build_all(fi_of(gpu, records=recs, curves=curves))
+    drawn = {f.name for f in figs if f.drawn}
+    assert drawn == set(F.FIGURE_NAMES) - {"engine_comparison", "power_timeline"}  # no timelines given here
+    (paper,) = [f for f in figs if f.name == "energy_vs_accepted_per_pass"]
+    assert f"{F.FAMILY_UNKNOWN} · qwen3b · vllm" in json.dumps(paper.spec(), ensure_ascii=False)
+    F.export(figs, tmp_path, html=False)
+    manifest, specs = F.read_manifest(tmp_path)
+    html = R.render(R.ReportInputs(config=gpu.config, config_hash="x", records=recs, checks=gpu.checks, curves=curves,
+                                   manifest=manifest, specs=specs, summary=gpu.summary))
+    assert "1 window(s) per cell (not recorded: records before wave 2)" in html
+    assert f"{F.FAMILY_UNKNOWN} · vllm" in html and "measured (qwen3b)" in html
+    assert "unsupported by their engine" not in html
