@@ -341,7 +341,13 @@ def test_comparison_table_text_and_footnote(sch):
     assert "never extrapolated" in t.note and "interpolated linearly along configured L" in t.note
     for row in t.rows:
         for cell in row[6:10]:
-            assert cell == "—" or re.fullmatch(r"(≈ )?-?[\d.]+( \[-?[\d.]+, -?[\d.]+\])?( †)?", cell), cell
+            assert cell in ("—", S.NOT_MEASURED) or re.fullmatch(r"(≈ )?-?[\d.]+( \[-?[\d.]+, -?[\d.]+\])?( †)?", cell), cell
+    # Rows in config order of targets and engines; a scheme without a point on a target says so, not "—".
+    assert [r[2] for r in t.rows[:2]] == ["vllm", "vllm"]
+    (row,) = [r for r in t.rows if r[1:6] == ["qwen36_27b", "sglang", "1", "on", "2.5"]]
+    assert row[8] == S.NOT_MEASURED  # dflash never ran on SGLang for this target
+    (row,) = [r for r in t.rows if r[1:6] == ["qwen3_8b", "vllm", "1", "on", "2.5"]]
+    assert row[7] == S.NOT_MEASURED  # mtp unsupported on Qwen3-8B
     apv = S.comparison_table(fi_of(sch), "apv", ["eagle3", "mtp", "dflash", "dspark", "ngram"])
     assert "ngram" in apv.arms and "acceptance_length_tolerance (0.05)" in apv.note
 

@@ -21,6 +21,7 @@ from specjoule.report.figures import ARM_LABELS, FAMILY_UNKNOWN, CannotDraw, Fig
 GROUP_KEYS: tuple[str, ...] = ("family", "model_pair", "engine", "batch_size", "workload", "corpus", "cuda_graphs")
 AXES = {"L": "configured L", "apv": "accepted per verify pass"}
 EXACT_L_TOLERANCE = 1e-9  # configured L values are grid values: a match is exact
+NOT_MEASURED = "not measured"
 
 
 @dataclass(frozen=True)
@@ -157,15 +158,21 @@ def comparison_table(inputs: FigureInputs, axis: str, scheme_order: Sequence[str
     labels = {"family": "family", "model_pair": "target", "engine": "engine", "batch_size": "B", "workload": "workload",
               "corpus": "corpus", "cuda_graphs": "CUDA graphs"}
     rows = []
-    fam_rank = lambda f: (f == FAMILY_UNKNOWN, f)  # noqa: E731 — sort key: unknown family last
-    groups = sorted(long.group_by([*key_cols, "target"], maintain_order=True),
-                    key=lambda g: (fam_rank(g[0][0]), str(g[0][1]), str(g[0][2]), *[str(x) for x in g[0][3:-1]], g[0][-1]))
-    for key, grp in groups:
+    pair_rank = {p: i for i, p in enumerate(inputs.axis_order.get("model_pair", []))}
+    engine_rank = {e: i for i, e in enumerate(inputs.axis_order.get("engine", []))}
+
+    def order_key(g: tuple) -> tuple:
+        fam, pair, engine, *rest = g[0]
+        # Families sorted (unknown last); targets and engines in the config's order; the rest as values.
+        return ((fam == FAMILY_UNKNOWN, fam), pair_rank.get(pair, len(pair_rank)), str(pair),
+                engine_rank.get(engine, len(engine_rank)), str(engine), *[str(x) for x in rest[:-1]], rest[-1])
+
+    for key, grp in sorted(long.group_by([*key_cols, "target"], maintain_order=True), key=order_key):
         by_arm = {r["arm"]: r for r in grp.iter_rows(named=True)}
         if all(by_arm.get(a, {}).get("ratio") is None for a in arms):
             continue
         cells = [cell_text(by_arm[a]["ratio"], by_arm[a]["lo"], by_arm[a]["hi"], by_arm[a]["band"], by_arm[a]["interpolated"])
-                 if a in by_arm else "—" for a in arms]
+                 if a in by_arm else NOT_MEASURED for a in arms]
         supports = {a: by_arm[a]["support"] for a in arms if a in by_arm and by_arm[a]["support"]}
         distinct = set(supports.values())
         behind = (next(iter(distinct)) if len(distinct) == 1 else
@@ -182,7 +189,8 @@ def comparison_table(inputs: FigureInputs, axis: str, scheme_order: Sequence[str
             "points that bracket the match point (the interval's ends interpolated the same way, an approximation); "
             + ("" if axis == "L" else f"a point within the pre-registered acceptance_length_tolerance ({tol:g}) of the "
                "match point counts as measured there; ")
-            + "—: outside the scheme's measured range, never extrapolated."
+            + "—: outside the scheme's measured range, never extrapolated; " + NOT_MEASURED + ": the scheme has no "
+            "point on this target, engine and batch (unsupported, not run or not in the grid: see the scheme matrix)."
             + (" Model-acceptance schemes (no configured L) appear only in the accepted-per-pass table."
                if axis == "L" else " Match points: the grid's configured L − 1 and each model-acceptance scheme's own "
                                    "measured value."))
