@@ -2,8 +2,9 @@
 
 Every builder takes :class:`FigureInputs` (curves, records, checks, timelines, config) and returns an
 Altair chart, or raises :class:`CannotDraw` with one line saying why the grid cannot fill it —
-never empty axes (ADR 0030). Points are per-configuration **seed means**; whiskers span the seeds'
-minimum to maximum (ADR 0031). Grid axes a figure does not encode (workload, corpus, CUDA graphs …)
+never empty axes (ADR 0030). Points are per-configuration **means over replicates** (windows, seeds,
+engine replicates); whiskers are the summary's 95 % interval where the point is one summary
+configuration, else the replicates' min–max (ADR 0090; spread.point_stats). Grid axes a figure does not encode (workload, corpus, CUDA graphs …)
 become drop-down selectors in the interactive view; the static export shows their defaults and
 prints the slice on the chart (ADR 0032).
 """
@@ -274,15 +275,6 @@ def _arm_label() -> pl.Expr:
     """scheme, or scheme · acceptance vector for synthetic sweeps."""
     return (pl.when(pl.col("acceptance_name").is_null()).then(pl.col("scheme"))
             .otherwise(pl.col("scheme") + pl.lit(" · ") + pl.col("acceptance_name")))
-
-
-def seed_means(df: pl.DataFrame, keys: Sequence[str], values: Sequence[str]) -> pl.DataFrame:
-    """One row per configuration: mean of each value over seeds, plus the seeds' min and max."""
-    keys = [k for k in keys if k in df.columns]
-    aggs: list[pl.Expr] = [pl.len().alias("n_seeds")]
-    for v in values:
-        aggs += [pl.col(v).mean().alias(v), pl.col(v).min().alias(f"{v}_lo"), pl.col(v).max().alias(f"{v}_hi")]
-    return df.group_by(keys, maintain_order=True).agg(aggs).sort(keys, nulls_last=True)
 
 
 @dataclass
