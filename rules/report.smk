@@ -1,9 +1,12 @@
 # Figures and the one-file report; `snakemake --report` picks up the same outputs (captions in report/).
 report: "../report/workflow.rst"
 
-# derive writes the seed summary beside the curves when it does; the report shows it if so.
-_CURVES_SUMMARY = "results/curves_summary.parquet"
-_SUMMARY = [_CURVES_SUMMARY] if _CURVES_SUMMARY in [str(f) for f in rules.derive.output] else []
+# Tables the figures and the report read when a rule of this workflow writes them: derive's summary
+# (means and intervals, ADR 0027, 0090) and the analysis' variance budget (ADR 0094). A table no rule
+# writes is left out, and the report says so, rather than asking for a file nothing makes.
+_WRITTEN = {str(f) for r in workflow.rules for f in r.output}
+_SUMMARY = [p for p in ("results/curves_summary.parquet", "results/summary.parquet") if p in _WRITTEN][:1]
+_VARIANCE = [p for p in ("results/variance.parquet",) if p in _WRITTEN]
 
 
 rule figures:
@@ -13,6 +16,7 @@ rule figures:
         curves="results/curves.parquet",
         checks="results/checks.parquet",
         timelines=[c.timeline_path for c in CELLS],
+        summary=_SUMMARY,
     output:
         report(
             directory("results/figures"),
@@ -43,6 +47,7 @@ rule report:
         checks_md="results/checks.md",
         figures="results/figures",
         summary=_SUMMARY,
+        variance=_VARIANCE,
     output:
         report("results/report.html", caption="../report/report.rst", category="Report", labels={"file": "report.html"}),
     log:

@@ -20,8 +20,12 @@ def main(smk) -> None:  # smk: the Snakemake script object
     log.info("read %d records, %d curve points, %d check rows", records.height, curves.height, checks.height)
     timelines, note = figures.load_timelines(list(smk.input.timelines), records, checks)
     log.info("timelines: %d binned samples%s", timelines.height, f" ({note})" if note else "")
+    summary_paths = list(smk.input.get("summary", []))
+    summary = pl.read_parquet(summary_paths[0]) if summary_paths else None
+    log.info("summary: %s", f"{summary.height} rows from {summary_paths[0]}" if summary is not None
+             else "none (figures draw replicate min-max, no interval)")
     inputs = figures.FigureInputs.from_config(smk.params.config, curves=curves, records=records, checks=checks,
-                                              timelines=timelines, timeline_note=note)
+                                              timelines=timelines, timeline_note=note, summary=summary)
     built = figures.build_all(inputs)
     log.info("built %d figures in %.2f s", len(built), time.perf_counter() - t0)
     t1 = time.perf_counter()

@@ -16,6 +16,7 @@ def main(smk) -> None:  # smk: the Snakemake script object
     t0 = time.perf_counter()
     manifest, specs = figures.read_manifest(smk.input.figures)
     summary_paths = list(smk.input.get("summary", []))
+    variance_paths = list(smk.input.get("variance", []))
     inputs = render.ReportInputs(
         config=smk.params.config,
         config_hash=smk.params.config_hash,
@@ -23,6 +24,7 @@ def main(smk) -> None:  # smk: the Snakemake script object
         checks=pl.read_parquet(smk.input.checks),
         curves=pl.read_parquet(smk.input.curves),
         summary=pl.read_parquet(summary_paths[0]) if summary_paths else None,
+        variance=pl.read_parquet(variance_paths[0]) if variance_paths else None,
         manifest=manifest,
         specs=specs,
         paths={k: str(v) for k, v in smk.input.items()},

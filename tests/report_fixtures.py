@@ -23,6 +23,7 @@ TBT that falls with acceptance length, graphs-off runs that flatter speculation.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from dataclasses import dataclass, replace
@@ -107,6 +108,77 @@ CONCURRENCY_DRIFT_CAMPAIGN = "vllm-qwen3b-open-b8-chat-s0-cg1"
 FLAGGED_CELL = ("vllm-qwen3b-open-b8-code-s0-cg1", "ngram")
 MODEL_L = {("ngram", "code"): 2.3, ("ngram", "chat"): 1.45, ("draft", "code"): 3.6, ("draft", "chat"): 2.7}
 
+# --- wave-2 columns (CONTEXT.md): the lead appends them to records.RECORD_FIELDS; until a column is
+# there the fixture adds it beside the record schema with this type, so the report meets both shapes.
+WAVE2_COLUMNS: dict[str, pl.DataType] = {
+    "status": pl.String, "unsupported_reason": pl.String, "window_index": pl.Int64, "engine_replicate": pl.Int64,
+    "verify_width": pl.Float64, "drafted_per_committed": pl.Float64, "draft_passes_per_round": pl.Int64,
+    "target_architecture": pl.String, "target_family": pl.String, "target_moe": pl.Boolean,
+    "draft_architecture": pl.String, "host_cpu_model": pl.String, "host_load_1m": pl.Float64,
+    "gpu_busy_fraction": pl.Float64,
+}
+# Per-pass and shape columns the curves carry per point (derive may add them; the report falls back
+# on the records by cell_id where it does not).
+WAVE2_CURVE_COLUMNS = ("window_index", "engine_replicate", "verify_width", "drafted_per_committed",
+                       "draft_passes_per_round", "target_family", "target_moe")
+# Drafter forward passes per round, by scheme (CONTEXT.md): heads and a draft model one per drafted
+# token, block drafters one, n-gram none on the GPU (host side).
+DRAFT_PASSES = {"draft_model": lambda k: k, "eagle3": lambda k: k, "mtp": lambda k: k, "dflash": lambda k: 1,
+                "dspark": lambda k: 1, "ngram": lambda k: 0}
+DRAFT_ARCHITECTURES = {"eagle3": "LlamaForCausalLMEagle3", "mtp": None, "dflash": "DFlashDraftModel",
+                       "dspark": "DSparkDraftModel"}
+
+# --- scenario `schemes` (FIXTURE, made-up numbers): the paper's schemes on three attention families,
+# both engines, B ∈ {1, 32}, graphs on and off, 2 seeds × 2 windows, and a second engine replicate of
+# the vLLM Qwen3-8B campaigns. Shapes are the public models' architectures; nothing here was measured.
+MODEL_SHAPES = {  # model pair → (target architecture, family, MoE)
+    "qwen3_8b": ("Qwen3ForCausalLM", "gqa", False),
+    "qwen3_30b_a3b": ("Qwen3MoeForCausalLM", "gqa", True),
+    "glm47_flash": ("Glm4MoeLiteForCausalLM", "mla", True),
+    "qwen36_27b": ("Qwen3_5ForConditionalGeneration", "gated_deltanet", False),
+}
+SCHEMES_CONFIG: dict[str, Any] = {
+    "name": "fixture-schemes",
+    "device": "cuda",
+    "engines": ["vllm", "sglang"],
+    "models": {name: {"target": {"model": f"config/models/{name}", "load_format": "dummy"}} for name in MODEL_SHAPES},
+    "schemes": {"baseline": {"method": "baseline"},
+                "eagle3": {"method": "eagle3", "k": 3, "synthetic": True, "drafter": "fixture/eagle3",
+                           "acceptance": ["L1_5", "L2_5", "L3_5"]},
+                "mtp": {"method": "mtp", "k": 3, "synthetic": True, "drafter": "fixture/mtp",
+                        "acceptance": ["L1_5", "L2_5", "L3_5"]},
+                "dflash": {"method": "dflash", "k": 7, "synthetic": True, "drafter": "fixture/dflash",
+                           "acceptance": ["L2_5", "L4", "L6"]},
+                "dspark": {"method": "dspark", "k": 7, "synthetic": True, "drafter": "fixture/dspark",
+                           "acceptance": ["L2_5", "L4", "L6"]},
+                "ngram": {"method": "ngram", "k": 3}},
+    "acceptance": {"L1_5": {"minvar": 1.5}, "L2_5": {"minvar": 2.5}, "L3_5": {"minvar": 3.5}, "L4": {"minvar": 4.0},
+                   "L6": {"minvar": 6.0}},
+    "batch_sizes": [1, 32],
+    "corpora": {"code": {"source": "builtin", "name": "humaneval"}},
+    "seeds": [0, 1],
+    "cuda_graphs": [True, False],
+    "workloads": {"closed": {"kind": "closed_batch", "prompt_len": 512, "output_len": 256}},
+    "meter": "nvml",
+    "checks": {"allow_failed_checks": True},
+    "report": {"tbt_targets_ms": [10, 25], "balance_point_op_per_byte": 163},
+}
+SCHEMES_WINDOWS = 2
+# (engine, model pair) whose graphs-on campaigns ran a second engine replicate (campaign id -r1).
+SCHEMES_REPLICATED = {("vllm", "qwen3_8b")}
+# FIXTURE reasons, worded like the engines' own errors: cells the runner recorded as unsupported.
+SCHEMES_UNSUPPORTED = {
+    ("vllm", "qwen3_8b", "mtp"): "Qwen3ForCausalLM has no MTP layers (num_nextn_predict_layers is 0)",
+    ("sglang", "qwen3_8b", "mtp"): "Qwen3ForCausalLM has no MTP layers (num_nextn_predict_layers is 0)",
+    ("sglang", "glm47_flash", "dspark"): "DSPARK does not support Glm4MoeLiteForCausalLM (MLA attention)",
+}
+# Planned but never run (no record at all): the matrix must say "not run", not "unsupported".
+SCHEMES_NOT_RUN = {("sglang", "qwen36_27b", "dflash")}
+SCHEMES_BASE_MJ = {"qwen3_8b": 190.0, "qwen3_30b_a3b": 120.0, "glm47_flash": 150.0, "qwen36_27b": 520.0}
+NGRAM_L = 1.62
+# Capture bias the made-up physics credits to graphs-off runs (pp of saving): inside the paper's bars.
+CAPTURE_BIAS_PP = {False: 7.0, True: 26.0}
+
 
 @dataclass
 class Scenario:
@@ -117,6 +189,7 @@ class Scenario:
     summary: pl.DataFrame
     timeline_paths: list[Path]
     checks_md: str
+    variance: pl.DataFrame | None = None
 
 
 def gpu_config() -> dict:
@@ -129,6 +202,10 @@ def engines_config() -> dict:
 
 def cpu_config() -> dict:
     return config_mod.load(REPO / "config" / "config.yaml")
+
+
+def schemes_config() -> dict:
+    return config_mod.validate(SCHEMES_CONFIG)
 
 
 # --- the made-up physics ---------------------------------------------------------------------
@@ -187,15 +264,21 @@ def _realized_L(cell: cells_mod.Cell, rng: random.Random) -> float | None:
 # --- records -----------------------------------------------------------------------------------
 
 def _record(cell: cells_mod.Cell, rng: random.Random, start: datetime, meter: str, *, one_gpu: bool = False) -> dict:
-    seed_gpu = GPUS[0 if one_gpu else cell.seed % 2]
     L = _realized_L(cell, rng)
-    wl = cell.spec["workload"]
     sglang = cell.engine == "sglang"
     mj = _baseline_mj(cell) * rng.uniform(0.997, 1.003) * (SGLANG_BASELINE_SCALE if sglang else 1.0)
     if cell.method != "baseline":
         mj *= _ratio(cell, L) * (SGLANG_RATIO_SCALE if sglang else 1.0)
     if (cell.campaign_id == FAILED_CAMPAIGN and cell.role == cells_mod.ROLE_CLOSING):
         mj *= 1.034  # the drift that fails this campaign's pre-registered check
+    return _row(cell, rng, start, meter, L=L, mj=mj, gpu=GPUS[0 if one_gpu else cell.seed % 2])
+
+
+def _row(cell: cells_mod.Cell, rng: random.Random, start: datetime, meter: str, *, L: float | None, mj: float,
+         gpu: tuple[str, str], draft_share: float = 1.0, window_index: int = 0, engine_replicate: int = 0) -> dict:
+    """One measured record from the made-up physics' L and mJ per committed token (counters, window
+    and latency consistent with them). ``draft_share``: drafted tokens per round over k (ngram < 1)."""
+    wl = cell.spec["workload"]
     repeats = None
     if cell.workload_kind == "open_loop":
         tpot = _tpot(cell, L or 1.0) * rng.uniform(0.99, 1.01)
@@ -221,10 +304,10 @@ def _record(cell: cells_mod.Cell, rng: random.Random, start: datetime, meter: st
     if cell.method != "baseline":
         drafts = int(committed / L)
         accepted = int(round(drafts * (L - 1)))
-        draft_tokens = drafts * (cell.k or 0)
+        draft_tokens = int(round(drafts * (cell.k or 0) * draft_share))
         per_pos = [int(accepted * w) for w in _position_weights(cell.k or 1)]
         per_pos[0] += accepted - sum(per_pos)  # the counters add up, as the engine's do
-    name, uuid = seed_gpu
+    name, uuid = gpu
     row = {
         **cell.identity(),
         "config_hash": "fixture0000hash",
@@ -233,17 +316,7 @@ def _record(cell: cells_mod.Cell, rng: random.Random, start: datetime, meter: st
         "synthetic": cell.synthetic,
         "acceptance_mechanism": MECHANISMS[cell.engine] if cell.synthetic else ("none" if cell.method == "baseline" else "model"),
         "corpus_pool_hash": f"pool-{cell.corpus}",
-        "engine_version": ENGINE_VERSIONS[cell.engine] if cell.device == "cuda" else "0.32.0+cpu",
-        "torch_version": "2.11.0+cu130" if cell.device == "cuda" else "2.13.0+cpu",
-        "cuda_version": "13.0" if cell.device == "cuda" else None,
-        "driver_version": "580.105.08" if cell.device == "cuda" else None,
-        "gpu_names": [name] if cell.device == "cuda" else [],
-        "gpu_uuids": [uuid] if cell.device == "cuda" else [],
-        "gpu_uuid": uuid if cell.device == "cuda" else None,
-        "power_limit_w": 700.0 if cell.device == "cuda" else None,
-        "hostname": "gpu-node-01" if cell.device == "cuda" else "laptop",
-        "python_version": "3.12.3",
-        "engine_start_s": 65.0 if cell.device == "cuda" else 40.0,
+        **_environment(cell, gpu),
         # one engine launch per cell here; held = idle 3 s + start + warm-up + window + counters 1 s
         "engine_instance": f"fixture:{cell.cell_id}",
         "device_held_s": (65.0 if cell.device == "cuda" else 40.0) + 4.0 + float(wl["warmup_s"]) + window,
@@ -279,7 +352,45 @@ def _record(cell: cells_mod.Cell, rng: random.Random, start: datetime, meter: st
         "ttft_mean_s": 0.04, "ttft_p50_s": 0.038, "ttft_p99_s": 0.09,
         "tpot_mean_s": tpot, "tpot_p50_s": tpot * 0.98, "tpot_p99_s": tpot * 1.4,
     }
-    return records.derive(row)
+    row = records.derive(row)
+    # Wave-2 columns (CONTEXT.md): replicate indices, the paper's per-pass quantities, host load.
+    row |= {"status": "measured", "unsupported_reason": None, "window_index": window_index,
+            "engine_replicate": engine_replicate, "gpu_busy_fraction": 0.97 if cell.method != "baseline" else 0.95,
+            **_per_pass(cell, drafts, draft_tokens, committed)}
+    return row
+
+
+def _environment(cell: cells_mod.Cell, gpu: tuple[str, str]) -> dict:
+    """Environment and model-shape columns, the same on a measured and an unsupported record."""
+    name, uuid = gpu
+    cuda = cell.device == "cuda"
+    arch, family, moe = MODEL_SHAPES.get(cell.model_pair, ("Qwen2ForCausalLM", "gqa", False))
+    draft = cell.spec.get("draft")
+    return {
+        "engine_version": ENGINE_VERSIONS[cell.engine] if cuda else "0.32.0+cpu",
+        "torch_version": "2.11.0+cu130" if cuda else "2.13.0+cpu",
+        "cuda_version": "13.0" if cuda else None,
+        "driver_version": "580.105.08" if cuda else None,
+        "gpu_names": [name] if cuda else [],
+        "gpu_uuids": [uuid] if cuda else [],
+        "gpu_uuid": uuid if cuda else None,
+        "power_limit_w": 700.0 if cuda else None,
+        "hostname": "gpu-node-01" if cuda else "laptop",
+        "python_version": "3.12.3",
+        "engine_start_s": 65.0 if cuda else 40.0,
+        "target_architecture": arch, "target_family": family, "target_moe": moe,
+        "draft_architecture": DRAFT_ARCHITECTURES.get(cell.method) or ("Qwen2ForCausalLM" if draft else None),
+        "host_cpu_model": "AMD EPYC 9654 96-Core Processor" if cuda else "fixture laptop CPU",
+        "host_load_1m": 3.2 if cuda else 1.1,
+    }
+
+
+def _per_pass(cell: cells_mod.Cell, drafts: int | None, draft_tokens: int | None, committed: int) -> dict:
+    """The paper's per-pass quantities as the records define them (CONTEXT.md, issue 16)."""
+    if not drafts:
+        return {"verify_width": None, "drafted_per_committed": None, "draft_passes_per_round": None}
+    return {"verify_width": 1 + draft_tokens / drafts, "drafted_per_committed": draft_tokens / committed,
+            "draft_passes_per_round": DRAFT_PASSES[cell.method](cell.k or 0)}
 
 
 def _position_weights(k: int) -> list[float]:
@@ -309,15 +420,142 @@ def _timeline(cell: cells_mod.Cell, rec: dict, rng: random.Random) -> pa.Table:
     }, schema=records.TIMELINE_SCHEMA)
 
 
+# --- scenario `schemes` (FIXTURE): the made-up per-scheme physics --------------------------------
+
+def _noise(sd: float, *key: Any) -> float:
+    """A reproducible Gaussian draw per key (str-seeded Random is stable across runs)."""
+    return random.Random(":".join(map(str, key))).gauss(0.0, sd)
+
+
+def _scheme_ratio(cell: cells_mod.Cell, L: float, verify_width: float) -> float:
+    """Energy per committed token over the baseline: each round reads the weights once, verifies
+    ``verify_width`` tokens per request (cheap while memory-bound, costly at B=32 and on MoE, where
+    each verified token pulls its experts), runs the drafter's passes, and commits L tokens, of which
+    the accepted ones save only part of a step (KV writes, sampling and the drafter's KV stay)."""
+    moe = MODEL_SHAPES[cell.model_pair][2]
+    per_token = {1: 0.015, 32: 0.12}[cell.batch_size] * (2.5 if moe and cell.batch_size == 1 else 1.0)
+    per_pass = {"eagle3": 0.035, "mtp": 0.03, "dflash": 0.12, "dspark": 0.11, "ngram": 0.0}[cell.method]
+    r = (1 + per_token * (verify_width - 1) + per_pass * DRAFT_PASSES[cell.method](cell.k or 0)) / (1 + 0.25 * (L - 1))
+    if not cell.cuda_graphs:
+        r -= CAPTURE_BIAS_PP[moe] / 100  # launch overhead speculation removes and capture would have removed
+    return r * (SGLANG_RATIO_SCALE if cell.engine == "sglang" else 1.0)
+
+
+def _scheme_record(cell: cells_mod.Cell, rng: random.Random, start: datetime, *, window: int, replicate: int) -> dict:
+    """A measured record: baseline mJ of the model pair and batch, three replicate levels of noise
+    (window 0.4 %, seed 1 %, engine replicate 1.5 %), realized L wandering around the configured one."""
+    base = SCHEMES_BASE_MJ[cell.model_pair] * (1.0 if cell.batch_size == 1 else
+                                                (0.25 if MODEL_SHAPES[cell.model_pair][2] else 0.09))
+    base *= (1.0 if cell.cuda_graphs else 1.08) * (SGLANG_BASELINE_SCALE if cell.engine == "sglang" else 1.0)
+    # Opening and closing baselines share their seed and replicate draws (the same configuration): their
+    # drift is the window noise, inside the pre-registered baseline_drift_max.
+    arm = cell.scheme if cell.method == "baseline" else cell.name.split("--w")[0]
+    key = (cell.engine, cell.model_pair, cell.batch_size, cell.cuda_graphs, arm)
+    scale = (1 + _noise(0.004, *key, cell.seed, replicate, window) + _noise(0.01, *key, cell.seed)
+             + _noise(0.015, *key, cell.seed, "r", replicate))
+    L = None
+    share = 1.0
+    if cell.method != "baseline":
+        if cell.synthetic:
+            L = cell.configured_L + _noise(0.012 if cell.batch_size == 1 else 0.004, *key, cell.seed, replicate, window, "L")
+        else:  # host-side n-gram: model acceptance on the code pool, drafting fewer than k when nothing matches
+            L = NGRAM_L + _noise(0.02, *key, cell.seed, replicate, window, "L")
+            share = 0.8
+        L = min(max(L, 1.0), (cell.k or 0) + 1.0)
+        base *= _scheme_ratio(cell, L, 1 + (cell.k or 0) * share)
+    gpu = GPUS[(cell.seed + replicate) % 2]
+    return _row(cell, rng, start, "nvml", L=L, mj=base * scale, gpu=gpu, draft_share=share, window_index=window,
+                engine_replicate=replicate)
+
+
+def _unsupported_record(cell: cells_mod.Cell, reason: str) -> dict:
+    """Identity and environment only: no window, counters or energy (CONTEXT.md)."""
+    return {**cell.identity(), "config_hash": "fixture0000hash", "git_commit": "fixture", "version_param": 1,
+            "synthetic": cell.synthetic, "acceptance_mechanism": None, "corpus_pool_hash": f"pool-{cell.corpus}",
+            **_environment(cell, GPUS[cell.seed % 2]), "engine_instance": f"fixture:{cell.cell_id}",
+            "status": "unsupported", "unsupported_reason": reason, "window_index": None, "engine_replicate": 0}
+
+
+def _replicate_cell(cell: cells_mod.Cell, window: int, replicate: int) -> cells_mod.Cell:
+    """Window w ≥ 1 is its own cell named <name>--w<w>; engine replicate r ≥ 1 its own campaign
+    <campaign>-r<r> (CONTEXT.md). Ids are the fixture's own (the cell table does not plan them yet)."""
+    name = cell.name + (f"--w{window}" if window else "")
+    campaign = cell.campaign_id + (f"-r{replicate}" if replicate else "")
+    cell_id = cell.cell_id if not (window or replicate) else \
+        hashlib.sha256(f"{cell.cell_id}:w{window}:r{replicate}".encode()).hexdigest()[:12]
+    return replace(cell, name=name, campaign_id=campaign, cell_id=cell_id,
+                   run_order_index=cell.run_order_index * SCHEMES_WINDOWS + window)
+
+
+def _schemes_rows(table: cells_mod.CellTable, rng: random.Random, start: datetime) -> list[dict]:
+    rows = []
+    i = 0
+    for cell in table:
+        key = (cell.engine, cell.model_pair, cell.scheme)
+        if key in SCHEMES_NOT_RUN or (not cell.cuda_graphs and cell.batch_size != 1):
+            continue  # planned, never run: graphs off only at single stream, as the paper measured it
+        if key in SCHEMES_UNSUPPORTED:
+            rows.append(_unsupported_record(cell, SCHEMES_UNSUPPORTED[key]))
+            continue
+        replicates = 2 if (cell.engine, cell.model_pair) in SCHEMES_REPLICATED and cell.cuda_graphs else 1
+        for r in range(replicates):
+            for w in range(SCHEMES_WINDOWS):
+                rows.append(_scheme_record(_replicate_cell(cell, w, r), rng, start + timedelta(minutes=2 * i),
+                                           window=w, replicate=r))
+                i += 1
+    return rows
+
+
+def _frame(rows: list[dict]) -> pl.DataFrame:
+    """Records as the aggregate writes them: the record schema (measured rows validated by the real
+    records.validate_row), plus any wave-2 column the schema does not hold yet, typed."""
+    cols = records.RECORD_COLUMNS
+    for r in rows:
+        if r.get("status") != "unsupported":
+            records.validate_row({k: v for k, v in r.items() if k in cols})
+    full = [{n: r.get(n) for n in cols} | {"record_version": records.RECORD_VERSION} for r in rows]
+    out = pl.from_arrow(pa.Table.from_pylist(full, schema=records.RECORD_SCHEMA))
+    extra = {k: t for k, t in WAVE2_COLUMNS.items() if k not in cols}
+    if extra:
+        out = out.with_columns(pl.DataFrame({k: [r.get(k) for r in rows] for k in extra}, schema=extra))
+    return out
+
+
+def _variance(curves: pl.DataFrame) -> pl.DataFrame:
+    """FIXTURE variance budget in the spread helper's shape (results/variance.parquet): one row per
+    campaign family × level. Made up from the physics' noise levels; GPU and run are not estimable
+    here (one board per seed, one run), and say so."""
+    rows = []
+    for fam in sorted(set(curves["target_family"].drop_nulls().to_list())):
+        parts = {"window": (0.004 ** 2, 2, True, ""), "seed": (0.01 ** 2, 2, True, ""),
+                 "engine_replicate": ((0.015 ** 2, 2, True, "") if fam == "gqa" else
+                                      (None, 1, False, "one engine replicate in this family")),
+                 "gpu": (None, 2, False, "GPU board is confounded with seed (seed s ran on board s mod 2)"),
+                 "run": (None, 1, False, "one run of this campaign family in the evidence"),
+                 "residual": (0.002 ** 2, 40, True, "")}
+        total = sum(v for v, *_ in parts.values() if v is not None)
+        for level, (var, n, est, note) in parts.items():
+            rows.append({"family": fam, "metric": "energy_ratio", "level": level, "variance": var,
+                         "share": var / total if var is not None else None, "n_units": n, "estimable": est,
+                         "note": note or None})
+    return pl.DataFrame(rows, schema={"family": pl.String, "metric": pl.String, "level": pl.String,
+                                      "variance": pl.Float64, "share": pl.Float64, "n_units": pl.Int64,
+                                      "estimable": pl.Boolean, "note": pl.String})
+
+
 # --- checks and curves (what the analysis produces; built here from the fixture records) ------
 
 def _checks(recs: pl.DataFrame, cfg: dict) -> pl.DataFrame:
     rows = []
+    # Unsupported records stay in records.parquet but out of checks, pairing and curves (CONTEXT.md).
+    recs = recs.filter(pl.col("status").fill_null("measured") == "measured")
     for (cid,), grp in recs.group_by(["campaign_id"], maintain_order=True):
         names = grp["cell_name"].to_list()
         base = grp.filter(pl.col("role") != "point")
-        if base["mj_per_committed_token"].null_count() == 0 and base.height == 2:
-            a, b = base["mj_per_committed_token"].to_list()
+        opening = base.filter(pl.col("role") == cells_mod.ROLE_OPENING)["mj_per_committed_token"]
+        closing = base.filter(pl.col("role") == cells_mod.ROLE_CLOSING)["mj_per_committed_token"]
+        if base["mj_per_committed_token"].null_count() == 0 and opening.len() and closing.len():
+            a, b = opening.mean(), closing.mean()  # one value per window
             drift = abs(b - a) / a
             limit = cfg["checks"]["baseline_drift_max"]
             rows.append(("baseline_drift", cid, base["cell_name"].to_list(), "fail" if drift > limit else "pass",
@@ -358,14 +596,16 @@ def _curves(recs: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
     energy_fail = {r["campaign_id"]: f"energy_measured fail: {r['detail']}" for r in
                    checks.filter((pl.col("check") == "energy_measured") & (pl.col("status") == "fail")).iter_rows(named=True)}
     flagged = checks.filter(pl.col("status") == "flag")
-    base = (recs.filter(pl.col("role") != "point").group_by("campaign_id")
+    base = (recs.filter((pl.col("role") != "point") & (pl.col("status").fill_null("measured") == "measured"))
+            .group_by("campaign_id")
             .agg(baseline_mj_per_committed_token=pl.col("mj_per_committed_token").mean(),
                  baseline_tpot_mean_s=pl.col("tpot_mean_s").mean(),
                  baseline_mean_running_requests=pl.col("mean_running_requests").mean(),
                  baseline_round_time_ms=pl.col("round_time_ms").mean()))
-    pts = recs.filter(pl.col("role") == "point").join(base, on="campaign_id")
+    measured = pl.col("status").fill_null("measured") == "measured"
+    pts = recs.filter((pl.col("role") == "point") & measured).join(base, on="campaign_id")
     out = pts.with_columns(
-        tokens_per_verify_pass=(pl.col("batch_size") * (pl.col("k") + 1)).cast(pl.Float64),
+        tokens_per_verify_pass=(pl.col("batch_size") * pl.col("verify_width")).cast(pl.Float64),
         energy_ratio=pl.col("mj_per_committed_token") / pl.col("baseline_mj_per_committed_token"),
         mj_per_accepted_token=pl.col("energy_j") * 1000 / pl.col("accepted_tokens"),
         tbt_ratio=pl.col("tpot_mean_s") / pl.col("baseline_tpot_mean_s"),
@@ -383,15 +623,51 @@ def _curves(recs: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
             "baseline_mj_per_committed_token", "energy_ratio", "mj_per_accepted_token", "tpot_mean_s",
             "baseline_tpot_mean_s", "tbt_ratio", "mean_running_requests", "baseline_mean_running_requests",
             "energy_refused_reason", "failed_checks", "flags", "round_time_ms", "baseline_round_time_ms"]
-    return out.select(cols)
+    return out.select(cols + [c for c in WAVE2_CURVE_COLUMNS if c in out.columns])
 
 
 def _summary(curves: pl.DataFrame) -> pl.DataFrame:
-    keys = ["engine", "model_pair", "scheme", "acceptance_name", "batch_size", "corpus", "cuda_graphs", "workload"]
-    return (curves.group_by(keys, maintain_order=True)
-            .agg(n_seeds=pl.len(), energy_ratio_mean=pl.col("energy_ratio").mean(),
-                 energy_ratio_lo=pl.col("energy_ratio").min(), energy_ratio_hi=pl.col("energy_ratio").max(),
-                 realized_L_mean=pl.col("realized_L").mean()))
+    """Today's seed summary, from the real analysis code (derive.summarize_seeds, ADR 0027)."""
+    from specjoule.analysis import derive
+
+    return derive.summarize_seeds(curves, resamples=200)
+
+
+SPREAD_SUMMARY_KEYS = ("engine", "model_pair", "scheme", "method", "k", "acceptance_name", "acceptance_kind",
+                       "configured_L", "batch_size", "corpus", "cuda_graphs", "workload", "workload_kind")
+SPREAD_SUMMARY_METRICS = ("energy_ratio", "realized_L", "tbt_ratio", "mj_per_committed_token", "accepted_per_verification")
+LEVELS = ("window_index", "seed", "engine_replicate")  # innermost first; the interval resamples the highest present
+LEVEL_NAMES = {"window_index": "window", "seed": "seed", "engine_replicate": "engine_replicate"}
+
+
+def _spread_summary(curves: pl.DataFrame) -> pl.DataFrame:
+    """FIXTURE summary in the shape the spread helper writes (CONTEXT of the report task): per
+    configuration ``{metric}_mean/_ci_low/_ci_high/_n`` plus ``n_windows``, ``n_seeds``,
+    ``n_engine_replicates``, ``n_gpus`` and ``interval_level``. The interval here is the min–max of
+    the unit means at the highest replicate level with two or more units — what the exact percentile
+    bootstrap of ADR 0027 gives for two or three units; null with one unit."""
+    rows = []
+    for keys, grp in curves.group_by(list(SPREAD_SUMMARY_KEYS), maintain_order=True):
+        row = dict(zip(SPREAD_SUMMARY_KEYS, keys))
+        counts = {c: grp[c].n_unique() for c in LEVELS}
+        level = next((c for c in reversed(LEVELS) if counts[c] > 1), None)
+        row |= {"n_windows": counts["window_index"], "n_seeds": counts["seed"],
+                "n_engine_replicates": counts["engine_replicate"], "n_gpus": grp["gpu_uuid"].n_unique(),
+                "interval_level": LEVEL_NAMES[level] if level else None,
+                "failed_checks": sorted({c for x in grp["failed_checks"].to_list() for c in x}),
+                "flags": sorted({c for x in grp["flags"].to_list() for c in x})}
+        for m in SPREAD_SUMMARY_METRICS:
+            vals = grp.filter(pl.col(m).is_not_null())
+            row[f"{m}_mean"] = vals[m].mean() if vals.height else None
+            row[f"{m}_n"] = vals.height
+            lo = hi = None
+            if level and vals.height:
+                units = vals.group_by(level).agg(pl.col(m).mean())[m]
+                if units.len() > 1:
+                    lo, hi = units.min(), units.max()
+            row[f"{m}_ci_low"], row[f"{m}_ci_high"] = lo, hi
+        rows.append(row)
+    return pl.DataFrame(rows, infer_schema_length=None)
 
 
 def _checks_md(checks: pl.DataFrame) -> str:
@@ -403,12 +679,14 @@ def _checks_md(checks: pl.DataFrame) -> str:
 
 def build(kind: str, root: Path, *, timelines: bool = True) -> Scenario:
     """Write the scenario's tables under ``root`` (results layout) and return them."""
-    cfg = {"gpu": gpu_config, "cpu": cpu_config, "engines": engines_config}[kind]()
+    cfg = {"gpu": gpu_config, "cpu": cpu_config, "engines": engines_config, "schemes": schemes_config}[kind]()
     meter = "none" if kind == "cpu" else "nvml"
     table = cells_mod.build(cfg)
     rng = random.Random(20261130)
     start = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
     rows, tl_paths = [], []
+    if kind == "schemes":
+        return _finish(cfg, root, _schemes_rows(table, rng, start), [], spread=True)
     for i, cell in enumerate(table):
         if kind == "engines" and (cell.campaign_id, cell.name) == ENGINES_UNMATCHED:
             continue  # a cell that left no record (its twin on the other engine has no partner)
@@ -419,10 +697,15 @@ def build(kind: str, root: Path, *, timelines: bool = True) -> Scenario:
             path.parent.mkdir(parents=True, exist_ok=True)
             pq.write_table(_timeline(cell, rec, rng), path)  # no fsync: fixture, not a measurement
             tl_paths.append(path)
-    recs = pl.from_arrow(records.to_table(rows))
+    return _finish(cfg, root, rows, tl_paths, spread=False)
+
+
+def _finish(cfg: dict, root: Path, rows: list[dict], tl_paths: list[Path], *, spread: bool) -> Scenario:
+    recs = _frame(rows)
     checks = _checks(recs, cfg)
     curves = _curves(recs, checks)
-    summary = _summary(curves)
+    summary = _spread_summary(curves) if spread else _summary(curves)
+    variance = _variance(curves) if spread else None
     md = _checks_md(checks)
     res = root / "results"
     res.mkdir(parents=True, exist_ok=True)
@@ -430,5 +713,7 @@ def build(kind: str, root: Path, *, timelines: bool = True) -> Scenario:
     checks.write_parquet(res / "checks.parquet")
     curves.write_parquet(res / "curves.parquet")
     summary.write_parquet(res / "curves_summary.parquet")
+    if variance is not None:
+        variance.write_parquet(res / "variance.parquet")
     (res / "checks.md").write_text(md)
-    return Scenario(cfg, recs, checks, curves, summary, tl_paths, md)
+    return Scenario(cfg, recs, checks, curves, summary, tl_paths, md, variance)

@@ -48,7 +48,7 @@ def engines(tmp_path_factory) -> rf.Scenario:
 
 def inputs_for(s: rf.Scenario, **overrides) -> F.FigureInputs:
     tl, note = F.load_timelines(s.timeline_paths, s.records, s.checks)
-    tables = dict(curves=s.curves, records=s.records, checks=s.checks, timelines=tl, timeline_note=note)
+    tables = dict(curves=s.curves, records=s.records, checks=s.checks, timelines=tl, timeline_note=note, summary=s.summary)
     tables.update(overrides)
     return F.FigureInputs.from_config(s.config, **tables)
 
@@ -327,7 +327,7 @@ def report_inputs(s: rf.Scenario, figdir: Path) -> R.ReportInputs:
 
 def test_report_lists_failures_first_and_generated_caveats(gpu, gpu_export):
     html = R.render(report_inputs(gpu, gpu_export[0]))
-    assert html.count('<script type="application/json" id="spec-') == 8
+    assert html.count('<script type="application/json" id="spec-') == 9
     assert not re.search(r"""(src|href)=["']https?:""", html), "the report must not reference the network"
     fail_at = html.index('<tr class="fail">')
     flag_at = html.index('<tr class="flag">')
@@ -347,7 +347,7 @@ def test_cpu_report_says_energy_not_measured(cpu, tmp_path):
     F.export(F.build_all(inputs_for(cpu)), tmp_path / "figures", html=False)
     html = R.render(report_inputs(cpu, tmp_path / "figures"))
     assert "meter: none — energy not measured on this machine" in html
-    assert html.count('class="not-drawn" data-not-drawn=') == 8
+    assert html.count('class="not-drawn" data-not-drawn=') == 9
     assert "device: cpu" in html
     assert "energy_measured failed on 1 campaign(s)" in html
     # energy_measured refuses only energy: the glance must not call that "all passed" nor a refusal.
@@ -542,13 +542,14 @@ def test_every_figure_keeps_engines_apart(eng_figs):
     """No figure overlays two engines' curves undistinguished: each either encodes engine, selects
     one engine at a time (a bound selector), or is per campaign (the campaign id names the engine)."""
     drawn = {n: f for n, f in eng_figs.items() if f.drawn}
-    assert set(drawn) == {"energy_vs_acceptance", "saving_vs_batch", "tbt_vs_energy", "saving_vs_tokens_per_pass",
-                          "power_timeline", "engine_comparison"}
+    assert set(drawn) == {"energy_vs_accepted_per_pass", "energy_vs_acceptance", "saving_vs_batch", "tbt_vs_energy",
+                          "saving_vs_tokens_per_pass", "power_timeline", "engine_comparison"}
     for name, fig in drawn.items():
         spec = fig.spec()
         params = {p["name"] for p in spec.get("params", [])}
-        encodes = any(ch.get("field") == "engine" for l in _layers(spec) for ch in l.get("encoding", {}).values()
-                      if isinstance(ch, dict))
+        channels = [c for l in _layers(spec) for ch in l.get("encoding", {}).values()
+                    for c in (ch if isinstance(ch, list) else [ch]) if isinstance(c, dict)]
+        encodes = any(c.get("field") == "engine" for c in channels)
         selects = any(p.endswith("_engine") for p in params)
         per_campaign = any(p.endswith("_campaign_id") for p in params)
         assert encodes or selects or per_campaign, name
@@ -564,7 +565,7 @@ def test_engines_report_has_the_engines_section(engines, eng_figs, tmp_path):
     F.export(list(eng_figs.values()), tmp_path / "figures", html=False)
     html = R.render(report_inputs(engines, tmp_path / "figures"))
     drawn = sum(f.drawn for f in eng_figs.values())
-    assert html.count('<script type="application/json" id="spec-') == drawn == 6
+    assert html.count('<script type="application/json" id="spec-') == drawn == 7
     assert html.index('<h2 id="figures">') < html.index('<h2 id="engines">') < html.index('id="fig-engine_comparison"') \
         < html.index('id="engine-comparison"') < html.index('<h2 id="tables">')
     table = html[html.index('id="engine-comparison"'):]

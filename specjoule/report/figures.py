@@ -2,8 +2,9 @@
 
 Every builder takes :class:`FigureInputs` (curves, records, checks, timelines, config) and returns an
 Altair chart, or raises :class:`CannotDraw` with one line saying why the grid cannot fill it —
-never empty axes (ADR 0030). Points are per-configuration **seed means**; whiskers span the seeds'
-minimum to maximum (ADR 0031). Grid axes a figure does not encode (workload, corpus, CUDA graphs …)
+never empty axes (ADR 0030). Points are per-configuration **means over replicates** (windows, seeds,
+engine replicates); whiskers are the summary's 95 % interval where the point is one summary
+configuration, else the replicates' min–max (ADR 0090; spread.point_stats). Grid axes a figure does not encode (workload, corpus, CUDA graphs …)
 become drop-down selectors in the interactive view; the static export shows their defaults and
 prints the slice on the chart (ADR 0032).
 """
@@ -13,11 +14,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import altair as alt
 import polars as pl
+
+from specjoule.report import numbers
+from specjoule.report.spread import band_note, point_stats
 
 # Altair's default row cap (5000) would silently refuse a big grid's timelines; the data are
 # bounded by construction here instead (seed means, down-sampled timelines, capped campaigns).
@@ -28,7 +33,7 @@ VEGALITE_VERSION = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
 BASELINE_COLOR = "#7f7f7f"
 # Its failure refuses only the energy columns, not the campaign (specjoule.analysis.checks.ENERGY_CHECK).
 ENERGY_CHECK = "energy_measured"
-ENERGY_FIGURES = ("energy_vs_acceptance", "saving_vs_batch", "tbt_vs_energy", "saving_vs_tokens_per_pass",
+ENERGY_FIGURES = ("energy_vs_accepted_per_pass", "energy_vs_acceptance", "saving_vs_batch", "tbt_vs_energy", "saving_vs_tokens_per_pass",
                   "cuda_graphs", "power_timeline")
 ARM_LABELS = {"minvar": "minimum-variance", "geometric": "geometric", "rates": "explicit rates"}
 DIM_LABELS = {"engine": "engine", "model_pair": "model pair", "workload": "workload", "corpus": "corpus",
@@ -38,6 +43,17 @@ CONFIG_KEYS = ["engine", "model_pair", "workload", "workload_kind", "corpus", "c
                "scheme", "method", "k", "acceptance_name", "acceptance_kind", "configured_L"]
 TIMELINE_MAX_CAMPAIGNS = 4
 TIMELINE_POINTS_PER_CELL = 240
+# Record columns a curve point carries (wave 2, CONTEXT.md); where curves.parquet does not, the
+# figures read them from the point's own record by cell_id.
+RECORD_POINT_COLUMNS = ("target_family", "target_moe", "target_architecture", "verify_width",
+                        "drafted_per_committed", "draft_passes_per_round", "window_index", "engine_replicate")
+# The paper's per-pass quantities, shown in the curve tooltips (issue 16): column → (title, format).
+PER_PASS_TOOLTIPS = {"verify_width": ("verify width (tokens / request / pass)", ".2f"),
+                     "accepted_per_verification": ("accepted per verify pass", ".3f"),
+                     "drafted_per_committed": ("drafted per committed token", ".3f"),
+                     "draft_passes_per_round": ("draft passes per round", ".0f"),
+                     "tokens_per_verify_pass": ("tokens per verify pass (batch)", ".1f")}
+FAMILY_UNKNOWN = "family not recorded"
 
 
 class CannotDraw(Exception):
@@ -54,16 +70,23 @@ class FigureInputs:
     checks_config: dict = field(default_factory=dict)  # config["checks"]
     timeline_note: str = ""  # which campaigns load_timelines() kept, for the subtitle
     axis_order: dict[str, list] = field(default_factory=dict)  # config order of names (corpora, workloads …)
+    summary: pl.DataFrame | None = None  # curves_summary.parquet: means and intervals per configuration (ADR 0090)
 
-    @property
+    @cached_property
     def points(self) -> pl.DataFrame:
         """The curves a figure may draw: points of campaigns that failed a pre-registered check are
         in curves.parquet only when ``allow_failed_checks`` let them through, and no figure shows
-        them (ADR 0030); the report's tables and caveats do."""
+        them (ADR 0030); the report's tables and caveats do. Record columns the curves lack
+        (RECORD_POINT_COLUMNS) come from each point's record."""
         c = self.curves
         if c.height and "failed_checks" in c.columns:
             c = c.filter(pl.col("failed_checks").list.len().fill_null(0) == 0)
-        return c
+        return with_record_columns(c, self.records)
+
+    def stats(self, df: pl.DataFrame, keys: Sequence[str], values: Sequence[str],
+              extra_means: Sequence[str] = ()) -> pl.DataFrame:
+        """Configuration means with the summary's interval where it applies (spread.point_stats)."""
+        return point_stats(df, keys, values, self.summary, extra_means=extra_means)
 
     @classmethod
     def from_config(cls, config: dict, **tables: Any) -> "FigureInputs":
@@ -104,6 +127,55 @@ class Figure:
 
 
 # --- shared helpers -----------------------------------------------------------------------------------
+
+def with_record_columns(curves: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
+    """Curves plus the RECORD_POINT_COLUMNS they lack, from each point's record (by cell_id)."""
+    missing = [c for c in RECORD_POINT_COLUMNS if c not in curves.columns and c in records.columns]
+    if not missing or curves.height == 0 or "cell_id" not in curves.columns or "cell_id" not in records.columns:
+        return curves
+    return curves.join(records.select("cell_id", *missing).unique("cell_id", keep="first"), on="cell_id", how="left")
+
+
+def _with_family(df: pl.DataFrame) -> pl.DataFrame:
+    """``family`` (target_family, or FAMILY_UNKNOWN for records written before it existed) and ``moe``."""
+    fam = pl.col("target_family").fill_null(FAMILY_UNKNOWN) if "target_family" in df.columns else pl.lit(FAMILY_UNKNOWN)
+    moe = pl.col("target_moe") if "target_moe" in df.columns else pl.lit(None, pl.Boolean)
+    return df.with_columns(family=fam, moe=moe)
+
+
+def _per_pass_tooltips(df: pl.DataFrame) -> list[alt.Tooltip]:
+    """Tooltips for the per-pass quantities this data carries (none for columns all null or absent)."""
+    return [alt.Tooltip(f"{col}:Q", title=title, format=fmt) for col, (title, fmt) in PER_PASS_TOOLTIPS.items()
+            if col in df.columns and df[col].drop_nulls().len()]
+
+
+def _interval_text(df: pl.DataFrame, value: str, out: str) -> pl.DataFrame:
+    """``out``: the value and its whiskers as text rounded to the interval (numbers.round_to_interval)."""
+    texts = []
+    for v, lo, hi, band in df.select(value, f"{value}_lo", f"{value}_hi", f"{value}_band").iter_rows():
+        if v is None:
+            texts.append(None)
+            continue
+        if band == "range":  # not an interval: the value alone, then the replicates' span at its precision
+            r = numbers.round_to_interval(v, lo, hi)
+            texts.append(f"{r.value} (replicates {r.lo} – {r.hi}, no interval)")
+        else:
+            texts.append(numbers.round_to_interval(v, lo if band == "ci" else None, hi if band == "ci" else None).text())
+    return df.with_columns(pl.Series(out, texts, dtype=pl.String))
+
+
+def _errorbars(pts: alt.Chart, value: str, *, x: Any = None, y: Any = None, title: str, color: Any = None,
+               horizontal: bool = False) -> alt.Chart:
+    """Whiskers from ``<value>_lo`` to ``<value>_hi`` where the point has them (ADR 0090)."""
+    valid = f"isValid(datum['{value}_lo']) && isValid(datum['{value}_hi'])"
+    enc: dict[str, Any] = {}
+    if horizontal:
+        enc = {"y": y, "x": alt.X(f"{value}_lo:Q", title=title), "x2": f"{value}_hi:Q"}
+    else:
+        enc = {"x": x, "y": alt.Y(f"{value}_lo:Q", title=title), "y2": f"{value}_hi:Q"}
+    if color is not None:
+        enc["color"] = color
+    return pts.transform_filter(valid).mark_errorbar(ticks=True).encode(**enc)
 
 def _fmt(value: Any) -> str:
     if isinstance(value, bool):
@@ -205,15 +277,6 @@ def _arm_label() -> pl.Expr:
             .otherwise(pl.col("scheme") + pl.lit(" · ") + pl.col("acceptance_name")))
 
 
-def seed_means(df: pl.DataFrame, keys: Sequence[str], values: Sequence[str]) -> pl.DataFrame:
-    """One row per configuration: mean of each value over seeds, plus the seeds' min and max."""
-    keys = [k for k in keys if k in df.columns]
-    aggs: list[pl.Expr] = [pl.len().alias("n_seeds")]
-    for v in values:
-        aggs += [pl.col(v).mean().alias(v), pl.col(v).min().alias(f"{v}_lo"), pl.col(v).max().alias(f"{v}_hi")]
-    return df.group_by(keys, maintain_order=True).agg(aggs).sort(keys, nulls_last=True)
-
-
 @dataclass
 class Slicer:
     """Drop-down selectors for grid axes a figure does not encode (one slice shown at a time)."""
@@ -277,7 +340,8 @@ def make_slicer(df: pl.DataFrame, dims: Iterable[str], *, name: str, defaults: d
 def _slim(df: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
     """Only the columns a chart uses (plus its slice labels), floats to 6 significant digits: the
     data is inlined into every spec and the report."""
-    keep = [c for c in cols if c in df.columns] + [c for c in df.columns if c.startswith("sel_") and c not in cols]
+    keep = list(dict.fromkeys([c for c in cols if c in df.columns]
+                              + [c for c in df.columns if c.startswith("sel_") and c not in cols]))
     out = df.select(keep)
     return out.with_columns([pl.col(c).round_sig_figs(6) for c, t in out.schema.items() if t in (pl.Float64, pl.Float32)])
 
@@ -347,20 +411,22 @@ def energy_vs_acceptance(inputs: FigureInputs) -> alt.TopLevelMixin:
                        .then(pl.col("acceptance_kind").replace_strict(ARM_LABELS, default=pl.col("acceptance_kind")))
                        .otherwise(pl.col("scheme") + pl.lit(" (model acceptance)")))
     keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size"]
-    means = seed_means(c, [*keys, "arm", "scheme", "acceptance_name", "configured_L"],
-                       ["realized_L", "mj_per_committed_token", "energy_ratio"])
+    means = inputs.stats(c, [*keys, "arm", "scheme", "acceptance_name", "configured_L"],
+                         ["mj_per_committed_token", "realized_L", "energy_ratio"], extra_means=list(PER_PASS_TOOLTIPS))
+    means = _interval_text(_interval_text(means, "energy_ratio", "ratio_text"), "mj_per_committed_token", "mj_text")
     band = _baseline_band(inputs, c, keys)
     slice_dims = ["engine", "workload", "corpus", "cuda_graphs", "batch_size"]
     means, slicer = make_slicer(means, slice_dims, name="eL", order=inputs.axis_order)
     band = band.with_columns([_dim_label_expr(d).alias(f"sel_{d}") for d in slice_dims if d in band.columns])
-    n_seeds = int(means["n_seeds"].max())
+    per_pass = _per_pass_tooltips(means)
 
     panels = []
     for label, grp in _panel_groups(means, ["model_pair"]):
         b = _slim(band.filter(pl.col("model_pair").is_in(grp["model_pair"].unique().to_list())),
                   ["base_lo", "base_hi", "base_mean", "base_n"])
-        grp = _slim(grp, ["arm", "scheme", "acceptance_name", "configured_L", "realized_L", "mj_per_committed_token",
-                          "mj_per_committed_token_lo", "mj_per_committed_token_hi", "energy_ratio", "n_seeds"])
+        grp = _slim(grp, ["arm", "scheme", "acceptance_name", "configured_L", "realized_L", "realized_L_lo", "realized_L_hi",
+                          "mj_per_committed_token", "mj_per_committed_token_lo", "mj_per_committed_token_hi",
+                          "energy_ratio", "n_seeds", "ratio_text", "mj_text", "support", *PER_PASS_TOOLTIPS])
         y = alt.Y("mj_per_committed_token:Q", title="mJ per committed token", scale=alt.Scale(zero=False))
         x = alt.X("realized_L:Q", title="realized mean acceptance length L", scale=alt.Scale(zero=False, nice=False, padding=12))
         band_layer = _apply_filters(alt.Chart(b).mark_rect(color=BASELINE_COLOR, opacity=0.18), slicer).encode(
@@ -381,18 +447,113 @@ def energy_vs_acceptance(inputs: FigureInputs) -> alt.TopLevelMixin:
             tooltip=[alt.Tooltip("arm:N"), alt.Tooltip("scheme:N"), alt.Tooltip("acceptance_name:N", title="vector"),
                      alt.Tooltip("configured_L:Q", format=".2f", title="configured L"),
                      alt.Tooltip("realized_L:Q", format=".4f", title="realized L"),
-                     alt.Tooltip("mj_per_committed_token:Q", format=".1f", title="mJ/token"),
-                     alt.Tooltip("energy_ratio:Q", format=".3f", title="× baseline"),
-                     alt.Tooltip("n_seeds:Q", title="seeds")])
-        layers = [band_layer, base_rule, base_text, lines, dots]
-        if n_seeds > 1:
-            layers.append(pts.mark_errorbar(ticks=True).encode(
-                x=x, y=alt.Y("mj_per_committed_token_lo:Q", title="mJ per committed token"),
-                y2="mj_per_committed_token_hi:Q", color=color))
+                     alt.Tooltip("mj_text:N", title="mJ/token"),
+                     alt.Tooltip("ratio_text:N", title="× baseline"), *per_pass,
+                     alt.Tooltip("support:N", title="behind it")])
+        layers = [band_layer, base_rule, base_text, lines, dots,
+                  _errorbars(pts, "mj_per_committed_token", x=x, title="mJ per committed token", color=color),
+                  _errorbars(pts, "realized_L", y=y, title="realized mean acceptance length L", color=color,
+                             horizontal=True)]
         panels.append(alt.layer(*layers).properties(width=420, height=300, title=label or ""))
-    sub = ["points: seed means" + (" (whiskers: seed min–max)" if n_seeds > 1 else "")
+    sub = ["points: means over replicates; " + band_note(means, "mj_per_committed_token")
            + "; same L, two arms: does dispersion of acceptance matter?"]
     return _compose(panels, slicer, title="Energy per committed token vs realized acceptance length", subtitle=sub)
+
+
+# --- 1b. the paper's figure: energy per committed token vs accepted tokens per verify pass --------
+
+def _config_order(inputs: FigureInputs, dim: str, present: Iterable[Any]) -> list:
+    present = list(dict.fromkeys(present))
+    order = [x for x in inputs.axis_order.get(dim, []) if x in present]
+    return order + sorted((x for x in present if x not in order), key=str)
+
+
+def energy_vs_accepted_per_pass(inputs: FigureInputs) -> alt.TopLevelMixin:
+    """One line per scheme, one panel per family × target model × engine (engines side by side), the
+    baseline as a band from its opening and closing runs; interval bars both ways (ADR 0092)."""
+    c = _energy_curves(inputs).filter((pl.col("method") != "baseline")
+                                      & pl.col("accepted_per_verification").is_not_null())
+    if c.height == 0:
+        raise CannotDraw("no speculative point has both energy and accepted tokens per verify pass")
+    c = _with_family(c).with_columns(
+        acceptance=pl.col("acceptance_kind").replace_strict(ARM_LABELS, default=pl.col("acceptance_kind"))
+        .fill_null("model acceptance"))
+    slice_keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size"]
+    keys = [*slice_keys, "family", "moe", "scheme", "acceptance", "acceptance_name", "configured_L"]
+    values = ["mj_per_committed_token", "accepted_per_verification", "energy_ratio"]
+    st = inputs.stats(c, keys, values, extra_means=["realized_L", *PER_PASS_TOOLTIPS])
+    st = _interval_text(_interval_text(_interval_text(st, "energy_ratio", "ratio_text"), "mj_per_committed_token", "mj_text"),
+                        "accepted_per_verification", "apv_text")
+    band = _baseline_band(inputs, c, slice_keys)
+    slice_dims = ["workload", "corpus", "cuda_graphs", "batch_size"]
+    st, slicer = make_slicer(st, slice_dims, name="apv", order=inputs.axis_order)
+    band = band.with_columns([_dim_label_expr(d).alias(f"sel_{d}") for d in slice_dims])
+    schemes = _config_order(inputs, "scheme", st["scheme"].to_list())
+    engines = _config_order(inputs, "engine", st["engine"].to_list())
+    color = alt.Color("scheme:N", title="scheme", scale=alt.Scale(domain=schemes, scheme="tableau10"))
+    shape = alt.Shape("acceptance:N", title="acceptance")
+    x = alt.X("accepted_per_verification:Q", title="accepted tokens per verify pass (per request)",
+              scale=alt.Scale(zero=True, nice=False, padding=10))
+    y_title = "mJ per committed token"
+    y = alt.Y("mj_per_committed_token:Q", title=y_title, scale=alt.Scale(zero=False))
+    tip = [alt.Tooltip("scheme:N"), alt.Tooltip("acceptance:N"), alt.Tooltip("acceptance_name:N", title="vector"),
+           alt.Tooltip("configured_L:Q", format=".2f", title="configured L"),
+           alt.Tooltip("apv_text:N", title="accepted per verify pass"), alt.Tooltip("mj_text:N", title="mJ/token"),
+           alt.Tooltip("ratio_text:N", title="× baseline"),
+           *[t for t in _per_pass_tooltips(st) if t.to_dict()["field"] != "accepted_per_verification"],
+           alt.Tooltip("support:N", title="behind it")]
+    fam_order = sorted(st["family"].unique().to_list(), key=lambda f: (f == FAMILY_UNKNOWN, f))
+    panels = []
+    for fam in fam_order:
+        in_fam = st.filter(pl.col("family") == fam)
+        for pair in _config_order(inputs, "model_pair", in_fam["model_pair"].to_list()):
+            moe = in_fam.filter(pl.col("model_pair") == pair)["moe"].drop_nulls()
+            kind = "" if moe.len() == 0 else (" · MoE" if moe.any() else " · dense")
+            for eng in engines:
+                title = f"{fam}{kind} · {pair} · {eng}"
+                grp = in_fam.filter((pl.col("model_pair") == pair) & (pl.col("engine") == eng))
+                if grp.height == 0:
+                    panels.append(_empty_panel(title, f"no measured point on {eng} (see the scheme matrix)"))
+                    continue
+                b = _slim(band.filter((pl.col("model_pair") == pair) & (pl.col("engine") == eng)),
+                          ["base_lo", "base_hi", "base_mean", "base_n"])
+                grp = _slim(grp, ["engine", "scheme", "acceptance", "acceptance_name", "configured_L", *values,
+                                  *[f"{v}_{e}" for v in values for e in ("lo", "hi")], "realized_L", *PER_PASS_TOOLTIPS,
+                                  "ratio_text", "mj_text", "apv_text", "support"])
+                # The points' data sit on the layer once (its point layers inherit it): copying a
+                # DataFrame into every layer is what makes a many-panel chart slow to build.
+                pts = _apply_filters(alt.Chart(), slicer)
+                layers = [
+                    _apply_filters(alt.Chart(b).mark_rect(color=BASELINE_COLOR, opacity=0.18), slicer).encode(
+                        y=alt.Y("base_lo:Q", title=y_title), y2="base_hi:Q",
+                        tooltip=[alt.Tooltip("base_lo:Q", title="baseline min", format=".1f"),
+                                 alt.Tooltip("base_hi:Q", title="baseline max", format=".1f"),
+                                 alt.Tooltip("base_n:Q", title="baseline runs")]),
+                    _apply_filters(alt.Chart(b).mark_rule(color=BASELINE_COLOR, strokeDash=[4, 3]), slicer).encode(
+                        y="base_mean:Q"),
+                    _apply_filters(alt.Chart(b).mark_text(align="right", dy=-6, x="width", color="#555", fontSize=10,
+                                                          text="baseline (band: opening–closing runs)"),
+                                   slicer).encode(y="base_hi:Q"),
+                    pts.mark_line(opacity=0.75).encode(x=x, y=y, color=color, detail=["engine:N", "scheme:N", "acceptance:N"],
+                                                       order="accepted_per_verification:Q"),
+                    pts.mark_point(filled=True, size=60).encode(x=x, y=y, color=color, shape=shape, tooltip=tip),
+                    _errorbars(pts, "mj_per_committed_token", x=x, title=y_title, color=color),
+                    _errorbars(pts, "accepted_per_verification", y=y, title="accepted tokens per verify pass (per request)",
+                               color=color, horizontal=True),
+                ]
+                panels.append(alt.layer(*layers, data=grp).properties(width=300, height=230, title=title))
+    sub = ["one line per scheme; a point per acceptance setting (means over replicates); below the band: a saving per "
+           "committed token",
+           "the verify width each scheme ran is in the tooltip (block drafters verify their whole block)",
+           band_note(st, "mj_per_committed_token") + "; horizontal whiskers: the same for accepted per pass"]
+    return _compose(panels, slicer, title="Energy per committed token vs accepted tokens per verify pass",
+                    subtitle=sub, columns=max(1, len(engines)), shared_y=False)
+
+
+def _empty_panel(title: str, text: str) -> alt.Chart:
+    """A panel that keeps the family × engine grid aligned and says why it is empty."""
+    return (alt.Chart(alt.Data(values=[{"t": text}])).mark_text(fontSize=11, color="#666")
+            .encode(text="t:N").properties(width=300, height=230, title=title))
 
 
 # --- 2. saving vs batch size per scheme (per GPU when there are several) --------------------------
@@ -408,9 +569,8 @@ def saving_vs_batch(inputs: FigureInputs) -> alt.TopLevelMixin:
         raise CannotDraw(f"one batch size in the grid (B={batches[0]}): saving vs batch needs two or more")
     c = _saving(_with_gpu(c, inputs.records)).with_columns(arm=_arm_label())
     keys = ["engine", "model_pair", "gpu", "workload", "corpus", "cuda_graphs", "batch_size", "arm"]
-    means = seed_means(c, keys, ["saving_pct", "energy_ratio"])
+    means = _interval_text(inputs.stats(c, keys, ["saving_pct", "energy_ratio"]), "energy_ratio", "ratio_text")
     means, slicer = make_slicer(means, ["engine", "workload", "corpus", "cuda_graphs"], name="sb", order=inputs.axis_order)
-    n_seeds = int(means["n_seeds"].max())
     x = alt.X("batch_size:Q", title="batch size", scale=alt.Scale(type="log", base=2, nice=False, padding=10),
               axis=alt.Axis(values=batches, format="d"))
     y_title = "energy saving vs paired baseline (%)"
@@ -418,7 +578,8 @@ def saving_vs_batch(inputs: FigureInputs) -> alt.TopLevelMixin:
     color = alt.Color("arm:N", title="scheme", scale=alt.Scale(scheme="tableau20"))
     panels = []
     for label, grp in _panel_groups(means, ["gpu", "model_pair"]):
-        grp = _slim(grp, ["gpu", "batch_size", "arm", "saving_pct", "saving_pct_lo", "saving_pct_hi", "energy_ratio", "n_seeds"])
+        grp = _slim(grp, ["gpu", "batch_size", "arm", "saving_pct", "saving_pct_lo", "saving_pct_hi", "energy_ratio",
+                          "n_seeds", "ratio_text", "support"])
         pts = _apply_filters(alt.Chart(grp), slicer)
         zero = alt.Chart(alt.Data(values=[{"y": 0}])).mark_rule(color="#333").encode(y="y:Q")
         layers = [zero,
@@ -426,13 +587,11 @@ def saving_vs_batch(inputs: FigureInputs) -> alt.TopLevelMixin:
                   pts.mark_point(filled=True, size=50).encode(
                       x=x, y=y, color=color,
                       tooltip=["arm:N", "batch_size:Q", alt.Tooltip("saving_pct:Q", format=".1f", title="saving %"),
-                               alt.Tooltip("energy_ratio:Q", format=".3f", title="× baseline"), "n_seeds:Q", "gpu:N"])]
-        if n_seeds > 1:
-            layers.append(pts.mark_errorbar(ticks=True).encode(x=x, y=alt.Y("saving_pct_lo:Q", title=y_title),
-                                                               y2="saving_pct_hi:Q", color=color))
+                               alt.Tooltip("ratio_text:N", title="× baseline"), alt.Tooltip("support:N", title="behind it"),
+                               "gpu:N"]),
+                  _errorbars(pts, "saving_pct", x=x, title=y_title, color=color)]
         panels.append(alt.layer(*layers).properties(width=340, height=260, title=label))
-    sub = ["above 0: speculation saves energy per committed token; below: it costs"
-           + ("; whiskers: seed min–max" if n_seeds > 1 else "")]
+    sub = ["above 0: speculation saves energy per committed token; below: it costs; " + band_note(means, "saving_pct")]
     return _compose(panels, slicer, title="Energy saving vs batch size, per scheme", subtitle=sub)
 
 
@@ -481,16 +640,20 @@ def acceptance_by_corpus(inputs: FigureInputs) -> alt.TopLevelMixin:
 def _configurations(inputs: FigureInputs, c: pl.DataFrame) -> pl.DataFrame:
     """Every configuration (speculative points and baselines), seed means of TBT and mJ/token."""
     keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size"]
-    pts = c.select([*keys, "campaign_id", "seed", pl.col("scheme"), _arm_label().alias("arm"),
+    # The configuration keys ride along so a speculative configuration meets its summary row exactly.
+    cfg = [k for k in ("method", "k", "acceptance_name", "acceptance_kind", "configured_L", "workload_kind") if k in c.columns]
+    reps = [k for k in ("gpu_uuid", "engine_replicate", "window_index") if k in c.columns]
+    pts = c.select([*keys, "campaign_id", "seed", pl.col("scheme"), _arm_label().alias("arm"), *cfg, *reps,
                     (pl.col("tpot_mean_s") * 1000).alias("tbt_ms"), "mj_per_committed_token",
                     pl.lit(True).alias("speculative")])
-    base = (c.group_by("campaign_id").agg(*[pl.col(k).first() for k in [*keys, "seed"]],
+    base = (c.group_by("campaign_id").agg(*[pl.col(k).first() for k in [*keys, "seed", *reps]],
                                           tbt_ms=pl.col("baseline_tpot_mean_s").first() * 1000,
                                           mj_per_committed_token=pl.col("baseline_mj_per_committed_token").first())
-            .with_columns(scheme=pl.lit("baseline"), arm=pl.lit("baseline"), speculative=pl.lit(False)))
-    both = pl.concat([pts, base.select(pts.columns)], how="vertical_relaxed").filter(
+            .with_columns(scheme=pl.lit("baseline"), arm=pl.lit("baseline"), speculative=pl.lit(False),
+                          method=pl.lit("baseline")))
+    both = pl.concat([pts, base], how="diagonal_relaxed").filter(
         pl.col("tbt_ms").is_not_null() & pl.col("mj_per_committed_token").is_not_null())
-    return seed_means(both, [*keys, "scheme", "arm", "speculative"], ["tbt_ms", "mj_per_committed_token"])
+    return inputs.stats(both, [*keys, "scheme", "arm", "speculative"], ["mj_per_committed_token", "tbt_ms"])
 
 
 def best_under_targets(configs: pl.DataFrame, targets_ms: Sequence[float], group: Sequence[str]) -> pl.DataFrame:
@@ -553,11 +716,16 @@ def tbt_vs_energy(inputs: FigureInputs) -> alt.TopLevelMixin:
     color = alt.Color("scheme:N", title="scheme", scale=alt.Scale(scheme="tableau10"))
     panels = []
     for label, grp in _panel_groups(configs, ["model_pair"]):
-        pts = _apply_filters(alt.Chart(_slim(grp, ["arm", "scheme", "batch_size", "tbt_ms", "mj_per_committed_token", "n_seeds"])), slicer)
+        pts = _apply_filters(alt.Chart(_slim(grp, ["arm", "scheme", "batch_size", "tbt_ms", "tbt_ms_lo", "tbt_ms_hi",
+                                                   "mj_per_committed_token", "mj_per_committed_token_lo",
+                                                   "mj_per_committed_token_hi", "n_seeds", "support"])), slicer)
         layers = [pts.mark_point(filled=True, size=55, opacity=0.85).encode(
             x=x, y=y, color=color, shape=alt.Shape("batch_size:O", title="batch"),
             tooltip=["arm:N", "batch_size:Q", alt.Tooltip("tbt_ms:Q", format=".2f", title="TBT ms"),
-                     alt.Tooltip("mj_per_committed_token:Q", format=".1f", title="mJ/token"), "n_seeds:Q"])]
+                     alt.Tooltip("mj_per_committed_token:Q", format=".1f", title="mJ/token"),
+                     alt.Tooltip("support:N", title="behind it")]),
+                  _errorbars(pts, "mj_per_committed_token", x=x, title="mJ per committed token (log)", color=color),
+                  _errorbars(pts, "tbt_ms", y=y, title="mean time between tokens (ms)", color=color, horizontal=True)]
         if targets:
             tdf = pl.DataFrame({"target_ms": targets, "tlabel": [f"target {t:g} ms" for t in targets]})
             layers.append(alt.Chart(tdf).mark_rule(color="#d62728", strokeDash=[6, 3]).encode(x="target_ms:Q"))
@@ -581,8 +749,9 @@ def tbt_vs_energy(inputs: FigureInputs) -> alt.TopLevelMixin:
                                   .mark_text(align="left", x=6, y=10, fontSize=11, color="#d62728")
                                   .encode(text="label:N"))
         panels.append(alt.layer(*layers).properties(width=460, height=320, title=label))
-    sub = ["configurations: scheme × acceptance × batch (seed means), baselines included; "
-           "circled: the lowest-energy configuration meeting each TBT target (config report.tbt_targets_ms)"]
+    sub = ["configurations: scheme × acceptance × batch (means over replicates), baselines included; "
+           "circled: the lowest-energy configuration meeting each TBT target (config report.tbt_targets_ms)",
+           band_note(configs, "mj_per_committed_token")]
     return _compose(panels, slicer, title="Time between tokens vs energy per token", subtitle=sub, columns=2)
 
 
@@ -595,24 +764,30 @@ def saving_vs_tokens_per_pass(inputs: FigureInputs) -> alt.TopLevelMixin:
     balance = inputs.report_config.get("balance_point_op_per_byte")
     c = _saving(c).with_columns(arm=_arm_label())
     keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme", "arm"]
-    means = seed_means(c, keys, ["saving_pct", "tokens_per_verify_pass", "energy_ratio"])
+    means = inputs.stats(c, keys, ["saving_pct", "tokens_per_verify_pass", "energy_ratio"],
+                         extra_means=[p for p in PER_PASS_TOOLTIPS if p != "tokens_per_verify_pass"])
+    means = _interval_text(means, "energy_ratio", "ratio_text")
     means, slicer = make_slicer(means, ["engine", "workload", "corpus", "cuda_graphs"], name="rf", order=inputs.axis_order)
+    per_pass = _per_pass_tooltips(means)
     t_lo, t_hi = float(means["tokens_per_verify_pass"].min()), float(means["tokens_per_verify_pass"].max())
     if balance:
         t_lo, t_hi = min(t_lo, balance / 2), max(t_hi, balance * 2)
-    x = alt.X("tokens_per_verify_pass:Q", title="tokens per verify pass T = B × (k+1)  (≈ operations per weight byte)",
+    x = alt.X("tokens_per_verify_pass:Q", title="tokens per verify pass T = B × verify width  (≈ operations per weight byte)",
               scale=alt.Scale(type="log", base=2, domain=[t_lo / 1.2, t_hi * 1.2], nice=False))
     y = alt.Y("saving_pct:Q", title="energy saving vs paired baseline (%)")
     color = alt.Color("scheme:N", title="scheme", scale=alt.Scale(scheme="dark2"))
     panels = []
     for label, grp in _panel_groups(means, ["model_pair"]):
-        grp = _slim(grp, ["arm", "scheme", "batch_size", "tokens_per_verify_pass", "saving_pct", "n_seeds"])
+        grp = _slim(grp, ["arm", "scheme", "batch_size", "tokens_per_verify_pass", "saving_pct", "saving_pct_lo",
+                          "saving_pct_hi", "n_seeds", "ratio_text", "support", *PER_PASS_TOOLTIPS])
         pts = _apply_filters(alt.Chart(grp), slicer)
         layers = [alt.Chart(alt.Data(values=[{"y": 0}])).mark_rule(color="#333").encode(y="y:Q"),
                   pts.mark_point(filled=True, size=55, opacity=0.85).encode(
                       x=x, y=y, color=color, shape=alt.Shape("batch_size:O", title="batch"),
-                      tooltip=["arm:N", "batch_size:Q", alt.Tooltip("tokens_per_verify_pass:Q", title="T"),
-                               alt.Tooltip("saving_pct:Q", format=".1f", title="saving %"), "n_seeds:Q"])]
+                      tooltip=["arm:N", "batch_size:Q", alt.Tooltip("saving_pct:Q", format=".1f", title="saving %"),
+                               alt.Tooltip("ratio_text:N", title="× baseline"), *per_pass,
+                               alt.Tooltip("support:N", title="behind it")]),
+                  _errorbars(pts, "saving_pct", x=x, title="energy saving vs paired baseline (%)", color=color)]
         if balance:
             bdf = pl.DataFrame({"x": [float(balance)], "label": [f"balance point {balance:g} op/B"]})
             layers.append(alt.Chart(bdf).mark_rule(color="#9467bd", strokeWidth=2).encode(x="x:Q"))
@@ -621,11 +796,35 @@ def saving_vs_tokens_per_pass(inputs: FigureInputs) -> alt.TopLevelMixin:
         panels.append(alt.layer(*layers).properties(width=460, height=300, title=label))
     sub = [f"balance point from config report.balance_point_op_per_byte = {balance:g}" if balance else
            "no balance point configured (report.balance_point_op_per_byte)",
-           "right of it, verified tokens cost arithmetic time the weight read no longer hides"]
+           "right of it, verified tokens cost arithmetic time the weight read no longer hides; "
+           + band_note(means, "saving_pct")]
     return _compose(panels, slicer, title="Energy saving vs tokens per verify pass (roofline view)", subtitle=sub)
 
 
 # --- 6. CUDA graphs on vs off ----------------------------------------------------------------------
+
+# The paper's capture bias at single stream (shared/seeds/001): the saving credited to speculation
+# with CUDA graphs off minus with them on, in percentage points, by model kind.
+PAPER_CAPTURE_BIAS_PP = {False: (0.0, 10.0, "paper, B=1: < 10 pp on every dense model"),
+                         True: (19.0, 39.0, "paper, B=1: 19–39 pp on every MoE model")}
+
+
+def capture_bias_table(inputs: FigureInputs) -> pl.DataFrame:
+    """Every configuration measured with CUDA graphs on and off (everything else equal, boards may
+    differ): the saving each way with its spread, and the bias = saving off − saving on (pp), whose
+    ends are the difference of the two intervals' ends (conservative: no joint interval exists)."""
+    c = _saving(_with_family(_energy_curves(inputs))).with_columns(arm=_arm_label())
+    keys = ["engine", "family", "moe", "model_pair", "workload", "corpus", "batch_size", "arm"]
+    st = inputs.stats(c, [*keys, "cuda_graphs"], ["saving_pct"])
+    side = ["saving_pct", "saving_pct_lo", "saving_pct_hi", "saving_pct_band", "interval_level", "support"]
+    on = st.filter(pl.col("cuda_graphs")).select(*keys, *[pl.col(x).alias(f"{x}_on") for x in side])
+    off = st.filter(~pl.col("cuda_graphs")).select(*keys, *[pl.col(x).alias(f"{x}_off") for x in side])
+    paired = on.join(off, on=keys, how="inner", nulls_equal=True)
+    return paired.rename({"saving_pct_on": "saving_on", "saving_pct_off": "saving_off"}).with_columns(
+        bias_pp=pl.col("saving_off") - pl.col("saving_on"),
+        bias_pp_lo=pl.col("saving_pct_lo_off") - pl.col("saving_pct_hi_on"),
+        bias_pp_hi=pl.col("saving_pct_hi_off") - pl.col("saving_pct_lo_on"))
+
 
 def cuda_graphs(inputs: FigureInputs) -> alt.TopLevelMixin:
     c = _points(inputs)
@@ -633,43 +832,81 @@ def cuda_graphs(inputs: FigureInputs) -> alt.TopLevelMixin:
     if len(modes) < 2:
         shown = "[" + ", ".join("true" if m else "false" for m in modes) + "]" if modes else "no cells"
         raise CannotDraw(f"CUDA graphs were not varied (cuda_graphs: {shown}): nothing to compare")
-    c = _saving(_with_gpu(_energy_curves(inputs), inputs.records)).with_columns(arm=_arm_label())
-    keys = ["engine", "model_pair", "gpu", "workload", "corpus", "batch_size", "arm"]
-    means = seed_means(c, [*keys, "cuda_graphs"], ["saving_pct"])
-    on = means.filter(pl.col("cuda_graphs")).select([*keys, pl.col("saving_pct").alias("saving_on")])
-    off = means.filter(~pl.col("cuda_graphs")).select([*keys, pl.col("saving_pct").alias("saving_off")])
-    paired = on.join(off, on=keys, how="inner", nulls_equal=True)
+    paired = capture_bias_table(inputs)
     if paired.height == 0:
         raise CannotDraw("no configuration was measured with CUDA graphs both on and off")
-    paired = paired.with_columns(bias_pp=pl.col("saving_off") - pl.col("saving_on"),
-                                 config=pl.col("arm") + pl.lit("  B=") + pl.col("batch_size").cast(pl.String))
-    long = paired.unpivot(index=[*keys, "config", "bias_pp"], on=["saving_on", "saving_off"],
-                          variable_name="graphs", value_name="saving_pct").with_columns(
-        graphs=pl.col("graphs").replace_strict({"saving_on": "graphs on", "saving_off": "graphs off"}))
+    keys = ["engine", "family", "moe", "model_pair", "workload", "corpus", "batch_size", "arm"]
+    several_models = paired["model_pair"].n_unique() > 1
+    paired = paired.with_columns(
+        config=(pl.col("model_pair") + pl.lit(" · ") if several_models else pl.lit("")) + pl.col("arm")
+        + pl.lit("  B=") + pl.col("batch_size").cast(pl.String),
+        kind=pl.when(pl.col("moe")).then(pl.lit("MoE")).when(pl.col("moe").not_()).then(pl.lit("dense"))
+        .otherwise(pl.lit("MoE not recorded")))
+    long = pl.concat([
+        paired.select(*keys, "config", pl.lit(g).alias("graphs"), pl.col(f"saving_{s}").alias("saving_pct"),
+                      pl.col(f"saving_pct_lo_{s}").alias("saving_pct_lo"), pl.col(f"saving_pct_hi_{s}").alias("saving_pct_hi"),
+                      pl.col(f"saving_pct_band_{s}").alias("saving_pct_band"),
+                      pl.col(f"interval_level_{s}").alias("interval_level"), pl.col(f"support_{s}").alias("support"))
+        for g, s in (("graphs on", "on"), ("graphs off", "off"))])
     paired, slicer = make_slicer(paired, ["engine", "workload", "corpus"], name="cg", order=inputs.axis_order)
     long = long.with_columns([_dim_label_expr(d).alias(f"sel_{d}") for d in ["engine", "workload", "corpus"]])
-    panels = []
-    for label, grp in _panel_groups(paired, ["gpu", "model_pair"]):
+    graph_color = alt.Color("graphs:N", title="CUDA graphs", scale=alt.Scale(domain=["graphs on", "graphs off"],
+                                                                           range=["#1f77b4", "#ff7f0e"]))
+    rows = []
+    for (family, kind), grp in sorted(paired.group_by(["family", "kind"]), key=lambda g: (str(g[0][0]), str(g[0][1]))):
         lg = _slim(long.join(grp.select(keys), on=keys, how="semi", nulls_equal=True),
-                   ["config", "batch_size", "graphs", "saving_pct"])
-        grp = _slim(grp, ["config", "batch_size", "saving_on", "saving_off", "bias_pp"])
-        yy = alt.Y("config:N", title=None, sort=alt.EncodingSortField("batch_size", order="ascending"))
+                   ["config", "batch_size", "graphs", "saving_pct", "saving_pct_lo", "saving_pct_hi", "support"])
+        grp = _slim(grp, ["config", "batch_size", "saving_on", "saving_off", "bias_pp", "bias_pp_lo", "bias_pp_hi", "support_on",
+                          "support_off"])
+        n_rows = grp["config"].n_unique()
+        height = alt.Step(14) if n_rows > 8 else 160
+        yy = alt.Y("config:N", title=None, sort=alt.EncodingSortField("batch_size", order="ascending"),
+                   axis=alt.Axis(labelLimit=320))
         link = _apply_filters(alt.Chart(grp), slicer).mark_rule(color="#999", strokeWidth=2).encode(
             y=yy, x=alt.X("saving_on:Q", title="energy saving vs paired baseline (%)"), x2="saving_off:Q",
             tooltip=["config:N", alt.Tooltip("saving_on:Q", format=".1f", title="saving, graphs on"),
                      alt.Tooltip("saving_off:Q", format=".1f", title="saving, graphs off"),
-                     alt.Tooltip("bias_pp:Q", format=".1f", title="capture bias (pp)")])
-        dots = _apply_filters(alt.Chart(lg), slicer).mark_point(filled=True, size=60).encode(
-            y=yy, x="saving_pct:Q",
-            color=alt.Color("graphs:N", title="CUDA graphs", scale=alt.Scale(domain=["graphs on", "graphs off"],
-                                                                               range=["#1f77b4", "#ff7f0e"])))
+                     alt.Tooltip("bias_pp:Q", format=".1f", title="capture bias (pp)"),
+                     alt.Tooltip("support_on:N", title="behind graphs on"),
+                     alt.Tooltip("support_off:N", title="behind graphs off")])
+        dot_data = _apply_filters(alt.Chart(lg), slicer)
+        dots = dot_data.mark_point(filled=True, size=60).encode(y=yy, x="saving_pct:Q", color=graph_color,
+                                                                tooltip=["config:N", "graphs:N", alt.Tooltip(
+                                                                    "saving_pct:Q", format=".1f", title="saving %"),
+                                                                    alt.Tooltip("support:N", title="behind it")])
+        whiskers = _errorbars(dot_data, "saving_pct", y=yy, title="energy saving vs paired baseline (%)",
+                              color=graph_color, horizontal=True)
         zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#333").encode(x="x:Q")
-        n_rows = grp["config"].n_unique()
-        panels.append(alt.layer(zero, link, dots).properties(width=360, height=alt.Step(14) if n_rows > 8 else 160,
-                                                             title=label))
-    sub = ["each row: one configuration measured both ways (seed means); the gap is the saving credited "
-           "to speculation for launch overhead graph capture would have removed"]
-    return _compose(panels, slicer, title="CUDA graphs on vs off", subtitle=sub, shared_y=False)
+        left = alt.layer(zero, link, dots, whiskers).properties(width=340, height=height,
+                                                                 title=f"{family} · {kind}: saving both ways")
+        bias_layers = []
+        ref = PAPER_CAPTURE_BIAS_PP.get(True if kind == "MoE" else False if kind == "dense" else None)
+        if ref is not None:
+            lo, hi, text = ref
+            rdf = alt.Data(values=[{"lo": lo, "hi": hi, "text": text}])
+            bias_layers.append(alt.Chart(rdf).mark_rect(color="#2ca02c", opacity=0.15).encode(
+                x="lo:Q", x2="hi:Q", tooltip=[alt.Tooltip("text:N", title="reference")]))
+        bias_pts = _apply_filters(alt.Chart(grp), slicer)
+        bx = alt.X("bias_pp:Q", title="capture bias: saving off − on (pp)", scale=alt.Scale(zero=True))
+        bias_layers += [bias_pts.mark_bar(color="#ff7f0e", opacity=0.75, height=alt.RelativeBandSize(0.6)).encode(
+                            y=yy, x=bx, x2=alt.datum(0),
+                            tooltip=["config:N", alt.Tooltip("bias_pp:Q", format=".1f", title="capture bias (pp)"),
+                                     alt.Tooltip("bias_pp_lo:Q", format=".1f", title="low end (pp)"),
+                                     alt.Tooltip("bias_pp_hi:Q", format=".1f", title="high end (pp)")]),
+                        _errorbars(bias_pts, "bias_pp", y=yy, title="capture bias: saving off − on (pp)", horizontal=True)]
+        right = alt.layer(*bias_layers).properties(width=260, height=height, title=alt.TitleParams(
+            f"{family} · {kind}: capture bias", subtitle=[f"green: {ref[2]}"] if ref else ["no reference: MoE not recorded"],
+            subtitleColor="#2a7a2a"))
+        rows.append(alt.hconcat(left, right).resolve_scale(y="shared", x="independent", color="shared"))
+    refs = "; ".join(v[2] for v in PAPER_CAPTURE_BIAS_PP.values())
+    sub = ["each row: one configuration measured both ways (means over replicates, paired each way with its own "
+           "baseline);",
+           "the gap is the saving credited to speculation for launch overhead graph capture would have removed",
+           f"green band: the paper's bars ({refs})",
+           "saving " + band_note(long, "saving_pct") + "; bias whiskers: difference of the two sides' whisker ends "
+           "(conservative)"]
+    return _compose(rows, slicer, title="CUDA graphs on vs off: capture bias per family", subtitle=sub, columns=1,
+                    shared_y=False)
 
 
 # --- 7. concurrency per arm (open loop) ------------------------------------------------------------
@@ -865,7 +1102,9 @@ def engine_comparison_table(inputs: FigureInputs) -> pl.DataFrame:
     for col in ("round_time_ms", "baseline_round_time_ms"):
         if col not in c.columns:
             c = c.with_columns(pl.lit(None, pl.Float64).alias(col))
-    keys = list(ENGINE_MATCH_KEYS)
+    # Replicates pair index with index (window w with window w, engine replicate r with r): the sides
+    # ran the same plan; an index one engine lacks has no partner, like any unmatched point.
+    keys = [*ENGINE_MATCH_KEYS, *[k for k in ("window_index", "engine_replicate") if k in c.columns]]
     frames = []
     for i, a in enumerate(engines):
         for b in engines[i + 1:]:
@@ -899,14 +1138,15 @@ def engine_comparison(inputs: FigureInputs) -> alt.TopLevelMixin:
     if syn.height == 0:
         raise CannotDraw(no_energy_reason(inputs))
     group = [k for k in ENGINE_MATCH_KEYS if k not in ("seed", "method", "k", "acceptance_name")]
+    replicate_keys = [k for k in ("window_index", "engine_replicate") if k in syn.columns]
     values = ["energy_ratio", "mj_per_committed_token", "baseline_mj_per_committed_token", "realized_L", "tbt_ms"]
-    long = pl.concat([syn.select(*group, "seed", *[pl.col(f"{x}_{s}").alias(x) for x in
+    long = pl.concat([syn.select(*group, "seed", *replicate_keys, *[pl.col(f"{x}_{s}").alias(x) for x in
                                                    ("engine", "acceptance_mechanism", *values)]) for s in ("a", "b")])
     long = long.unique(maintain_order=True)  # with three engines a side appears in two pairs
-    means = seed_means(long, [*group, "engine", "acceptance_mechanism"], values)
+    means = inputs.stats(long, [*group, "engine", "acceptance_mechanism"], values)
+    means = _interval_text(means, "energy_ratio", "ratio_text")
     slice_dims = ["model_pair", "workload", "corpus", "cuda_graphs", "scheme", "acceptance_kind"]
     means, slicer = make_slicer(means, slice_dims, name="eng", order=inputs.axis_order)
-    n_seeds = int(means["n_seeds"].max())
     color = alt.Color("engine:N", title="engine", scale=alt.Scale(
         domain=engines, range=[ENGINE_COLORS.get(e, "#2ca02c") for e in engines]))
     shape = alt.Shape("engine:N", title="engine", scale=alt.Scale(domain=engines))
@@ -914,16 +1154,18 @@ def engine_comparison(inputs: FigureInputs) -> alt.TopLevelMixin:
     tip = [alt.Tooltip("engine:N"), alt.Tooltip("acceptance_mechanism:N", title="acceptance mechanism"),
            alt.Tooltip("configured_L:Q", format=".2f", title="configured L"),
            alt.Tooltip("realized_L:Q", format=".4f", title="realized L"),
-           alt.Tooltip("energy_ratio:Q", format=".3f", title="× own baseline"),
+           alt.Tooltip("ratio_text:N", title="× own baseline"),
            alt.Tooltip("mj_per_committed_token:Q", format=".1f", title="mJ/token"),
            alt.Tooltip("baseline_mj_per_committed_token:Q", format=".1f", title="baseline mJ/token"),
-           alt.Tooltip("tbt_ms:Q", format=".2f", title="TBT ms"), alt.Tooltip("n_seeds:Q", title="seeds")]
+           alt.Tooltip("tbt_ms:Q", format=".2f", title="TBT ms"), alt.Tooltip("n_seeds:Q", title="seeds"),
+           alt.Tooltip("support:N", title="behind it")]
     several_gpus = means["gpu_model"].n_unique() > 1
     ratio_panels, mj_panels = [], []
     for (gpu_model, batch), grp in sorted(means.group_by(["gpu_model", "batch_size"]), key=lambda g: (g[0][0], g[0][1])):
         title = (f"{gpu_model} · " if several_gpus else "") + f"B={batch}"
         grp = _slim(grp, ["gpu_model", "batch_size", "engine", "acceptance_mechanism", "configured_L", *values,
-                          *[f"{v}_{e}" for v in ("energy_ratio", "mj_per_committed_token") for e in ("lo", "hi")], "n_seeds"])
+                          *[f"{v}_{e}" for v in ("energy_ratio", "mj_per_committed_token") for e in ("lo", "hi")], "n_seeds",
+                          "ratio_text", "support"])
         pts = _apply_filters(alt.Chart(grp), slicer)
         layers = []
         for y_field, y_title, ref in (("energy_ratio", "energy ratio: point / its own baseline", "one"),
@@ -936,10 +1178,8 @@ def engine_comparison(inputs: FigureInputs) -> alt.TopLevelMixin:
                     strokeDash=[4, 3], opacity=0.8).encode(y=alt.Y("b:Q", title=y_title), color=color)
             panel = [ref_layer,
                      pts.mark_line().encode(x=x, y=y, color=color, detail="engine:N", order="configured_L:Q"),
-                     pts.mark_point(filled=True, size=60).encode(x=x, y=y, color=color, shape=shape, tooltip=tip)]
-            if n_seeds > 1:
-                panel.append(pts.mark_errorbar(ticks=True).encode(
-                    x=x, y=alt.Y(f"{y_field}_lo:Q", title=y_title), y2=f"{y_field}_hi:Q", color=color))
+                     pts.mark_point(filled=True, size=60).encode(x=x, y=y, color=color, shape=shape, tooltip=tip),
+                     _errorbars(pts, y_field, x=x, title=y_title, color=color)]
             layers.append(alt.layer(*panel).properties(width=300, height=220, title=title))
         ratio_panels.append(layers[0])
         mj_panels.append(layers[1])
@@ -950,7 +1190,7 @@ def engine_comparison(inputs: FigureInputs) -> alt.TopLevelMixin:
     mechs = means.select("engine", "acceptance_mechanism").unique().sort(
         pl.col("engine").replace_strict({e: i for i, e in enumerate(engines)}, default=len(engines)), "acceptance_mechanism")
     sub = ["top: energy per committed token over each engine's own baseline (below 1: a saving); bottom: mJ per "
-           "committed token, dashed: each engine's baseline" + ("; whiskers: seed min–max" if n_seeds > 1 else ""),
+           "committed token, dashed: each engine's baseline; " + band_note(means, "energy_ratio"),
            "acceptance mechanism: " + "; ".join(f"{r['engine']} {r['acceptance_mechanism']}" for r in mechs.iter_rows(named=True))
            + " — not the same mechanism" * (mechs["acceptance_mechanism"].n_unique() > 1)]
     return _compose([body], slicer, title="Engines at matched synthetic acceptance", subtitle=sub)
@@ -959,6 +1199,11 @@ def engine_comparison(inputs: FigureInputs) -> alt.TopLevelMixin:
 # --- the registry ----------------------------------------------------------------------------------
 
 FIGURES: tuple[FigureDef, ...] = (
+    FigureDef("energy_vs_accepted_per_pass", "Energy per committed token vs accepted tokens per verify pass",
+              "The paper's figure: mJ per committed token against accepted tokens per verify pass, one line per "
+              "scheme, one panel per attention family, target model and engine, the no-speculation baseline as a "
+              "band spanning its opening and closing runs. Whiskers are the summary's 95 % interval where it has one.",
+              energy_vs_accepted_per_pass, True),
     FigureDef("energy_vs_acceptance", "Energy per committed token vs realized acceptance length",
               "The blog's figure: mJ per committed token against realized mean acceptance length, the "
               "minimum-variance and geometric arms side by side, the no-speculation baseline as a band "

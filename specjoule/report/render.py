@@ -25,6 +25,7 @@ import polars as pl
 
 from specjoule.analysis import accounting
 from specjoule.report import figures as figs
+from specjoule.report import numbers, schemes
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_TABLE_ROWS = 400
@@ -42,8 +43,16 @@ class ReportInputs:
     manifest: dict
     specs: dict[str, dict]
     summary: pl.DataFrame | None = None
+    variance: pl.DataFrame | None = None  # results/variance.parquet, when the workflow writes it
     paths: dict[str, str] = field(default_factory=dict)  # input name → path, for the reader
     generated_at: str = ""
+
+    def figure_inputs(self) -> figs.FigureInputs:
+        """The figures' view of the tables (drawable points, record columns, summary intervals)."""
+        if not hasattr(self, "_fi"):
+            self._fi = figs.FigureInputs.from_config(self.config, curves=self.curves, records=self.records,
+                                                     checks=self.checks, summary=self.summary)
+        return self._fi
 
 
 @dataclass
@@ -59,6 +68,7 @@ class Table:
     rows: list[list[str]]
     note: str = ""
     row_classes: list[str] = field(default_factory=list)
+    cell_classes: list[list[str]] = field(default_factory=list)
 
 
 # --- formatting --------------------------------------------------------------------------------------
@@ -170,9 +180,67 @@ def measured(inp: ReportInputs) -> list[tuple[str, str]]:
         rows.append(("device time", line))
     planned = _planned(c)
     n_campaigns = r["campaign_id"].n_unique() if r.height else 0
+    n_unsupported = schemes.unsupported_records(r).height
     rows.append(("cells", f"{r.height} recorded of {planned if planned is not None else '?'} planned, in {n_campaigns} campaign(s); "
-                 f"{inp.curves.height} speculative points in the curves"))
+                 + (f"{n_unsupported} of them unsupported by the engine (no window); " if n_unsupported else "")
+                 + f"{inp.curves.height} speculative points in the curves"))
+    reps = _replicate_line(r)
+    if reps:
+        rows.append(("replicates", reps))
     return rows
+
+
+def _replicate_line(records: pl.DataFrame) -> str:
+    """How many windows, seeds, engine replicates and GPU boards the measured records hold."""
+    m = schemes.measured_records(records)
+    if m.height == 0:
+        return ""
+    parts = []
+    for col, words in (("window_index", "window(s) per cell"), ("seed", "seed(s)"),
+                       ("engine_replicate", "engine replicate(s)"), ("gpu_uuid", "GPU board(s)")):
+        if col in m.columns:
+            parts.append(f"{m[col].drop_nulls().n_unique()} {words}")
+        elif col in ("window_index", "engine_replicate"):
+            parts.append(f"1 {words} (not recorded: records before wave 2)")
+    return " · ".join(parts)
+
+
+def _planned_without_record(config: dict, records: pl.DataFrame) -> tuple[int, int] | None:
+    """(planned cells whose id no record carries, planned cells), or None when none is missing."""
+    try:
+        from specjoule import cells
+
+        planned = {c.cell_id for c in cells.build(config)}
+    except Exception:  # a config the cell table cannot expand is reported, not fatal for the report
+        return None
+    have = set(records["cell_id"].to_list()) if records.height and "cell_id" in records.columns else set()
+    missing = len(planned - have)
+    return (missing, len(planned)) if missing else None
+
+
+def _interval_caveats(inp: ReportInputs) -> list[Caveat]:
+    """Say where the numbers carry no interval, and what the intervals resample."""
+    fi = inp.figure_inputs()
+    pts = fi.points.filter(pl.col("energy_ratio").is_not_null()) if fi.points.height else fi.points
+    if pts.height == 0:
+        return []
+    st = fi.stats(pts, ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme",
+                        "acceptance_name"], ["energy_ratio"])
+    n = st.height
+    with_ci = int((st["energy_ratio_band"] == "ci").sum())
+    levels = sorted(set(st.filter(pl.col("energy_ratio_band") == "ci")["interval_level"].drop_nulls().to_list()))
+    if with_ci == 0:
+        why = ("no summary table" if inp.summary is None or inp.summary.height == 0 else
+               "the summary holds no interval for them")
+        return [Caveat("warn", f"no energy ratio carries an interval ({why}): one window, no interval — every ratio "
+                               "is quoted with two significant digits and ≈")]
+    out = [Caveat("info", f"{with_ci} of {n} configurations carry a 95 % interval of their energy ratio (over "
+                          + ", ".join(numbers.INTERVAL_LEVEL_WORDS.get(x, x) for x in levels)
+                          + "); numbers are rounded to the digits their interval supports")]
+    if with_ci < n:
+        out.append(Caveat("warn", f"{n - with_ci} of {n} configurations have no interval (one replicate, or a "
+                                  "replicate left out by a failed check): quoted with ≈ and two significant digits"))
+    return out
 
 
 def _planned(config: dict) -> int | None:
@@ -237,33 +305,45 @@ def _table_from_df(title: str, df: pl.DataFrame, *, note: str = "", source: str 
     return Table(title, list(df.columns), rows, note)
 
 
-def configuration_table(curves: pl.DataFrame, records: pl.DataFrame) -> Table | None:
+def configuration_table(inp: ReportInputs) -> Table | None:
+    """Every configuration (failed campaigns included, marked): means over replicates, the energy
+    ratio with its interval rounded to what the interval supports, and what stands behind it."""
+    curves = inp.curves
     if curves.height == 0:
         return None
-    c = curves.with_columns(arm=pl.when(pl.col("acceptance_name").is_null()).then(pl.col("scheme"))
-                            .otherwise(pl.col("scheme") + pl.lit(" · ") + pl.col("acceptance_name")),
-                            saving_pct=(1 - pl.col("energy_ratio")) * 100, tbt_ms=pl.col("tpot_mean_s") * 1000,
-                            flag_list=pl.col("flags").list.join(","), failed_list=pl.col("failed_checks").list.join(","))
+    fi = inp.figure_inputs()
+    c = figs.with_record_columns(curves, inp.records).with_columns(
+        arm=pl.when(pl.col("acceptance_name").is_null()).then(pl.col("scheme"))
+        .otherwise(pl.col("scheme") + pl.lit(" · ") + pl.col("acceptance_name")),
+        tbt_ms=pl.col("tpot_mean_s") * 1000,
+        flag_list=pl.col("flags").list.join(","), failed_list=pl.col("failed_checks").list.join(","))
     keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "arm"]
-    t = (c.group_by(keys, maintain_order=True)
-         .agg(seeds=pl.len(), realized_L=pl.col("realized_L").mean(),
-              mj_per_token=pl.col("mj_per_committed_token").mean(),
-              baseline_mj=pl.col("baseline_mj_per_committed_token").mean(),
-              saving_pct=pl.col("saving_pct").mean(), saving_min=pl.col("saving_pct").min(),
-              saving_max=pl.col("saving_pct").max(), tbt_ms=pl.col("tbt_ms").mean(), tbt_ratio=pl.col("tbt_ratio").mean(),
-              flags=pl.col("flag_list").filter(pl.col("flag_list") != "").unique().str.join(","),
-              failed_checks=pl.col("failed_list").filter(pl.col("failed_list") != "").unique().str.join(","))
-         .sort(keys))
-    t = t.with_columns(pl.col(c).round(2) for c in ("mj_per_token", "baseline_mj", "saving_pct", "saving_min", "saving_max", "tbt_ms"))
-    t = t.with_columns(pl.col("realized_L").round(3), pl.col("tbt_ratio").round(3))
-    if t["mj_per_token"].null_count() == t.height:
-        t = t.drop("mj_per_token", "baseline_mj", "saving_pct", "saving_min", "saving_max")
-    return _table_from_df("Per configuration (seed means; saving = 1 − energy ratio, %)", t, source="results/curves.parquet")
+    st = fi.stats(c, keys, ["energy_ratio", "realized_L", "mj_per_committed_token"])
+    extra = (c.group_by(keys, maintain_order=True)
+             .agg(baseline_mj=pl.col("baseline_mj_per_committed_token").mean(), tbt_ms=pl.col("tbt_ms").mean(),
+                  tbt_ratio=pl.col("tbt_ratio").mean(),
+                  flags=pl.col("flag_list").filter(pl.col("flag_list") != "").unique().str.join(","),
+                  failed_checks=pl.col("failed_list").filter(pl.col("failed_list") != "").unique().str.join(",")))
+    t = st.join(extra, on=keys, how="left", nulls_equal=True).sort(keys)
+    has_energy = t["energy_ratio"].drop_nulls().len() > 0
+    ratio = [schemes.cell_text(r["energy_ratio"], r["energy_ratio_lo"], r["energy_ratio_hi"], r["energy_ratio_band"], False)
+             if r["energy_ratio"] is not None else "—" for r in t.iter_rows(named=True)]
+    saving = [numbers.saving_words(r["energy_ratio"], r["energy_ratio_lo"] if r["energy_ratio_band"] == "ci" else None,
+                                   r["energy_ratio_hi"] if r["energy_ratio_band"] == "ci" else None)
+              if r["energy_ratio"] is not None else "—" for r in t.iter_rows(named=True)]
+    out = t.select(*keys, pl.col("n_rows").alias("replicates"), pl.col("realized_L").round(3),
+                   pl.col("mj_per_committed_token").round(2).alias("mj_per_token"), pl.col("baseline_mj").round(2),
+                   pl.Series("energy ratio [95 % interval]", ratio), pl.Series("energy per committed token", saving),
+                   pl.col("tbt_ms").round(2), pl.col("tbt_ratio").round(3), pl.col("support").alias("behind it"),
+                   "flags", "failed_checks")
+    if not has_energy:
+        out = out.drop("mj_per_token", "baseline_mj", "energy ratio [95 % interval]", "energy per committed token")
+    return _table_from_df("Per configuration (means over replicates; ratio = energy per committed token / paired baseline)",
+                          out, source="results/curves.parquet")
 
 
 def tbt_table(inp: ReportInputs) -> Table | None:
-    fi = figs.FigureInputs.from_config(inp.config, curves=inp.curves, records=inp.records, checks=inp.checks)
-    t = figs.tbt_targets_table(fi)
+    t = figs.tbt_targets_table(inp.figure_inputs())
     if t.height == 0:
         return None
     t = t.select("engine", "model_pair", "workload", "corpus", "cuda_graphs", "target_ms", "met", "arm", "batch_size_best",
@@ -286,6 +366,57 @@ def device_time_table(records: pl.DataFrame) -> Table | None:
                                "included); other = idle-power measurement, prompts, drains and cool-downs between cells")
 
 
+# --- schemes: the comparison at matched L / accepted per pass, and what ran (ADR 0093, 0094) -----------
+
+def scheme_section(inp: ReportInputs) -> dict:
+    fi = inp.figure_inputs()
+    order = [n for n, sc in inp.config.get("schemes", {}).items() if sc.get("method") != "baseline"]
+    comparisons = [t for t in (schemes.comparison_table(fi, "L", order), schemes.comparison_table(fi, "apv", order)) if t]
+    matrix = schemes.scheme_matrix(inp.records, inp.config)
+    ulist = schemes.unsupported_list(inp.records)
+    unsupported = None
+    if ulist.height:
+        unsupported = _table_from_df("Unsupported cells (the engine's own reason)", ulist.select(
+            "engine", "family", pl.col("model_pair").alias("target"), "scheme", "cells", pl.col("batch_sizes").alias("B"),
+            "reason"), note="records with status unsupported: identity and environment, no window, counters or energy")
+    return {"comparisons": comparisons, "matrix": matrix, "unsupported": unsupported}
+
+
+# --- spread: the variance budget (results/variance.parquet, written by the analysis) -------------------------
+
+VARIANCE_LEVELS = ("window", "seed", "engine_replicate", "gpu", "run", "residual")
+VARIANCE_COLUMNS = ("family", "metric", "level", "variance", "share", "n_units", "estimable", "note")
+
+
+def variance_table(variance: pl.DataFrame | None) -> Table | None:
+    """One row per campaign family × metric × replicate level: its variance and share, or "not
+    estimable" with the analysis' reason (one unit, a level confounded with another)."""
+    if variance is None or variance.height == 0:
+        return None
+    missing = [c for c in VARIANCE_COLUMNS if c not in variance.columns]
+    if missing:
+        raise ValueError(f"results/variance.parquet lacks column(s) {', '.join(missing)}")
+    rank = {lv: i for i, lv in enumerate(VARIANCE_LEVELS)}
+    v = variance.with_columns(_rank=pl.col("level").replace_strict(rank, default=len(rank), return_dtype=pl.Int64)) \
+        .sort("family", "metric", "_rank", "level")
+    rows, classes = [], []
+    for r in v.iter_rows(named=True):
+        estimable = bool(r["estimable"]) and r["variance"] is not None
+        level = numbers.INTERVAL_LEVEL_WORDS.get(r["level"], r["level"])
+        rows.append([r["family"], r["metric"], level,
+                     fmt(r["variance"], 3) if estimable else "—",
+                     (fmt(r["share"] * 100, 2) + " %") if estimable and r["share"] is not None else
+                     ("not estimable" if not estimable else "—"),
+                     fmt(r["n_units"]), "yes" if estimable else "not estimable", fmt(r["note"]) if r["note"] else ""])
+        classes.append("" if estimable else "not-estimable")
+    note = ("share of each metric's variance by replicate level, per campaign family: more units at the level with the "
+            "largest share narrow the interval most. A level the evidence cannot separate (one unit, or confounded with "
+            "another) is not estimable and says why; its share is not guessed.")
+    return Table("Variance budget (results/variance.parquet)",
+                 ["campaign family", "metric", "level", "variance", "share", "units", "estimable", "note"], rows, note,
+                 row_classes=classes)
+
+
 MECHANISM_WORDS = {"vllm_synthetic_rates": "a per-position acceptance vector (vLLM synthetic rates)",
                    "sglang_simulate_acc_len": "a simulated mean accept length per step (SGLang SGLANG_SIMULATE_ACC_LEN)",
                    "model": "the drafter's own acceptance"}
@@ -294,15 +425,16 @@ MECHANISM_WORDS = {"vllm_synthetic_rates": "a per-position acceptance vector (vL
 def engine_tables(inp: ReportInputs) -> list[Table]:
     """The engine comparison (figures.engine_comparison_table), one table per engine pair, its columns
     named after the engines; each side's acceptance mechanism is a column of its own (ADR 0037)."""
-    fi = figs.FigureInputs.from_config(inp.config, curves=inp.curves, records=inp.records, checks=inp.checks)
-    t = figs.engine_comparison_table(fi)
+    t = figs.engine_comparison_table(inp.figure_inputs())
     out = []
     if t.height == 0:
         return out
     show_round = t["round_time_ms_a"].drop_nulls().len() + t["round_time_ms_b"].drop_nulls().len() > 0
     for (a, b), grp in t.group_by(["engine_a", "engine_b"], maintain_order=True):
         cols = [pl.col("gpu_model").alias("GPU"), "model_pair", "workload", "corpus", "cuda_graphs",
-                pl.col("batch_size").alias("B"), "seed", "scheme",
+                pl.col("batch_size").alias("B"), "seed",
+                *[pl.col(k).alias(label) for k, label in (("engine_replicate", "engine replicate"), ("window_index", "window"))
+                  if k in t.columns], "scheme",
                 (pl.col("acceptance_kind").fill_null("model") + pl.lit(" L=")
                  + pl.col("configured_L").round(2).cast(pl.String).fill_null("—")).alias("acceptance")]
         for side, eng in (("a", a), ("b", b)):
@@ -362,10 +494,19 @@ def _failed_campaigns(inp: ReportInputs) -> dict[str, list[str]]:
 # --- caveats, generated from the data ----------------------------------------------------------------
 
 def caveats(inp: ReportInputs) -> list[Caveat]:
-    c, r, cur = inp.config, inp.records, inp.curves
+    c, all_records, cur = inp.config, inp.records, inp.curves
     out: list[Caveat] = []
-    if r.height == 0:
+    if all_records.height == 0:
         return [Caveat("warn", "no records: nothing was measured")]
+    # An unsupported record has no window, meter or counters: the caveats about measurements read the others.
+    r = schemes.measured_records(all_records)
+    unsupported = schemes.unsupported_list(all_records)
+    if unsupported.height:
+        out.append(Caveat("warn", f"{int(unsupported['cells'].sum())} cell(s) unsupported by their engine "
+                                  f"({unsupported.height} engine × target × scheme combination(s)): they have no energy "
+                                  "and no point; the scheme matrix lists each with the engine's own reason"))
+    if r.height == 0:
+        return out + [Caveat("warn", "no measured record: every cell was unsupported by its engine")]
     meters = r["meter"].fill_null("none")
     if (meters == "none").all():
         out.append(Caveat("warn", "meter: none — energy not measured on this machine; every energy figure and column is "
@@ -376,16 +517,17 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
         out.append(Caveat("info", "device: cpu — this run checks the chain end to end; its timings say nothing about GPUs"))
     dummy = [n for n, p in c.get("models", {}).items()
              if p["target"].get("load_format") == "dummy" or (p.get("draft") or {}).get("load_format") == "dummy"]
-    if dummy and (r["acceptance_kind"].is_null() & (r["method"] != "baseline")).any():
+    # n-gram lookup has no drafter weights: only a drafter model's acceptance is random with dummy weights.
+    if dummy and (r["acceptance_kind"].is_null() & ~r["method"].is_in(["baseline", "ngram"])).any():
         out.append(Caveat("warn", f"dummy (random) weights in model pair(s) {', '.join(dummy)}: acceptance by a model "
                                   "drafter measures random weights, not a real drafter"))
     cfg_hashes = _uniq(r, "config_hash")
     if cfg_hashes and cfg_hashes != [inp.config_hash]:
         out.append(Caveat("warn", f"records carry config hash {_join(cfg_hashes)}, the report's config is {inp.config_hash}: "
                                   "the checks' thresholds or the grid changed since the runs"))
-    planned = _planned(c)
-    if planned is not None and r.height < planned:
-        out.append(Caveat("warn", f"{planned - r.height} of {planned} planned cells have no record (failed or not run)"))
+    missing = _planned_without_record(c, all_records)
+    if missing:
+        out.append(Caveat("warn", f"{missing[0]} of {missing[1]} planned cells have no record (failed or not run)"))
     failed = _failed_campaigns(inp)
     if failed:
         names = sorted({ch for v in failed.values() for ch in v})
@@ -432,6 +574,7 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
                                   f"not counted{host}"))
     if len(c.get("seeds", [])) < 2:
         out.append(Caveat("info", "one seed per configuration: no spread across seeds is shown"))
+    out += _interval_caveats(inp)
     if c.get("device") == "cuda" and c.get("cuda_graphs") == [False]:
         out.append(Caveat("warn", "CUDA graphs off in every cell: speculation is credited with launch overhead that "
                                   "graph capture would remove"))
@@ -468,6 +611,28 @@ def _script_json(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":")).replace("</", "<\\/")
 
 
+def headline_ratios(inp: ReportInputs) -> tuple[tuple[str, str, str] | None, tuple[str, str, str] | None]:
+    """The best and the worst configuration by mean energy ratio, each as (words rounded to its
+    interval, the configuration, what stands behind it) — no digit the interval does not support."""
+    fi = inp.figure_inputs()
+    pts = fi.points.filter(pl.col("energy_ratio").is_not_null()) if fi.points.height else fi.points
+    if pts.height == 0:
+        return None, None
+    keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme", "acceptance_name"]
+    st = fi.stats(pts, keys, ["energy_ratio"]).sort("energy_ratio", "engine", "model_pair", "scheme", nulls_last=True)
+
+    def describe(r: dict) -> tuple[str, str, str]:
+        arm = r["scheme"] + (f" · {r['acceptance_name']}" if r["acceptance_name"] else "")
+        ci = r["energy_ratio_band"] == "ci"
+        words = numbers.saving_words(r["energy_ratio"], r["energy_ratio_lo"] if ci else None,
+                                     r["energy_ratio_hi"] if ci else None)
+        where = (f"{r['engine']}, {r['model_pair']}, {arm}, B={r['batch_size']}, {r['corpus']}, {r['workload']}, "
+                 f"graphs {'on' if r['cuda_graphs'] else 'off'}")
+        return words, where, r["support"]
+
+    return describe(st.row(0, named=True)), describe(st.row(-1, named=True))
+
+
 def glance(inp: ReportInputs, checks: dict) -> dict:
     counts = checks.get("counts", {})
     failed = _failed_campaigns(inp)
@@ -475,23 +640,7 @@ def glance(inp: ReportInputs, checks: dict) -> dict:
     if inp.checks is not None and inp.checks.height:
         energy_fail = int(((inp.checks["check"] == figs.ENERGY_CHECK) & (inp.checks["status"] == "fail")).sum())
     energy = inp.records.height > 0 and (inp.records["meter"].fill_null("none") != "none").any()
-    best = worst = None
-    fi = figs.FigureInputs.from_config(inp.config, curves=inp.curves, records=inp.records, checks=inp.checks)
-    pts = fi.points.filter(pl.col("energy_ratio").is_not_null()) if fi.points.height else fi.points
-    if pts.height:
-        keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme", "acceptance_name"]
-        means = pts.group_by(keys).agg(pl.col("energy_ratio").mean(), pl.len().alias("n")).sort("energy_ratio")
-
-        def describe(r: dict) -> str:
-            arm = r["scheme"] + (f" · {r['acceptance_name']}" if r["acceptance_name"] else "")
-            return (f"{r['engine']}, {arm}, B={r['batch_size']}, {r['corpus']}, {r['workload']}, "
-                    f"graphs {'on' if r['cuda_graphs'] else 'off'}"
-                    + (f", {r['n']} seeds" if r["n"] > 1 else ""))
-
-        lo, hi = means.row(0, named=True), means.row(-1, named=True)
-        best = (f"{(1 - lo['energy_ratio']) * 100:.1f} % less", describe(lo))
-        worst = (f"{(hi['energy_ratio'] - 1) * 100:.1f} % more" if hi["energy_ratio"] > 1
-                 else f"{(1 - hi['energy_ratio']) * 100:.1f} % less", describe(hi))
+    best, worst = headline_ratios(inp)
     refusing = sum(1 for _ in failed)
     return {
         "status": "fail" if failed else ("flag" if counts.get("flag") else ("none" if energy_fail else "pass")),
@@ -510,10 +659,10 @@ def render(inp: ReportInputs) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=jinja2.select_autoescape(["j2", "html"]),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     checks = checks_view(inp.checks)
-    tables = [t for t in (failed_table(inp), configuration_table(inp.curves, inp.records), tbt_table(inp),
+    tables = [t for t in (failed_table(inp), configuration_table(inp), tbt_table(inp),
                           device_time_table(inp.records)) if t]
     if inp.summary is not None and inp.summary.height:
-        tables.append(_table_from_df("Seed summary with intervals (curves_summary)", inp.summary,
+        tables.append(_table_from_df("Summary with intervals (curves_summary)", inp.summary,
                                      source="results/curves_summary.parquet"))
     figures, engine_figures = [], []
     for f in inp.manifest.get("figures", []):
@@ -533,6 +682,8 @@ def render(inp: ReportInputs) -> str:
         "engines": {"figures": engine_figures, "tables": engine_tables(inp),
                     "names": _engine_names(inp)},
         "tables": tables,
+        "schemes": scheme_section(inp),
+        "variance": variance_table(inp.variance),
         "paths": inp.paths,
         "bundle": javascript_bundle(inp.manifest.get("vega_lite_version", figs.VEGALITE_VERSION)),
     }
