@@ -286,10 +286,15 @@ def _import_torch():
 
 def _metered_loop(torch, nvml: _Nvml, gpm, name: str, fn: Callable[[], Any], hbm_bytes: float, ops: float,
                   seconds: float, lead_s: float, replay_s: float = 0.05) -> KernelRun:
-    """Capture ``fn`` in a CUDA graph of ~replay_s, enqueue lead + seconds + margin of replays, and meter
-    the steady middle between two energy-counter updates while the GPU is still busy."""
-    # Per-iteration time, eagerly (also warms cuBLAS and the allocator).
-    for _ in range(3):
+    """Capture ``fn`` in a CUDA graph of ~replay_s and replay it back to back from a launcher thread
+    while this thread meters the steady middle between two energy-counter updates.
+
+    A launcher thread, because a graph launch blocks once the GPU's launch queue is full (seen on
+    an H200: a loop of replays enqueued up front ran mostly before the first energy edge). The
+    replay releases the GIL, so the edges here are read at ~1 ms resolution while it blocks."""
+    import threading
+
+    for _ in range(3):  # warms cuBLAS and the allocator; also the per-iteration time below
         fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -311,18 +316,36 @@ def _metered_loop(torch, nvml: _Nvml, gpm, name: str, fn: Callable[[], Any], hbm
             fn()
     graph.replay()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    graph.replay()
-    torch.cuda.synchronize()
-    replay_s_measured = time.perf_counter() - t0
-    margin_s = 0.6
-    n_replays = int(math.ceil((lead_s + seconds + margin_s) / replay_s_measured))
+
+    stop = threading.Event()
+    launched = [0]
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(n_replays):
-        graph.replay()
-    end.record()
-    t_enqueued = time.monotonic()
+    failure: list[BaseException] = []
+
+    def launch() -> None:
+        # At most `ahead` replays queued: a launch that does not block (a copy-engine node would not)
+        # must not run minutes ahead of the GPU (seen: 1082 replays queued in 5 s, 84 s to drain).
+        from collections import deque
+
+        ahead, queued = 4, deque()
+        try:
+            torch.cuda.set_device(0)
+            start.record()
+            while not stop.is_set():
+                if len(queued) >= ahead:
+                    queued.popleft().synchronize()  # releases the GIL while it waits
+                graph.replay()
+                done = torch.cuda.Event()
+                done.record()
+                queued.append(done)
+                launched[0] += 1
+            end.record()
+        except BaseException as exc:  # surfaced below
+            failure.append(exc)
+
+    launcher = threading.Thread(target=launch, name=f"calibrate-{name}", daemon=True)
+    t_launch = time.monotonic()
+    launcher.start()
     time.sleep(lead_s)  # clocks and power settle under the kernel
     e0, t_e0 = nvml.next_update()
     gpm_start = gpm.sample() if gpm else None
@@ -336,7 +359,9 @@ def _metered_loop(torch, nvml: _Nvml, gpm, name: str, fn: Callable[[], Any], hbm
             temps.append(float(temp))
         time.sleep(0.1)
     e1, t_e1 = nvml.next_update()
-    busy = not end.query()  # the GPU still had replays queued at the last edge
+    # Busy at the last edge: the launcher is still launching (it stops only when told), and it has
+    # launched more replays than the GPU could have finished by now.
+    busy = launcher.is_alive() and not failure
     gpm_values: dict[str, float | None] = {}
     if gpm:
         gpm_end = gpm.sample()
@@ -345,11 +370,19 @@ def _metered_loop(torch, nvml: _Nvml, gpm, name: str, fn: Callable[[], Any], hbm
         finally:
             gpm.free(gpm_start)
             gpm.free(gpm_end)
+    stop.set()
+    launcher.join(timeout=30)
+    if failure:
+        raise HardwareError(f"kernel {name}: the launcher failed: {failure[0]}") from failure[0]
     end.synchronize()
     kernel_s = start.elapsed_time(end) / 1000.0
-    log.info("%s: %d × %d iterations in %.3f s (enqueue-to-edge %.2f s), %.1f W", name, n_replays, reps, kernel_s,
-             t_e0 - t_enqueued, (e1 - e0) / 1000.0 / (t_e1 - t_e0))
-    return KernelRun(name=name, hbm_bytes_per_iter=float(hbm_bytes), ops_per_iter=float(ops), iters=n_replays * reps,
+    iters = launched[0] * reps
+    # The GPU worked through every launched replay without a gap only if the event span covers the
+    # host span from the first launch to the last edge (a launcher slower than the GPU would leave gaps).
+    busy = busy and kernel_s >= 0.97 * (t_e1 - t_launch)
+    log.info("%s: %d × %d iterations in %.3f s (first edge %.2f s after launch), %.1f W, busy %s", name,
+             launched[0], reps, kernel_s, t_e0 - t_launch, (e1 - e0) / 1000.0 / (t_e1 - t_e0), busy)
+    return KernelRun(name=name, hbm_bytes_per_iter=float(hbm_bytes), ops_per_iter=float(ops), iters=iters,
                      kernel_s=kernel_s, energy_j=(e1 - e0) / 1000.0, energy_s=t_e1 - t_e0,
                      sm_clock_mhz=sum(clocks) / len(clocks) if clocks else None, throttle_mask=masks,
                      temperature_c=max(temps) if temps else None, gpm=gpm_values, busy_at_end=busy)
@@ -388,7 +421,9 @@ def measure(seconds: float = 4.0, idle_s: float = 3.0) -> dict[str, Any]:
     out = torch.empty((), device="cuda", dtype=torch.bfloat16)
 
     kernels = {}
-    kernels["copy"] = _metered_loop(torch, nvml, gpm, "copy", lambda: dst.copy_(src),
+    # The copy runs on the SMs (an elementwise negation: read once, write once): copy_ captured in a
+    # graph becomes a copy-engine memcpy node, which moved only 2.7 TB/s on an H200 (ADR 0100).
+    kernels["copy"] = _metered_loop(torch, nvml, gpm, "copy", lambda: torch.neg(src, out=dst),
                                     hbm_bytes=2 * src.numel() * BF16_BYTES, ops=0, seconds=seconds, lead_s=0.4)
     kernels["reduce"] = _metered_loop(torch, nvml, gpm, "reduce", lambda: torch.sum(src, dim=0, out=out),
                                       hbm_bytes=src.numel() * BF16_BYTES, ops=0, seconds=seconds, lead_s=0.4)
@@ -417,7 +452,12 @@ def calibrate(out_dir: str | Path, seconds: float = 4.0, force: bool = False, le
     """Lease a GPU, and measure it unless ``<out>/<uuid>-<driver>.json`` exists (then reuse it)."""
     from specjoule import gpu
 
-    held = gpu.acquire("cuda") if lease else None  # before torch: CUDA reads CUDA_VISIBLE_DEVICES once
+    from specjoule.meter import MeterError
+
+    try:  # before torch: CUDA reads CUDA_VISIBLE_DEVICES once
+        held = gpu.acquire("cuda") if lease else None
+    except (MeterError, gpu.GpuLeaseError) as exc:
+        raise HardwareError(f"calibrate needs an NVIDIA GPU and its driver: {exc}") from exc
     try:
         nvml = _open_nvml()
         path = Path(out_dir) / cache_name(nvml.uuid, nvml.driver)
@@ -426,13 +466,21 @@ def calibrate(out_dir: str | Path, seconds: float = 4.0, force: bool = False, le
             log.info("calibration cached for %s, driver %s: %s (--force measures again)", nvml.uuid, nvml.driver, path)
             return path
         raw = measure(seconds=seconds)
+        try:
+            constants = summarise(raw)
+        except HardwareError:
+            failed = path.with_suffix(".failed.json")
+            failed.parent.mkdir(parents=True, exist_ok=True)
+            failed.write_text(json.dumps({"schema": SCHEMA, "raw": raw}, indent=1, sort_keys=True) + "\n")
+            log.error("calibration not trusted; its raw measurements: %s", failed)
+            raise
         data = {
             "schema": SCHEMA,
             "gpu_uuid": raw["gpu_uuid"], "gpu_name": raw["gpu_name"], "driver_version": raw["driver_version"],
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "hostname": os.uname().nodename,
             "git_commit": os.environ.get("SPECJOULE_GIT_COMMIT"),
-            "constants": summarise(raw),
+            "constants": constants,
             "raw": raw,
         }
         from specjoule.records import atomic_path
