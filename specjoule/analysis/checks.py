@@ -60,6 +60,7 @@ class Thresholds:
     idle_regime_ratio: float
     allow_failed_checks: bool
     engine_config_may_differ: list[str] = dataclasses.field(default_factory=list)
+    model_residual_max: float = 0.25  # issue 18; the schema's default is the one used
 
     @classmethod
     def from_config(cls, checks: Mapping[str, Any] | None) -> Thresholds:
@@ -596,6 +597,18 @@ def failed_requests(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -
 
 
 # ----------------------------------------------------------------------------------------------
+
+@check("model_residual", "cell",
+       "measured mJ per committed token within model_residual_max (relative) of the roofline model's prediction "
+       "from the campaign GPU's baselines (ADR 0102); flagged, not failed: a miss is a broken measurement or an "
+       "effect the model leaves out, such as a host-bound draft loop")
+def model_residual(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    from specjoule.analysis import roofline  # the logic lives there; this is its registry entry
+
+    df, status, value, detail = roofline.residual_check_exprs(df, th.model_residual_max, PASS, FLAG, NA)
+    return _reduce_cells(df, "model_residual", status=status, value=value, detail=detail,
+                         threshold=th.model_residual_max)
+
 
 def run_checks(records: pl.DataFrame, thresholds: Thresholds, config_hash: str | None = None,
                only: list[str] | None = None) -> pl.DataFrame:
