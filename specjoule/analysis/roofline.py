@@ -1035,6 +1035,11 @@ def plan_predictions(cells: Iterable[Any], records_path: str, hardware_dir: str,
         records = records.filter(C("status").is_null() | (C("status") == "measured"))
     f = fit(records, lookup, calibrations, resamples=0)
     measured = set(records["cell_id"].to_list())
+    # How far the model missed the cells of each engine and method measured so far: a planned cell of the
+    # same kind will likely miss the same way (a host-bound draft loop is not in the roofline).
+    priced = model_cells(records, lookup, calibrations, resamples=0).cells
+    missed = {(r["engine"], r["method"]): r["residual"] for r in priced.filter(C("residual").is_not_null())
+              .group_by("engine", "method").agg(C("residual").median()).iter_rows(named=True)}
     # Predict on the GPU with the most baselines: the plan does not know which GPU a cell will get.
     gpus = [o.gpu for o in f.obs]
     if not gpus:
@@ -1063,6 +1068,9 @@ def plan_predictions(cells: Iterable[Any], records_path: str, hardware_dir: str,
                 text = f"predicted energy ratio {ratio:.3f} at L = {row['configured_L']:.3g}; break-even L {cross:.2f}"
             else:
                 text = f"acceptance unknown before the run; predicted break-even L {cross:.2f}"
+            past = missed.get((row["engine"], row["method"]))
+            if past is not None:
+                text += f" (measured {row['engine']} {row['method']} cells so far: median residual {past:+.2f})"
         except NotModelled as exc:
             text = f"not modelled: {exc}"
         n_pred += 1

@@ -163,9 +163,11 @@ class NvmlMeter(Meter):
         self._others_end: int | None = None
         self.driver: str | None = None
         self.power_limit_w: float | None = None
-        self.want_gpm = gpm
+        # SPECJOULE_GPM=0 switches the counters off without a code change (a GPU or VM where GPM misbehaves).
+        self.want_gpm = gpm and os.environ.get("SPECJOULE_GPM", "1") != "0"
         self._gpm: list[GpmReader | None] = []
-        self._gpm_reason: str | None = None if gpm else "GPM switched off (NvmlMeter(gpm=False))"
+        self._gpm_reason: str | None = (None if self.want_gpm else
+                                        "GPM switched off (NvmlMeter(gpm=False) or SPECJOULE_GPM=0)")
         self._gpm_prev: list[Any] = []  # the last tick's sample per GPU (timeline deltas)
         self._gpm_edges: dict[str, list[Any]] = {}  # "start" / "end" → one sample per GPU
         self._gpm_all: list[GpmReader | None] = []  # every reader opened, for freeing samples after a stop
