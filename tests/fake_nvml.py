@@ -34,6 +34,11 @@ class NVMLError_NoPermission(NVMLError):
         super().__init__(4, "Insufficient Permissions")
 
 
+class NVMLError_InUse(NVMLError):
+    def __init__(self) -> None:
+        super().__init__(19, "In use by another client")
+
+
 @dataclass
 class _Metric:
     metricId: int = 0
@@ -67,7 +72,9 @@ class FakeNvml:
     gpm: ``ok`` | ``unsupported`` (the device says no) | ``refused_query`` (the support query itself
     fails, as in a VM) | ``refused_sample`` (support says yes, the first sample fails) |
     ``refused_metric`` (one metric refused in every read) | ``no_bindings`` (old nvidia-ml-py) |
-    ``fails_after:N`` (the N-th sample and every one after it fails).
+    ``fails_after:N`` (the N-th sample and every one after it fails) | ``in_use_every:K`` (every K-th sample
+    is refused as in use by another client, once: a retry succeeds) | ``in_use_after:N`` (from the N-th
+    sample on, every sample is refused as in use: what an H200 did when two threads sampled at once).
     """
 
     NVMLError = NVMLError
@@ -76,6 +83,7 @@ class FakeNvml:
     NVML_CLOCK_MEM = 2
     NVML_TEMPERATURE_GPU = 0
     NVML_GPM_METRICS_GET_VERSION = 1
+    NVML_ERROR_IN_USE = 19
 
     def __init__(self, *, gpm: str = "ok", ticks: list[dict[str, float]] | None = None,
                  mem_util: list[float] | None = None, n_gpus: int = 1, energy_step_mj: int = 1000,
@@ -91,6 +99,8 @@ class FakeNvml:
         self._energy = [1_000_000] * n_gpus
         self._util_i = 0
         self.live_samples = 0
+        self.refused_in_use = 0
+        self._gets = 0
         for name, value in GPM_IDS.items():
             setattr(self, name, value)
 
@@ -141,11 +151,17 @@ class FakeNvml:
         self.live_samples -= 1
 
     def nvmlGpmSampleGet(self, h: int, s: _Sample) -> _Sample:
-        n_gets = self.calls["nvmlGpmSampleGet"]  # this call included
+        self._gets += 1
+        n_gets = self._gets  # this call included (a retry of a bound method is a call too)
         if self.gpm_mode == "refused_sample":
             raise NVMLError_NotSupported()
         if self.gpm_mode.startswith("fails_after:") and n_gets >= int(self.gpm_mode.split(":")[1]):
             raise NVMLError(999, "Unknown Error")
+        if self.gpm_mode.startswith("in_use_after:") and n_gets >= int(self.gpm_mode.split(":")[1]):
+            raise NVMLError_InUse()
+        if self.gpm_mode.startswith("in_use_every:") and n_gets % int(self.gpm_mode.split(":")[1]) == 0:
+            self.refused_in_use += 1
+            raise NVMLError_InUse()
         if h == 0:
             self._tick += 1
         s.tick = self._tick

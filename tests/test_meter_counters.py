@@ -8,6 +8,9 @@ code. The happy path on a real GPU: scripts/device/check_counters.py.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from specjoule import records
@@ -152,3 +155,62 @@ def test_none_meter_says_no_counters():
 
     res = make_meter("none", "cpu").result()
     assert res.counters_source == "none" and res.counters_reason and res.dram_bw_util_pct is None
+
+
+# ------------------------------------------------------------------------------------------------
+# recorded on an H200 (scripts/device/check_counters.py, 2026-12-01)
+
+RECORDED = Path(__file__).parent / "data" / "nvml" / "gpm-h200-2026-12-01.json"
+RECORDED_IN_USE = Path(__file__).parent / "data" / "nvml" / "gpm-h200-2026-12-01-in-use.json"
+
+
+def _recorded_ticks(window: str) -> list[dict]:
+    timeline = json.loads(RECORDED.read_text())[window]["timeline"]
+    return [{c: r[c] for c in GPM_COLUMNS} for r in timeline if r["in_window"] and r["dram_bw_util_pct"] is not None
+            and r["tensor_active_pct"] is not None]
+
+
+@pytest.mark.parametrize("window", ["copy", "matmul"])
+def test_recorded_h200_gpm_ticks_replayed_through_the_meter(monkeypatch, window):
+    ticks = _recorded_ticks(window)
+    assert len(ticks) >= 10
+    fake = FakeNvml(ticks=ticks)
+    m = _meter(monkeypatch, fake)
+    start = fake._tick + 1
+    res, tl = _window(m, ticks=8)
+    m.close()
+    end = start + 9  # eight timeline samples between the two edge samples
+    for col in GPM_COLUMNS:
+        vals = [ticks[(t - 1) % len(ticks)][col] for t in range(start + 1, end + 1)]
+        assert getattr(res, col) == pytest.approx(sum(vals) / len(vals)), col
+    if window == "copy":  # an SM copy keeps HBM busy and the tensor cores idle
+        assert res.dram_bw_util_pct > 80 and res.tensor_active_pct < 1
+    else:
+        assert res.tensor_active_pct > 75 and res.dram_bw_util_pct < 25
+    # The real run's window values through the same meter (edge samples): the same picture.
+    real = json.loads(RECORDED.read_text())[window]["result"]
+    assert real["counters_source"] == "gpm" and real["counters_reason"] is None
+    assert (real["dram_bw_util_pct"] > 80) == (window == "copy")
+
+
+def test_in_use_refusals_are_retried(monkeypatch):
+    fake = FakeNvml(gpm="in_use_every:3", ticks=TICKS)
+    m = _meter(monkeypatch, fake)
+    res, tl = _window(m, ticks=6)
+    m.close()
+    assert fake.refused_in_use >= 2  # refused, and retried to success
+    assert res.counters_source == "gpm" and res.counters_reason is None and res.dram_bw_util_pct is not None
+    assert fake.live_samples == 0
+
+
+def test_gpm_held_by_another_client_is_null_with_nvmls_words(monkeypatch):
+    """The failure the H200 showed before the meter serialised its GPM calls: the window-start sample
+    refused as in use. The reason recorded there and the one the meter gives here read the same."""
+    fake = FakeNvml(gpm="in_use_after:3", ticks=TICKS)
+    m = _meter(monkeypatch, fake)
+    res, _ = _window(m, ticks=3)
+    m.close()
+    recorded = json.loads(RECORDED_IN_USE.read_text())["copy"]["result"]["counters_reason"]
+    assert recorded == "nvmlGpmSampleGet at window start failed: In use by another client (NVMLError_InUse)"
+    assert res.counters_reason == recorded
+    assert res.dram_bw_util_pct is None and res.counters_source == "utilization" and res.energy_j > 0

@@ -13,8 +13,17 @@ so a refusal costs nothing measurable.
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
+
+# One GPM call at a time in this process: NVML refuses a sample taken while another is being taken
+# ("In use by another client", NVMLError_InUse, seen on an H200 2026-12-01 when the window edge and the
+# timeline thread sampled together). A call refused for that reason is retried a few times.
+_LOCK = threading.RLock()
+_IN_USE = 19  # NVML_ERROR_IN_USE
+_RETRIES = 5
 
 # Record / timeline column → pynvml metric constant name. SM_UTIL is "percentage of SMs that were
 # busy" (SM activity); ANY_TENSOR_UTIL "percentage of time the SMs were doing any tensor operation".
@@ -66,10 +75,23 @@ class GpmReader:
             return None, f"nvmlGpmMetricsGet returned no metric ({', '.join(refused)} refused)"
         return reader, None
 
+    def _call(self, fn: Any, *args: Any) -> Any:
+        """fn(*args) under the process-wide GPM lock, retried while NVML says another client holds GPM."""
+        with _LOCK:
+            for attempt in range(_RETRIES):
+                try:
+                    return fn(*args)
+                except self.nv.NVMLError as exc:
+                    if getattr(exc, "value", None) != getattr(self.nv, "NVML_ERROR_IN_USE", _IN_USE) \
+                            or attempt == _RETRIES - 1:
+                        raise
+                time.sleep(0.002 * (attempt + 1))
+        raise AssertionError("unreachable")
+
     def sample(self) -> Any:
-        s = self.nv.nvmlGpmSampleAlloc()
+        s = self._call(self.nv.nvmlGpmSampleAlloc)
         try:
-            self.nv.nvmlGpmSampleGet(self.handle, s)
+            self._call(self.nv.nvmlGpmSampleGet, self.handle, s)
         except BaseException:
             self.free(s)
             raise
@@ -77,7 +99,7 @@ class GpmReader:
 
     def free(self, s: Any) -> None:
         try:
-            self.nv.nvmlGpmSampleFree(s)
+            self._call(self.nv.nvmlGpmSampleFree, s)
         except self.nv.NVMLError:
             pass
 
@@ -91,7 +113,7 @@ class GpmReader:
         request.sample2 = second
         for i, const in enumerate(GPM_METRICS.values()):
             request.metrics[i].metricId = getattr(nv, const)
-        result = nv.nvmlGpmMetricsGet(request)
+        result = self._call(nv.nvmlGpmMetricsGet, request)
         out: dict[str, float | None] = {}
         for i, column in enumerate(GPM_METRICS):
             m = result.metrics[i]
