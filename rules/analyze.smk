@@ -39,7 +39,8 @@ rule roofline:
         "results/logs/roofline.log",
     params:
         hardware_dir="results/hardware",
-        balance_override=CONFIG["report"].get("balance_point_op_per_byte"),
+        # The fallback for a GPU without a calibration; a measured balance point always wins (ADR 0102).
+        balance_fallback=CONFIG["report"].get("balance_point_op_per_byte"),
         config_hash=CONFIG_HASH,
     localrule: True
     conda:

@@ -19,7 +19,7 @@ def main(smk) -> None:  # smk: the Snakemake script object
     log.info("%d calibration(s) in %s: %s", len(calibrations), smk.params.hardware_dir,
              ", ".join(f"{c['gpu_uuid']} ({c['driver_version']})" for c in calibrations) or "none")
     result = roofline.model_cells(records, roofline.models_lookup, calibrations,
-                                  balance_override=smk.params.balance_override)
+                                  balance_fallback=smk.params.balance_fallback)
     roofline.write_tables(result, dict(smk.output), smk.params.config_hash)
     cells = result.cells
     modelled = cells.filter(pl.col("model_status") == "modelled")

@@ -395,3 +395,14 @@ def test_real_h200_calibration_drives_the_model():
     assert hw.measured_op_per_byte(copy_k["gpm"]["dram_bw_util_pct"], mm_k["gpm"]["tensor_active_pct"]) \
         == pytest.approx(expected)
     assert math.isfinite(hw.prior.j_per_op) and hw.prior.j_per_op > 0
+
+
+def test_residual_bound_is_preregistered_in_the_config_and_defaults_without_changing_hashes():
+    from specjoule import config
+
+    assert checks_mod.Thresholds.from_config({"model_residual_max": 0.1}).model_residual_max == 0.1
+    with pytest.raises(config.ConfigError, match="checks.model_residual_max"):
+        checks_mod.Thresholds.from_config({"model_residual_maximum": 0.1})
+    # No schema default: a config that leaves it unset validates to the same dict (and hash) as before.
+    props = config._schema()["properties"]["checks"]["properties"]
+    assert "default" not in props["model_residual_max"]

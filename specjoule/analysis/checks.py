@@ -60,13 +60,16 @@ class Thresholds:
     idle_regime_ratio: float
     allow_failed_checks: bool
     engine_config_may_differ: list[str] = dataclasses.field(default_factory=list)
-    model_residual_max: float = 0.25  # issue 18; the schema's default is the one used
+    model_residual_max: float = 0.25  # issue 18 (ADR 0102); no schema default, see config/schema.yaml
 
     @classmethod
     def from_config(cls, checks: Mapping[str, Any] | None) -> Thresholds:
         from specjoule import config as _config
 
-        defaults = {k: v["default"] for k, v in _config._schema()["properties"]["checks"]["properties"].items()}
+        # A threshold added after configs were pre-registered has no schema default (filling one in would change
+        # those configs' hash); the dataclass default then applies.
+        defaults = {k: v["default"] for k, v in _config._schema()["properties"]["checks"]["properties"].items()
+                    if "default" in v}
         given = dict(checks or {})
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(given) - names)
@@ -75,7 +78,7 @@ class Thresholds:
                                       f"unknown check threshold; known: {', '.join(sorted(names))}")
         merged = {**defaults, **given}
         merged["engine_config_may_differ"] = list(merged.get("engine_config_may_differ") or [])
-        return cls(**{n: merged[n] for n in names})
+        return cls(**{n: merged[n] for n in names if n in merged})
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -695,13 +695,13 @@ def fit(records: pl.DataFrame, lookup: ShapeLookup, calibrations: list[Mapping[s
 
 
 def model_cells(records: pl.DataFrame, lookup: ShapeLookup, calibrations: list[Mapping[str, Any]],
-                balance_override: float | None = None, resamples: int = BOOTSTRAP_RESAMPLES,
+                balance_fallback: float | None = None, resamples: int = BOOTSTRAP_RESAMPLES,
                 seed: int = BOOTSTRAP_SEED) -> RooflineResult:
     """Fit on the baselines of each GPU, predict every measured cell, split and cross over."""
     f = fit(records, lookup, calibrations, resamples, seed)
     boot_params = _bootstrap_params(f.boot)
     out_rows = [_cell_row(r, f.work[r["cell_id"]], f.hardware.get(r.get("gpu_uuid")), f.fits, boot_params,
-                          f.lookup_fit, balance_override) for r in records.to_dicts()]
+                          f.lookup_fit, balance_fallback) for r in records.to_dicts()]
     cells = pl.DataFrame(out_rows, schema=ROOFLINE_SCHEMA, orient="row") if out_rows else pl.DataFrame(schema=ROOFLINE_SCHEMA)
     cells = _matched_split(cells, records)
     return RooflineResult(cells, _fit_table(f.obs, f.hardware, f.fits[0], f.boot), _time_table(f.obs, f.fits[1]),
@@ -722,7 +722,7 @@ def _bootstrap_params(boot: list[tuple[dict, dict]]) -> dict[tuple, np.ndarray]:
 
 def _cell_row(r: Mapping[str, Any], w: CellWork | NotModelled, hw: Hardware | NotModelled | None,
               fits: tuple[dict, dict], boot: dict[tuple, np.ndarray], lookup_fit,
-              balance_override: float | None) -> dict:
+              balance_fallback: float | None) -> dict:
     base = {k: r.get(k) for k in ("cell_id", "campaign_id", "cell_name", "role", "engine", "model_pair", "scheme",
                                   "method", "k", "batch_size", "gpu_uuid")}
     base["target_family"] = r.get("target_family") or getattr(w, "target_family", None)
@@ -732,13 +732,13 @@ def _cell_row(r: Mapping[str, Any], w: CellWork | NotModelled, hw: Hardware | No
     if r.get("window_s") and r.get("committed_tokens"):
         out["measured_s_per_committed_token"] = r["window_s"] / r["committed_tokens"]
     if isinstance(hw, Hardware):
+        # Measured wins: the config's value is only the fallback for a GPU without a calibration (ADR 0102).
         out["hardware_source"] = hw.source
-        out["balance_point_op_per_byte"] = balance_override if balance_override else hw.balance_point
-        out["balance_point_source"] = ("config report.balance_point_op_per_byte (override)" if balance_override
-                                       else f"{hw.source} calibration of {hw.calibration_uuid}")
+        out["balance_point_op_per_byte"] = hw.balance_point
+        out["balance_point_source"] = f"{hw.source} calibration of {hw.calibration_uuid}"
         out["measured_op_per_byte"] = hw.measured_op_per_byte(r.get("dram_bw_util_pct"), r.get("tensor_active_pct"))
-    elif balance_override:
-        out["balance_point_op_per_byte"] = balance_override
+    elif balance_fallback:
+        out["balance_point_op_per_byte"] = balance_fallback
         out["balance_point_source"] = "config report.balance_point_op_per_byte (no calibration of this GPU)"
     try:
         if r.get("status") not in (None, "measured"):
