@@ -10,6 +10,7 @@ include: "rules/common.smk"
 include: "rules/run.smk"
 include: "rules/analyze.smk"
 include: "rules/report.smk"
+include: "rules/hardware.smk"
 
 
 rule all:

@@ -1,4 +1,5 @@
-# From cell records to trustworthy numbers (ADR 0020-0029): aggregate → checks → derive.
+# From cell records to trustworthy numbers (ADR 0020-0029): aggregate → roofline → checks → derive.
+import glob
 
 
 rule aggregate:
@@ -21,10 +22,38 @@ rule aggregate:
         "../scripts/aggregate.py"
 
 
+rule roofline:
+    """The energy model (issue 18, ADR 0102): bytes and operations per pass from the model shapes, per-GPU
+    coefficients fitted on baseline cells only (pulled toward results/hardware/ calibrations), every cell
+    predicted, its residual, the verify / draft / idle split and the predicted crossover L."""
+    input:
+        records="results/records.parquet",
+        calibrations=sorted(glob.glob("results/hardware/GPU-*.json")),
+    output:
+        cells="results/roofline.parquet",
+        fit="results/roofline_fit.parquet",
+        time="results/roofline_time.parquet",
+        crossover="results/crossover.parquet",
+        hardware="results/hardware.parquet",
+    log:
+        "results/logs/roofline.log",
+    params:
+        hardware_dir="results/hardware",
+        # The fallback for a GPU without a calibration; a measured balance point always wins (ADR 0102).
+        balance_fallback=CONFIG["report"].get("balance_point_op_per_byte"),
+        config_hash=CONFIG_HASH,
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../scripts/roofline.py"
+
+
 rule checks:
     """Pre-registered discard checks (thresholds from config `checks`; the config hash is kept with the results)."""
     input:
         "results/records.parquet",
+        roofline="results/roofline.parquet",
     output:
         table="results/checks.parquet",
         markdown="results/checks.md",
@@ -49,6 +78,7 @@ rule derive:
     input:
         records="results/records.parquet",
         checks="results/checks.parquet",
+        roofline="results/roofline.parquet",
     output:
         curves="results/curves.parquet",
         summary="results/curves_summary.parquet",

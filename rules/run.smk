@@ -79,3 +79,12 @@ rule plan:
         CELLS.write_plan(output[0])
         Path(log[0]).write_text(CELLS.summary() + "\n")
         print(CELLS.summary())
+        # Predicted energy ratios of cells not yet measured, where results/ holds a GPU calibration and
+        # baseline records to fit on (issue 18, ADR 0102); printed as PREDICTIONS, never written as records.
+        from specjoule.analysis import roofline as _roofline
+
+        _predicted = _roofline.plan_predictions(CELLS, "results/records.parquet", "results/hardware")
+        if _predicted:
+            print(_predicted)
+            with open(log[0], "a") as _fh:
+                _fh.write(_predicted + "\n")

@@ -18,6 +18,10 @@ def main(smk) -> None:  # smk: the Snakemake script object
         log.warning("records.parquet was aggregated under config %s, checks run under %s", records_hash,
                     smk.params.config_hash)
     records = pl.read_parquet(smk.input[0])
+    if "roofline" in smk.input.keys():  # the model_residual check reads the roofline predictions (ADR 0102)
+        from specjoule.analysis import roofline
+
+        records = roofline.attach_for_checks(records, pl.read_parquet(smk.input.roofline))
     result = checks.run_checks(records, thresholds, smk.params.config_hash)
     write_parquet_atomic(result, smk.output.table, {META_CONFIG_HASH: smk.params.config_hash})
     write_text_atomic(checks.to_markdown(result, thresholds, smk.params.config_hash), smk.output.markdown)

@@ -21,6 +21,10 @@ def main(smk) -> None:  # smk: the Snakemake script object
     except AnalysisError as exc:
         log.error("%s", exc)
         sys.exit(1)
+    if "roofline" in smk.input.keys():  # predicted energy, residual and the split, appended (ADR 0102)
+        from specjoule.analysis import roofline
+
+        curves = roofline.attach_to_curves(curves, pl.read_parquet(smk.input.roofline))
     summary = derive.summarize(curves, level=smk.params.interval_level)
     derive.write(curves, summary, smk.output.curves, smk.output.summary, smk.params.config_hash,
                  level=smk.params.interval_level)

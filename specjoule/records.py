@@ -153,6 +153,17 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("host_cpu_count", _i64, "CPUs usable by the cell process"),
     ("host_load_1m", _f64, "1-minute load average at the window's end"),
     ("gpu_busy_fraction", _f64, "mean NVML GPU utilization in the window / 100 (null without a GPU meter)"),
+    # hardware counters over the window (issue 18, ADR 0101): NVML GPM on Hopper and later, read at the
+    # window edges; null with counters_reason where the GPU, driver or VM does not give them (never 0)
+    ("counters_source", _str, "gpm (NVML GPU performance monitoring) | utilization (nvmlDeviceGetUtilizationRates "
+                              "only) | none (no meter)"),
+    ("counters_reason", _str, "why the GPM columns are null (the NVML error in its own words); null when measured"),
+    ("dram_bw_util_pct", _f64, "GPM DRAM bandwidth utilization over the window, % of the GPU's theoretical peak "
+                               "(mean over the cell's GPUs)"),
+    ("sm_active_pct", _f64, "GPM SM activity over the window: % of SMs busy (mean over GPUs)"),
+    ("tensor_active_pct", _f64, "GPM tensor-core activity over the window: % of time any tensor pipe was busy"),
+    ("mem_busy_pct", _f64, "mean of nvmlDeviceGetUtilizationRates().memory in the window: % of time HBM was read "
+                           "or written (not bandwidth); the fallback where GPM is refused"),
 ]
 
 RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in RECORD_FIELDS],
@@ -164,6 +175,8 @@ TIMELINE_SCHEMA = pa.schema([
     ("power_w", _f64), ("energy_mj", _i64), ("sm_clock_mhz", _i64), ("mem_clock_mhz", _i64),
     ("temperature_c", _f64), ("throttle_reasons", _i64), ("gpu_util_pct", _f64), ("mem_util_pct", _f64),
     ("in_window", _bool),
+    # GPM metrics between this tick's sample and the previous one (issue 18, ADR 0101); null where unsupported
+    ("dram_bw_util_pct", _f64), ("sm_active_pct", _f64), ("tensor_active_pct", _f64),
 ])
 
 ENERGY_COLUMNS = ("energy_j", "energy_j_per_gpu", "mean_power_w", "idle_power_w", "mj_per_committed_token")

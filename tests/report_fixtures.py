@@ -417,6 +417,8 @@ def _timeline(cell: cells_mod.Cell, rec: dict, rng: random.Random) -> pa.Table:
         "temperature_c": 45 + 15 * np.minimum(1.0, t / 30), "throttle_reasons": np.zeros(n, dtype=np.int64),
         "gpu_util_pct": np.where(in_window, 97.0, 10.0), "mem_util_pct": np.where(in_window, 60.0, 5.0),
         "in_window": in_window,
+        # GPM counters (ADR 0101): null, as on a GPU or VM that refuses them
+        "dram_bw_util_pct": [None] * n, "sm_active_pct": [None] * n, "tensor_active_pct": [None] * n,
     }, schema=records.TIMELINE_SCHEMA)
 
 

@@ -13,6 +13,12 @@ export SPECJOULE_SGLANG_PYTHONPATH="${SPECJOULE_SGLANG_PYTHONPATH:-/tmp/site-sgl
 [ -n "${SPECJOULE_GIT_COMMIT:-}" ] || git rev-parse HEAD >/dev/null 2>&1 \
   || echo "campaign: WARNING no git checkout and no SPECJOULE_GIT_COMMIT: records will say git_commit unknown" >&2
 rc=0
+# Hardware constants of this GPU first, while it is idle (ADR 0100; ~25 s, skipped when this GPU and driver
+# already have results/hardware/<uuid>-<driver>.json). CALIBRATE=0 skips it; a failure does not stop the run.
+if [ "${CALIBRATE:-1}" != 0 ]; then
+  echo "campaign: $(date -u +%FT%TZ) calibrate"
+  python3 -m specjoule.hardware calibrate --out results/hardware || echo "campaign: calibration failed (rc=$?)" >&2
+fi
 for target in "$@"; do
   echo "campaign: $(date -u +%FT%TZ) start $target"
   python3 -m snakemake "$target" --cores 4 --resources gpu=1 --nolock --rerun-incomplete --keep-going \

@@ -49,6 +49,13 @@ class MeterResult:
     gpu_names: list[str] | None = None
     gpu_uuids: list[str] | None = None
     power_limit_w: float | None = None
+    # hardware counters over the window (ADR 0101): null with a reason where unsupported, never 0
+    counters_source: str | None = None
+    counters_reason: str | None = None
+    dram_bw_util_pct: float | None = None
+    sm_active_pct: float | None = None
+    tensor_active_pct: float | None = None
+    mem_busy_pct: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def columns(self) -> dict[str, Any]:

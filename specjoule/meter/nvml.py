@@ -8,6 +8,11 @@ are still sampled (timeline) so that checks can see throttling and drift.
 
 Every NVML failure becomes a ``MeterError`` naming the call and the GPU (Zeus style): a meter that
 was asked to measure never returns a silent 0.
+
+Hardware counters (ADR 0101): where NVML's GPM works (Hopper and later, not refused by a VM), DRAM
+bandwidth utilization, SM activity and tensor-core activity are read at the window edges (exact
+window averages) and every timeline tick; elsewhere those columns are null with the reason, and
+the memory-busy share of ``nvmlDeviceGetUtilizationRates`` is what remains.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from specjoule.meter.base import Meter, MeterError, MeterResult
+from specjoule.meter.gpm import GPM_COLUMNS, GpmReader
 from specjoule.records import TIMELINE_SCHEMA
 
 log = logging.getLogger("specjoule.meter")
@@ -136,7 +142,7 @@ class NvmlMeter(Meter):
     name = "nvml"
 
     def __init__(self, cuda_visible_devices: str | None = None, sample_hz: float = SAMPLE_HZ,
-                 own_pids: Callable[[], set[int]] | None = None) -> None:
+                 own_pids: Callable[[], set[int]] | None = None, gpm: bool = True) -> None:
         self.cuda_visible_devices = (cuda_visible_devices if cuda_visible_devices is not None
                                      else os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.period = 1.0 / sample_hz
@@ -157,6 +163,14 @@ class NvmlMeter(Meter):
         self._others_end: int | None = None
         self.driver: str | None = None
         self.power_limit_w: float | None = None
+        # SPECJOULE_GPM=0 switches the counters off without a code change (a GPU or VM where GPM misbehaves).
+        self.want_gpm = gpm and os.environ.get("SPECJOULE_GPM", "1") != "0"
+        self._gpm: list[GpmReader | None] = []
+        self._gpm_reason: str | None = (None if self.want_gpm else
+                                        "GPM switched off (NvmlMeter(gpm=False) or SPECJOULE_GPM=0)")
+        self._gpm_prev: list[Any] = []  # the last tick's sample per GPU (timeline deltas)
+        self._gpm_edges: dict[str, list[Any]] = {}  # "start" / "end" → one sample per GPU
+        self._gpm_all: list[GpmReader | None] = []  # every reader opened, for freeing samples after a stop
 
     # -- setup -------------------------------------------------------------------------------
     def open(self) -> None:
@@ -184,11 +198,58 @@ class NvmlMeter(Meter):
         limits = [self._call("nvmlDeviceGetEnforcedPowerLimit", d, h) for d, h in zip(self.devices, self._handles)]
         self.power_limit_w = sum(limits) / 1000.0
         self._read_energy()  # fail now, not at the window edge, where a GPU lacks the counter
+        self._open_gpm()
         log.info("meter nvml: %s, driver %s, power limit %.0f W",
                  [f"{d.index}:{d.name}:{d.uuid}" for d in self.devices], self.driver, self.power_limit_w)
 
+    def _open_gpm(self) -> None:
+        """Probe GPM once per GPU; any GPU without it turns GPM off for the cell (the columns are means
+        over the cell's GPUs), with NVML's reason."""
+        self._gpm = [None] * len(self.devices)
+        self._gpm_prev = [None] * len(self.devices)
+        if not self.want_gpm:
+            return
+        readers = []
+        for d, h in zip(self.devices, self._handles):
+            reader, reason = GpmReader.probe(self._nv, h)
+            if reader is None:
+                self._gpm_reason = f"GPU {d.index} ({d.name}): {reason}"
+                log.info("meter nvml: no GPM counters: %s", self._gpm_reason)
+                return
+            readers.append(reader)
+        self._gpm = readers
+        self._gpm_all = list(readers)
+
+    def _gpm_on(self) -> bool:
+        return bool(self._gpm) and all(r is not None for r in self._gpm)
+
+    def _gpm_off(self, reason: str) -> None:
+        """GPM failed after a good probe: stop using it (the timeline stays cheap), keep the reason."""
+        if self._gpm_reason is None:
+            self._gpm_reason = reason
+            log.warning("meter nvml: GPM counters stopped: %s", reason)
+        self._gpm = [None] * len(self.devices)
+
+    def _free_gpm(self, samples: list[Any]) -> None:
+        for reader, s in zip(self._gpm_all, samples):
+            if reader is not None and s is not None:
+                reader.free(s)
+
+    def _gpm_edge(self, edge: str) -> None:
+        self._free_gpm(self._gpm_edges.pop(edge, []))
+        if not self._gpm_on():
+            return
+        try:
+            self._gpm_edges[edge] = [r.sample() for r in self._gpm]
+        except self._nv.NVMLError as exc:
+            self._gpm_off(f"nvmlGpmSampleGet at window {edge} failed: {exc} ({type(exc).__name__})")
+
     def close(self) -> None:
         if self._nv is not None:
+            for edge in list(self._gpm_edges):
+                self._free_gpm(self._gpm_edges.pop(edge))
+            self._free_gpm(self._gpm_prev)
+            self._gpm_prev = [None] * len(self.devices)
             self._nv = None
             nvml_shutdown()
 
@@ -237,10 +298,33 @@ class NvmlMeter(Meter):
         except self._nv.NVMLError:
             return None
 
+    def _gpm_tick(self) -> list[dict[str, float | None]]:
+        """Per GPU: the GPM metrics since the previous tick (nulls on the first tick or without GPM)."""
+        empty = [dict.fromkeys(GPM_COLUMNS) for _ in self.devices]
+        if not self._gpm_on():
+            return empty
+        out = []
+        try:
+            for i, reader in enumerate(self._gpm):
+                new = reader.sample()
+                prev, self._gpm_prev[i] = self._gpm_prev[i], new
+                if prev is None:
+                    out.append(dict.fromkeys(GPM_COLUMNS))
+                    continue
+                try:
+                    out.append(reader.metrics(prev, new))
+                finally:
+                    reader.free(prev)
+        except self._nv.NVMLError as exc:
+            self._gpm_off(f"GPM read in the timeline failed: {exc} ({type(exc).__name__})")
+            return empty
+        return out
+
     def _sample_once(self) -> None:
         nv = self._nv
         t = time.monotonic()
-        for d, h in zip(self.devices, self._handles):
+        gpm = self._gpm_tick()
+        for d, h, counters in zip(self.devices, self._handles, gpm):
             util = self._optional("nvmlDeviceGetUtilizationRates", h)
             reasons = self._optional("nvmlDeviceGetCurrentClocksEventReasons", h)
             if reasons is None:
@@ -257,6 +341,7 @@ class NvmlMeter(Meter):
                 int(reasons) if reasons is not None else None,
                 float(util.gpu) if util is not None else None,
                 float(util.memory) if util is not None else None,
+                *(counters[c] for c in GPM_COLUMNS),
             ))
 
     def _run(self) -> None:
@@ -276,6 +361,9 @@ class NvmlMeter(Meter):
     def start_sampling(self) -> None:
         if self._thread is not None:
             return
+        # The first tick's GPM delta must not span the pause since the last sampling run.
+        self._free_gpm(self._gpm_prev)
+        self._gpm_prev = [None] * len(self.devices)
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="specjoule-nvml-sampler", daemon=True)
         self._thread.start()
@@ -296,15 +384,19 @@ class NvmlMeter(Meter):
         self._t_start = self._t_end = None
         self._e_start = self._e_end = None
         self._others_end = None
+        for edge in list(self._gpm_edges):
+            self._free_gpm(self._gpm_edges.pop(edge))
 
     def mark_window_start(self) -> float:
         self._e_start = self._read_energy()
         self._t_start = time.monotonic()
+        self._gpm_edge("start")  # after the energy edge: a GPM sample must not delay it
         return self._t_start
 
     def mark_window_end(self) -> float:
         self._e_end = self._read_energy()
         self._t_end = time.monotonic()
+        self._gpm_edge("end")
         try:
             ours = self.own_pids()
             seen = self._compute_pids()
@@ -358,14 +450,43 @@ class NvmlMeter(Meter):
             gpu_names=[d.name for d in self.devices],
             gpu_uuids=[d.uuid for d in self.devices],
             power_limit_w=self.power_limit_w,
+            **self._counter_columns(rows),
         )
+
+    def _window_gpm(self) -> tuple[dict[str, float | None], str | None]:
+        """GPM over the window from its edge samples, mean over GPUs; nulls and the reason otherwise."""
+        nulls = dict.fromkeys(GPM_COLUMNS)
+        start, end = self._gpm_edges.get("start"), self._gpm_edges.get("end")
+        if self._gpm_reason is not None or not self._gpm_on() or start is None or end is None:
+            return nulls, self._gpm_reason or "GPM edge samples missing"
+        try:
+            per_gpu = [r.metrics(a, b) for r, a, b in zip(self._gpm, start, end)]
+        except self._nv.NVMLError as exc:
+            return nulls, f"nvmlGpmMetricsGet over the window failed: {exc} ({type(exc).__name__})"
+        out: dict[str, float | None] = {}
+        refused = []
+        for c in GPM_COLUMNS:
+            vals = [m[c] for m in per_gpu]
+            if any(v is None for v in vals):
+                out[c] = None
+                refused.append(c)
+            else:
+                out[c] = sum(vals) / len(vals)
+        return out, (f"nvmlGpmMetricsGet refused {', '.join(refused)}" if refused else None)
+
+    def _counter_columns(self, rows: list[tuple]) -> dict[str, Any]:
+        gpm, reason = self._window_gpm()
+        mem = [s[10] for s in rows if s[10] is not None]
+        source = "gpm" if any(v is not None for v in gpm.values()) else ("utilization" if mem else None)
+        return dict(counters_source=source, counters_reason=reason,
+                    mem_busy_pct=sum(mem) / len(mem) if mem else None, **gpm)
 
     def timeline(self) -> pa.Table:
         t0 = self._t_start if self._t_start is not None else (self._samples[0][0] if self._samples else 0.0)
         t1 = self._t_end
         cols: dict[str, list] = {name: [] for name in TIMELINE_SCHEMA.names}
         for s in self._samples:
-            t, idx, uuid, power, energy, sm, mem, temp, reasons, gutil, mutil = s
+            t, idx, uuid, power, energy, sm, mem, temp, reasons, gutil, mutil, *gpm = s
             cols["t_monotonic"].append(t)
             cols["t_rel_s"].append(t - t0)
             cols["gpu_index"].append(idx)
@@ -379,6 +500,8 @@ class NvmlMeter(Meter):
             cols["gpu_util_pct"].append(gutil)
             cols["mem_util_pct"].append(mutil)
             cols["in_window"].append(bool(self._t_start is not None and t1 is not None and self._t_start <= t <= t1))
+            for name, value in zip(GPM_COLUMNS, gpm):
+                cols[name].append(value)
         return pa.table(cols, schema=TIMELINE_SCHEMA)
 
 

@@ -1,0 +1,189 @@
+"""FakeNvml: a stand-in for the ``pynvml`` module, named as a fake, for fault injection in meter tests.
+
+It replays recorded reading sequences (GPM metrics per tick, memory utilization) and produces the
+failures a real NVML cannot be made to produce on demand here: GPM unsupported, refused by a VM at
+the support query or at the first sample, or failing in the middle of a run, and bindings too old
+to have GPM at all. The real happy path runs on the GPU (``scripts/device/check_counters.py``).
+
+GPM semantics kept from the real library: every ``nvmlGpmSampleGet`` is a snapshot taken at the
+current "tick"; ``nvmlGpmMetricsGet`` over two snapshots returns each metric averaged over the
+recorded ticks between them. Every ``nvmlGpmSampleGet`` advances the tick by one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+
+class NVMLError(Exception):
+    def __init__(self, value: int, text: str = "") -> None:
+        super().__init__(text or f"NVML error {value}")
+        self.value = value
+
+
+class NVMLError_NotSupported(NVMLError):
+    def __init__(self) -> None:
+        super().__init__(3, "Not Supported")
+
+
+class NVMLError_NoPermission(NVMLError):
+    def __init__(self) -> None:
+        super().__init__(4, "Insufficient Permissions")
+
+
+class NVMLError_InUse(NVMLError):
+    def __init__(self) -> None:
+        super().__init__(19, "In use by another client")
+
+
+@dataclass
+class _Metric:
+    metricId: int = 0
+    nvmlReturn: int = 0
+    value: float = 0.0
+
+
+@dataclass
+class _MetricsGet:
+    version: int = 0
+    numMetrics: int = 0
+    sample1: Any = None
+    sample2: Any = None
+    metrics: list = field(default_factory=lambda: [_Metric() for _ in range(8)])
+
+
+@dataclass
+class _Sample:
+    tick: int | None = None
+    freed: bool = False
+
+
+# Metric ids as in nvidia-ml-py.
+GPM_IDS = {"NVML_GPM_METRIC_SM_UTIL": 2, "NVML_GPM_METRIC_ANY_TENSOR_UTIL": 5, "NVML_GPM_METRIC_DRAM_BW_UTIL": 10}
+ID_TO_COLUMN = {2: "sm_active_pct", 5: "tensor_active_pct", 10: "dram_bw_util_pct"}
+
+
+class FakeNvml:
+    """Module-like: pass ``fake`` where ``pynvml`` is expected.
+
+    gpm: ``ok`` | ``unsupported`` (the device says no) | ``refused_query`` (the support query itself
+    fails, as in a VM) | ``refused_sample`` (support says yes, the first sample fails) |
+    ``refused_metric`` (one metric refused in every read) | ``no_bindings`` (old nvidia-ml-py) |
+    ``fails_after:N`` (the N-th sample and every one after it fails) | ``in_use_every:K`` (every K-th sample
+    is refused as in use by another client, once: a retry succeeds) | ``in_use_after:N`` (from the N-th
+    sample on, every sample is refused as in use: what an H200 did when two threads sampled at once).
+    """
+
+    NVMLError = NVMLError
+    NVML_SUCCESS = 0
+    NVML_CLOCK_SM = 1
+    NVML_CLOCK_MEM = 2
+    NVML_TEMPERATURE_GPU = 0
+    NVML_GPM_METRICS_GET_VERSION = 1
+    NVML_ERROR_IN_USE = 19
+
+    def __init__(self, *, gpm: str = "ok", ticks: list[dict[str, float]] | None = None,
+                 mem_util: list[float] | None = None, n_gpus: int = 1, energy_step_mj: int = 1000,
+                 power_mw: int = 300_000) -> None:
+        self.gpm_mode = gpm
+        self.ticks = ticks or [{"dram_bw_util_pct": 50.0, "sm_active_pct": 80.0, "tensor_active_pct": 10.0}]
+        self.mem_util = mem_util or [40.0]
+        self.n_gpus = n_gpus
+        self.energy_step_mj = energy_step_mj
+        self.power_mw = power_mw
+        self.calls: Counter[str] = Counter()
+        self._tick = 0
+        self._energy = [1_000_000] * n_gpus
+        self._util_i = 0
+        self.live_samples = 0
+        self.refused_in_use = 0
+        self._gets = 0
+        for name, value in GPM_IDS.items():
+            setattr(self, name, value)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("nvml"):
+            if name.startswith("nvmlGpm") and object.__getattribute__(self, "gpm_mode") == "no_bindings":
+                raise AttributeError(name)
+            object.__getattribute__(self, "calls")[name] += 1
+        return object.__getattribute__(self, name)
+
+    # -- the plain NVML calls the meter makes ---------------------------------------------------
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlDeviceGetCount(self) -> int: return self.n_gpus
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int: return i
+    def nvmlDeviceGetUUID(self, h: int) -> str: return f"GPU-fake{h:04d}-0000-0000-0000-000000000000"
+    def nvmlDeviceGetName(self, h: int) -> str: return "NVIDIA H200 (FakeNvml)"
+    def nvmlSystemGetDriverVersion(self) -> str: return "580.159.04-fake"
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int: return 700_000
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list: return []
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int: return self.power_mw
+    def nvmlDeviceGetClockInfo(self, h: int, which: int) -> int: return 1980 if which == self.NVML_CLOCK_SM else 3201
+    def nvmlDeviceGetTemperature(self, h: int, which: int) -> int: return 45
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int: return 0
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        self._energy[h] += self.energy_step_mj
+        return self._energy[h]
+
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
+        v = self.mem_util[self._util_i % len(self.mem_util)]
+        self._util_i += 1
+        return SimpleNamespace(gpu=90.0, memory=v)
+
+    # -- GPM ----------------------------------------------------------------------------------
+    def nvmlGpmQueryDeviceSupport(self, h: int) -> SimpleNamespace:
+        if self.gpm_mode == "refused_query":
+            raise NVMLError_NoPermission()
+        return SimpleNamespace(version=1, isSupportedDevice=0 if self.gpm_mode == "unsupported" else 1)
+
+    def nvmlGpmSampleAlloc(self) -> _Sample:
+        self.live_samples += 1
+        return _Sample()
+
+    def nvmlGpmSampleFree(self, s: _Sample) -> None:
+        assert not s.freed, "GPM sample freed twice"
+        s.freed = True
+        self.live_samples -= 1
+
+    def nvmlGpmSampleGet(self, h: int, s: _Sample) -> _Sample:
+        self._gets += 1
+        n_gets = self._gets  # this call included (a retry of a bound method is a call too)
+        if self.gpm_mode == "refused_sample":
+            raise NVMLError_NotSupported()
+        if self.gpm_mode.startswith("fails_after:") and n_gets >= int(self.gpm_mode.split(":")[1]):
+            raise NVMLError(999, "Unknown Error")
+        if self.gpm_mode.startswith("in_use_after:") and n_gets >= int(self.gpm_mode.split(":")[1]):
+            raise NVMLError_InUse()
+        if self.gpm_mode.startswith("in_use_every:") and n_gets % int(self.gpm_mode.split(":")[1]) == 0:
+            self.refused_in_use += 1
+            raise NVMLError_InUse()
+        if h == 0:
+            self._tick += 1
+        s.tick = self._tick
+        return s
+
+    def c_nvmlGpmMetricsGet_t(self) -> _MetricsGet:
+        return _MetricsGet()
+
+    def mean_between(self, first_tick: int, second_tick: int, column: str) -> float:
+        """The value a real GPM gives over (first, second]: the mean of the recorded ticks in it."""
+        vals = [self.ticks[(t - 1) % len(self.ticks)][column] for t in range(first_tick + 1, second_tick + 1)]
+        return sum(vals) / len(vals)
+
+    def nvmlGpmMetricsGet(self, request: _MetricsGet) -> _MetricsGet:
+        a, b = request.sample1, request.sample2
+        assert not a.freed and not b.freed, "metrics over a freed GPM sample"
+        for i in range(request.numMetrics):
+            m = request.metrics[i]
+            column = ID_TO_COLUMN[m.metricId]
+            if self.gpm_mode == "refused_metric" and column == "tensor_active_pct":
+                m.nvmlReturn, m.value = 3, 0.0
+                continue
+            m.nvmlReturn = 0
+            m.value = self.mean_between(a.tick, b.tick, column) if b.tick > a.tick else 0.0
+        return request
