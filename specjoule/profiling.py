@@ -14,8 +14,9 @@ What the engine is asked to do, per engine:
   draft | …`` labels (``vllm.v1.utils.record_function_or_nullcontext``: a null context without it). Model Runner V2
   (eagle3, mtp, dflash, dspark and the baseline in 0.26) emits none, so there Python frames are recorded
   (``torch_profiler_with_stack``) and the phases are told apart by function (``analysis.rounds``).
-- SGLang: ``Engine.start_profile(output_dir=…, with_stack=True)`` / ``stop_profile()``: its speculative workers
-  emit no labels either; Python frames again.
+- SGLang: ``Engine.start_profile(output_dir=…)`` / ``stop_profile()``. 0.5.17 labels its speculative stages
+  itself whenever a torch profiler runs (``spec_stage_span``: ``draft``, ``draft_extend``; the model runner's
+  ``step[TARGET_VERIFY bs=…]``), so no Python frames are needed there.
 
 Nothing here writes a record: the profiler perturbs the host (every op is recorded), so profiled batches are never
 energy windows. The output is a folder per cell: ``profile.json`` (what ran, the unprofiled reference, the NVML
@@ -102,11 +103,12 @@ def engine_group_cells(table: Any, cell: Any) -> list[Any]:
 
 
 def uses_stack(spec: dict, settings: ProfileSettings) -> bool:
-    """Python frames are needed where the engine labels nothing (ADR 0095); they cost host time, so only there."""
+    """Python frames are needed only where the engine labels nothing (ADR 0095: vLLM's Model Runner V2); they
+    cost host time on every call, so not elsewhere."""
     if settings.with_stack is not None:
         return bool(settings.with_stack)
     if spec["engine"] == "sglang":
-        return True
+        return False
     return spec["scheme"]["method"] not in VLLM_LABELLED_METHODS
 
 

@@ -108,12 +108,13 @@ class Span:
 class Trace:
     """The events the analysis needs, in µs on the trace's clock."""
 
-    markers: list[tuple[Span, int]]  # (step span, requests in decode) of the chosen marker kind
+    markers: list[tuple[Span, int]]  # (step span, requests if a pure decode step else 0) of the chosen kind
+    generation_requests: int  # vLLM: requests in decode summed over every step, mixed prefill steps included
     marker_kind: str
     phase_spans: dict[tuple, list[tuple[Span, str]]]  # thread → (span, phase), by start
     launches: list[tuple[float, float, str, tuple, int | None]]  # runtime calls: (ts, dur, name, thread, correlation)
     device: list[tuple[float, float, int | None]]  # kernels and copies: (ts, end, correlation)
-    frames: bool  # python_function events present (with_stack)
+    phase_sources: frozenset[str]  # which event kinds marked phases: "labels", "python_frames"
 
 
 def _thread(e: dict) -> tuple:
@@ -129,9 +130,10 @@ def _phase_of(name: str, cat: str) -> str | None:
 
 def parse(data: dict[str, Any]) -> Trace:
     vllm, draft, decode = [], [], []
+    generation = 0
     phase_spans: dict[tuple, list[tuple[Span, str]]] = {}
     launches, device = [], []
-    frames = False
+    sources: set[str] = set()
     for e in data["traceEvents"]:
         if e.get("ph") != "X":
             continue
@@ -143,10 +145,10 @@ def parse(data: dict[str, Any]) -> Trace:
         if cat in RUNTIME_CATS:
             launches.append((ts, dur, name, _thread(e), (e.get("args") or {}).get("correlation")))
             continue
-        frames = frames or cat == "python_function"
         span = Span(ts, ts + dur, name, _thread(e))
         if cat == "user_annotation":
             if (m := VLLM_STEP.match(name)) is not None:
+                generation += int(m.group(2))
                 if int(m.group(1)) == 0 and int(m.group(2)) > 0:
                     vllm.append((span, int(m.group(2))))
                 else:  # a prefill (or empty) step ends the decode round before it
@@ -158,6 +160,7 @@ def parse(data: dict[str, Any]) -> Trace:
         phase = _phase_of(name, cat)
         if phase is not None:
             phase_spans.setdefault(span.thread, []).append((span, phase))
+            sources.add("python_frames" if cat == "python_function" else "labels")
     for spans in phase_spans.values():
         spans.sort(key=lambda x: (x[0].start, -x[0].end))
     launches.sort()
@@ -165,8 +168,8 @@ def parse(data: dict[str, Any]) -> Trace:
     for kind, markers in (("vllm_step", vllm), ("sglang_draft", draft), ("sglang_decode", decode)):
         if markers:
             markers.sort(key=lambda x: x[0].start)
-            return Trace(markers, kind, phase_spans, launches, device, frames)
-    return Trace([], "none", phase_spans, launches, device, frames)
+            return Trace(markers, generation, kind, phase_spans, launches, device, frozenset(sources))
+    return Trace([], generation, "none", phase_spans, launches, device, frozenset(sources))
 
 
 # -- rounds ------------------------------------------------------------------------------------------
@@ -296,11 +299,12 @@ def _mean(xs: Iterable[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def summarize(rounds: list[RoundStats], has_device: bool, frames: bool) -> dict[str, Any]:
+def summarize(rounds: list[RoundStats], has_device: bool, sources: frozenset[str]) -> dict[str, Any]:
     """Per-round means of one trace. GPU columns are null on a trace without device events (a CPU run)."""
     n = len(rounds)
     out: dict[str, Any] = {"rounds_profiled": n, "round_ms_profiled": _mean(r.wall_ms for r in rounds)}
-    labels = "python_frames" if frames else "labels"
+    # "labels" wins where both marked phases (a frame nested in its phase's label adds nothing)
+    labels = "labels" if "labels" in sources else ("python_frames" if sources else "no_phase_marks")
     if has_device:
         out["profile_method"] = f"{labels}+gpu_kernels"
         for p in (*PHASES, "other"):
@@ -326,7 +330,16 @@ def summarize(rounds: list[RoundStats], has_device: bool, frames: bool) -> dict[
     return out
 
 
-def analyze_trace(path: str | Path) -> tuple[dict[str, Any], list[RoundStats]]:
+def detail_rows(rounds: list[RoundStats]) -> list[dict[str, Any]]:
+    """One row per round (``rounds_detail.parquet``): the distribution behind the means."""
+    return [{"round": i, "wall_ms": r.wall_ms, "busy_ms": r.busy_ms,
+             **{f"{p}_gpu_ms": r.gpu_ms[p] for p in (*PHASES, "other")},
+             **{f"{p}_span_ms": r.span_ms[p] for p in PHASES},
+             "graph_launches": sum(r.graph_launches.values()), "kernel_launches": sum(r.kernel_launches.values()),
+             "syncs": r.syncs, "sync_wait_ms": r.sync_wait_ms} for i, r in enumerate(rounds)]
+
+
+def analyze_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     trace = parse(read_trace(path))
     if trace.marker_kind == "none":
         raise TraceError(f"{path}: no round markers (vLLM 'execute_context_…' step annotations or SGLang 'draft' / "
@@ -335,9 +348,12 @@ def analyze_trace(path: str | Path) -> tuple[dict[str, Any], list[RoundStats]]:
     if not rounds:
         raise TraceError(f"{path}: {len(trace.markers)} step marker(s) but no two consecutive full-batch decode "
                          f"rounds: profile longer batches (--rounds)")
-    row = summarize(rounds, bool(trace.device), trace.frames)
+    row = summarize(rounds, bool(trace.device), trace.phase_sources)
     row["round_marker"] = trace.marker_kind
-    return row, rounds
+    # requests × decode steps over the whole trace: the engine counts one draft per request per verify step,
+    # so this equals the profiled batches' draft counter (a cross-check of trace against counters)
+    row["decode_request_steps"] = trace.generation_requests if trace.marker_kind == "vllm_step" else None
+    return row, detail_rows(rounds)
 
 
 IDENTITY = ("campaign_id", "cell_name", "engine", "scheme", "method", "k", "batch_size", "acceptance_name",
@@ -370,12 +386,7 @@ def analyze_profile(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
     row["nvml_power_w_unprofiled"] = (ref.get("nvml") or {}).get("power_w")
     row["trace_file"] = str(traces[0].relative_to(folder)) if traces[0].is_relative_to(folder) else str(traces[0])
     row["profile_dir"] = str(folder)
-    detail = [{"profile_dir": str(folder), "round": i, "wall_ms": r.wall_ms, "busy_ms": r.busy_ms,
-               **{f"{p}_gpu_ms": r.gpu_ms[p] for p in (*PHASES, "other")},
-               **{f"{p}_span_ms": r.span_ms[p] for p in PHASES},
-               "graph_launches": sum(r.graph_launches.values()), "kernel_launches": sum(r.kernel_launches.values()),
-               "syncs": r.syncs, "sync_wait_ms": r.sync_wait_ms} for i, r in enumerate(rounds)]
-    return row, detail
+    return row, [{"profile_dir": str(folder), **d} for d in rounds]
 
 
 def profile_folders(root: Path) -> list[Path]:

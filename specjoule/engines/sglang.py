@@ -677,8 +677,8 @@ def profile_handler(engine: Any) -> Any:
     """The worker's ``("profile", "start"|"stop", trace_dir, options)`` handler (ADR 0095): SGLang's own
     ``Engine.start_profile`` / ``stop_profile`` (0.5.17: a torch profiler in the scheduler process, CPU and GPU
     activities, the trace exported to ``output_dir`` as ``<profile_id>-TP-<rank>.trace.json.gz`` on stop).
-    ``options``: ``with_stack`` (default True: SGLang's speculative workers emit no labels of their own, so the
-    phases are told apart by Python frames), ``prefix``."""
+    ``options``: ``with_stack`` (Python frames; default False: 0.5.17 labels its speculative stages itself while a
+    torch profiler runs, ``draft`` / ``draft_extend`` / ``step[TARGET_VERIFY …]``), ``prefix``."""
     from specjoule.engines.vllm import _trace_files
 
     state: dict[str, Any] = {"dir": None}
@@ -693,7 +693,7 @@ def profile_handler(engine: Any) -> Any:
             state["dir"] = os.path.abspath(trace_dir)
             state["before"] = set(_trace_files(state["dir"]))
             engine.start_profile(output_dir=state["dir"], activities=["CPU", "GPU"],
-                                 with_stack=bool(opts.get("with_stack", True)), record_shapes=False,
+                                 with_stack=bool(opts.get("with_stack", False)), record_shapes=False,
                                  profile_prefix=str(opts.get("prefix") or "specjoule"))
             files: list[str] = []
         elif action == "stop":
