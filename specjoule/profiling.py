@@ -84,9 +84,10 @@ def select_cells(table: Any, selectors: list[str]) -> list[Any]:
         key = sel if sel.endswith(".parquet") else f"results/cells/{sel.strip('/')}.parquet"
         cell = table.by_path.get(key)
         if cell is None:
-            near = sorted(p for p in table.by_path if Path(sel).name.replace(".parquet", "") in p)[:5]
+            campaign, _, name = key[len("results/cells/"):-len(".parquet")].rpartition("/")
+            near = sorted(c.record_path for c in table.cells if c.name == name or c.campaign_id == campaign)[:5]
             raise ProfileError(f"cell {sel!r} is not in this config's plan"
-                               + (f"; cells with that name: {', '.join(near)}" if near else ""))
+                               + (f"; cells of that campaign or name: {', '.join(near)}" if near else ""))
         if cell.workload_kind != "closed_batch":
             raise ProfileError(f"cell {sel!r} is {cell.workload_kind}: only closed-batch cells are profiled "
                                f"(the offline engines' profiler hook)")

