@@ -163,8 +163,9 @@ def parse(data: dict[str, Any]) -> Trace:
             sources.add("python_frames" if cat == "python_function" else "labels")
     for spans in phase_spans.values():
         spans.sort(key=lambda x: (x[0].start, -x[0].end))
-    launches.sort()
-    device.sort()
+    # by time only: ties would compare thread tuples or correlation ids, which may be None
+    launches.sort(key=lambda x: x[0])
+    device.sort(key=lambda x: x[0])
     for kind, markers in (("vllm_step", vllm), ("sglang_draft", draft), ("sglang_decode", decode)):
         if markers:
             markers.sort(key=lambda x: x[0].start)
@@ -281,13 +282,17 @@ def round_stats(trace: Trace) -> list[RoundStats]:
             r.sync_wait_ms += dur / 1000.0
         if corr is not None:
             phase_by_corr[corr] = (r, key)
-    intervals = [(a, b) for a, b, _ in trace.device]
     for a, b, corr in trace.device:
         hit = phase_by_corr.get(corr) if corr is not None else None
         if hit is not None:
             hit[0].gpu_ms[hit[1]] += (b - a) / 1000.0
+    # device events are sorted by start: only those starting within one longest event before a round can reach it
+    dev_starts = [a for a, _, _ in trace.device]
+    longest = max((b - a for a, b, _ in trace.device), default=0.0)
     for r in rounds:
-        r.busy_ms = _union_within(intervals, r.start, r.end) / 1000.0
+        lo = bisect.bisect_left(dev_starts, r.start - longest)
+        hi = bisect.bisect_left(dev_starts, r.end)
+        r.busy_ms = _union_within([(a, b) for a, b, _ in trace.device[lo:hi]], r.start, r.end) / 1000.0
     return rounds
 
 
