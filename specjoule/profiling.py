@@ -261,12 +261,12 @@ def profile_cell(table: Any, cell: Any, out_dir: str | os.PathLike, settings: Pr
         meter.open()
         engine = make_engine(spec, out / ENGINE_LOG)
         result["engine_start_s"] = engine.start()
-        info = engine.info()
-        result["engine_version"] = info.get("engine_version")
-        result["engine_config"] = info.get("engine_config")
         if cell.acceptance_rates is not None and tuple(cell.acceptance_rates) != tuple(
                 spec.get("acceptance_rates") or ()):
             engine.set_synthetic_rates(list(cell.acceptance_rates))  # the measurement's swap (ADR 0039)
+        info = engine.info()  # after the swap: its engine_config names the rates this profile ran with
+        result["engine_version"] = info.get("engine_version")
+        result["engine_config"] = info.get("engine_config")
         sampling = not isinstance(meter, NoneMeter)
         if sampling:
             meter.start_sampling()
