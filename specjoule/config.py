@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,18 @@ SCHEMA_PATH = REPO_ROOT / "config" / "schema.yaml"
 ENGINES = ("vllm", "sglang")
 CORPUS_SOURCES = ("random", "file", "hf", "package", "builtin")
 
+log = logging.getLogger("specjoule.config")
+
+# Paper grade (issue 17 item 7, ADR 0097): what a GPU campaign must hold to be compared with the paper. The
+# schema's ``x-cuda-default`` fills these where a cuda config leaves them out; ``paper_grade`` decides what an
+# explicit lower setting does.
+PAPER_OUTPUT_LEN = 512  # generated tokens per request, as the paper
+PAPER_MIN_SEEDS = 3  # prompt samples, as the paper
+# NVML's energy counter advances every ~100 ms on Hopper (ADR 0011): one update is < 0.5 % of a window from 20 s.
+NVML_UPDATE_S = 0.1
+PAPER_WINDOW_SHARE = 0.005
+PAPER_MIN_WINDOW_S = NVML_UPDATE_S / PAPER_WINDOW_SHARE
+
 
 class ConfigError(ValueError):
     """A config problem, reported as ``key: value — reason``."""
@@ -42,9 +55,10 @@ def _schema() -> dict:
         return yaml.safe_load(fh)
 
 
-def _fill_defaults(instance: Any, schema: dict, root: dict) -> None:
+def _fill_defaults(instance: Any, schema: dict, root: dict, device: str | None = None) -> None:
     """Fill ``default`` values from the schema, recursing through properties, $ref and
-    additionalProperties (jsonschema validates but does not fill)."""
+    additionalProperties (jsonschema validates but does not fill). On ``device`` cuda a property's
+    ``x-cuda-default`` replaces its ``default`` (paper-grade GPU defaults, ADR 0097)."""
     if "$ref" in schema:
         name = schema["$ref"].rsplit("/", 1)[-1]
         schema = root["$defs"][name]
@@ -52,14 +66,15 @@ def _fill_defaults(instance: Any, schema: dict, root: dict) -> None:
         return
     for key, sub in schema.get("properties", {}).items():
         if key not in instance and "default" in sub:
-            instance[key] = copy.deepcopy(sub["default"])
+            use_cuda = device == "cuda" and "x-cuda-default" in sub
+            instance[key] = copy.deepcopy(sub["x-cuda-default"] if use_cuda else sub["default"])
         if key in instance:
-            _fill_defaults(instance[key], sub, root)
+            _fill_defaults(instance[key], sub, root, device)
     extra = schema.get("additionalProperties")
     if isinstance(extra, dict):
         for key, value in instance.items():
             if key not in schema.get("properties", {}):
-                _fill_defaults(value, extra, root)
+                _fill_defaults(value, extra, root, device)
 
 
 def _path(error) -> str:
@@ -84,9 +99,48 @@ def validate(raw: Mapping[str, Any]) -> dict:
             key = f"{where}.{unknown[0]}" if where != "(top level)" else unknown[0]
             raise ConfigError(key, e.instance[unknown[0]], f"unknown key; allowed here: {', '.join(allowed)}")
         raise ConfigError(_path(e), e.instance, e.message)
-    _fill_defaults(config, schema, schema)
+    device = config.get("device", schema["properties"]["device"]["default"])
+    _fill_defaults(config, schema, schema, device)
     _check_semantics(config)
+    _check_paper_grade(config)
     return config
+
+
+def paper_grade_shortfalls(config: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+    """(key, value, reason) of every setting of a validated cuda config below paper grade (ADR 0097); [] on cpu."""
+    if config.get("device") != "cuda":
+        return []
+    out: list[tuple[str, Any, str]] = []
+    for name, wl in config["workloads"].items():
+        if wl["output_len"] < PAPER_OUTPUT_LEN:
+            out.append((f"workloads.{name}.output_len", wl["output_len"],
+                        f"the paper generated {PAPER_OUTPUT_LEN} tokens per request"))
+        key = "min_window_s" if wl["kind"] == "closed_batch" else "window_s"
+        if wl[key] < PAPER_MIN_WINDOW_S:
+            out.append((f"workloads.{name}.{key}", wl[key],
+                        f"below {PAPER_MIN_WINDOW_S:.0f} s one {NVML_UPDATE_S * 1000:.0f} ms NVML counter update is more "
+                        f"than {PAPER_WINDOW_SHARE:.1%} of the window"))
+    if len(config["seeds"]) < PAPER_MIN_SEEDS:
+        out.append(("seeds", config["seeds"], f"the paper ran at least {PAPER_MIN_SEEDS} seeds"))
+    if config["checks"]["min_window_s"] < PAPER_MIN_WINDOW_S:
+        out.append(("checks.min_window_s", config["checks"]["min_window_s"],
+                    f"the pre-registered window check accepts windows shorter than {PAPER_MIN_WINDOW_S:.0f} s"))
+    return out
+
+
+def _check_paper_grade(config: dict) -> None:
+    """``paper_grade: true``: the first shortfall is a config error; null: each is a warning; false: silence."""
+    setting = config.get("paper_grade")
+    if setting is False:
+        return
+    shortfalls = paper_grade_shortfalls(config)
+    if setting is True and shortfalls:
+        key, value, reason = shortfalls[0]
+        raise ConfigError(key, value, f"below paper grade ({reason}); paper_grade: true asks for it "
+                                      f"(set paper_grade: false for an exploratory run)")
+    for key, value, reason in shortfalls:
+        log.warning("config %s: not paper grade at %s = %r: %s (ADR 0097; paper_grade: false silences this)",
+                    config.get("name"), key, value, reason)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

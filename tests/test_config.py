@@ -61,8 +61,10 @@ def test_base_is_valid_and_defaults_filled():
     assert cfg["protocol"]["closing_baseline"] is True
     assert cfg["workloads"]["closed"]["prompt_len"] == 128
     assert cfg["models"]["qwen"]["target"]["tensor_parallel_size"] == 1
-    # 2 batch sizes × (open + 2 synthetic + ngram + close)
-    assert len(cells.build(cfg)) == 2 * 5
+    # a cuda config without seeds gets three (paper grade, ADR 0097): 3 seeds × 2 batch sizes × (open + 2
+    # synthetic + ngram + close)
+    assert cfg["seeds"] == [0, 1, 2]
+    assert len(cells.build(cfg)) == 3 * 2 * 5
 
 
 def test_unknown_scheme_method():

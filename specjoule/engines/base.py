@@ -238,6 +238,13 @@ class Engine(abc.ABC):
         raise EngineUnsupported(f"{type(self).__name__} cannot change synthetic acceptance on a running engine; "
                                 f"run without protocol.swap_synthetic_acceptance")
 
+    def profile(self, action: str, trace_dir: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Start (``action`` "start") or stop ("stop") the engine's own torch profiler (ADR 0095).
+
+        Returns what the engine reports: the trace directory and, on stop, the trace files written there. Only
+        adapters whose engine has a profiler hook override this."""
+        raise EngineUnsupported(f"{type(self).__name__} has no profiler hook")
+
     def __enter__(self) -> "Engine":
         return self
 

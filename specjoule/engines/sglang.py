@@ -691,6 +691,42 @@ class SglangOfflineEngine(WorkerProcessEngine):
 # -- offline engine (worker side) ----------------------------------------------------------------
 
 
+def profile_handler(engine: Any) -> Any:
+    """The worker's ``("profile", "start"|"stop", trace_dir, options)`` handler (ADR 0095): SGLang's own
+    ``Engine.start_profile`` / ``stop_profile`` (0.5.17: a torch profiler in the scheduler process, CPU and GPU
+    activities, the trace exported to ``output_dir`` as ``<profile_id>-TP-<rank>.trace.json.gz`` on stop).
+    ``options``: ``with_stack`` (Python frames; default False: 0.5.17 labels its speculative stages itself while a
+    torch profiler runs, ``draft`` / ``draft_extend`` / ``step[TARGET_VERIFY …]``), ``prefix``."""
+    from specjoule.engines.vllm import _trace_files
+
+    state: dict[str, Any] = {"dir": None}
+
+    def profile(action: str, trace_dir: str | None = None, options: dict | None = None) -> tuple:
+        opts = dict(options or {})
+        t0 = time.monotonic()
+        if action == "start":
+            if not trace_dir:
+                raise EngineError("SGLang profile start needs a trace directory")
+            os.makedirs(trace_dir, exist_ok=True)
+            state["dir"] = os.path.abspath(trace_dir)
+            state["before"] = set(_trace_files(state["dir"]))
+            engine.start_profile(output_dir=state["dir"], activities=["CPU", "GPU"],
+                                 with_stack=bool(opts.get("with_stack", False)), record_shapes=False,
+                                 profile_prefix=str(opts.get("prefix") or "specjoule"))
+            files: list[str] = []
+        elif action == "stop":
+            if state["dir"] is None:
+                raise EngineError("SGLang profile stop without a start")
+            engine.stop_profile()
+            files = [f for f in _trace_files(state["dir"]) if f not in state["before"]]
+        else:
+            raise EngineError(f"profile action {action!r}: expected start or stop")
+        return ("profile", {"action": action, "trace_dir": state["dir"], "files": files,
+                            "t_monotonic": t0, "seconds": time.monotonic() - t0})
+
+    return profile
+
+
 def worker_main(fd: int) -> int:
     accepted = accept_init(fd)
     if accepted is None:
@@ -741,7 +777,8 @@ def worker_main(fd: int) -> int:
         return ("result", BatchResult(results, t0, t1, []), metas)
 
     conn.send(("ready", info))
-    serve(conn, {"generate": generate, "snapshot": lambda: ("snapshot", counts.snapshot())})
+    serve(conn, {"generate": generate, "profile": profile_handler(engine),
+                 "snapshot": lambda: ("snapshot", counts.snapshot())})
     try:
         engine.shutdown()
     except Exception:  # noqa: BLE001 - the parent kills the group anyway

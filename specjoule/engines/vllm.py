@@ -662,6 +662,43 @@ def _running(llm: Any) -> float | None:
     return total
 
 
+def _trace_files(directory: str | None) -> list[str]:
+    """Torch profiler traces under ``directory`` (vLLM: ``<name>.<ts>.pt.trace.json[.gz]``; SGLang: ``*.trace.json.gz``)."""
+    if not directory or not os.path.isdir(directory):
+        return []
+    return sorted(str(p) for p in Path(directory).rglob("*") if p.is_file() and ".json" in p.name)
+
+
+def profile_handler(llm: Any) -> Any:
+    """The worker's ``("profile", "start"|"stop", trace_dir, options)`` handler (ADR 0095).
+
+    vLLM fixes the trace directory when the engine is built (``profiler_config.torch_profiler_dir``): ``trace_dir``
+    must name that directory, or be None. Stop returns the trace files the profiler wrote."""
+
+    def profile(action: str, trace_dir: str | None = None, options: dict | None = None) -> tuple:
+        cfg = getattr(getattr(getattr(llm, "llm_engine", None), "vllm_config", None), "profiler_config", None)
+        configured = getattr(cfg, "torch_profiler_dir", None) or None
+        if cfg is None or getattr(cfg, "profiler", None) != "torch" or not configured:
+            raise EngineUnsupported("this vLLM engine was built without a torch profiler (engine option "
+                                    "profiler_config: {profiler: torch, torch_profiler_dir: DIR})")
+        if trace_dir and os.path.abspath(trace_dir) != os.path.abspath(configured):
+            raise EngineError(f"profile trace_dir {trace_dir!r}: this engine writes its traces to {configured!r} "
+                              f"(fixed at engine start)")
+        before = set(_trace_files(configured))
+        t0 = time.monotonic()
+        if action == "start":
+            llm.start_profile((options or {}).get("prefix") or None)
+        elif action == "stop":
+            llm.stop_profile()
+        else:
+            raise EngineError(f"profile action {action!r}: expected start or stop")
+        files = [f for f in _trace_files(configured) if f not in before]
+        return ("profile", {"action": action, "trace_dir": configured, "files": files,
+                            "t_monotonic": t0, "seconds": time.monotonic() - t0})
+
+    return profile
+
+
 def worker_main(fd: int) -> int:
     accepted = accept_init(fd)
     if accepted is None:
@@ -709,7 +746,7 @@ def worker_main(fd: int) -> int:
         return ("rates", applied[0])
 
     conn.send(("ready", info))
-    serve(conn, {"generate": generate, "set_rates": set_rates,
+    serve(conn, {"generate": generate, "set_rates": set_rates, "profile": profile_handler(llm),
                  "snapshot": lambda: ("snapshot", snapshot_from_metrics(llm.get_metrics()))})
     llm = None  # the engine goes before the pipe closes
     conn.close()

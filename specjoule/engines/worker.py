@@ -134,6 +134,17 @@ class WorkerProcessEngine(Engine):
     def info(self) -> dict[str, Any]:
         return dict(self._info)
 
+    # The torch profiler exports its trace when it stops: minutes for a long capture on a busy host.
+    PROFILE_TIMEOUT_S = 900.0
+
+    def profile(self, action: str, trace_dir: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The worker's ``("profile", action, trace_dir, options)`` command (ADR 0095)."""
+        if action not in ("start", "stop"):
+            raise ValueError(f"profile action {action!r}: expected 'start' or 'stop'")
+        msg = self._request(("profile", action, trace_dir, dict(options or {})), self.PROFILE_TIMEOUT_S,
+                            f"profiler {action}")
+        return msg[1]
+
     def stop(self) -> None:
         if self.proc is None:
             return

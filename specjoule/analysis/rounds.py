@@ -1,0 +1,503 @@
+"""Where a speculation round's time goes, from the engine's own torch profiler trace (ADR 0095).
+
+    python -m specjoule.analysis.rounds TRACE_DIR            # → TRACE_DIR/rounds.parquet (+ rounds_detail.parquet)
+    python -m specjoule.analysis.rounds trim SRC DST [--rounds N]   # a small copy of a trace, for a fixture or evidence
+
+TRACE_DIR holds the folders ``specjoule.profiling`` writes (``profile.json`` beside ``trace/*.json[.gz]``), at any
+depth, or bare Chrome traces. One output row per profiled cell (engine, scheme, acceptance, B, engine overrides).
+
+**Rounds.** A round is the time from one decode step's start to the next's, on the thread that runs the engine
+step: vLLM marks every worker step with ``execute_context_<n>(<tokens>)_generation_<n>(<tokens>)`` (the worker's
+profiler annotation, 0.26 and 0.32 alike; decode when the context count is 0); SGLang 0.5.17 marks each decode
+round's drafting ``draft`` (``spec_stage_span``), a baseline's forward ``step[DECODE bs=…]``. Only full-batch
+decode rounds followed by another decode round count (the last round of a batch runs into the next batch's
+admission, and partial batches are the ramp-up).
+
+**Phases.** A GPU kernel (or copy) belongs to the phase whose labelled span, on the thread that launched it,
+encloses its launch (innermost span wins), through the trace's launch–kernel correlation ids: CUDA-graph kernels
+carry their ``cudaGraphLaunch``'s id. The label table ``PHASE_PATTERNS`` (read in the 0.26.0 / 0.5.17 sources):
+
+- ``verify``: vLLM V1 ``gpu_model_runner: forward`` (the target's forward over the verified tokens); V2 (frames)
+  ``…/v1/worker/gpu/model_runner.py(N): execute_model``; SGLang ``step[TARGET_VERIFY bs=…]``.
+- ``draft``: vLLM V1 ``gpu_model_runner: draft`` (``propose_draft_token_ids``: every drafter pass); V2 (frames)
+  ``…spec_decode/….py(N): propose``; SGLang ``draft`` and ``draft_extend``.
+- ``sample``: vLLM V1 ``gpu_model_runner: sample`` (the rejection sampler); V2 (frames) ``model_runner.py(N):
+  sample``. SGLang has no label around its accept step: it is in ``other``.
+
+Kernels under no phase are ``other`` (input preparation, bookkeeping copies). **Host time** is the round's wall
+time during which no kernel or copy ran on the GPU (union of device intervals, clipped to the round): time the GPU
+waits for the host. On a CPU trace there are no kernels: phases are the labelled spans' wall time, host time the
+rest, and the GPU columns are null (``profile_method`` says which).
+
+The profiler records every op on the host, so profiled rounds are longer than unprofiled ones; ``profile.json``
+carries the unprofiled reference (same engine, same batches, no profiler) and NVML utilization for both, and the
+table reports both round times and their ratio (``profiler_inflation``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+PHASES = ("verify", "draft", "sample")
+
+# (phase, regex over the event name, event categories it applies to). Innermost enclosing span wins.
+_LABEL = ("user_annotation",)
+_FRAME = ("python_function",)
+PHASE_PATTERNS: tuple[tuple[str, re.Pattern, tuple[str, ...]], ...] = (
+    ("verify", re.compile(r"^gpu_model_runner: forward$"), _LABEL),
+    ("draft", re.compile(r"^gpu_model_runner: draft$"), _LABEL),
+    ("sample", re.compile(r"^gpu_model_runner: sample$"), _LABEL),
+    ("verify", re.compile(r"^step\[TARGET_VERIFY\b"), _LABEL),
+    ("draft", re.compile(r"^draft(_extend)?$"), _LABEL),
+    ("verify", re.compile(r"v1/worker/gpu/model_runner\.py\(\d+\): execute_model$"), _FRAME),
+    ("sample", re.compile(r"v1/worker/gpu/model_runner\.py\(\d+\): sample$"), _FRAME),
+    ("draft", re.compile(r"spec_decode/.+\.py\(\d+\): propose$"), _FRAME),
+)
+
+# Round markers, in order of preference: the first kind present in a trace is used.
+VLLM_STEP = re.compile(r"^execute_(?:\d+_)?context_(\d+)\((?:sq)?\d+.*?\)_generation_(\d+)\((?:sq)?(\d+)")
+SGLANG_DRAFT = re.compile(r"^draft$")
+SGLANG_DECODE = re.compile(r"^step\[DECODE bs=(\d+)\]")
+
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|cuGraphLaunch)")
+KERNEL_LAUNCH = re.compile(r"^(cudaLaunchKernel|cuLaunchKernel|cudaLaunchCooperativeKernel)")
+SYNC = re.compile(r"Synchronize")
+
+
+class TraceError(ValueError):
+    """A trace the analysis cannot read or find rounds in; names the file."""
+
+
+# -- reading -----------------------------------------------------------------------------------------
+
+
+def read_trace(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt") as fh:
+            data = json.load(fh)
+    except (OSError, json.JSONDecodeError, EOFError) as exc:
+        raise TraceError(f"{path}: not a readable Chrome trace ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
+        raise TraceError(f"{path}: no traceEvents list (not a torch profiler Chrome trace)")
+    return data
+
+
+@dataclass(frozen=True)
+class Span:
+    start: float  # µs
+    end: float
+    name: str
+    thread: tuple
+
+
+@dataclass
+class Trace:
+    """The events the analysis needs, in µs on the trace's clock."""
+
+    markers: list[tuple[Span, int]]  # (step span, requests if a pure decode step else 0) of the chosen kind
+    generation_requests: int  # vLLM: requests in decode summed over every step, mixed prefill steps included
+    marker_kind: str
+    phase_spans: dict[tuple, list[tuple[Span, str]]]  # thread → (span, phase), by start
+    launches: list[tuple[float, float, str, tuple, int | None]]  # runtime calls: (ts, dur, name, thread, correlation)
+    device: list[tuple[float, float, int | None]]  # kernels and copies: (ts, end, correlation)
+    phase_sources: frozenset[str]  # which event kinds marked phases: "labels", "python_frames"
+
+
+def _thread(e: dict) -> tuple:
+    return (e.get("pid"), e.get("tid"))
+
+
+def _phase_of(name: str, cat: str) -> str | None:
+    for phase, pattern, cats in PHASE_PATTERNS:
+        if cat in cats and pattern.search(name):
+            return phase
+    return None
+
+
+def parse(data: dict[str, Any]) -> Trace:
+    vllm, draft, decode = [], [], []
+    generation = 0
+    phase_spans: dict[tuple, list[tuple[Span, str]]] = {}
+    launches, device = [], []
+    sources: set[str] = set()
+    for e in data["traceEvents"]:
+        if e.get("ph") != "X":
+            continue
+        cat, name = e.get("cat", ""), e.get("name", "")
+        ts, dur = float(e.get("ts", 0.0)), float(e.get("dur", 0.0))
+        if cat in DEVICE_CATS:
+            device.append((ts, ts + dur, (e.get("args") or {}).get("correlation")))
+            continue
+        if cat in RUNTIME_CATS:
+            launches.append((ts, dur, name, _thread(e), (e.get("args") or {}).get("correlation")))
+            continue
+        span = Span(ts, ts + dur, name, _thread(e))
+        if cat == "user_annotation":
+            if (m := VLLM_STEP.match(name)) is not None:
+                generation += int(m.group(2))
+                if int(m.group(1)) == 0 and int(m.group(2)) > 0:
+                    vllm.append((span, int(m.group(2))))
+                else:  # a prefill (or empty) step ends the decode round before it
+                    vllm.append((span, 0))
+            elif SGLANG_DRAFT.match(name):
+                draft.append((span, 0))
+            elif (m := SGLANG_DECODE.match(name)) is not None:
+                decode.append((span, int(m.group(1))))
+        phase = _phase_of(name, cat)
+        if phase is not None:
+            phase_spans.setdefault(span.thread, []).append((span, phase))
+            sources.add("python_frames" if cat == "python_function" else "labels")
+    for spans in phase_spans.values():
+        spans.sort(key=lambda x: (x[0].start, -x[0].end))
+    # by time only: ties would compare thread tuples or correlation ids, which may be None
+    launches.sort(key=lambda x: x[0])
+    device.sort(key=lambda x: x[0])
+    for kind, markers in (("vllm_step", vllm), ("sglang_draft", draft), ("sglang_decode", decode)):
+        if markers:
+            markers.sort(key=lambda x: x[0].start)
+            return Trace(markers, generation, kind, phase_spans, launches, device, frozenset(sources))
+    return Trace([], generation, "none", phase_spans, launches, device, frozenset(sources))
+
+
+# -- rounds ------------------------------------------------------------------------------------------
+
+
+def decode_rounds(trace: Trace) -> list[tuple[float, float, int]]:
+    """(start, end, requests) of every full-batch decode round followed by another decode step.
+
+    vLLM markers carry the number of requests in decode (0 for prefill and empty steps); SGLang's ``draft``
+    marker does not, so every one of its rounds counts as full."""
+    markers = trace.markers
+    if not markers:
+        return []
+    if trace.marker_kind == "sglang_draft":
+        full = 1
+        counts = [1] * len(markers)
+    else:
+        counts = [n for _, n in markers]
+        full = max(counts)
+    out = []
+    for i in range(len(markers) - 1):
+        if counts[i] == full and counts[i + 1] == full and full > 0:
+            out.append((markers[i][0].start, markers[i + 1][0].start, full if trace.marker_kind != "sglang_draft" else None))
+    return out
+
+
+def _union_within(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Length of the union of intervals clipped to [lo, hi)."""
+    clipped = sorted((max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi)
+    total, cur_a, cur_b = 0.0, None, None
+    for a, b in clipped:
+        if cur_b is None or a > cur_b:
+            if cur_b is not None:
+                total += cur_b - cur_a
+            cur_a, cur_b = a, b
+        else:
+            cur_b = max(cur_b, b)
+    if cur_b is not None:
+        total += cur_b - cur_a
+    return total
+
+
+def _innermost_phase(spans: list[tuple[Span, str]], starts: list[float], t: float) -> str | None:
+    """The phase of the innermost span (latest start) that encloses t."""
+    i = bisect.bisect_right(starts, t) - 1
+    while i >= 0:
+        span, phase = spans[i]
+        if span.start <= t < span.end:
+            return phase
+        i -= 1
+        # spans are short and few per round: a bounded walk back finds any enclosing span
+        if i >= 0 and t - spans[i][0].start > 5e6:
+            break
+    return None
+
+
+@dataclass
+class RoundStats:
+    start: float
+    end: float
+    requests: int | None
+    gpu_ms: dict[str, float] = field(default_factory=lambda: {p: 0.0 for p in (*PHASES, "other")})
+    span_ms: dict[str, float] = field(default_factory=lambda: {p: 0.0 for p in PHASES})
+    busy_ms: float = 0.0
+    graph_launches: dict[str, int] = field(default_factory=dict)
+    kernel_launches: dict[str, int] = field(default_factory=dict)
+    syncs: int = 0
+    sync_wait_ms: float = 0.0
+
+    @property
+    def wall_ms(self) -> float:
+        return (self.end - self.start) / 1000.0
+
+
+def round_stats(trace: Trace) -> list[RoundStats]:
+    rounds = [RoundStats(a, b, n) for a, b, n in decode_rounds(trace)]
+    if not rounds:
+        return []
+    starts = [r.start for r in rounds]
+
+    def round_of(t: float) -> RoundStats | None:
+        i = bisect.bisect_right(starts, t) - 1
+        return rounds[i] if i >= 0 and t < rounds[i].end else None
+
+    span_starts = {th: [s.start for s, _ in spans] for th, spans in trace.phase_spans.items()}
+    for spans in trace.phase_spans.values():
+        open_until: dict[str, float] = {}  # phase → end of its outermost span so far (spans sorted by start)
+        for span, phase in spans:
+            if span.start < open_until.get(phase, float("-inf")):
+                continue  # nested in a span of the same phase (a frame inside its label): counted once
+            open_until[phase] = span.end
+            r = round_of(span.start)
+            if r is not None:
+                r.span_ms[phase] += (span.end - span.start) / 1000.0
+    phase_by_corr: dict[int, tuple[RoundStats, str]] = {}
+    for ts, dur, name, thread, corr in trace.launches:
+        r = round_of(ts)
+        if r is None:
+            continue
+        spans = trace.phase_spans.get(thread, [])
+        phase = _innermost_phase(spans, span_starts.get(thread, []), ts) if spans else None
+        key = phase or "other"
+        if GRAPH_LAUNCH.match(name):
+            r.graph_launches[key] = r.graph_launches.get(key, 0) + 1
+        elif KERNEL_LAUNCH.match(name):
+            r.kernel_launches[key] = r.kernel_launches.get(key, 0) + 1
+        if SYNC.search(name):
+            r.syncs += 1
+            r.sync_wait_ms += dur / 1000.0
+        if corr is not None:
+            phase_by_corr[corr] = (r, key)
+    for a, b, corr in trace.device:
+        hit = phase_by_corr.get(corr) if corr is not None else None
+        if hit is not None:
+            hit[0].gpu_ms[hit[1]] += (b - a) / 1000.0
+    # device events are sorted by start: only those starting within one longest event before a round can reach it
+    dev_starts = [a for a, _, _ in trace.device]
+    longest = max((b - a for a, b, _ in trace.device), default=0.0)
+    for r in rounds:
+        lo = bisect.bisect_left(dev_starts, r.start - longest)
+        hi = bisect.bisect_left(dev_starts, r.end)
+        r.busy_ms = _union_within([(a, b) for a, b, _ in trace.device[lo:hi]], r.start, r.end) / 1000.0
+    return rounds
+
+
+# -- one profiled cell -------------------------------------------------------------------------------
+
+
+def _mean(xs: Iterable[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def summarize(rounds: list[RoundStats], has_device: bool, sources: frozenset[str]) -> dict[str, Any]:
+    """Per-round means of one trace. GPU columns are null on a trace without device events (a CPU run)."""
+    n = len(rounds)
+    out: dict[str, Any] = {"rounds_profiled": n, "round_ms_profiled": _mean(r.wall_ms for r in rounds)}
+    # "labels" wins where both marked phases (a frame nested in its phase's label adds nothing)
+    labels = "labels" if "labels" in sources else ("python_frames" if sources else "no_phase_marks")
+    if has_device:
+        out["profile_method"] = f"{labels}+gpu_kernels"
+        for p in (*PHASES, "other"):
+            out[f"{p if p != 'other' else 'other_gpu'}_ms_per_round"] = _mean(r.gpu_ms[p] for r in rounds)
+        out["gpu_ms_per_round"] = _mean(r.busy_ms for r in rounds)
+        out["host_ms_per_round"] = _mean(r.wall_ms - r.busy_ms for r in rounds)
+        total_wall = sum(r.wall_ms for r in rounds)
+        out["gpu_busy_fraction"] = sum(r.busy_ms for r in rounds) / total_wall if total_wall else None
+    else:
+        out["profile_method"] = f"{labels}+cpu_wall"
+        for p in PHASES:
+            out[f"{p}_ms_per_round"] = _mean(r.span_ms[p] for r in rounds)
+        out["other_gpu_ms_per_round"] = out["gpu_ms_per_round"] = out["gpu_busy_fraction"] = None
+        out["host_ms_per_round"] = _mean(r.wall_ms - sum(r.span_ms.values()) for r in rounds)
+    for p in PHASES:
+        out[f"{p}_span_ms_per_round"] = _mean(r.span_ms[p] for r in rounds)
+    for kind, attr in (("graph", "graph_launches"), ("kernel", "kernel_launches")):
+        out[f"{kind}_launches_per_round"] = _mean(float(sum(getattr(r, attr).values())) for r in rounds) if n else None
+        for p in ("draft", "verify"):
+            out[f"{p}_{kind}_launches_per_round"] = _mean(float(getattr(r, attr).get(p, 0)) for r in rounds) if n else None
+    out["syncs_per_round"] = _mean(float(r.syncs) for r in rounds) if n else None
+    out["sync_wait_ms_per_round"] = _mean(r.sync_wait_ms for r in rounds) if n else None
+    return out
+
+
+def detail_rows(rounds: list[RoundStats]) -> list[dict[str, Any]]:
+    """One row per round (``rounds_detail.parquet``): the distribution behind the means."""
+    return [{"round": i, "wall_ms": r.wall_ms, "busy_ms": r.busy_ms,
+             **{f"{p}_gpu_ms": r.gpu_ms[p] for p in (*PHASES, "other")},
+             **{f"{p}_span_ms": r.span_ms[p] for p in PHASES},
+             "graph_launches": sum(r.graph_launches.values()), "kernel_launches": sum(r.kernel_launches.values()),
+             "syncs": r.syncs, "sync_wait_ms": r.sync_wait_ms} for i, r in enumerate(rounds)]
+
+
+def analyze_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    trace = parse(read_trace(path))
+    if trace.marker_kind == "none":
+        raise TraceError(f"{path}: no round markers (vLLM 'execute_context_…' step annotations or SGLang 'draft' / "
+                         f"'step[DECODE …]' labels): was the engine's profiler running during decode?")
+    rounds = round_stats(trace)
+    if not rounds:
+        raise TraceError(f"{path}: {len(trace.markers)} step marker(s) but no two consecutive full-batch decode "
+                         f"rounds: profile longer batches (--rounds)")
+    row = summarize(rounds, bool(trace.device), trace.phase_sources)
+    row["round_marker"] = trace.marker_kind
+    # requests × decode steps over the whole trace: the engine counts one draft per request per verify step,
+    # so this equals the profiled batches' draft counter (a cross-check of trace against counters)
+    row["decode_request_steps"] = trace.generation_requests if trace.marker_kind == "vllm_step" else None
+    return row, detail_rows(rounds)
+
+
+IDENTITY = ("campaign_id", "cell_name", "engine", "scheme", "method", "k", "batch_size", "acceptance_name",
+            "configured_L", "device", "engine_version", "profile_output_len", "hostname", "host_cpu_model")
+
+
+def analyze_profile(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One profiled cell's row (and its per-round rows) from ``profile.json`` and its trace(s)."""
+    meta_path = folder / "profile.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    traces = [folder / f for f in meta.get("trace_files") or []] or sorted(
+        p for p in folder.rglob("*") if p.is_file() and re.search(r"\.json(\.gz)?$", p.name) and p.name != "profile.json")
+    if not traces:
+        raise TraceError(f"{folder}: no trace file")
+    row: dict[str, Any] = {k: meta.get(k) for k in IDENTITY}
+    cfg = meta.get("engine_config") or {}
+    row["model_runner"] = cfg.get("model_runner")
+    row["async_scheduling"] = cfg.get("async_scheduling")
+    row["cudagraph_mode"] = cfg.get("cudagraph_mode")
+    row["engine_overrides"] = json.dumps(meta["engine_overrides"], sort_keys=True) if meta.get("engine_overrides") else None
+    stats, rounds = analyze_trace(traces[0])
+    row.update(stats)
+    ref, prof = meta.get("reference") or {}, meta.get("profiled") or {}
+    row["round_ms_unprofiled"] = ref.get("round_ms")
+    row["profiler_inflation"] = (row["round_ms_profiled"] / ref["round_ms"]
+                                 if ref.get("round_ms") and row.get("round_ms_profiled") else None)
+    row["rounds_counted"] = prof.get("rounds")  # the engine's own count over the profiled batches (cross-check)
+    row["nvml_util_unprofiled"] = (ref.get("nvml") or {}).get("gpu_util")
+    row["nvml_util_profiled"] = (prof.get("nvml") or {}).get("gpu_util")
+    row["nvml_power_w_unprofiled"] = (ref.get("nvml") or {}).get("power_w")
+    row["trace_file"] = str(traces[0].relative_to(folder)) if traces[0].is_relative_to(folder) else str(traces[0])
+    row["profile_dir"] = str(folder)
+    return row, [{"profile_dir": str(folder), **d} for d in rounds]
+
+
+def profile_folders(root: Path) -> list[Path]:
+    """Folders holding a ``profile.json``, or (no such folder anywhere) the root itself if it holds a trace."""
+    found = sorted({p.parent for p in root.rglob("profile.json")})
+    return found or [root]
+
+
+def analyze_dir(root: str | Path, detail: bool = False) -> pl.DataFrame | tuple[pl.DataFrame, pl.DataFrame]:
+    root = Path(root)
+    if not root.is_dir():
+        raise TraceError(f"{root}: not a directory")
+    rows, details = [], []
+    for folder in profile_folders(root):
+        row, d = analyze_profile(folder)
+        rows.append(row)
+        details.extend(d)
+    df = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+    if detail:
+        return df, (pl.DataFrame(details, infer_schema_length=None) if details else pl.DataFrame())
+    return df
+
+
+TABLE_COLUMNS = ("engine", "scheme", "acceptance_name", "batch_size", "engine_overrides", "rounds_profiled",
+                 "round_ms_unprofiled", "round_ms_profiled", "draft_ms_per_round", "verify_ms_per_round",
+                 "sample_ms_per_round", "other_gpu_ms_per_round", "host_ms_per_round", "gpu_busy_fraction",
+                 "nvml_util_unprofiled", "draft_graph_launches_per_round", "draft_kernel_launches_per_round",
+                 "syncs_per_round", "profile_method")
+
+
+def format_table(df: pl.DataFrame) -> str:
+    cols = [c for c in TABLE_COLUMNS if c in df.columns]
+    lines = ["\t".join(cols)]
+    for row in df.select(cols).iter_rows():
+        lines.append("\t".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
+    return "\n".join(lines)
+
+
+# -- trimming ------------------------------------------------------------------------------------------
+
+
+def trim(src: str | Path, dst: str | Path, rounds: int = 6) -> dict[str, int]:
+    """Write a copy of a trace that keeps its metadata and only the events of its first ``rounds`` decode rounds
+    (plus the next step's marker, which closes the last one): a fixture or evidence file of a few hundred kB."""
+    data = read_trace(src)
+    trace = parse(data)
+    kept_rounds = decode_rounds(trace)[:rounds]
+    if not kept_rounds:
+        raise TraceError(f"{src}: no decode rounds to keep")
+    lo, hi = kept_rounds[0][0], kept_rounds[-1][1]
+    closing = [s for s, _ in trace.markers if s.start >= hi][:1]
+    hi_keep = closing[0].end if closing else hi
+    corr_kept = {e.get("args", {}).get("correlation") for e in data["traceEvents"]
+                 if e.get("ph") == "X" and e.get("cat") in RUNTIME_CATS and lo <= float(e.get("ts", 0)) < hi_keep}
+    events = []
+    for e in data["traceEvents"]:
+        if e.get("ph") != "X":
+            events.append(e)
+            continue
+        ts = float(e.get("ts", 0.0))
+        if e.get("cat") in DEVICE_CATS:
+            keep = (e.get("args") or {}).get("correlation") in corr_kept or lo <= ts < hi_keep
+        else:
+            keep = lo <= ts < hi_keep or (ts < lo and ts + float(e.get("dur", 0.0)) > lo and e.get("cat") == "user_annotation")
+        if keep:
+            events.append(e)
+    out = {**data, "traceEvents": events}
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with (gzip.open(dst, "wt") if dst.suffix == ".gz" else open(dst, "w")) as fh:
+        json.dump(out, fh, separators=(",", ":"))
+    return {"events_in": len(data["traceEvents"]), "events_out": len(events), "rounds": len(kept_rounds)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "trim":
+        ap = argparse.ArgumentParser(prog="python -m specjoule.analysis.rounds trim")
+        ap.add_argument("src")
+        ap.add_argument("dst")
+        ap.add_argument("--rounds", type=int, default=6)
+        a = ap.parse_args(argv[1:])
+        print(json.dumps(trim(a.src, a.dst, a.rounds)))
+        return 0
+    ap = argparse.ArgumentParser(prog="python -m specjoule.analysis.rounds", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trace_dir")
+    ap.add_argument("--out", default=None, help="default TRACE_DIR/rounds.parquet")
+    a = ap.parse_args(argv)
+    try:
+        df, detail = analyze_dir(a.trace_dir, detail=True)
+    except TraceError as exc:
+        print(f"rounds: {exc}", file=sys.stderr)
+        return 2
+    out = Path(a.out) if a.out else Path(a.trace_dir) / "rounds.parquet"
+    from specjoule.analysis import write_parquet_atomic
+
+    write_parquet_atomic(df, out)
+    if detail.height:
+        write_parquet_atomic(detail, out.with_name(out.stem + "_detail.parquet"))
+    print(format_table(df))
+    print(f"rounds: {df.height} profile(s) → {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

