@@ -143,8 +143,8 @@ def test_derived_values_take_the_interval_through_their_map(sch):
 
 
 def test_an_older_summary_interval_is_over_seeds(gpu):
-    """Today's derive.summarize_seeds (no replicate columns): its interval is the seeds' (ADR 0027)."""
-    assert "interval_level" not in gpu.summary.columns
+    """A summary over seeds alone (one window, one engine replicate): its interval is the seeds' (ADR 0027, 0081)."""
+    assert set(gpu.summary["interval_level"].drop_nulls()) == {"seed"}
     pts = fi_of(gpu).points
     keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme", "acceptance_name"]
     st = SP.point_stats(pts, keys, ["energy_ratio"], gpu.summary)

@@ -82,6 +82,10 @@ def observations(records: pl.DataFrame) -> pl.DataFrame:
         recs = recs.with_columns(pl.lit("records").alias("source"))
     if "measure_key" not in recs.columns:
         recs = recs.with_columns(evidence.measure_key(recs))
+    if "device_key" not in recs.columns:  # plain cell records (not aggregate's table): the same key, made here
+        from specjoule.analysis.aggregate import device_key
+
+        recs = recs.with_columns(device_key().alias("device_key"))
     board = C("device_key").fill_null("unknown device")
     run = pl.concat_str([board, C("source"), C("config_hash").fill_null("∅")], separator="|")
     launch = pl.coalesce(C("engine_instance"),
