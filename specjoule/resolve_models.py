@@ -297,13 +297,15 @@ def weights_revision(path: Path, files: list[Path]) -> str:
     digest = hashlib.sha256()
     full = total <= FULL_HASH_MAX_BYTES
     for f in files:
-        digest.update(f.name.encode() + b"\0" + str(f.stat().st_size).encode() + b"\0")
+        # Full: sha256 over each file's name and bytes, as specjoule.pair.weights_sha256 (the trained
+        # pair's revision is the prefix of the hash its training manifest states).
+        digest.update(f.name.encode() + b"\0")
         with open(f, "rb") as fh:
             if full:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     digest.update(block)
             else:
-                digest.update(fh.read(1 << 20))
+                digest.update(str(f.stat().st_size).encode() + b"\0" + fh.read(1 << 20))
                 fh.seek(max(0, f.stat().st_size - (1 << 20)))
                 digest.update(fh.read(1 << 20))
     return ("sha256:" if full else "fp:") + digest.hexdigest()[:16]
