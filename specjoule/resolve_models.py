@@ -26,6 +26,7 @@ checkpoint stops the plan, naming the key and the path. A path that does not exi
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import hashlib
 import json
@@ -460,7 +461,7 @@ def localize(spec: dict[str, Any], workdir: str | Path = ".") -> tuple[dict[str,
 
     Without a manifest (a cell run by hand, outside Snakemake) the spec is unchanged and the revision
     null: unknown, never guessed."""
-    out = json.loads(json.dumps(spec))  # a deep copy that the caller may keep
+    out = copy.deepcopy(spec)  # the caller may keep it; the cell's own spec stays as planned
     revisions: dict[str, str | None] = {"target_revision": None, "draft_revision": None}
     for role, ref in cell_refs(spec).items():
         man = read_manifest(ref, workdir)
