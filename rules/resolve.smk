@@ -1,11 +1,11 @@
 # Model resolution before any GPU job (ADR 0121): local checkpoints checked, hub ids fetched once
-# into the model cache on the machine that plans (a login node: compute nodes are often offline).
+# into the hub cache (HF_HUB_CACHE) on the machine that plans (a login node: compute nodes are often
+# offline). Corpora are checked here too (ADR 0122).
 from specjoule import resolve_models as _resolve  # noqa: E402
 
 # Parse time (every plan, `make plan` too): a local checkpoint without weights (load_format not
-# dummy) or a prompt tokenizer whose ids the model cannot embed stops the plan here, naming the key
-# and the path.
-# Corpora too: a file in the wrong layout, or a hub dataset not yet fetched into the hub cache.
+# dummy), a prompt tokenizer whose ids the model cannot embed, a corpus file in the wrong layout or a
+# hub dataset not yet fetched into the hub cache stops the plan here, naming the key and the path.
 try:
     _resolve.check_config(CONFIG)
     _resolve.check_corpora(CONFIG, " ".join(str(f) for f in workflow.overwrite_configfiles) or "CONFIG")
