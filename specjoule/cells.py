@@ -12,6 +12,7 @@ or a corpus leaves every existing id and path untouched.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import json
 import os
@@ -73,6 +74,11 @@ class Cell:
     spec: dict = field(default_factory=dict, compare=False, hash=False)
     # Campaigns that differ only in batch size, corpus and seed (ADR 0017); not part of the identity.
     family_id: str = ""
+    # Replicate axes (ADR 0064): in the identity only when not 0.
+    window_index: int = 0
+    engine_replicate: int = 0
+    # Known at planning time (specjoule.support): the engine cannot run this cell; not part of the identity.
+    unsupported_reason: str | None = None
 
     @property
     def record_path(self) -> str:
@@ -122,6 +128,8 @@ class Cell:
             "prefix_caching": self.spec["prefix_caching"],
             "run_order_index": self.run_order_index,
             "run_order_seed": self.run_order_seed,
+            "window_index": self.window_index,
+            "engine_replicate": self.engine_replicate,
         }
 
 
@@ -186,7 +194,7 @@ class CellTable:
     def group_estimated_s(self, group: EngineGroup) -> float:
         """Members' estimates less the engine starts (and idle measurements) the sharing saves."""
         saved = (len(group.cells) - 1) * (self.engine_start_s + self.idle_s)
-        return sum(c.estimated_s for c in group.cells) - saved
+        return max(0.0, sum(c.estimated_s for c in group.cells) - saved)
 
     def estimated_gpu_s(self) -> float:
         if not self.share_engines:
@@ -207,8 +215,8 @@ class CellTable:
     def write_plan(self, path: str | Path) -> None:
         columns = ["campaign_id", "cell_name", "run_order_index", "role", "engine", "model_pair", "scheme",
                    "method", "k", "acceptance_name", "configured_L", "batch_size", "corpus", "seed",
-                   "cuda_graphs", "workload", "cell_id", "record_path", "estimated_gpu_s", "engine_group",
-                   "engine_start"]
+                   "cuda_graphs", "workload", "window_index", "engine_replicate", "cell_id", "record_path",
+                   "estimated_gpu_s", "engine_group", "engine_start", "unsupported"]
         # With sharing, a cell's estimate is its share of its group's: the first member carries the
         # engine start, the others do not (the column still sums to estimated_gpu_s()).
         group_of: dict[str, tuple[str, bool]] = {}
@@ -226,8 +234,10 @@ class CellTable:
                     ident = c.identity()
                     gid, starts = group_of.get(c.record_path, (None, True))
                     est = c.estimated_s if starts else c.estimated_s - saved
-                    w.writerow([ident.get(col) if col in ident else None for col in columns[:-5]]
-                               + [c.cell_id, c.record_path, f"{est:.0f}", gid, int(starts)])
+                    if c.unsupported_reason:  # written without a lease or an engine start (ADR 0063)
+                        est, starts = 0.0, False
+                    w.writerow([ident.get(col) if col in ident else None for col in columns[:-6]]
+                               + [c.cell_id, c.record_path, f"{est:.0f}", gid, int(starts), c.unsupported_reason or ""])
 
     def summary(self) -> str:
         hours = self.estimated_gpu_s() / 3600
@@ -241,8 +251,11 @@ class CellTable:
             starts = f"{self.engine_starts()} engine starts: one per cell"
         gpu_s = self.estimated_gpu_s()
         share = f", ≈ {100 * self.estimated_window_s() / gpu_s:.0f} % of it inside energy windows" if gpu_s else ""
+        unsupported = sum(1 for c in self.cells if c.unsupported_reason)
+        skipped = (f"; {unsupported} cell(s) the engine cannot run are written as unsupported records without "
+                   f"a GPU (see the plan's unsupported column)") if unsupported else ""
         return (f"{len(self.cells)} cells in {len(self.campaigns)} campaigns, {engines} distinct engine "
-                f"configurations, estimated {hours:.2f} GPU-hours{share} ({starts})")
+                f"configurations, estimated {hours:.2f} GPU-hours{share} ({starts}){skipped}")
 
 
 def _window_s(workload: dict) -> float:
@@ -265,115 +278,254 @@ def _scheme_variants(name: str, scheme: dict, config: dict) -> list[tuple[str | 
     return out
 
 
-def build(config: dict) -> CellTable:
-    """Expand a validated config into cells. Cheap: plain Python, no per-cell I/O."""
+# -- expand: the grid's campaigns and the arms of each ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One cell of a campaign before it has an identity: role, scheme, acceptance variant, window."""
+
+    name: str
+    role: str
+    scheme_name: str
+    scheme: dict
+    variant: tuple  # (acceptance name, kind, rates, configured L); all None for baselines and model acceptance
+    window_index: int = 0
+
+
+@dataclass(frozen=True)
+class CampaignPlan:
+    """A campaign's shared parameters: what every one of its cells measures alike."""
+
+    campaign_id: str
+    family_id: str
+    engine: str
+    pair_name: str
+    workload_name: str
+    workload: dict
+    batch_size: int
+    corpus: str
+    seed: int
+    cuda_graphs: bool
+    engine_replicate: int
+    spec_base: dict
+    engine_blob: str  # hash input of the engine-shaping parameters (engine keys)
+    estimated_s: float
+
+
+def replicate_suffix(index: int, letter: str) -> str:
+    """Index 0 of a replicate axis leaves names and ids as they were before the axis existed (ADR 0064)."""
+    return f"{letter}{index}" if index else ""
+
+
+def expand(config: dict) -> Iterator[tuple[str, list[CampaignPlan]]]:
+    """Every campaign family (engine × pair × workload × graph mode × engine replicate) with its campaigns
+    (batch size × corpus × seed), in plan order. Pure: no ids, no order."""
     protocol = config["protocol"]
-    order_seed = protocol["run_order_seed"]
-    share = bool(protocol.get("share_engines", False))
-    swap = share and bool(protocol.get("swap_synthetic_acceptance", False))
     engine_opts = config["engine_options"]
-    baseline_name = next(n for n, s in config["schemes"].items() if s["method"] == "baseline")
-    point_schemes = [(n, s) for n, s in config["schemes"].items() if s["method"] != "baseline"]
-    variants = {n: _scheme_variants(n, s, config) for n, s in point_schemes}
-
-    cells: list[Cell] = []
-    by_path: dict[str, Cell] = {}
-    campaigns: dict[str, list[Cell]] = {}
-
     for engine in config["engines"]:
         for pair_name, pair in config["models"].items():
             for wl_name, wl in config["workloads"].items():
                 est = _estimate_s(wl, protocol)
                 for graphs in config["cuda_graphs"]:
-                    family = f"{engine}-{pair_name}-{wl_name}-cg{int(graphs)}"
-                    family_order: dict[str, int] | None = None  # point order key -> position (sharing)
-                    family_engine_order: dict[str, int] = {}  # point engine key -> its first vector's position
-                    order_keys: dict[str, str] = {}  # cell id -> order key (the engine key before any swap)
-                    # Engine-shaping parameters, shared by every cell of a (pair, scheme, vector).
-                    engine_base = {"engine": engine, "pair": pair, "graphs": graphs, "device": config["device"],
-                                   "prefix_caching": config["prefix_caching"], "opts": engine_opts.get(engine, {})}
-                    engine_blob = _blob(engine_base)
-                    for batch in config["batch_sizes"]:
-                        for corpus_name, corpus in config["corpora"].items():
-                            for seed in config["seeds"]:
-                                campaign = f"{engine}-{pair_name}-{wl_name}-b{batch}-{corpus_name}-s{seed}-cg{int(graphs)}"
-                                spec_base = {
-                                    "engine": engine, "target": pair["target"], "draft": pair.get("draft"),
-                                    "max_model_len": pair.get("max_model_len"), "batch_size": batch,
-                                    "corpus": corpus_name, "corpus_spec": corpus, "pool_size": corpus.get("pool_size", config["pool_size"]),
-                                    "seed": seed, "cuda_graphs": graphs, "workload": wl, "device": config["device"],
-                                    "prefix_caching": config["prefix_caching"], "engine_options": engine_opts.get(engine, {}),
-                                    "protocol": {k: protocol[k] for k in ("idle_s", "engine_ready_timeout_s")},
-                                    "meter": config["meter"],
-                                }
+                    for rep in range(int(config.get("engine_replicates", 1))):
+                        rsuffix = "-" + replicate_suffix(rep, "r") if rep else ""
+                        family = f"{engine}-{pair_name}-{wl_name}-cg{int(graphs)}{rsuffix}"
+                        engine_base = {"engine": engine, "pair": pair, "graphs": graphs, "device": config["device"],
+                                       "prefix_caching": config["prefix_caching"], "opts": engine_opts.get(engine, {})}
+                        engine_blob = _blob(engine_base)
+                        plans = []
+                        for batch in config["batch_sizes"]:
+                            for corpus_name, corpus in config["corpora"].items():
+                                for seed in config["seeds"]:
+                                    campaign = (f"{engine}-{pair_name}-{wl_name}-b{batch}-{corpus_name}-s{seed}"
+                                                f"-cg{int(graphs)}{rsuffix}")
+                                    spec_base = {
+                                        "engine": engine, "target": pair["target"], "draft": pair.get("draft"),
+                                        "max_model_len": pair.get("max_model_len"), "batch_size": batch,
+                                        "corpus": corpus_name, "corpus_spec": corpus,
+                                        "pool_size": corpus.get("pool_size", config["pool_size"]),
+                                        "seed": seed, "cuda_graphs": graphs, "workload": wl, "device": config["device"],
+                                        "prefix_caching": config["prefix_caching"],
+                                        "engine_options": engine_opts.get(engine, {}),
+                                        "protocol": {k: protocol[k] for k in ("idle_s", "engine_ready_timeout_s")},
+                                        "meter": config["meter"],
+                                    }
+                                    if rep:  # in the hashed spec only when it is not 0: older ids stay
+                                        spec_base["engine_replicate"] = rep
+                                    plans.append(CampaignPlan(campaign, family, engine, pair_name, wl_name, wl, batch,
+                                                              corpus_name, seed, graphs, rep, spec_base, engine_blob,
+                                                              est))
+                        yield family, plans
 
-                                # Hash the shared part once per campaign; each cell adds only its own part.
-                                base_blob = _blob(spec_base)
 
-                                def make(name: str, role: str, scheme_name: str, scheme: dict, variant) -> Cell:
-                                    vname, kind, rates, L = variant
-                                    own = {"scheme": {**scheme, "name": scheme_name}, "role": role,
-                                           "acceptance_rates": list(rates) if rates else None}
-                                    spec = {**spec_base, **own}
-                                    order_key = _sha(engine_blob + _blob({"scheme": scheme, "rates": rates}), 10)
-                                    # A swappable arm's vectors share one engine: its key leaves the rates
-                                    # out; the order key keeps them, so the vectors still run shuffled.
-                                    swapped = (swap and engine == "vllm" and bool(scheme.get("synthetic"))
-                                               and wl["kind"] == "closed_batch" and rates is not None)
-                                    ekey = (_sha(engine_blob + _blob({"scheme": scheme, "rates": "swapped"}), 10)
-                                            if swapped else order_key)
-                                    cell_id = _sha(base_blob + _blob(own))
-                                    order_keys[cell_id] = order_key
-                                    return Cell(
-                                        cell_id=cell_id,
-                                        campaign_id=campaign, name=name, role=role, engine=engine, model_pair=pair_name,
-                                        scheme=scheme_name, method=scheme["method"], k=scheme.get("k"),
-                                        synthetic=bool(scheme.get("synthetic")), acceptance_name=vname,
-                                        acceptance_kind=kind, acceptance_rates=rates, configured_L=L,
-                                        batch_size=batch, corpus=corpus_name, seed=seed, cuda_graphs=graphs,
-                                        workload=wl_name, workload_kind=wl["kind"], device=config["device"],
-                                        engine_key=ekey, run_order_seed=order_seed, estimated_s=est, spec=spec,
-                                        family_id=family,
-                                    )
+def campaign_arms(config: dict, variants: dict[str, list]) -> list[Arm]:
+    """The arms every campaign holds, in declaration order: opening baseline windows, each point's
+    (variant, window), closing baseline windows."""
+    windows = int(config.get("windows", 1))
+    baseline_name = next(n for n, s in config["schemes"].items() if s["method"] == "baseline")
+    base = config["schemes"][baseline_name]
+    none = (None,) * 4
 
-                                base_scheme = config["schemes"][baseline_name]
-                                opening = make(f"{baseline_name}--open", ROLE_OPENING, baseline_name, base_scheme, (None,) * 4)
-                                points = []
-                                for sname, scheme in point_schemes:
-                                    for variant in variants[sname]:
-                                        label = sname if variant[0] is None else f"{sname}--{variant[0]}"
-                                        points.append(make(label, ROLE_POINT, sname, scheme, variant))
-                                # Shuffle under the recorded seed, salted by the campaign id so that
-                                # campaigns do not share one order (thermal drift stays uncorrelated).
-                                # Sorted first: the order must not depend on how a YAML or JSON copy
-                                # of the config happens to order its keys.
-                                points.sort(key=lambda c: c.name)
-                                if share:
-                                    # One order for the whole family: its point groups run in a shuffle
-                                    # of the family's engine keys (ADR 0017), the same for every campaign
-                                    # of the family (they run interleaved on the same engine starts).
-                                    # Swapped vectors of one arm stay together (one engine), in the
-                                    # shuffled order of their own keys (ADR 0039).
-                                    if family_order is None:
-                                        keys = sorted({order_keys[c.cell_id] for c in points})
-                                        random.Random(f"{order_seed}:{family}").shuffle(keys)
-                                        family_order = {k: i for i, k in enumerate(keys)}
-                                        for c in sorted(points, key=lambda c: family_order[order_keys[c.cell_id]]):
-                                            family_engine_order.setdefault(c.engine_key, family_order[order_keys[c.cell_id]])
-                                    points.sort(key=lambda c: (family_engine_order[c.engine_key],
-                                                               family_order[order_keys[c.cell_id]], c.name))
-                                else:
-                                    random.Random(f"{order_seed}:{campaign}").shuffle(points)
-                                members = [opening, *points]
-                                if protocol["closing_baseline"]:
-                                    members.append(make(f"{baseline_name}--close", ROLE_CLOSING, baseline_name, base_scheme, (None,) * 4))
-                                ordered = []
-                                for idx, c in enumerate(members):
-                                    c = _with_order(c, idx)
-                                    ordered.append(c)
-                                    by_path[c.record_path] = c
-                                campaigns[campaign] = ordered
-                                cells.extend(ordered)
+    def wsuffix(w: int) -> str:
+        return "--" + replicate_suffix(w, "w") if w else ""
+
+    arms = [Arm(f"{baseline_name}--open{wsuffix(w)}", ROLE_OPENING, baseline_name, base, none, w) for w in range(windows)]
+    for sname, scheme in config["schemes"].items():
+        if scheme["method"] == "baseline":
+            continue
+        for variant in variants[sname]:
+            label = sname if variant[0] is None else f"{sname}--{variant[0]}"
+            arms.extend(Arm(f"{label}{wsuffix(w)}", ROLE_POINT, sname, scheme, variant, w) for w in range(windows))
+    if config["protocol"]["closing_baseline"]:
+        arms.extend(Arm(f"{baseline_name}--close{wsuffix(w)}", ROLE_CLOSING, baseline_name, base, none, w)
+                    for w in range(windows))
+    return arms
+
+
+# -- identify: content-addressed ids and engine keys ------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def _architecture(model: str) -> str | None:
+    """architectures[0] of a local model dir's config.json; None for a hub id or a dir that cannot be read."""
+    from specjoule import models
+
+    try:
+        shape_path = models.classify_model_ref(model)
+        if shape_path[0] != "local":
+            return None
+        raw, _ = models.read_config(model)
+    except (models.ModelShapeError, OSError):
+        return None
+    archs = raw.get("architectures") or []
+    return str(archs[0]) if archs else None
+
+
+def planned_unsupported(engine: str, target_model: str, scheme: dict) -> str | None:
+    """Why the bundled engine version cannot run this arm, known from its registry alone (specjoule.support,
+    ADR 0063); None when the tables see no reason (the engine may still refuse at start, in its own words)."""
+    from specjoule import support
+
+    arch = _architecture(target_model)
+    if arch is not None:
+        ok, reason = support.supported(engine, arch)
+        if not ok:
+            return reason
+        if scheme.get("method") == "eagle3":
+            ok, reason = support.eagle3_target_supported(engine, arch)
+            if not ok:
+                return reason
+    drafter = scheme.get("drafter")
+    drafter_arch = _architecture(drafter) if drafter else None
+    if drafter_arch is not None:
+        ok, reason = support.supported(engine, drafter_arch)
+        if not ok:
+            return f"drafter {drafter}: {reason}"
+    return None
+
+
+def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: str) -> tuple[Cell, str]:
+    """The cell of one arm in one campaign, and its order key (the engine key before any swap).
+
+    The id hashes the campaign's shared spec and the arm's own part; the window index enters the hash
+    only when it is not 0, so the first window keeps the id the cell had before windows existed."""
+    vname, kind, rates, L = arm.variant
+    own: dict[str, Any] = {"scheme": {**arm.scheme, "name": arm.scheme_name}, "role": arm.role,
+                           "acceptance_rates": list(rates) if rates else None}
+    if arm.window_index:
+        own["window_index"] = arm.window_index
+    spec = {**plan.spec_base, **own}
+    order_key = _sha(plan.engine_blob + _blob({"scheme": arm.scheme, "rates": rates}), 10)
+    # A swappable arm's vectors share one engine: its key leaves the rates out; the order key keeps
+    # them, so the vectors still run shuffled.
+    swapped = (swap and plan.engine == "vllm" and bool(arm.scheme.get("synthetic"))
+               and plan.workload["kind"] == "closed_batch" and rates is not None)
+    engine_key = (_sha(plan.engine_blob + _blob({"scheme": arm.scheme, "rates": "swapped"}), 10)
+                  if swapped else order_key)
+    unsupported = (planned_unsupported(plan.engine, plan.spec_base["target"]["model"], arm.scheme)
+                   if config["protocol"].get("unsupported_from_tables", True) else None)
+    cell = Cell(
+        cell_id=_sha(base_blob + _blob(own)),
+        campaign_id=plan.campaign_id, name=arm.name, role=arm.role, engine=plan.engine, model_pair=plan.pair_name,
+        scheme=arm.scheme_name, method=arm.scheme["method"], k=arm.scheme.get("k"),
+        synthetic=bool(arm.scheme.get("synthetic")), acceptance_name=vname, acceptance_kind=kind,
+        acceptance_rates=rates, configured_L=L, batch_size=plan.batch_size, corpus=plan.corpus, seed=plan.seed,
+        cuda_graphs=plan.cuda_graphs, workload=plan.workload_name, workload_kind=plan.workload["kind"],
+        device=config["device"], engine_key=engine_key, run_order_seed=config["protocol"]["run_order_seed"],
+        estimated_s=0.0 if unsupported else plan.estimated_s, spec=spec, family_id=plan.family_id,
+        window_index=arm.window_index, engine_replicate=plan.engine_replicate, unsupported_reason=unsupported,
+    )
+    return cell, order_key
+
+
+# -- order: the pre-registered run order -------------------------------------------------------------
+
+
+class FamilyOrder:
+    """One shuffled order of a family's point engines, the same for every campaign of the family (ADR 0017).
+
+    Swapped vectors of one arm stay together (one engine), in the shuffled order of their own keys
+    (ADR 0039); window replicates of a point run after every point of its engine had the previous
+    window (interleaved, so drift is not mistaken for agreement: ADR 0064)."""
+
+    def __init__(self, family: str, order_seed: int) -> None:
+        self.family, self.order_seed = family, order_seed
+        self.point_order: dict[str, int] | None = None  # order key -> position
+        self.engine_order: dict[str, int] = {}  # engine key -> its first vector's position
+
+    def sort(self, points: list[Cell], order_keys: dict[str, str]) -> None:
+        if self.point_order is None:
+            keys = sorted({order_keys[c.cell_id] for c in points})
+            random.Random(f"{self.order_seed}:{self.family}").shuffle(keys)
+            self.point_order = {k: i for i, k in enumerate(keys)}
+            for c in sorted(points, key=lambda c: self.point_order[order_keys[c.cell_id]]):
+                self.engine_order.setdefault(c.engine_key, self.point_order[order_keys[c.cell_id]])
+        points.sort(key=lambda c: (self.engine_order[c.engine_key], c.window_index,
+                                   self.point_order[order_keys[c.cell_id]], c.name))
+
+
+def order_campaign(cells_: list[Cell], order_keys: dict[str, str], share: bool, family: FamilyOrder,
+                   order_seed: int) -> list[Cell]:
+    """Opening baselines, the points in their shuffled order, closing baselines; each with its index."""
+    opening = [c for c in cells_ if c.role == ROLE_OPENING]
+    closing = [c for c in cells_ if c.role == ROLE_CLOSING]
+    # Sorted first: the order must not depend on how a YAML or JSON copy of the config orders its keys.
+    points = sorted((c for c in cells_ if c.role == ROLE_POINT), key=lambda c: c.name)
+    if share:
+        family.sort(points, order_keys)
+    else:
+        # Salted by the campaign id so that campaigns do not share one order (thermal drift stays uncorrelated).
+        random.Random(f"{order_seed}:{cells_[0].campaign_id}").shuffle(points)
+    return [_with_order(c, i) for i, c in enumerate([*opening, *points, *closing])]
+
+
+def build(config: dict) -> CellTable:
+    """Expand a validated config into cells: expand → identify → order. Cheap: plain Python, no per-cell I/O."""
+    protocol = config["protocol"]
+    order_seed = protocol["run_order_seed"]
+    share = bool(protocol.get("share_engines", False))
+    swap = share and bool(protocol.get("swap_synthetic_acceptance", False))
+    variants = {n: _scheme_variants(n, s, config) for n, s in config["schemes"].items() if s["method"] != "baseline"}
+    arms = campaign_arms(config, variants)
+
+    cells: list[Cell] = []
+    by_path: dict[str, Cell] = {}
+    campaigns: dict[str, list[Cell]] = {}
+    for family, plans in expand(config):
+        family_order = FamilyOrder(family, order_seed)
+        for plan in plans:
+            base_blob = _blob(plan.spec_base)  # hashed once per campaign; each cell adds only its own part
+            order_keys: dict[str, str] = {}
+            members = []
+            for arm in arms:
+                cell, order_keys[cell.cell_id] = identify(plan, arm, config, swap, base_blob)
+                members.append(cell)
+            ordered = order_campaign(members, order_keys, share, family_order, order_seed)
+            for c in ordered:
+                by_path[c.record_path] = c
+            campaigns[plan.campaign_id] = ordered
+            cells.extend(ordered)
     return CellTable(cells=cells, by_path=by_path, campaigns=campaigns, share_engines=share, swap_acceptance=swap,
                      engine_start_s=float(protocol["engine_start_s"]), idle_s=float(protocol["idle_s"]))
 

@@ -17,15 +17,14 @@ from typing import Any
 import yaml
 
 from specjoule import acceptance as acc
+from specjoule import schemes as scheme_registry
+from specjoule.models import check_models
+# The scheme lists live in specjoule/schemes.py (one source of truth, ADR 0075); re-exported here.
+from specjoule.schemes import DRAFT_MODEL_METHODS, DRAFTER_METHODS, METHODS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = REPO_ROOT / "config" / "schema.yaml"
 
-METHODS = ("baseline", "ngram", "draft_model", "eagle3", "mtp", "dflash", "dspark")
-# Methods whose drafter is the pair's draft model; the others bring a drafter of their own
-# (``drafter``) or none at all (baseline, ngram).
-DRAFT_MODEL_METHODS = ("draft_model",)
-DRAFTER_METHODS = ("eagle3", "mtp", "dflash", "dspark")
 ENGINES = ("vllm", "sglang")
 CORPUS_SOURCES = ("random", "file", "hf", "package", "builtin")
 
@@ -134,8 +133,34 @@ def write_resolved(config: Mapping[str, Any], path: str | Path) -> str:
     return str(path)
 
 
+def _hash_neutral_paths(schema: dict) -> list[tuple[tuple[str, ...], Any]]:
+    """(key path, default) of every property the schema marks ``hash_neutral: true``."""
+    out: list[tuple[tuple[str, ...], Any]] = []
+
+    def walk(node: dict, path: tuple[str, ...]) -> None:
+        for key, sub in node.get("properties", {}).items():
+            if sub.get("hash_neutral"):
+                out.append(((*path, key), sub.get("default")))
+            walk(sub, (*path, key))
+
+    walk(schema, ())
+    return out
+
+
 def config_hash(config: Mapping[str, Any]) -> str:
-    """Content hash of the validated config, pre-registered checks included."""
+    """Content hash of the validated config, pre-registered checks included.
+
+    A key the schema marks ``hash_neutral`` is left out while it holds its default: such keys were added
+    after configs had been run (replicate counts, new checks' thresholds), and their default reproduces
+    what ran before, so adding them must not make every committed record look measured under another
+    config (the ``preregistration`` check, ADR 0064). Set to anything else, they are hashed."""
+    config = copy.deepcopy(dict(config))
+    for path, default in _hash_neutral_paths(_schema()):
+        parent = config
+        for key in path[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and path[-1] in parent and parent[path[-1]] == default:
+            del parent[path[-1]]
     blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -161,6 +186,10 @@ def _check_semantics(config: dict) -> None:
         raise ConfigError("cuda_graphs", config["cuda_graphs"], "CUDA graphs need device: cuda; use [false] on cpu")
 
     protocol = config["protocol"]
+    if config["windows"] > 1 and not protocol.get("share_engines"):
+        raise ConfigError("windows", config["windows"], "replicate windows run back to back on one warm engine: "
+                          "needs protocol.share_engines: true (without it every window would be an engine start; "
+                          "use engine_replicates for that)")
     if protocol.get("swap_synthetic_acceptance") and not protocol.get("share_engines"):
         raise ConfigError("protocol.swap_synthetic_acceptance", True,
                           "it shares one engine across a scheme's acceptance vectors: needs protocol.share_engines: true")
@@ -179,6 +208,8 @@ def _check_semantics(config: dict) -> None:
         if kind in ("minvar", "geometric") and value < 1:
             raise ConfigError(f"acceptance.{name}.{kind}", value, "mean acceptance length must be in [1, k+1]")
 
+    # Before the scheme checks: a drafter of the wrong kind or a missing dir is the first thing to say.
+    check_models(config)  # local model dirs, their config.json and weights, drafter kinds, MTP layers
     for name, scheme in config["schemes"].items():
         key = f"schemes.{name}"
         method = scheme["method"]
@@ -191,12 +222,7 @@ def _check_semantics(config: dict) -> None:
         if "k" not in scheme:
             raise ConfigError(f"{key}.k", None, f"{method} needs k (draft tokens per round)")
         k = scheme["k"]
-        if method in DRAFT_MODEL_METHODS:
-            missing = [n for n in config["models"] if "draft" not in config["models"][n]]
-            if missing:
-                raise ConfigError(f"models.{missing[0]}.draft", None, f"scheme {name!r} ({method}) needs a draft model in every pair")
-        if method in DRAFTER_METHODS and not scheme.get("drafter"):
-            raise ConfigError(f"{key}.drafter", None, f"{method} needs drafter weights (hub id or dir)")
+        _check_scheme_inputs(config, name, scheme)
         if scheme["synthetic"]:
             if device == "cpu":
                 raise ConfigError(f"{key}.synthetic", True, "synthetic acceptance is GPU-only in vLLM (CPU sampling asserts); use device: cuda or synthetic: false")
@@ -209,9 +235,12 @@ def _check_semantics(config: dict) -> None:
                 try:
                     acc.resolve(config["acceptance"][vname], k)
                 except acc.AcceptanceError as exc:
-                    raise ConfigError(f"acceptance.{vname}", config["acceptance"][vname], f"{exc} (for scheme {name!r}, k={k})") from None
+                    width = scheme_registry.verify_width(method, k)
+                    raise ConfigError(f"acceptance.{vname}", config["acceptance"][vname],
+                                      f"{exc} (for scheme {name!r}: {method} drafts k={k} and verifies {width} tokens "
+                                      f"per pass, so L lies in [1, {width}])") from None
                 if "sglang" in config["engines"]:
-                    _check_sglang_acceptance(vname, config["acceptance"][vname], name)
+                    _check_sglang_acceptance(vname, config["acceptance"][vname], name, method, config)
         elif scheme.get("acceptance"):
             raise ConfigError(f"{key}.acceptance", scheme["acceptance"], "acceptance vectors apply only to synthetic: true schemes")
 
@@ -236,7 +265,42 @@ def _check_semantics(config: dict) -> None:
             raise ConfigError(f"workloads.{name}.rate", wl["rate"], "closed_batch submits B requests together; rate does not apply")
 
 
-def _check_sglang_acceptance(vname: str, vector: dict, scheme_name: str) -> None:
+def _check_scheme_inputs(config: dict, name: str, scheme: dict) -> None:
+    """What a scheme needs besides k (specjoule/schemes.py): the pair's draft model, a drafter of its own, a
+    target carrying MTP layers, and for a block drafter a k equal to the block it was trained with. Configs that
+    a local model dir can answer are checked here, at parse time; hub ids are left to the engine."""
+    key = f"schemes.{name}"
+    method, k = scheme["method"], scheme["k"]
+    desc = scheme_registry.get(method)
+    drafter = scheme.get("drafter")
+    if desc.needs_pair_draft:
+        missing = [n for n in config["models"] if "draft" not in config["models"][n]]
+        if missing:
+            raise ConfigError(f"models.{missing[0]}.draft", None, f"scheme {name!r} ({method}) needs a draft model in every pair")
+    if desc.needs_drafter and not drafter:
+        raise ConfigError(f"{key}.drafter", None, f"{method} needs drafter weights (hub id or dir)")
+    if drafter and method not in DRAFTER_METHODS:
+        raise ConfigError(f"{key}.drafter", drafter, f"{method} takes no drafter of its own "
+                          f"(only {', '.join(DRAFTER_METHODS)} do)")
+    if desc.needs_target_mtp and not drafter:
+        for pair_name, pair in config["models"].items():
+            target_cfg = scheme_registry.read_model_config(pair["target"]["model"])
+            if target_cfg is not None and scheme_registry.target_mtp_layers(target_cfg) == 0:
+                raise ConfigError(f"models.{pair_name}.target.model", pair["target"]["model"],
+                                  f"scheme {name!r} (mtp) drafts with the target's own MTP layers, and this target's "
+                                  f"config.json declares none ({', '.join(scheme_registry.MTP_LAYER_KEYS)}); "
+                                  f"vLLM would fail with \"Unsupported speculative method: 'mtp'\"")
+    if desc.is_block and drafter:
+        drafter_cfg = scheme_registry.read_model_config(drafter)
+        want = scheme_registry.block_k(method, drafter_cfg) if drafter_cfg is not None else None
+        if want is not None and int(k) != want:
+            block = scheme_registry.trained_block(method, drafter_cfg)
+            raise ConfigError(f"{key}.k", k, f"{method} drafter {drafter} was trained with block {block}, so it drafts "
+                              f"k = {want} per round (verify width {want + 1}); a different k changes the block the "
+                              f"drafter fills")
+
+
+def _check_sglang_acceptance(vname: str, vector: dict, scheme_name: str, method: str, config: dict) -> None:
     """SGLang fakes acceptance with one mean length per verify step (SGLANG_SIMULATE_ACC_LEN,
     method match-expected: floor(L) or ceil(L) with mean L — per request exactly the ``minvar``
     distribution). It has no per-position vector and no way to draw a geometric one (ADR 0016)."""
@@ -251,3 +315,19 @@ def _check_sglang_acceptance(vname: str, vector: dict, scheme_name: str) -> None
                           f"engine sglang can only draw floor(L) or ceil(L) accepted per step (SGLANG_SIMULATE_ACC_METHOD "
                           f"match-expected), i.e. the minvar distribution; a geometric one it cannot reproduce "
                           f"(scheme {scheme_name!r}); use minvar: {value}")
+    if method == "dspark":
+        # SGLang 0.5.17's DSpark verify (dspark_components/dspark_verify.py, _simulated_correct_len) does not draw
+        # floor/ceil like the other workers: it accepts round(L − 1) drafts on every step, so only a whole L is
+        # realised; and it refuses L > 1 unless every request is verified in full (dspark_worker_v2.py).
+        if value != int(value):
+            raise ConfigError(f"acceptance.{vname}.minvar", value,
+                              f"engine sglang simulates DSpark acceptance as a constant round(L - 1) accepted drafts "
+                              f"per step (scheme {scheme_name!r}), so only a whole L is realised; use an integer L")
+        sg_opts = config["engine_options"].get("sglang") or {}
+        mode = str((sg_opts.get("env") or {}).get("SGLANG_RAGGED_VERIFY_MODE", "static"))
+        trimmed = mode == "cap-accept" or (mode == "compact" and sg_opts.get("speculative_dspark_sps_table_path"))
+        if value != 1 and trimmed:
+            raise ConfigError("engine_options.sglang.env.SGLANG_RAGGED_VERIFY_MODE", mode,
+                              f"SGLANG_SIMULATE_ACC_LEN>1.0 with DSpark requires a verify-all schedule "
+                              f"(SGLANG_RAGGED_VERIFY_MODE=static, or =compact with the uninitialized/flat SPS table) "
+                              f"(scheme {scheme_name!r})")

@@ -50,4 +50,18 @@ def capture(engine: str = "vllm") -> dict[str, Any]:
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "python_version": platform.python_version(),
+        "host_cpu_model": cpu_model(),
+        "host_cpu_count": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
     }
+
+
+def cpu_model() -> str | None:
+    """The host CPU's model name (a draft loop can be host-bound: issue 17 records what drove the engine)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None

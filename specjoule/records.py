@@ -140,6 +140,24 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("round_time_ms", _f64, "window per engine step that committed tokens: 1000 × window_s × B_eff / (committed − "
                             "accepted); B_eff = batch_size (closed batch) or mean_running_requests (open loop); "
                             "a baseline decode step or a speculation round alike (ADR 0029)"),
+    # wave 2 (appended: older records read back with these null)
+    ("status", _str, "measured | unsupported (null in records before wave 2 = measured); an unsupported record has "
+                     "identity and environment columns only (ADR 0063)"),
+    ("unsupported_reason", _str, "why the engine cannot run this cell, in the engine's own words where it gave them"),
+    ("window_index", _i64, "0-based replicate window on one warm engine (null before wave 2 = 0; ADR 0064)"),
+    ("engine_replicate", _i64, "0-based replicate of the campaign on fresh engine starts (null before wave 2 = 0)"),
+    ("target_architecture", _str, "architectures[0] of the target's config.json (null for a hub id not resolved)"),
+    ("target_family", _str, "attention family of the target: gqa | gqa_sliding | mla | gated_deltanet | mha | other"),
+    ("target_moe", _bool, "the target routes tokens to experts"),
+    ("draft_architecture", _str, "architectures[0] of the drafter's (or the pair's draft model's) config.json"),
+    ("verify_width", _f64, "tokens verified per request per verify pass, measured: 1 + draft_tokens / drafts"),
+    ("drafted_per_committed", _f64, "draft tokens proposed per committed token: draft_tokens / committed_tokens"),
+    ("draft_passes_per_round", _f64, "drafter forward passes per speculation round, by scheme: draft_model and heads "
+                                     "k, block drafters 1, host n-gram 0 (specjoule.schemes)"),
+    ("host_cpu_model", _str, "CPU model of the host that drove the engine (/proc/cpuinfo)"),
+    ("host_cpu_count", _i64, "CPUs usable by the cell process"),
+    ("host_load_1m", _f64, "1-minute load average at the window's end"),
+    ("gpu_busy_fraction", _f64, "mean NVML GPU utilization in the window / 100 (null without a GPU meter)"),
 ]
 
 RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in RECORD_FIELDS],
@@ -173,6 +191,10 @@ def derive(row: dict[str, Any]) -> dict[str, Any]:
     else:
         out["accepted_per_verification"] = None
         out["realized_L"] = None if out.get("method") not in (None, "baseline") else 1.0
+    draft_tokens = out.get("draft_tokens")
+    # Measured, not configured: a proposer that drafts fewer than k tokens (n-gram without a match) verifies fewer.
+    out["verify_width"] = 1.0 + draft_tokens / drafts if (drafts and draft_tokens is not None) else None
+    out["drafted_per_committed"] = (draft_tokens / committed if (committed and draft_tokens is not None) else None)
     out["tokens_per_s"] = committed / window if (committed is not None and window) else None
     out["round_time_ms"] = round_time_ms(out)
     if energy is not None and window:
@@ -200,10 +222,26 @@ def round_time_ms(row: Mapping[str, Any]) -> float | None:
     return 1000.0 * window * b_eff / steps_x_b if steps_x_b > 0 else None
 
 
+STATUS_MEASURED = "measured"
+STATUS_UNSUPPORTED = "unsupported"
+# What an unsupported record may not carry: it measured nothing (ADR 0063).
+_MEASURED_ONLY = ("energy_j", "committed_tokens", "window_s", "mj_per_committed_token", "drafts")
+
+
 def validate_row(row: Mapping[str, Any]) -> None:
     unknown = set(row) - set(RECORD_COLUMNS)
     if unknown:
         raise RecordError(f"unknown record columns: {sorted(unknown)}")
+    status = row.get("status")
+    if status not in (None, STATUS_MEASURED, STATUS_UNSUPPORTED):
+        raise RecordError(f"status = {status!r}; known: {STATUS_MEASURED}, {STATUS_UNSUPPORTED}")
+    if status == STATUS_UNSUPPORTED:
+        if not row.get("unsupported_reason"):
+            raise RecordError("an unsupported record must say why (unsupported_reason)")
+        measured = [n for n in _MEASURED_ONLY if row.get(n) is not None]
+        if measured:
+            raise RecordError(f"an unsupported record measured nothing, but has {', '.join(measured)}")
+        return
     for name in RECORD_COLUMNS:
         v = row.get(name)
         if isinstance(v, float) and math.isnan(v):

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import env as envmod
-from specjoule import gpu, records, workloads
-from specjoule.engines import Engine, make_engine
+from specjoule import gpu, models, records, schemes, workloads
+from specjoule.engines import Engine, EngineUnsupported, make_engine
 from specjoule.engines.base import latency_from_histograms, latency_from_requests
 from specjoule.meter import Meter, NoneMeter, make_meter
 
@@ -132,6 +132,45 @@ class CellJob:
     timeline_path: str | os.PathLike
 
 
+class EngineStartUnsupported(Exception):
+    """The engine refused the cells' configuration before it was ready (ADR 0063): nothing was measured,
+    and the cells' records say ``unsupported`` with the engine's reason instead of failing the job."""
+
+    def __init__(self, reason: str, engine_version: str | None = None) -> None:
+        self.reason, self.engine_version = reason, engine_version
+        super().__init__(reason)
+
+
+def unsupported_row(cell, reason: str, engine_version: str | None = None) -> dict[str, Any]:
+    """The record of a cell the engine cannot run: identity and environment, the reason, nothing measured."""
+    row: dict[str, Any] = dict(cell.identity())
+    row.update(envmod.capture(cell.spec["engine"]))
+    if engine_version:
+        row["engine_version"] = engine_version
+    row["acceptance_mechanism"] = acceptance_mechanism(cell.spec)
+    row.update(status=records.STATUS_UNSUPPORTED, unsupported_reason=reason)
+    row.update(model_columns(cell.spec))
+    return row
+
+
+def _write_unsupported(jobs: list[CellJob], reason: str, engine_version: str | None, *, config_hash, commit,
+                       version_param) -> list[dict[str, Any]]:
+    rows = []
+    for job in jobs:
+        row = unsupported_row(job.cell, reason, engine_version)
+        row.update(config_hash=config_hash, git_commit=commit, version_param=version_param)
+        table = records.to_table([row])
+        try:
+            records.write_atomic(records.TIMELINE_SCHEMA.empty_table(), job.timeline_path)
+            records.write_atomic(table, job.record_path)
+        except BaseException:
+            _remove(job.record_path, job.timeline_path)
+            raise
+        log.warning("cell %s/%s: unsupported, record says so: %s", job.cell.campaign_id, job.cell.name, reason)
+        rows.append(row)
+    return rows
+
+
 def run_cell(cell, record_path: str | os.PathLike, timeline_path: str | os.PathLike, **kwargs) -> dict[str, Any]:
     """Measure one cell and write its record and timeline. Returns the record row.
 
@@ -167,6 +206,12 @@ def run_cells(jobs: list[CellJob], *, log_path: str | os.PathLike | None = None,
     with cell_log(log_path), interruptible():
         names = ", ".join(f"{j.cell.campaign_id}/{j.cell.name}" for j in jobs)
         log.info("cell%s %s: start", "s" if len(jobs) > 1 else "", names)
+        planned = {getattr(j.cell, "unsupported_reason", None) for j in jobs}
+        if planned != {None}:
+            # Known at planning time (specjoule.support): no device lease, no engine start.
+            reason = next(r for r in planned if r)
+            return _write_unsupported(jobs, reason, None, config_hash=config_hash, commit=commit,
+                                      version_param=version_param)
         try:
             for job, row, timeline in _measure(jobs, log_path, server_url=server_url, server_command=server_command,
                                                force_server=force_server, lock_dir=lock_dir):
@@ -182,6 +227,9 @@ def run_cells(jobs: list[CellJob], *, log_path: str | os.PathLike | None = None,
                     raise
                 log.info("cell %s/%s: record written to %s", job.cell.campaign_id, job.cell.name, job.record_path)
                 rows.append(row)
+        except EngineStartUnsupported as exc:
+            return _write_unsupported(jobs, exc.reason, exc.engine_version, config_hash=config_hash, commit=commit,
+                                      version_param=version_param)
         except CellInterrupted as exc:
             log.error("cell: cancelled (%s); no record written for the cell in progress", exc)
             raise
@@ -224,14 +272,21 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
             ids, pool_hash = pools[j.cell.cell_id]
             log.info("prompts for %s/%s: %d × %d tokens from corpus %s (pool %s)", j.cell.campaign_id, j.cell.name, len(ids),
                      len(ids[0]) if ids else 0, j.cell.spec["corpus"], pool_hash[:12])
-        engine = make_engine(spec, log_path, server_url=server_url, server_command=server_command,
-                             force_server=force_server or len({j.cell.spec["workload"]["kind"] for j in jobs}) > 1)
+        try:
+            engine = make_engine(spec, log_path, server_url=server_url, server_command=server_command,
+                                 force_server=force_server or len({j.cell.spec["workload"]["kind"] for j in jobs}) > 1)
+        except EngineUnsupported as exc:
+            raise EngineStartUnsupported(str(exc)) from exc
         log.info("engine: start (%s, %s)", spec["engine"], engine.kind)
         try:
-            start_s = engine.start()
+            try:
+                start_s = engine.start()
+            except EngineUnsupported as exc:
+                raise EngineStartUnsupported(str(exc), (engine.info() or {}).get("engine_version")) from exc
             instance = f"{envmod.capture(spec['engine'])['hostname']}:{getattr(engine, 'pgid', None)}:{time.time():.0f}"
             log.info("engine: ready after %.1f s", start_s)
             applied = jobs[0].cell.acceptance_rates  # what the engine was built with (_engine_spec)
+            previous = None
             for i, j in enumerate(jobs):
                 if len(jobs) > 1:
                     log.info("cell %s/%s: start on the shared engine", j.cell.campaign_id, j.cell.name)
@@ -241,14 +296,22 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
                     applied = j.cell.acceptance_rates
                     engine.set_synthetic_rates(list(applied or ()))
                     log.info("engine: synthetic acceptance rates set to %s", list(applied or ()))
+                cell_spec = j.cell.spec
+                if previous is not None and same_engine_state(previous, j.cell):
+                    # The window before ran this very workload on this engine (ADR 0064): it is warm.
+                    cell_spec = {**cell_spec, "workload": {**cell_spec["workload"], "warmup_s": 0}}
+                    log.info("warm-up: skipped, the engine just ran the same workload (%s)", previous.name)
                 meter.reset_window()
                 meter.start_sampling()
-                result = workloads.run(engine, meter, pools[j.cell.cell_id][0], j.cell.spec, drain=i < len(jobs) - 1)
+                result = workloads.run(engine, meter, pools[j.cell.cell_id][0], cell_spec, drain=i < len(jobs) - 1)
+                previous = j.cell
                 meter.stop_sampling()
                 mres = meter.result()
                 row = _row(j.cell, result, mres, engine, start_s, idle_w, pools[j.cell.cell_id][1], instance, len(jobs))
                 row["device_held_s"] = time.monotonic() - leased_at
-                yield j, row, meter.timeline()
+                timeline = meter.timeline()
+                row.update(host_columns(timeline))
+                yield j, row, timeline
         except CellInterrupted:
             log.warning("engine: killing its process group (cell cancelled)")
             if hasattr(engine, "kill_now"):
@@ -261,6 +324,62 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
             meter.stop_sampling()
             meter.close()
         lease.release()
+
+
+def same_engine_state(previous, cell) -> bool:
+    """The cell runs exactly what the cell before it ran on this engine — same batch, prompts, lengths and
+    acceptance, only another replicate window — so the engine is warm for it and a warm-up would only add
+    device time (ADR 0064). Any other difference (a swapped vector, another batch size) warms up again."""
+    same = ("batch_size", "corpus", "seed", "workload", "acceptance_rates", "scheme")
+    return (previous.window_index != cell.window_index
+            and all(getattr(previous, f) == getattr(cell, f) for f in same)
+            and previous.spec["workload"] == cell.spec["workload"])
+
+
+def draft_passes(spec: dict) -> float | None:
+    """Drafter forward passes per speculation round, from the scheme table (specjoule.schemes)."""
+    method = spec["scheme"]["method"]
+    if method == "baseline":
+        return None
+    return float(schemes.draft_passes_per_round(method, int(spec["scheme"]["k"])))
+
+
+def model_columns(spec: dict) -> dict[str, Any]:
+    """Target and drafter shape columns from their config.json (specjoule.models); null for a hub id not on disk."""
+    out: dict[str, Any] = {}
+    try:
+        shape = models.local_shape(spec["target"]["model"])
+    except models.ModelShapeError as exc:  # the record says what it could not read; the measurement stands
+        log.warning("model shape: %s", exc)
+        shape = None
+    if shape is not None:
+        out.update(target_architecture=shape.architecture, target_family=shape.family, target_moe=shape.moe)
+    scheme = spec["scheme"]
+    drafter = scheme.get("drafter") or ((spec.get("draft") or {}).get("model") if scheme["method"] == "draft_model" else None)
+    if drafter and models.classify_model_ref(drafter)[0] == "local":
+        try:
+            raw, _ = models.read_config(drafter)
+            archs = raw.get("architectures") or []
+            out["draft_architecture"] = str(archs[0]) if archs else None
+        except models.ModelShapeError as exc:
+            log.warning("drafter shape: %s", exc)
+    elif scheme["method"] == "mtp" and shape is not None:
+        out["draft_architecture"] = f"{shape.architecture} (MTP layers)"
+    return out
+
+
+def host_columns(timeline: Any) -> dict[str, Any]:
+    """Host load at the window's end and the GPU's busy fraction over the window (issue 17: is the loop host-bound?)."""
+    out: dict[str, Any] = {"host_load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+                           "gpu_busy_fraction": None}
+    try:
+        util = [u for u, w in zip(timeline.column("gpu_util_pct").to_pylist(), timeline.column("in_window").to_pylist())
+                if w and u is not None]
+    except (KeyError, AttributeError):
+        util = []
+    if util:
+        out["gpu_busy_fraction"] = sum(util) / len(util) / 100.0
+    return out
 
 
 def engine_config_columns(cfg: dict[str, Any] | None) -> dict[str, Any]:
@@ -283,8 +402,11 @@ def _row(cell, result: workloads.WindowResult, mres, engine: Engine, start_s: fl
     spec = cell.spec
     info = engine.info()
     row: dict[str, Any] = dict(cell.identity())
+    row["status"] = records.STATUS_MEASURED
     row["acceptance_mechanism"] = acceptance_mechanism(spec)
     row["corpus_pool_hash"] = pool_hash
+    row.update(model_columns(spec))
+    row["draft_passes_per_round"] = draft_passes(spec)
     row.update(envmod.capture(spec["engine"]))
     for key in ("engine_version", "torch_version", "cuda_version"):
         if info.get(key):

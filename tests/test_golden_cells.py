@@ -17,6 +17,7 @@ from specjoule import cells, config
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = json.loads((REPO / "tests" / "data" / "golden_cells.json").read_text())
+GOLDEN_HASHES = json.loads((REPO / "tests" / "data" / "golden_config_hashes.json").read_text())
 
 
 def _plan(cfg: dict) -> dict[str, list]:
@@ -24,6 +25,18 @@ def _plan(cfg: dict) -> dict[str, list]:
     groups = {c.record_path: g.group_id for g in table.engine_groups().values() for c in g.cells}
     return {c.record_path: [c.cell_id, c.engine_key, c.run_order_index, c.family_id, groups[c.record_path]]
             for c in table.cells}
+
+
+@pytest.mark.parametrize("path", sorted(GOLDEN_HASHES))
+def test_shipped_config_hash_is_stable(path):
+    """A key added to the schema with a default must not change the hash of configs that ran before it
+    (mark it ``hash_neutral: true``): committed records would otherwise all fail to match their config."""
+    assert config.config_hash(config.load(REPO / path)) == GOLDEN_HASHES[path]
+
+
+def test_hash_neutral_key_is_hashed_when_set():
+    raw = config.read_yaml(REPO / "config/h200-engines-one-gpu.yaml")
+    assert config.config_hash(config.validate({**raw, "engine_replicates": 2})) != GOLDEN_HASHES["config/h200-engines-one-gpu.yaml"]
 
 
 @pytest.mark.parametrize("path", sorted(GOLDEN))

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specjoule import schemes
 from specjoule.engines import proc
 from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine
 from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
@@ -79,9 +80,8 @@ LATENCY_SOURCE_OFFLINE = "request_timestamps"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # scheme method → SGLang --speculative-algorithm (0.5.17 builtins: EAGLE, EAGLE3, NEXTN, STANDALONE,
-# NGRAM, DFLASH, DSPARK; server_args.py "speculative_algorithm" help text)
-ALGORITHMS = {"draft_model": "STANDALONE", "ngram": "NGRAM", "eagle3": "EAGLE3", "mtp": "NEXTN",
-              "dflash": "DFLASH", "dspark": "DSPARK"}
+# NGRAM, DFLASH, DSPARK; server_args.py "speculative_algorithm" help text); read from specjoule/schemes.py.
+ALGORITHMS = {m: s.sglang_algorithm for m, s in schemes.SCHEMES.items() if s.sglang_algorithm}
 # SGLANG_SIMULATE_ACC_METHOD values of 0.5.17 (speculative/spec_utils.py, _sample_simulated_acc_len):
 # "match-expected" (floor/ceil with mean L: what we use) and "multinomial" (round(clamp(N(L, 1)))): its
 # mean is not L near the clamps, so it is never used here.
@@ -103,6 +103,15 @@ def configured_length(spec: dict) -> float | None:
 
 
 def speculative_kwargs(spec: dict) -> dict[str, Any]:
+    """``ServerArgs`` speculative fields for a cell's scheme (SGLang 0.5.17; ADR 0076).
+
+    Every algorithm gets ``speculative_num_draft_tokens`` = k + 1, the tokens verified per request per pass
+    (root / bonus position included), so that SGLang's own proposed-draft count, verify_ct × (num_draft_tokens − 1),
+    is verify_ct × k on every path (MetaCounters). Chains (STANDALONE, EAGLE3, NEXTN): k steps of topk 1.
+    DFLASH / DSPARK: one step of topk 1 (their handlers force it), the verify window k + 1 = DFlash's block /
+    DSpark's gamma + 1. NGRAM: a tree of k + 1 nodes. NEXTN drafts with the target's own MTP layers, so its draft
+    path is the target (SGLang defaults it only for DeepSeek / GLM-MoE-style targets). Drafters of shape-only
+    dirs load as the target does (``speculative_draft_load_format``)."""
     scheme = spec["scheme"]
     method = scheme["method"]
     if method == "baseline":
@@ -110,23 +119,32 @@ def speculative_kwargs(spec: dict) -> dict[str, Any]:
     if method not in ALGORITHMS:
         raise EngineUnsupported(f"scheme {scheme['name']!r}: method {method!r} has no SGLang speculative algorithm "
                                 f"(known: {', '.join(sorted(ALGORITHMS))})")
+    desc = schemes.get(method)
     k = int(scheme["k"])
-    kw: dict[str, Any] = {"speculative_algorithm": ALGORITHMS[method]}
-    if method == "ngram":
-        # NGRAM verifies a token tree of num_draft_tokens nodes (root included) built from n-gram matches.
-        kw["speculative_num_draft_tokens"] = k + 1
-    else:
-        # A chain: k draft steps, one candidate each; the verify holds the root + k drafts.
-        kw.update(speculative_num_steps=k, speculative_eagle_topk=1, speculative_num_draft_tokens=k + 1)
-    if method == "draft_model":
+    kw: dict[str, Any] = {"speculative_algorithm": ALGORITHMS[method],
+                          "speculative_num_draft_tokens": desc.verify_width(k)}
+    if desc.kind in ("draft_model", "head_chain"):
+        kw.update(speculative_num_steps=k, speculative_eagle_topk=1)
+    elif desc.kind == "block":
+        kw.update(speculative_num_steps=1, speculative_eagle_topk=1)
+    target_format = (spec.get("target") or {}).get("load_format")
+    if desc.needs_pair_draft:
         draft = spec.get("draft") or {}
         if not draft.get("model"):
-            raise EngineError(f"scheme {scheme['name']!r} (draft_model) needs the pair's draft model")
+            raise EngineError(f"scheme {scheme['name']!r} ({method}) needs the pair's draft model")
         kw["speculative_draft_model_path"] = _model_path(draft["model"])
         if draft.get("load_format") and draft["load_format"] != "auto":
             kw["speculative_draft_load_format"] = draft["load_format"]
-    elif method in ("eagle3", "mtp", "dflash", "dspark") and scheme.get("drafter"):
+    elif desc.needs_drafter or (desc.drafter_optional and scheme.get("drafter")):
+        if not scheme.get("drafter"):
+            raise EngineError(f"scheme {scheme['name']!r} ({method}) needs a drafter (schemes.{scheme['name']}.drafter)")
         kw["speculative_draft_model_path"] = _model_path(scheme["drafter"])
+        if target_format and target_format != "auto":
+            kw["speculative_draft_load_format"] = target_format
+    elif desc.needs_target_mtp:
+        kw["speculative_draft_model_path"] = _model_path(spec["target"]["model"])
+        if target_format and target_format != "auto":
+            kw["speculative_draft_load_format"] = target_format
     kw.update(scheme.get("options") or {})  # pass-through last (speculative_ngram_*, …)
     return kw
 

@@ -35,7 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from specjoule import acceptance
+from specjoule import acceptance, schemes
 from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine
 from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
 from specjoule.engines.base import (BatchResult, CounterSnapshot, EngineError, EngineUnsupported,
@@ -92,9 +92,11 @@ def probe() -> dict[str, Any]:
 def check_supported(spec: dict, info: dict) -> None:
     """Fail clearly when the cell asks for something this vLLM does not have."""
     scheme = spec["scheme"]
-    method = scheme["method"]
+    # The engine's own name for the scheme; a method the registry does not know goes to vLLM as written.
+    known = schemes.SCHEMES.get(scheme["method"])
+    method = known.vllm_method if known is not None else scheme["method"]
     version = info.get("engine_version")
-    if method != "baseline" and info.get("spec_methods") is not None and method not in info["spec_methods"]:
+    if method is not None and info.get("spec_methods") is not None and method not in info["spec_methods"]:
         raise EngineUnsupported(f"scheme {scheme['name']!r}: speculative method {method!r} is not supported by the "
                                 f"installed vLLM {version} (it accepts: {', '.join(info['spec_methods'])})")
     if scheme.get("synthetic"):
@@ -224,7 +226,8 @@ def worker_side_config(worker: Any) -> dict[str, Any]:
             backends = set()
         if backends:
             out["attention_backends"] = sorted(backends)
-        drafter = getattr(runner, "drafter", None)
+        # V1 runner: ``drafter`` (a proposer); V2 runner (0.26+): ``speculator``.
+        drafter = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
         if drafter is not None:
             out["speculative_drafter_class"] = type(drafter).__name__
     return out
@@ -232,7 +235,10 @@ def worker_side_config(worker: Any) -> dict[str, Any]:
 
 def swap_synthetic_rates(worker: Any, rates: list[float]) -> list[float]:
     """Run inside the engine's worker (``LLM.collective_rpc``): replace the rejection sampler's synthetic
-    acceptance rates in place (ADR 0039). In place, so a kernel or CUDA graph holding the tensor sees the
+    acceptance rates in place (ADR 0039). The tensor is the same for every scheme on both runners (vLLM 0.26.0:
+    V1 ``v1/sample/rejection_sampler.py`` and V2 ``v1/worker/gpu/spec_decode/rejection_sampler.py`` each hold
+    ``synthetic_conditional_rates`` on ``model_runner.rejection_sampler``; no proposer or speculator reads the
+    rates), so one swap serves draft_model, ngram, eagle3, mtp, dflash and dspark alike (ADR 0075). In place, so a kernel or CUDA graph holding the tensor sees the
     new values. Returns the conditional rates now in the tensor, for the caller to check."""
     runner = getattr(worker, "model_runner", None)
     sampler = getattr(runner, "rejection_sampler", None)
@@ -363,28 +369,65 @@ def _model_path(name: str | None) -> str | None:
 
 
 def speculative_config(spec: dict) -> dict | None:
+    """``SpeculativeConfig`` fields for a cell's scheme (vLLM 0.26.0 … 0.32; ADR 0075).
+
+    eagle3 / dflash / dspark: ``model`` = the scheme's drafter dir. mtp: no ``model`` — vLLM then takes the
+    target itself and rewrites its config into the MTP draft (``SpeculativeConfig.__post_init__``: "use the draft
+    model from the same model"); a ``drafter`` is passed only for targets whose MTP is a separate assistant
+    (gemma-4). Block drafters: ``num_speculative_tokens`` = the drafted tokens of the trained block (vLLM 0.26.0
+    reads no block size for Qwen3 DFlash/DSpark, so the config check in specjoule.config pins k to it).
+    Combinations the 0.26.0 source rejects raise ``EngineUnsupported`` here, before any engine starts
+    (``check_scheme``)."""
     scheme = spec["scheme"]
     method = scheme["method"]
-    if method == "baseline":
+    desc = schemes.get(method)
+    if not desc.speculative:
         return None
-    cfg: dict[str, Any] = {"method": method, "num_speculative_tokens": int(scheme["k"])}
-    if method == "draft_model":
+    k = int(scheme["k"])
+    cfg: dict[str, Any] = {"method": desc.vllm_method, "num_speculative_tokens": k}
+    if desc.needs_pair_draft:
         draft = spec.get("draft") or {}
         if not draft.get("model"):
-            raise EngineError(f"scheme {scheme['name']!r} (draft_model) needs the pair's draft model")
+            raise EngineError(f"scheme {scheme['name']!r} ({method}) needs the pair's draft model")
         cfg["model"] = _model_path(draft["model"])
         if draft.get("tensor_parallel_size"):
             cfg["draft_tensor_parallel_size"] = int(draft["tensor_parallel_size"])
-    elif method in ("eagle3", "mtp", "dflash", "dspark") and scheme.get("drafter"):
+    elif desc.needs_drafter or (desc.drafter_optional and scheme.get("drafter")):
+        if not scheme.get("drafter"):
+            raise EngineError(f"scheme {scheme['name']!r} ({method}) needs a drafter (schemes.{scheme['name']}.drafter)")
         cfg["model"] = _model_path(scheme["drafter"])
+    check_scheme(spec, cfg)
     if scheme.get("synthetic"):
         rates = spec.get("acceptance_rates")
-        if not rates or len(rates) != int(scheme["k"]):
-            raise EngineError(f"scheme {scheme['name']!r}: synthetic acceptance needs k={scheme['k']} rates, got {rates!r}")
+        if not rates or len(rates) != k:
+            raise EngineError(f"scheme {scheme['name']!r}: synthetic acceptance needs k={k} rates, got {rates!r}")
         cfg["rejection_sample_method"] = "synthetic"
         cfg["synthetic_acceptance_rates"] = [float(r) for r in rates]
     cfg.update(scheme.get("options") or {})  # pass-through last: the config may refine (prompt_lookup_*)
     return cfg
+
+
+def check_scheme(spec: dict, cfg: dict) -> None:
+    """Refuse, before an engine starts, what vLLM 0.26.0's ``SpeculativeConfig.__post_init__`` would refuse after
+    loading the target — in its own words. Only what a local config.json can answer; hub ids pass to the engine."""
+    scheme = spec["scheme"]
+    name, method, k = scheme["name"], scheme["method"], int(scheme["k"])
+    if method == "mtp" and "model" not in cfg:
+        target_cfg = schemes.read_model_config(spec["target"]["model"])
+        if target_cfg is not None:
+            n_predict = schemes.target_mtp_layers(target_cfg)
+            if n_predict == 0:
+                raise EngineUnsupported(f"scheme {name!r}: vLLM: Unsupported speculative method: 'mtp' (target "
+                                        f"{spec['target']['model']} declares no MTP layers)")
+            if k > n_predict and k % n_predict != 0:
+                raise EngineUnsupported(f"scheme {name!r}: vLLM: num_speculative_tokens:{k} must be divisible by "
+                                        f"n_predict={n_predict}")
+    if method == "dspark":
+        drafter_cfg = schemes.read_model_config(cfg.get("model"))
+        block = (drafter_cfg or {}).get("dspark_block_size")
+        if block is not None and k < int(block):
+            raise EngineUnsupported(f"scheme {name!r}: vLLM: DSpark requires num_speculative_tokens >= "
+                                    f"dspark_block_size ({block}); got {k}. Smaller values produce incorrect output.")
 
 
 def engine_kwargs(spec: dict) -> dict[str, Any]:

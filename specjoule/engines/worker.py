@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -176,10 +177,23 @@ def accept_init(fd: int) -> tuple[Any, dict] | None:
     return conn, payload
 
 
+# How an engine says, in its own words, that it cannot run a configuration (vLLM: "Model architectures [...] are
+# not supported for now", "... is not supported with speculative decoding"; SGLang: NotImplementedError). Such a
+# start failure is a result, recorded as `unsupported` with that message (ADR 0063), not a crash.
+_UNSUPPORTED_WORDS = re.compile(r"\b(not (yet |currently )?supported|unsupported|not implemented)\b", re.IGNORECASE)
+
+
+def engine_says_unsupported(exc: BaseException) -> bool:
+    if isinstance(exc, EngineUnsupported | NotImplementedError):
+        return True
+    return isinstance(exc, ValueError | TypeError | RuntimeError | AssertionError) and bool(_UNSUPPORTED_WORDS.search(str(exc)))
+
+
 def report_start_failure(conn: Any, label: str, exc: BaseException, trace: str) -> int:
     """Tell the cell process why the engine did not start; the worker's exit status (2 = unsupported)."""
-    if isinstance(exc, EngineUnsupported):
-        conn.send(("error", str(exc), "unsupported"))
+    if engine_says_unsupported(exc):
+        words = str(exc) if isinstance(exc, EngineUnsupported) else f"{label}: {type(exc).__name__}: {exc}"
+        conn.send(("error", words, "unsupported"))
         return 2
     conn.send(("error", f"{label} engine failed to start: {type(exc).__name__}: {exc}", trace))
     return 1
