@@ -84,11 +84,6 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("async_scheduling", _bool, "engine_config.async_scheduling as the engine resolved it; null when unknown"),
     ("cuda_graph_sizes", _i64, "number of CUDA graph capture sizes (engine_config.cudagraph_capture_sizes); "
                                "null when unknown"),
-    ("target_revision", _str, "the target's weights as resolve_models found them: a hub snapshot's commit, "
-                              "sha256:<weights> for a local checkpoint (fp:<…> above 2 GiB), config-sha256:<…> "
-                              "for a shape-only one; null outside Snakemake (ADR 0121)"),
-    ("draft_revision", _str, "the same for the drafter (the pair's draft for draft_model, the scheme's drafter "
-                             "otherwise); null for ngram and baseline"),
     # window
     ("window_start", _ts, "wall clock"),
     ("window_end", _ts, "wall clock"),
@@ -158,6 +153,11 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("host_cpu_count", _i64, "CPUs usable by the cell process"),
     ("host_load_1m", _f64, "1-minute load average at the window's end"),
     ("gpu_busy_fraction", _f64, "mean NVML GPU utilization in the window / 100 (null without a GPU meter)"),
+    ("target_revision", _str, "the target's weights as resolve_models found them: a hub snapshot's commit, "
+                              "sha256:<weights> for a local checkpoint (fp:<…> above 2 GiB), config-sha256:<…> "
+                              "for a shape-only one; null outside Snakemake (ADR 0121)"),
+    ("draft_revision", _str, "the same for the drafter (the pair's draft for draft_model, the scheme's drafter "
+                             "otherwise); null for ngram and baseline"),
 ]
 
 RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in RECORD_FIELDS],

@@ -19,9 +19,11 @@ the GPU jobs take as input, so the scheduler runs it first; the runner reads the
 (:func:`localize`) to load hub models from the snapshot directory (no network on the node) and to
 record ``target_revision`` / ``draft_revision``.
 
-:func:`check_config` runs the local checks when the config is parsed (``rules/common.smk``): a bad
-checkpoint stops the plan, naming the key and the path. A path that does not exist at all is
-``specjoule.models.check_models``' error (config parse), not this module's.
+:func:`check_config` adds, at parse time (``rules/resolve.smk``), what config validation does not
+check: every shard a weight index names, and a prompt tokenizer whose ids fit the vocabulary of the
+target and the draft. A missing path, a directory without ``config.json`` or without weights is
+``specjoule.models.check_models``' error (config validation), not repeated here; the rule repeats
+those checks only on what it fetched from the hub.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from specjoule.config import REPO_ROOT, ConfigError
 
 MANIFEST_DIR = "results/.specjoule/models"
 MANIFEST_VERSION = 1
-WEIGHT_PATTERNS = {"auto": ("*.safetensors",), "safetensors": ("*.safetensors",),
+# What an engine loads per load_format; `auto` as specjoule.models.WEIGHT_GLOBS (safetensors, else .bin).
+WEIGHT_PATTERNS = {"auto": ("*.safetensors", "*.bin"), "safetensors": ("*.safetensors",),
                    "pt": ("*.bin", "*.pt", "*.pth")}
 # Files fetched from the hub besides the weights: config, tokenizer and generation settings.
 METADATA_PATTERNS = ("*.json", "*.model", "*.tiktoken", "*.txt", "*.jinja")
@@ -95,8 +98,15 @@ def model_refs(config: dict[str, Any]) -> list[ModelRef]:
                 refs.append(ModelRef(f"{base}.tokenizer", tok, "tokenizer", None))
     for name, scheme in config["schemes"].items():
         if scheme.get("drafter"):
-            refs.append(ModelRef(f"schemes.{name}.drafter", scheme["drafter"], "auto", None))
+            for fmt in sorted({drafter_load_format(pair["target"]) for pair in config["models"].values()}):
+                refs.append(ModelRef(f"schemes.{name}.drafter", scheme["drafter"], fmt, None))
     return refs
+
+
+def drafter_load_format(target: dict[str, Any]) -> str:
+    """A scheme's drafter is loaded the way its target is (one engine, one load_format): shape-only
+    with a dummy target, real weights otherwise."""
+    return "dummy" if target.get("load_format", "auto") == "dummy" else "auto"
 
 
 def unique_refs(refs: Iterable[ModelRef]) -> dict[str, ModelRef]:
@@ -113,12 +123,17 @@ def manifest_path(ref: ModelRef) -> str:
 
 
 def local_dir(model: str) -> Path | None:
-    """The model as a directory (absolute, relative to the working directory, or to the repository)."""
-    return tk._local_dir(model, REPO_ROOT)
+    """The model as an existing directory (absolute, relative to the working directory, or to the repository)."""
+    from specjoule.models import classify_model_ref
+
+    kind, path = classify_model_ref(model)
+    return path if kind == "local" and path is not None and path.is_dir() else None
 
 
 def is_hub_id(model: str) -> bool:
-    return local_dir(model) is None and bool(_HUB_ID.match(model)) and not model.startswith((".", "/"))
+    from specjoule.models import classify_model_ref
+
+    return classify_model_ref(model)[0] == "hub"
 
 
 # -- checks of a checkpoint directory -----------------------------------------------------------------
@@ -144,12 +159,23 @@ def vocab_size_of(cfg: dict[str, Any]) -> int | None:
 def weight_files(ref: ModelRef, path: Path) -> list[Path]:
     """The checkpoint's weight files; an error when there are none or an index names a missing shard."""
     patterns = WEIGHT_PATTERNS.get(ref.load_format, WEIGHT_PATTERNS["auto"])
-    files = sorted(f for f in path.iterdir() if f.is_file() and any(fnmatch.fnmatch(f.name, p) for p in patterns))
+    files: list[Path] = []
+    for pattern in patterns:  # the first pattern that matches: safetensors before .bin, as engines load
+        files = sorted(f for f in path.iterdir() if f.is_file() and fnmatch.fnmatch(f.name, pattern))
+        if files:
+            break
     if not files:
         raise ResolveError(ref.key, str(path),
                            f"no weights ({', '.join(patterns)}) in this checkpoint while load_format is "
                            f"{ref.load_format!r}; a shape-only model (config.json alone) needs load_format: dummy")
-    for index in path.glob("*.index.json"):
+    check_shards(ref, path)
+    return files
+
+
+def check_shards(ref: ModelRef, path: Path) -> None:
+    """Every shard a ``*.index.json`` names must be in the directory (an interrupted copy or download
+    leaves an index and some shards: the engine would fail after the lease)."""
+    for index in sorted(path.glob("*.index.json")):
         try:
             shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
         except json.JSONDecodeError as exc:
@@ -158,7 +184,6 @@ def weight_files(ref: ModelRef, path: Path) -> list[Path]:
         if missing:
             raise ResolveError(ref.key, str(path), f"{index.name} names {len(missing)} shard(s) not in the directory: "
                                                    f"{', '.join(missing[:3])}")
-    return files
 
 
 def tokenizer_top_id(path: Path) -> int | None:
@@ -215,9 +240,10 @@ def check_dir(ref: ModelRef, path: Path) -> dict[str, Any]:
 
 
 def check_config(config: dict[str, Any]) -> None:
-    """The checks that need no network, for every local model of a validated config: a checkpoint
-    (config.json; weights unless dummy) and a prompt tokenizer that fits every model of the pair.
-    Hub ids are checked by the rule after their download; missing paths are check_models' error."""
+    """What config validation (specjoule.models.check_models) leaves to this module, for every local
+    model of a validated config: every shard a weight index names is there, and the prompt tokenizer's
+    ids fit the vocabulary of the target and of the draft (the draft reads the target's prompt ids).
+    Hub ids are checked by the rule after their download."""
     for pair_name, pair in config["models"].items():
         prompt_tok: tuple[str, str, int | None] | None = None  # (config key, source, largest id)
         for role in ("target", "draft"):
@@ -228,17 +254,13 @@ def check_config(config: dict[str, Any]) -> None:
             path = local_dir(ref.model)
             if path is None:
                 continue
-            cfg = check_dir(ref, path)
+            if ref.needs_weights:
+                check_shards(ref, path)
             if role == "target":
                 prompt_tok = (_tokenizer_key(pair_name, m), *prompt_tokenizer(ref, m.get("tokenizer"), path))
             if prompt_tok is not None:
-                # The draft reads the target's prompt ids too: it must embed them as well.
-                check_vocab_covers(prompt_tok[0], path, vocab_size_of(cfg), prompt_tok[1], prompt_tok[2])
-    for name, scheme in config["schemes"].items():
-        drafter = scheme.get("drafter")
-        path = local_dir(drafter) if drafter else None
-        if path is not None:
-            check_dir(ModelRef(f"schemes.{name}.drafter", drafter, "auto", None), path)
+                check_vocab_covers(prompt_tok[0], path, vocab_size_of(_config_json(ref, path)), prompt_tok[1],
+                                   prompt_tok[2])
 
 
 def _tokenizer_key(pair_name: str, target: dict[str, Any]) -> str:
@@ -441,7 +463,7 @@ def cell_refs(spec: dict[str, Any]) -> dict[str, ModelRef]:
         d = spec["draft"]
         out["draft"] = ModelRef("draft", d["model"], d.get("load_format", "auto"), d.get("revision"))
     elif scheme.get("drafter"):
-        out["draft"] = ModelRef("drafter", scheme["drafter"], "auto", None)
+        out["draft"] = ModelRef("drafter", scheme["drafter"], drafter_load_format(t), None)
     return out
 
 
