@@ -55,7 +55,7 @@ def test_models_were_resolved_first_and_every_cell_ran_on_three_engine_starts(re
     assert rows.height == len(cells.build(cfg)) == 9
     assert rows["engine_instance"].n_unique() == 3  # one per scheme, shared by the three corpora
     assert set(rows["corpus"]) == {"code", "conversation", "long_documents"}
-    assert (rows["requests_failed"] == 0).all()
+    assert rows["requests_failed"].to_list() == [0] * rows.height  # lists: a null must not pass as True
 
 
 def test_speculative_records_carry_consistent_model_acceptance_counters(rows):
@@ -73,13 +73,13 @@ def test_speculative_records_carry_consistent_model_acceptance_counters(rows):
         # Speculation changes how tokens are made, not how many: whole generations of output_len each.
         assert row["committed_tokens"] == row["requests_completed"] * row["output_len"] > 0, where
     drafted = spec.filter(pl.col("method") == "draft_model")
-    assert (drafted["draft_tokens"] == drafted["drafts"] * drafted["k"]).all()
+    assert drafted["draft_tokens"].to_list() == [d * k for d, k in zip(drafted["drafts"], drafted["k"])]
 
 
 def test_draft_model_accepts_on_its_training_distribution_and_acceptance_depends_on_the_text(rows):
     draft = rows.filter(pl.col("method") == "draft_model").sort("corpus")
     # Each corpus is text the draft was distilled on: it must accept there (chance is ~k/8192 per round).
-    assert (draft["realized_L"] > 1.1).all(), draft.select("corpus", "realized_L").to_dicts()
+    assert all(L is not None and L > 1.1 for L in draft["realized_L"]), draft.select("corpus", "realized_L").to_dicts()
     for method in ("draft_model", "ngram"):
         by_corpus = rows.filter(pl.col("method") == method)["realized_L"].to_list()
         assert len(set(by_corpus)) == 3, (method, by_corpus)
@@ -99,7 +99,7 @@ def test_records_name_the_weights_they_measured(real_run, rows):
     cfg = config.load(CONFIG)
     revision = {r.key.split(".")[2]: json.loads((real_run / rm.manifest_path(r)).read_text())["revision"]
                 for r in rm.model_refs(cfg)}
-    assert (rows["target_revision"] == revision["target"]).all()
+    assert rows["target_revision"].to_list() == [revision["target"]] * rows.height
     drafted = rows.filter(pl.col("method") == "draft_model")
-    assert (drafted["draft_revision"] == revision["draft"]).all()
+    assert drafted["draft_revision"].to_list() == [revision["draft"]] * drafted.height
     assert rows.filter(pl.col("method") != "draft_model")["draft_revision"].null_count() == 6
