@@ -7,6 +7,7 @@ min_version("9.0")
 
 
 include: "rules/common.smk"
+include: "rules/resolve.smk"
 include: "rules/run.smk"
 include: "rules/analyze.smk"
 include: "rules/report.smk"

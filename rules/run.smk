@@ -12,6 +12,8 @@ if SHARE_ENGINES:
                 # The previous group of the family's chain (one of its records is enough: a group job
                 # writes them all; requesting all of them costs planning time), and this group's marker.
                 ([_previous.cells[-1].record_path] if _previous else []) + [_marker],
+                # Its models' manifests: resolve_models runs first (ADR 0121).
+                get_model_manifests(_group.cells),
             output:
                 records=[c.record_path for c in _group.cells],
                 timelines=[c.timeline_path for c in _group.cells],
@@ -41,6 +43,8 @@ else:
         """One GPU-pinned measurement: engine, workload, meter, one atomic record."""
         input:
             get_cell_inputs,
+            # Its models' manifests: resolve_models runs first (ADR 0121).
+            get_cell_model_manifests,
         output:
             record="results/cells/{campaign}/{cell}.parquet",
             timeline="results/timelines/{campaign}/{cell}.parquet",

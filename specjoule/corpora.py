@@ -327,9 +327,13 @@ def _load_hf(corpus: str, spec: dict) -> tuple[str, list[Any]]:
                           "dataset", spec["dataset"]) from None
     dataset = spec["dataset"]
     local = _resolve_path(dataset)
-    target = str(local) if local.exists() else dataset
+    # A hub dataset fetched once into the hub cache (`--fetch`, on a machine with the hub) loads from
+    # its snapshot directory: compute nodes are often offline, and `datasets` does not read the hub
+    # cache for a hub id when offline (ADR 0122).
+    snapshot = None if local.exists() else hub_snapshot(dataset, spec.get("revision"))
+    target = str(local) if local.exists() else str(snapshot) if snapshot else dataset
     kwargs: dict[str, Any] = {"split": spec.get("split", "test")}
-    if spec.get("revision"):
+    if spec.get("revision") and snapshot is None:
         kwargs["revision"] = spec["revision"]
     try:
         if local.is_dir() and (local / "dataset_info.json").is_file():
@@ -352,7 +356,43 @@ def _load_hf(corpus: str, spec: dict) -> tuple[str, list[Any]]:
     location = dataset + (f"/{spec['config_name']}" if spec.get("config_name") else "")
     if where:
         location += "?" + "&".join(f"{k}={v}" for k, v in sorted(where.items()))
-    return f"hf:{location}:{kwargs['split']}@{spec.get('revision') or ds._fingerprint}", docs
+    revision = spec.get("revision") or (snapshot.name if snapshot else ds._fingerprint)
+    return f"hf:{location}:{kwargs['split']}@{revision}", docs
+
+
+def is_hub_dataset_id(dataset: str) -> bool:
+    """``org/name`` that is not a local path (relative to the working directory or the repository)."""
+    import re
+
+    return not _resolve_path(dataset).exists() and bool(re.match(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", dataset))
+
+
+def hub_snapshot(dataset: str, revision: str | None = None) -> Path | None:
+    """The dataset's snapshot in the local hub cache (``HF_HUB_CACHE``), found without the network;
+    None when it is not there (or huggingface_hub is not installed)."""
+    if not is_hub_dataset_id(dataset):
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(dataset, repo_type="dataset", revision=revision, local_files_only=True))
+    except Exception:  # not cached, incomplete snapshot, no huggingface_hub
+        return None
+
+
+def fetch_hf(corpus: str, spec: dict[str, Any]) -> Path:
+    """Download a hub dataset's repository into the hub cache once (on a machine that reaches the hub),
+    so that its pools load offline afterwards."""
+    dataset = spec["dataset"]
+    if not is_hub_dataset_id(dataset):
+        raise CorpusError(corpus, "not a hub dataset id (org/name) or already a local directory", "dataset", dataset)
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(dataset, repo_type="dataset", revision=spec.get("revision")))
+    except Exception as exc:
+        raise CorpusError(corpus, f"cannot fetch {dataset!r} from the hub: {type(exc).__name__}: {exc}",
+                          "dataset", dataset) from None
 
 
 def _spec_key(spec: dict) -> str:
@@ -746,6 +786,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pool-size", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show", type=int, default=1, help="decode this many prompts")
+    ap.add_argument("--fetch", action="store_true",
+                    help="hf corpora: download the dataset into the hub cache first (HF_HUB_CACHE), once, on a "
+                         "machine that reaches the hub; later loads (and plans) use it offline")
     args = ap.parse_args(argv)
     with open(args.config) as fh:
         entries = (yaml.safe_load(fh) or {}).get("corpora") or {}
@@ -753,6 +796,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.config}: no corpus {args.name!r}; has: {', '.join(entries) or 'none'}")
         return 2
     entry = entries[args.name]
+    if args.fetch and entry.get("source") == "hf":
+        try:
+            print(f"fetched {entry['dataset']} into {fetch_hf(args.name, entry)}")
+        except CorpusError as exc:
+            print(f"error: {exc}")
+            return 1
     target = {"model": args.target, "tokenizer": args.tokenizer}
     try:
         pool = load_pool({"corpus": args.name, "corpus_spec": entry, "seed": args.seed,

@@ -164,6 +164,11 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("tensor_active_pct", _f64, "GPM tensor-core activity over the window: % of time any tensor pipe was busy"),
     ("mem_busy_pct", _f64, "mean of nvmlDeviceGetUtilizationRates().memory in the window: % of time HBM was read "
                            "or written (not bandwidth); the fallback where GPM is refused"),
+    ("target_revision", _str, "the target's weights as resolve_models found them: a hub snapshot's commit, "
+                              "sha256:<weights> for a local checkpoint (fp:<…> above 2 GiB), config-sha256:<…> "
+                              "for a shape-only one; null outside Snakemake (ADR 0121)"),
+    ("draft_revision", _str, "the same for the drafter (the pair's draft for draft_model, the scheme's drafter "
+                             "otherwise); null for ngram and baseline"),
 ]
 
 RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in RECORD_FIELDS],

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import env as envmod
-from specjoule import gpu, models, records, schemes, workloads
+from specjoule import gpu, models, records, resolve_models, schemes, workloads
 from specjoule.engines import Engine, EngineUnsupported, make_engine
 from specjoule.engines.base import latency_from_histograms, latency_from_requests
 from specjoule.meter import Meter, NoneMeter, make_meter
@@ -251,7 +251,8 @@ def _engine_spec(jobs: list[CellJob]) -> dict:
 
 def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force_server,
              lock_dir) -> Iterator[tuple[CellJob, dict, Any]]:
-    spec = _engine_spec(jobs)
+    # Local copies of hub models that resolve_models fetched (ADR 0121), and their revisions for the record.
+    spec, revisions = resolve_models.localize(_engine_spec(jobs))
     device = spec["device"]
     n_gpus = int(spec["target"].get("tensor_parallel_size", 1))
     lease = gpu.acquire(device, n_gpus=n_gpus, lock_dir=lock_dir)
@@ -268,7 +269,7 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
         idle_w = meter.measure_idle(idle_s)
         pools = {}
         for j in jobs:
-            pools[j.cell.cell_id] = load_prompts(j.cell.spec)
+            pools[j.cell.cell_id] = load_prompts(resolve_models.localize(j.cell.spec)[0])
             ids, pool_hash = pools[j.cell.cell_id]
             log.info("prompts for %s/%s: %d × %d tokens from corpus %s (pool %s)", j.cell.campaign_id, j.cell.name, len(ids),
                      len(ids[0]) if ids else 0, j.cell.spec["corpus"], pool_hash[:12])
@@ -308,6 +309,7 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
                 meter.stop_sampling()
                 mres = meter.result()
                 row = _row(j.cell, result, mres, engine, start_s, idle_w, pools[j.cell.cell_id][1], instance, len(jobs))
+                row.update(revisions)
                 row["device_held_s"] = time.monotonic() - leased_at
                 timeline = meter.timeline()
                 row.update(host_columns(timeline))

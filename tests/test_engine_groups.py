@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from snakemake_api import REPO, materialize, plan, write_config
-from specjoule import cells, config, records
+from specjoule import cells, config, records, resolve_models
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
@@ -140,7 +140,11 @@ def test_dry_run_has_one_job_per_group_chained_in_order(tmp_path):
         assert [o for o in out if o.startswith("results/cells/")] == records_out
         # Chained to the group before it through one of its records (a group job writes all of them).
         assert [i for i in inp if i.startswith("results/cells/")] == previous[-1:], f"{name} is not chained"
-        assert len(inp) == len(previous[-1:]) + 1 and "results/.specjoule/pending/" in inp[-1]
+        # Its pending marker, and its models' manifests: the job waits for resolve_models (ADR 0121).
+        markers = [i for i in inp if i.startswith("results/.specjoule/pending/")]
+        manifests = [i for i in inp if i.startswith("results/.specjoule/models/")]
+        assert len(markers) == 1 and manifests == resolve_models.cell_manifest_paths(g.cells[0].spec)
+        assert len(inp) == len(previous[-1:]) + 1 + len(manifests)
         # The runner gets the members in run order, each with the id the plan gave it.
         assert cmd.index(records_out[0]) < cmd.index(records_out[-1])
         assert all(f"--cell-id {c.cell_id}" in cmd for c in g.cells) and "exec " in cmd and "--log" in cmd

@@ -22,6 +22,9 @@ MODELS = REPO / "config" / "models"
 TARGET_FAMILIES = {
     "tiny-target": ("gqa", False),
     "tiny-draft": ("gqa", False),
+    # The project's trained pair (real weights, ADR 0120): 2 query heads on 1 KV head; the draft's one head.
+    "trained-qwen3-target": ("gqa", False),
+    "trained-qwen3-draft": ("mha", False),
     "qwen2.5-0.5b": ("gqa", False),
     "qwen2.5-3b": ("gqa", False),
     "qwen3-8b": ("gqa", False),

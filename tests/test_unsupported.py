@@ -98,7 +98,7 @@ def test_plan_marks_what_the_bundled_registries_cannot_run():
         "models": {"glm": {"target": {"model": "config/models/glm-4.7-flash", "load_format": "dummy"}}},
         "schemes": {"baseline": {"method": "baseline"},
                     "eagle3": {"method": "eagle3", "k": 3, "drafter": "config/models/glm-4.7-flash-eagle3"}},
-        "batch_sizes": [1], "workloads": {"closed": {"kind": "closed_batch"}},
+        "batch_sizes": [1], "seeds": [0], "workloads": {"closed": {"kind": "closed_batch"}},
     }
     table = cells.build(config.validate(raw))
     by_role = {c.role: c for c in table}
