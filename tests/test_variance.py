@@ -164,7 +164,9 @@ def test_a_tree_of_sessions_reads_as_its_runs():
     """The whole evidence folder as one source: each session's results/cells is its own run, a marked/ copy of a
     record counts once, and the budget is the one of the sessions named one by one."""
     sessions = [*VLLM_RUNS, EVIDENCE / "session-2026-11-30c" / "results" / "cells",
-                EVIDENCE / "session-2026-12-01" / "openloop" / "results" / "cells"]
+                EVIDENCE / "session-2026-12-01" / "openloop" / "results" / "cells",
+                EVIDENCE / "session-2026-12-01d" / "qwen3-8b" / "results" / "cells",
+                EVIDENCE / "session-2026-12-01d" / "mimo-mtp" / "results" / "cells"]
     from polars.testing import assert_frame_equal
 
     tree = variance.budget_of_sources([EVIDENCE]).drop("sources")

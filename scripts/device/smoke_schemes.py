@@ -101,7 +101,7 @@ def arm_config(arm: Arm, engine: str, one_L: bool = False, cuda_graphs: bool = T
                             "max_model_len": 1024}},
            "schemes": {"base": {"method": "baseline"}, "s": {**scheme, "acceptance": [f"L{i}" for i in range(len(Ls))]}},
            "acceptance": {f"L{i}": {"minvar": L} for i, L in enumerate(Ls)},
-           "batch_sizes": [B], "cuda_graphs": [cuda_graphs],
+           "batch_sizes": [B], "seeds": [0], "cuda_graphs": [cuda_graphs], "paper_grade": False,
            "workloads": {"w": {"kind": "closed_batch", "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN}},
            "engine_options": {engine: ENGINE_OPTIONS[engine]}, "meter": "none",
            "protocol": {"idle_s": 0, "engine_ready_timeout_s": 600}}

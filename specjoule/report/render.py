@@ -384,8 +384,10 @@ def scheme_section(inp: ReportInputs) -> dict:
 
 # --- spread: the variance budget (results/variance.parquet, written by the analysis) -------------------------
 
-VARIANCE_LEVELS = ("window", "seed", "engine_replicate", "gpu", "run", "residual")
+VARIANCE_LEVELS = ("window", "seed", "engine_replicate", "engine_restart", "gpu", "board", "run", "residual", "total")
 VARIANCE_COLUMNS = ("family", "metric", "level", "variance", "share", "n_units", "estimable", "note")
+# specjoule.analysis.variance writes `component` and `n_groups` (ADR 0084): the same meaning under its names.
+_VARIANCE_NAMES = {"component": "level", "n_groups": "n_units"}
 
 
 def variance_table(variance: pl.DataFrame | None) -> Table | None:
@@ -393,6 +395,7 @@ def variance_table(variance: pl.DataFrame | None) -> Table | None:
     estimable" with the analysis' reason (one unit, a level confounded with another)."""
     if variance is None or variance.height == 0:
         return None
+    variance = variance.rename({a: b for a, b in _VARIANCE_NAMES.items() if a in variance.columns and b not in variance.columns})
     missing = [c for c in VARIANCE_COLUMNS if c not in variance.columns]
     if missing:
         raise ValueError(f"results/variance.parquet lacks column(s) {', '.join(missing)}")
