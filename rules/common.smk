@@ -17,18 +17,16 @@ if not workflow.overwrite_configfiles and not config:
 
 
 try:
-    CONFIG = _config.validate(config)
+    # Snakemake read the config files with its own loader, which keeps the last of two equal keys without a
+    # word: read every one again with the project's (ADR 0130; profiles/default does it before Snakemake too).
+    for _configfile in dict.fromkeys(str(f) for f in workflow.configfiles):  # --configfile ones and the demo's
+        _config.read_yaml(_configfile)
+    # Every parse-time check in one pass (ADR 0130): schema, names, semantics, cross-field, local models and
+    # tokenizers, corpora, the cells and the reference evidence (ADR 0083, 0121, 0122).
+    CONFIG, CELLS = _config.plan(config, " ".join(str(f) for f in workflow.overwrite_configfiles) or "CONFIG")
 except _config.ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 CONFIG_HASH = _config.config_hash(CONFIG)
-CELLS = _cells.build(CONFIG)
-# A reference evidence folder must exist and hold cells this config measures too (ADR 0083): known now.
-try:
-    from specjoule.analysis import evidence as _evidence  # noqa: E402
-
-    _evidence.check_reference(CONFIG, CELLS)
-except _config.ConfigError as exc:
-    raise WorkflowError(str(exc)) from None
 # The validated config, content-addressed, for the cell runner's command line (a shell rule
 # plans much faster than a script rule on large grids: no per-job script-source lookup).
 CONFIG_JSON = _config.write_resolved(CONFIG, f"results/.specjoule/config-{CONFIG_HASH}.json")

@@ -5,12 +5,8 @@ from specjoule import resolve_models as _resolve  # noqa: E402
 
 # Parse time (every plan, `make plan` too): a local checkpoint without weights (load_format not
 # dummy), a prompt tokenizer whose ids the model cannot embed, a corpus file in the wrong layout or a
-# hub dataset not yet fetched into the hub cache stops the plan here, naming the key and the path.
-try:
-    _resolve.check_config(CONFIG)
-    _resolve.check_corpora(CONFIG, " ".join(str(f) for f in workflow.overwrite_configfiles) or "CONFIG")
-except _config.ConfigError as exc:
-    raise WorkflowError(str(exc)) from None
+# hub dataset not yet fetched into the hub cache stops the plan, naming the key and the path; these
+# checks run in config.plan (rules/common.smk), with every other parse-time check.
 
 MODEL_MANIFESTS = sorted({_resolve.manifest_path(r) for r in _resolve.model_refs(CONFIG)})
 

@@ -11,6 +11,7 @@ import copy
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = REPO_ROOT / "config" / "schema.yaml"
 
 ENGINES = ("vllm", "sglang")
+# Section names (models, schemes, corpora, workloads, acceptance) build record paths, ids and shell words:
+# nothing a shell or a path treats specially (issue 21 item 3, ADR 0131).
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*")
 CORPUS_SOURCES = ("random", "file", "hf", "package", "builtin")
 
 log = logging.getLogger("specjoule.config")
@@ -78,32 +82,129 @@ def _fill_defaults(instance: Any, schema: dict, root: dict, device: str | None =
 
 
 def _path(error) -> str:
-    parts = [str(p) for p in error.absolute_path]
-    return ".".join(parts) if parts else "(top level)"
+    from specjoule.configfile import key_path
+
+    return key_path(list(error.absolute_path))
+
+
+def _schema_error(e) -> ConfigError:
+    """One jsonschema error as a ConfigError at the key it is about (an unknown or a missing key is named itself,
+    not its parent)."""
+    from specjoule.configfile import key_path
+
+    parts = list(e.absolute_path)
+    if e.validator == "additionalProperties":
+        allowed = sorted(e.schema.get("properties", {}))
+        unknown = sorted(set(e.instance) - set(allowed), key=str)
+        return ConfigError(key_path([*parts, str(unknown[0])]), e.instance[unknown[0]],
+                           f"unknown key; allowed here: {', '.join(allowed)}")
+    if e.validator == "required":
+        missing = [k for k in e.validator_value if k not in e.instance]
+        return ConfigError(key_path([*parts, missing[0]]), None, f"required key missing ({e.message})")
+    return ConfigError(_path(e), e.instance, e.message)
 
 
 def validate(raw: Mapping[str, Any]) -> dict:
-    """Validate a config mapping and return a new dict with defaults filled in."""
+    """Validate a config mapping and return a new dict with defaults filled in: a well-formed config.
+
+    First error raised (issue 21, ADR 0130): the schema (shape, types, unknown and missing keys), number
+    normalisation (a value's type must not change a cell's identity), defaults, the semantic checks (names,
+    schemes, acceptance, models, corpora) and paper grade. Every error is ``config error at <key path> = <value>:
+    <reason>``. A config about to be run also gets :func:`validate_plan`'s cross-field checks."""
     import jsonschema
 
     schema = _schema()
+    if not isinstance(raw, Mapping):
+        raise ConfigError("(top level)", raw, "a config is a mapping of keys (name, models, schemes, ...)")
     config = copy.deepcopy(dict(raw))
     validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    errors = sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
-        e = errors[0]
-        if e.validator == "additionalProperties":
-            where = _path(e)
-            allowed = sorted(e.schema.get("properties", {}))
-            unknown = sorted(set(e.instance) - set(allowed))
-            key = f"{where}.{unknown[0]}" if where != "(top level)" else unknown[0]
-            raise ConfigError(key, e.instance[unknown[0]], f"unknown key; allowed here: {', '.join(allowed)}")
-        raise ConfigError(_path(e), e.instance, e.message)
+        raise _schema_error(errors[0])
+    config = normalise_numbers(config, schema, schema)
     device = config.get("device", schema["properties"]["device"]["default"])
     _fill_defaults(config, schema, schema, device)
     _check_semantics(config)
     _check_paper_grade(config)
     return config
+
+
+def validate_plan(raw: Mapping[str, Any]) -> dict:
+    """:func:`validate` and the cross-field checks of a config about to be run (specjoule.crosscheck): windows
+    against the pre-registered window check, lengths against max_model_len, batch sizes against engine limits
+    and GPU memory, thresholds that can never pass, vectors never measured. What Snakemake calls when it plans.
+
+    Kept apart from ``validate`` because configs that already ran are read again for their evidence (the golden
+    cells, the reference evidence): a smoke that ran a 20 s window against a 30 s check is a finding in its
+    records, and its config must still load to show it."""
+    from specjoule import crosscheck
+
+    config = validate(raw)
+    crosscheck.check(config)
+    return config
+
+
+def plan(raw: Mapping[str, Any], config_file: str = "CONFIG") -> tuple[dict, Any]:
+    """Every parse-time check in one pass, and the cell table: what Snakemake does before it plans any job.
+
+    :func:`validate_plan` (schema, types, names, semantics, cross-field), the local models' shards and tokenizer
+    (specjoule.resolve_models), the corpora's files and hub datasets, the cells, and the reference evidence
+    against them. The first problem is a ``ConfigError``; nothing here starts a job, an engine or a download.
+    ``config_file`` names the config in the corpus fetch hint."""
+    from specjoule import cells, resolve_models
+    from specjoule.analysis import evidence
+
+    config = validate_plan(raw)
+    resolve_models.check_config(config)
+    resolve_models.check_corpora(config, config_file)
+    table = cells.build(config)
+    evidence.check_reference(config, table)
+    return config, table
+
+
+# Engine options passed through unchecked whose values are counts: 4.0 and 4 must build one engine (and one id).
+INTEGER_ENGINE_OPTIONS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "max_running_requests",
+                          "max_total_tokens", "chunked_prefill_size", "cuda_graph_max_bs", "tp_size", "seed")
+
+
+def _integral(value: Any) -> bool:
+    return isinstance(value, float) and value.is_integer()
+
+
+def normalise_numbers(instance: Any, schema: dict, root: dict, key: str | None = None) -> Any:
+    """One spelling per number, so that a value's YAML type never changes a cell id (issue 21).
+
+    jsonschema accepts 4.0 where the schema says integer, and a cell id hashes the value as written: ``4.0`` and
+    ``4`` would be two cells. Integer fields and counts take ints (4.0 → 4); number fields take ints when
+    integral (20.0 → 20), except those the schema marks ``x-float`` (acceptance lengths and rates, request rates),
+    which take floats (3 → 3.0): each rule is what every shipped config already writes, so no id changes."""
+    if "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
+    types = schema.get("type", [])
+    types = [types] if isinstance(types, str) else list(types)
+    if not isinstance(instance, bool) and isinstance(instance, (int, float)):
+        if schema.get("x-float") and "number" in types:
+            return float(instance)
+        if _integral(instance) and ("integer" in types or "number" in types):
+            return int(instance)
+        return instance
+    if isinstance(instance, dict):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        out = {}
+        for k, v in instance.items():
+            if k in props:
+                out[k] = normalise_numbers(v, props[k], root, k)
+            elif isinstance(extra, dict) and extra:
+                out[k] = normalise_numbers(v, extra, root, k)
+            elif k in INTEGER_ENGINE_OPTIONS and _integral(v):
+                out[k] = int(v)
+            else:
+                out[k] = v
+        return out
+    if isinstance(instance, list) and isinstance(schema.get("items"), dict):
+        return [normalise_numbers(v, schema["items"], root) for v in instance]
+    return instance
 
 
 def paper_grade_shortfalls(config: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
@@ -143,26 +244,11 @@ def _check_paper_grade(config: dict) -> None:
                     config.get("name"), key, value, reason)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML loader that refuses duplicate keys (plain YAML keeps the last one silently)."""
-
-
-def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: set = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise ConfigError(f"{key}", key, f"duplicate name (line {key_node.start_mark.line + 1})")
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
-
-
 def read_yaml(path: str | Path) -> dict:
-    with open(path) as fh:
-        return yaml.load(fh, Loader=_UniqueKeyLoader) or {}
+    """A config file with every mapping key once and syntax errors placed (specjoule.configfile, ADR 0130)."""
+    from specjoule.configfile import read_yaml as _read
+
+    return _read(path)
 
 
 def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> dict:
@@ -254,8 +340,11 @@ def _check_semantics(config: dict) -> None:
 
     for section in ("models", "schemes", "corpora", "workloads", "acceptance"):
         for name in config[section]:
-            if not name or any(c in name for c in "/ -"):
-                raise ConfigError(f"{section}.{name}", name, "names may not contain '/', '-' or spaces (they build paths and ids)")
+            if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+                raise ConfigError(f"{section}.{name}", name,
+                                  "a name holds only letters, digits, '_' and '.', and starts with a letter, digit or "
+                                  "'_' (names build record paths, ids and the words of the cell's shell command; "
+                                  "'-' separates the parts of an id)")
 
     for name, vector in config["acceptance"].items():
         (kind, value), = vector.items()

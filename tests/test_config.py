@@ -129,7 +129,8 @@ def test_duplicate_names_in_yaml(tmp_path):
         "models:\n  a: {target: {model: x}}\n  a: {target: {model: y}}\n"
         "schemes: {baseline: {method: baseline}}\nbatch_sizes: [1]\nworkloads: {w: {kind: closed_batch}}\n"
     )
-    with pytest.raises(config.ConfigError, match=r"config error at a = 'a': duplicate name \(line 3\)"):
+    with pytest.raises(config.ConfigError, match=r"config error at models\.a = \{'target': \{'model': 'y'\}\}: "
+                                                 r"duplicate key in .*dup\.yaml \(line 3; also at line 2\)"):
         config.load(path)
 
 
@@ -147,7 +148,7 @@ def test_unknown_nested_key():
 
 
 def test_wrong_type_names_the_key():
-    expect_error(variant(seeds=["zero"]), "seeds.0", "zero")
+    expect_error(variant(seeds=["zero"]), "seeds[0]", "zero")
 
 
 def test_unknown_acceptance_name_in_scheme():

@@ -69,6 +69,8 @@ class Thresholds:
     interval_level: float = 0.95
     reference_evidence: str | None = None
     model_residual_max: float = 0.25  # issue 18 (ADR 0102); no schema default, see config/schema.yaml
+    # Not a threshold: the runner's pre-registered policy for a GPU already in use at a cell's start (ADR 0133).
+    gpu_in_use: str = "flag"
 
     @classmethod
     def from_config(cls, checks: Mapping[str, Any] | None, report: Mapping[str, Any] | None = None) -> Thresholds:
