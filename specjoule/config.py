@@ -8,6 +8,7 @@ what the device and engine can run). Every error names the key path and the offe
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import logging
@@ -44,6 +45,8 @@ PAPER_MIN_SEEDS = 3  # prompt samples, as the paper
 NVML_UPDATE_S = 0.1
 PAPER_WINDOW_SHARE = 0.005
 PAPER_MIN_WINDOW_S = NVML_UPDATE_S / PAPER_WINDOW_SHARE
+# Draft tokens per round a scheme may ask for: 8x the largest block drafter in use (16).
+MAX_K = 128
 
 
 class ConfigError(ValueError):
@@ -55,8 +58,16 @@ class ConfigError(ValueError):
 
 
 def _schema() -> dict:
-    with open(SCHEMA_PATH) as fh:
-        return yaml.safe_load(fh)
+    """The schema (a copy: callers may not change the cached one). Read once per file version: parsing it is most
+    of a validation's time, and a plan validates and hashes several times (the fuzzer thousands)."""
+    stat = SCHEMA_PATH.stat()
+    return copy.deepcopy(_read_schema(str(SCHEMA_PATH), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _read_schema(path: str, mtime_ns: int, size: int) -> dict:
+    with open(path) as fh:
+        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def _fill_defaults(instance: Any, schema: dict, root: dict, device: str | None = None) -> None:
@@ -121,6 +132,7 @@ def validate(raw: Mapping[str, Any]) -> dict:
     errors = sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         raise _schema_error(errors[0])
+    _refuse_non_finite(config, [])
     config = normalise_numbers(config, schema, schema)
     device = config.get("device", schema["properties"]["device"]["default"])
     _fill_defaults(config, schema, schema, device)
@@ -140,7 +152,7 @@ def validate_plan(raw: Mapping[str, Any]) -> dict:
     from specjoule import crosscheck
 
     config = validate(raw)
-    crosscheck.check(config)
+    crosscheck.check(config, dict(raw))
     return config
 
 
@@ -162,6 +174,23 @@ def plan(raw: Mapping[str, Any], config_file: str = "CONFIG") -> tuple[dict, Any
     return config, table
 
 
+def _refuse_non_finite(node: Any, path: list) -> None:
+    """YAML reads ``.nan`` and ``.inf`` as numbers, and the schema lets them through: a NaN threshold compares false
+    with everything, an infinite window never ends. Refused everywhere."""
+    import math
+
+    from specjoule.configfile import key_path
+
+    if isinstance(node, float) and not math.isfinite(node):
+        raise ConfigError(key_path(path), node, "not a finite number (YAML .nan / .inf)")
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _refuse_non_finite(v, [*path, k])
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _refuse_non_finite(v, [*path, i])
+
+
 # Engine options passed through unchecked whose values are counts: 4.0 and 4 must build one engine (and one id).
 INTEGER_ENGINE_OPTIONS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "max_running_requests",
                           "max_total_tokens", "chunked_prefill_size", "cuda_graph_max_bs", "tp_size", "seed")
@@ -177,12 +206,20 @@ def normalise_numbers(instance: Any, schema: dict, root: dict, key: str | None =
     jsonschema accepts 4.0 where the schema says integer, and a cell id hashes the value as written: ``4.0`` and
     ``4`` would be two cells. Integer fields and counts take ints (4.0 → 4); number fields take ints when
     integral (20.0 → 20), except those the schema marks ``x-float`` (acceptance lengths and rates, request rates),
-    which take floats (3 → 3.0): each rule is what every shipped config already writes, so no id changes."""
+    which take floats (3 → 3.0), and a value equal to its default takes the default's spelling (1 → 1.0 where the
+    default is 1.0). Each rule is what the shipped configs already write, so no id or hash changes; and a
+    validated config validates to itself (the runner re-validates the plan's JSON and must hash it alike)."""
     if "$ref" in schema:
         schema = root["$defs"][schema["$ref"].rsplit("/", 1)[-1]]
     types = schema.get("type", [])
     types = [types] if isinstance(types, str) else list(types)
     if not isinstance(instance, bool) and isinstance(instance, (int, float)):
+        for name in ("default", "x-cuda-default"):
+            # A value equal to a default is spelt as the default is: a config validated once (defaults written
+            # out, as the runner receives it) must hash as it did the first time (checks.min_window_s: 1.0).
+            default = schema.get(name)
+            if not isinstance(default, bool) and isinstance(default, (int, float)) and instance == default:
+                return type(default)(instance)
         if schema.get("x-float") and "number" in types:
             return float(instance)
         if _integral(instance) and ("integer" in types or "number" in types):
@@ -365,6 +402,10 @@ def _check_semantics(config: dict) -> None:
         if "k" not in scheme:
             raise ConfigError(f"{key}.k", None, f"{method} needs k (draft tokens per round)")
         k = scheme["k"]
+        if k > MAX_K:
+            raise ConfigError(f"{key}.k", k, f"no drafter proposes more than {MAX_K} tokens per round (block drafters "
+                                             f"16); a larger k is a typo, and resolving its acceptance vectors would "
+                                             f"hang the plan")
         _check_scheme_inputs(config, name, scheme)
         if scheme["synthetic"]:
             if device == "cpu":
@@ -374,7 +415,8 @@ def _check_semantics(config: dict) -> None:
                 raise ConfigError(f"{key}.acceptance", chosen, "a synthetic scheme needs at least one acceptance vector")
             for vname in chosen:
                 if vname not in config["acceptance"]:
-                    raise ConfigError(f"{key}.acceptance", vname, f"unknown acceptance vector; defined: {', '.join(config['acceptance']) or 'none'}")
+                    raise ConfigError(f"{key}.acceptance", vname, f"unknown acceptance vector (no acceptance.{vname}); "
+                                                                  f"defined: {', '.join(config['acceptance']) or 'none'}")
                 try:
                     acc.resolve(config["acceptance"][vname], k)
                 except acc.AcceptanceError as exc:

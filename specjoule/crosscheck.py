@@ -40,8 +40,11 @@ _DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "float16": 2, "half": 2, "f
                 "fp8": 1, "float8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1}
 
 
-def check(config: dict) -> None:
-    _windows_against_the_window_check(config)
+def check(config: dict, raw: dict | None = None) -> None:
+    """``raw``: the config as written, to say when a value in a message is a default (of device: cuda)."""
+    _grid_size(config)
+    _tokenizer_paths(config)
+    _windows_against_the_window_check(config, raw or {})
     _thresholds_that_cannot_pass(config)
     _unused_acceptance_vectors(config)
     _lengths_against_max_model_len(config)
@@ -49,11 +52,61 @@ def check(config: dict) -> None:
     _gpu_memory(config)
 
 
+# Cells one plan may hold. The largest grid planned so far held ~14,000; a million is a typo (windows: 1000000),
+# and building it would hang the plan (and Snakemake) instead of failing it.
+MAX_CELLS = 1_000_000
+
+
+def _grid_size(config: dict) -> None:
+    """The number of cells, counted before they are built; refused beyond MAX_CELLS at the key that grew it most."""
+    points = sum(len(s.get("acceptance", list(config["acceptance"]))) if s.get("synthetic") else 1
+                 for s in config["schemes"].values() if s["method"] != "baseline")
+    arms = (1 + int(config["protocol"]["closing_baseline"]) + points) * config["windows"]
+    factors = {"engines": len(config["engines"]), "models": len(config["models"]),
+               "workloads": len(config["workloads"]), "cuda_graphs": len(config["cuda_graphs"]),
+               "engine_replicates": config["engine_replicates"], "batch_sizes": len(config["batch_sizes"]),
+               "corpora": len(config["corpora"]), "seeds": len(config["seeds"]), "windows": config["windows"],
+               "schemes": arms // config["windows"]}
+    total = 1
+    for n in factors.values():
+        total *= n
+    if total > MAX_CELLS:
+        key = max(factors, key=lambda k: factors[k])
+        value = config[key] if key in ("engine_replicates", "windows") else sorted(config[key]) if isinstance(
+            config[key], dict) else config[key]
+        raise ConfigError(key, value, f"the grid would hold {total:,} cells ({' × '.join(f'{k} {n}' for k, n in factors.items() if n > 1)}); "
+                                      f"more than {MAX_CELLS:,} cannot be planned, let alone measured")
+
+
+def _tokenizer_paths(config: dict) -> None:
+    """A ``tokenizer`` that is neither the project's, a hub id nor an existing directory (models and drafters are
+    checked in specjoule.models; a mistyped tokenizer dir would otherwise reach the engine as a hub id)."""
+    from specjoule import models, tokenizer
+
+    for pair_name, pair in config["models"].items():
+        for role in ("target", "draft"):
+            tok = (pair.get(role) or {}).get("tokenizer")
+            if not tok or tok in tokenizer.SHIPPED_ALIASES:
+                continue
+            kind, path = models.classify_model_ref(tok)
+            if kind == "missing":
+                raise ConfigError(f"models.{pair_name}.{role}.tokenizer", tok,
+                                  f"no such local tokenizer directory ({path}); a local path is relative to the "
+                                  f"working directory or the repo, a hub id has the form org/name")
+
+
 def _metered(config: dict) -> bool:
     return config["device"] == "cuda" and config["meter"] != "none"
 
 
-def _windows_against_the_window_check(config: dict) -> None:
+def _default_note(config: dict, raw: dict, section: str, key: str) -> str:
+    """' (the default on device: cuda; ...)' when the config left ``section.key`` out and the device chose it."""
+    if key in (raw.get(section) or {}):
+        return ""
+    return f" (its default on device: {config['device']}; the config does not set it)"
+
+
+def _windows_against_the_window_check(config: dict, raw: dict) -> None:
     """A planned window shorter than the pre-registered ``checks.min_window_s`` fails the window check in every
     cell; an open-loop window too short for ``checks.min_energy_updates`` fails the counter check in every cell."""
     checks = config["checks"]
@@ -62,7 +115,8 @@ def _windows_against_the_window_check(config: dict) -> None:
         key = "min_window_s" if wl["kind"] == "closed_batch" else "window_s"
         if wl[key] < min_window:
             raise ConfigError(f"workloads.{name}.{key}", wl[key],
-                              f"shorter than the pre-registered checks.min_window_s = {min_window}: the window check "
+                              f"shorter than the pre-registered checks.min_window_s = {min_window}"
+                              f"{_default_note(config, raw, 'checks', 'min_window_s')}: the window check "
                               f"would discard every cell of this workload; lengthen the window, or pre-register a "
                               f"shorter checks.min_window_s before anything runs")
         if wl["kind"] == "open_loop" and _metered(config):
@@ -102,9 +156,9 @@ def _unused_acceptance_vectors(config: dict) -> None:
             continue
         if not synthetic:
             raise ConfigError(f"acceptance.{vname}", vector,
-                              "defined but never measured: no scheme has synthetic: true (acceptance vectors apply "
-                              "only to synthetic schemes); set synthetic: true on the scheme meant, or remove the "
-                              "vector")
+                              f"defined but never measured: no entry of schemes ({', '.join(config['schemes'])}) has "
+                              f"synthetic: true (acceptance vectors apply only to synthetic schemes); set synthetic: "
+                              f"true on the scheme meant, or remove the vector")
         log.warning("config %s: acceptance.%s = %r is defined but no synthetic scheme lists it (%s select others); "
                     "it is not measured", config.get("name"), vname, vector, ", ".join(synthetic))
 
@@ -153,6 +207,10 @@ def _batch_against_engine_limits(config: dict) -> None:
     """``max_num_seqs`` (vLLM) or ``max_running_requests`` (SGLang) below a batch size: a closed batch cannot run
     its B requests together, and an open loop would record B as its cap while the engine caps lower."""
     biggest = max(config["batch_sizes"])
+    for engine, key in (("vllm", "gpu_memory_utilization"), ("sglang", "mem_fraction_static")):
+        value = (config["engine_options"].get(engine) or {}).get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1):
+            raise ConfigError(f"engine_options.{engine}.{key}", value, "a share of the GPU's memory: a number in (0, 1]")
     for engine, key in (("vllm", "max_num_seqs"), ("sglang", "max_running_requests")):
         if engine not in config["engines"]:
             continue
@@ -162,8 +220,9 @@ def _batch_against_engine_limits(config: dict) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"engine_options.{engine}.{key}", value, "a number of requests: a whole number >= 1")
         if value < biggest:
+            i = config["batch_sizes"].index(biggest)
             raise ConfigError(f"engine_options.{engine}.{key}", value,
-                              f"below the largest batch size {biggest} (batch_sizes): a closed batch could not run "
+                              f"below the largest batch size {biggest} (batch_sizes[{i}]): a closed batch could not run "
                               f"its requests together, and an open loop would record batch_size {biggest} as the "
                               f"cap of running requests while the engine caps at {value}")
 
@@ -191,8 +250,9 @@ def _gpu_memory(config: dict) -> None:
     biggest = max(config["batch_sizes"])
     for engine in config["engines"]:
         opts = config["engine_options"].get(engine) or {}
-        share = float(opts.get("gpu_memory_utilization" if engine == "vllm" else "mem_fraction_static")
-                      or DEFAULT_MEMORY_SHARE)
+        share_key = "gpu_memory_utilization" if engine == "vllm" else "mem_fraction_static"
+        share = float(opts.get(share_key) or DEFAULT_MEMORY_SHARE)
+        share_source = f"engine_options.{engine}.{share_key}" if opts.get(share_key) else "the engine's default"
         kv_dtype = str(opts.get("kv_cache_dtype", "auto")).lower()
         for pair_name, pair in config["models"].items():
             parts = [("target", pair["target"])] + ([("draft", pair["draft"])] if drafts_pair and pair.get("draft") else [])
@@ -219,5 +279,5 @@ def _gpu_memory(config: dict) -> None:
                                       f"needs at least ≈ {weights + kv:.1f} GB (weights {weights:.1f} GB + KV cache "
                                       f"{kv:.1f} GB for {biggest} sequences × {context} tokens; "
                                       f"activations and graphs not counted) but {tp} GPU(s) of {gpu_gb:g} GB "
-                                      f"({gpu_source}) × memory share {share:g} hold {budget:.1f} GB")
+                                      f"({gpu_source}) × memory share {share:g} ({share_source}) hold {budget:.1f} GB")
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import functools
 import hashlib
 import json
 import re
@@ -192,9 +193,16 @@ def tokenizer_top_id(path: Path) -> int | None:
     tok_file = path / "tokenizer.json"
     if not tok_file.is_file():
         return None
+    return _tokenizer_top_id(str(path), tok_file.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _tokenizer_top_id(directory: str, mtime_ns: int) -> int | None:
+    # Cached per file version: every plan checks the prompt tokenizer, and loading one takes tens of ms.
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(tok_file))
+    path = Path(directory)
+    tok = Tokenizer.from_file(str(path / "tokenizer.json"))
     top = max(tok.get_vocab(with_added_tokens=True).values())
     cfg_file = path / "tokenizer_config.json"
     if cfg_file.is_file():

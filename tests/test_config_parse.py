@@ -160,6 +160,13 @@ def test_rates_and_lengths_written_as_ints_are_the_same_cells_as_floats():
     assert [c.cell_id for c in cells.build(config.validate_plan(a))] == [c.cell_id for c in cells.build(config.validate_plan(b))]
 
 
+def test_non_finite_numbers_are_refused(tmp_path):
+    f = tmp_path / "grid.yaml"
+    f.write_text(yaml.safe_dump(DEMO, sort_keys=False).replace("baseline_drift_max: 0.25", "baseline_drift_max: .nan"))
+    err = refused(config.read_yaml(f), "checks.baseline_drift_max")
+    assert "not a finite number" in err.reason
+
+
 def test_non_integral_batch_is_refused():
     assert refused(demo(batch_sizes=[4.5]), "batch_sizes[0]").value == 4.5
 
@@ -237,7 +244,7 @@ def test_acceptance_vectors_without_a_synthetic_scheme():
     raw["schemes"]["draft"]["synthetic"] = False
     raw["schemes"]["ngram"] = {"method": "ngram", "k": 3}
     raw["acceptance"] = {"L3": {"minvar": 3.0}}
-    assert "no scheme has synthetic: true" in refused(raw, "acceptance.L3").reason
+    assert "no entry of schemes (baseline, draft, ngram) has synthetic: true" in refused(raw, "acceptance.L3").reason
 
 
 def test_vector_left_out_of_an_explicit_selection_is_a_warning(caplog):
@@ -263,7 +270,8 @@ def test_batch_that_cannot_fit_the_gpu_names_the_estimate():
     kv_gb += 4096 * tokens * 2 * draft["num_key_value_heads"] * d_head * draft["num_hidden_layers"] * 2 / 1e9
     m = re.search(r"KV cache (\d+\.\d) GB for 4096 sequences × 4613 tokens", err.reason)
     assert m and float(m[1]) == pytest.approx(kv_gb, abs=0.1), (err.reason, kv_gb)
-    assert "141 GB (an H200: protocol.gpu_memory_gb unset) × memory share 0.9 hold 126.9 GB" in err.reason
+    assert ("141 GB (an H200: protocol.gpu_memory_gb unset) × memory share 0.9 (the engine's default) hold 126.9 GB"
+            in err.reason)
     # The same grid at B=32 fits; a GPU declared smaller refuses a smaller batch.
     config.validate_plan(cuda())
     small = cuda(batch_sizes=[64])
