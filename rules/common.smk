@@ -166,7 +166,7 @@ def group_shell(group, log):
     q = shlex.quote
     stale = " ".join(f"{q(str(Path(c.stamp_path('x')).parent))}/{q(c.name)}.????????????-v*" for c in group.cells)
     records = " ".join(q(c.record_path) for c in group.cells)
-    ids = " ".join(f"--cell-id {c.cell_id}" for c in group.cells)
+    ids = " ".join(f"--cell-id {q(c.cell_id)}" for c in group.cells)
     return (f"rm -f {stale}; exec {q(PYTHON)} -m specjoule.runner {q(CONFIG_JSON)} {records} {ids} "
             f"--log {q(log)} >> {q(log)} 2>&1")
 

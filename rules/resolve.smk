@@ -56,4 +56,4 @@ rule resolve_models:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "{PYTHON} -m specjoule.resolve_models {CONFIG_JSON:q} --log {log:q}"
+        "{PYTHON:q} -m specjoule.resolve_models {CONFIG_JSON:q} --log {log:q}"

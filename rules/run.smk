@@ -67,7 +67,10 @@ else:
             # `exec`: the runner replaces the shell, so a scheduler's SIGTERM (scancel, time limit,
             # preemption) reaches the runner with no shell dying first; Snakemake then waits for the
             # runner to stop its engine instead of exiting and letting SLURM SIGKILL it (ADR 0056).
-            "exec {PYTHON} -m specjoule.runner {CONFIG_JSON} {output.record} --cell-id {params.cell_id} --log {log} >> {log} 2>&1"
+            # Every word quoted (`:q`): config names reach this line through the record path; they are limited to
+            # shell-safe characters at parse time, and quoted here all the same (issue 21 item 3, ADR 0131).
+            "exec {PYTHON:q} -m specjoule.runner {CONFIG_JSON:q} {output.record:q} --cell-id {params.cell_id:q} "
+            "--log {log:q} >> {log:q} 2>&1"
 
 
 rule plan:

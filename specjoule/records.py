@@ -169,6 +169,13 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
                               "for a shape-only one; null outside Snakemake (ADR 0121)"),
     ("draft_revision", _str, "the same for the drafter (the pair's draft for draft_model, the scheme's drafter "
                              "otherwise); null for ngram and baseline"),
+    # faults (issue 21): what a shared cluster did to the cell, appended (older records read back with these null)
+    ("other_gpu_process_list", _str, "compute processes not ours on the cell's GPU(s) at its start or window end, "
+                                     "'pid N name (MiB) on GPU i; ...' (checks.gpu_in_use: flag; ADR 0133)"),
+    ("slurm_restart_count", _i64, "SLURM's restart count of the job that measured: 0 on its first run, >= 1 after "
+                                  "a requeue; null outside SLURM (ADR 0134)"),
+    ("retried", _bool, "an earlier attempt at this cell started and ended without a record (preemption, requeue, "
+                       "crash, failure); this record is from a later attempt (ADR 0134)"),
 ]
 
 RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in RECORD_FIELDS],

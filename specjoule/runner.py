@@ -20,6 +20,7 @@ thread; the engine's process group is killed at once, nothing is written, the pr
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -34,7 +35,7 @@ from typing import Any
 
 from specjoule import env as envmod
 from specjoule import gpu, models, records, resolve_models, schemes, workloads
-from specjoule.engines import Engine, EngineUnsupported, make_engine
+from specjoule.engines import Engine, EngineHung, EngineUnsupported, make_engine
 from specjoule.engines.base import latency_from_histograms, latency_from_requests
 from specjoule.meter import Meter, NoneMeter, make_meter
 
@@ -141,6 +142,124 @@ class EngineStartUnsupported(Exception):
         super().__init__(reason)
 
 
+class GpuInUse(RuntimeError):
+    """``checks.gpu_in_use: refuse`` and another compute process holds the cell's GPU when the cell starts: no
+    engine start, no record; the message lists the processes (ADR 0133)."""
+
+
+# Where the runner keeps what must outlive a failed or preempted job (ADR 0134).
+ATTEMPTS_DIR = "results/.specjoule/attempts"  # one marker per cell attempt that has not written its record yet
+REQUEUE_DIR = "results/.specjoule/requeue"  # per SLURM job: links to the records it wrote, for its requeued run
+
+
+def attempt_marker(cell) -> Path:
+    return Path(ATTEMPTS_DIR) / cell.campaign_id / f"{cell.name}.{cell.cell_id}"
+
+
+def mark_attempt(cell) -> None:
+    """Note that this cell's measurement started (removed once its record is written)."""
+    marker = attempt_marker(cell)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"slurm_job_id": os.environ.get("SLURM_JOB_ID"), "host": envmod.capture()["hostname"],
+                                  "started": time.time()}))
+
+
+def slurm_restart_count() -> int | None:
+    """How often SLURM has requeued the job this runs in: 0 first, null outside SLURM. From SLURM_RESTART_COUNT,
+    else from ``scontrol show job`` (a job step may not carry the variable)."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    given = os.environ.get("SLURM_RESTART_COUNT")
+    if given is not None and given.strip().isdigit():
+        return int(given)
+    import subprocess
+
+    try:
+        out = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    import re
+
+    m = re.search(r"\bRestarts=(\d+)", out)
+    return int(m[1]) if m else None
+
+
+def _requeue_copy(job: "CellJob", slurm_job: str) -> tuple[Path, Path]:
+    base = Path(REQUEUE_DIR) / slurm_job / job.cell.campaign_id
+    return base / f"{job.cell.name}.parquet", base / f"{job.cell.name}.timeline.parquet"
+
+
+def _link_or_copy(src: str | os.PathLike, dst: Path) -> None:
+    """``dst`` becomes ``src``'s content atomically (a hard link where the filesystem allows, else a copy)."""
+    import shutil
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
+def keep_for_requeue(job: "CellJob") -> None:
+    """Under SLURM, keep a link to the cell's record where a requeued run of this job finds it: Snakemake removes
+    a job's outputs before running it, and the requeued job runs every cell of its campaign again (ADR 0134)."""
+    slurm_job = os.environ.get("SLURM_JOB_ID")
+    if not slurm_job:
+        return
+    record, timeline = _requeue_copy(job, slurm_job)
+    try:
+        _link_or_copy(job.timeline_path, timeline)
+        _link_or_copy(job.record_path, record)
+    except OSError as exc:  # the record stands; only a requeue would measure it again
+        log.warning("requeue: could not keep %s for a requeued run: %s", job.record_path, exc)
+
+
+def current_device(device: str) -> dict[str, Any]:
+    """Host and GPU UUIDs this job runs on (CUDA_VISIBLE_DEVICES resolved through NVML), as records name them."""
+    out: dict[str, Any] = {"hostname": envmod.capture()["hostname"], "gpu_uuid": None,
+                           "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    if device == "cuda":
+        try:
+            from specjoule.meter.nvml import list_devices, resolve_visible
+
+            uuids = [d.uuid for d in resolve_visible(os.environ.get("CUDA_VISIBLE_DEVICES"), list_devices())]
+            out["gpu_uuid"] = ",".join(uuids) or None
+        except Exception as exc:  # noqa: BLE001 - without UUIDs the device cannot be shown to be the same
+            log.info("requeue: GPU UUIDs unavailable (%s)", exc)
+            out["gpu_uuid"] = "unknown"
+    return out
+
+
+def restorable(job: "CellJob", here: dict[str, Any], config_hash: str | None, version_param: Any) -> Path | None:
+    """The record this job wrote for the cell before SLURM requeued it, if it may stand: same cell id, config and
+    version, measured on this very device (host and GPU UUIDs; a campaign is compared on one GPU). Else None."""
+    slurm_job = os.environ.get("SLURM_JOB_ID")
+    restarts = slurm_restart_count()
+    if not slurm_job or not restarts:
+        return None
+    record, timeline = _requeue_copy(job, slurm_job)
+    if not (record.is_file() and timeline.is_file()):
+        return None
+    try:
+        row = records.read_records([record]).to_pylist()[0]
+    except Exception as exc:  # noqa: BLE001 - unreadable: measure again
+        log.warning("requeue: %s unreadable (%s): measuring again", record, exc)
+        return None
+    same_cell = (row.get("cell_id") == job.cell.cell_id and row.get("config_hash") == config_hash
+                 and str(row.get("version_param")) == str(version_param))
+    device_keys = ("hostname", "gpu_uuid") if here["gpu_uuid"] else ("hostname", "cuda_visible_devices")
+    same_device = all(row.get(k) == here[k] for k in device_keys)
+    if not (same_cell and same_device):
+        log.warning("requeue: %s/%s was measured before the requeue on %s, this run is on %s%s: measuring again",
+                    job.cell.campaign_id, job.cell.name, {k: row.get(k) for k in device_keys},
+                    {k: here[k] for k in device_keys}, "" if same_cell else " (and the cell, config or version differ)")
+        return None
+    return record
+
+
 def unsupported_row(cell, reason: str, engine_version: str | None = None) -> dict[str, Any]:
     """The record of a cell the engine cannot run: identity and environment, the reason, nothing measured."""
     row: dict[str, Any] = dict(cell.identity())
@@ -183,7 +302,8 @@ def run_cell(cell, record_path: str | os.PathLike, timeline_path: str | os.PathL
 def run_cells(jobs: list[CellJob], *, log_path: str | os.PathLike | None = None, config_hash: str | None = None,
               git_commit: str | None = None, version_param: int | None = None,
               server_url: str | None = None, server_command: list[str] | None = None,
-              force_server: bool = False, lock_dir: str | None = None) -> list[dict[str, Any]]:
+              force_server: bool = False, lock_dir: str | None = None, gpu_in_use: str = "flag",
+              stall_timeout_s: float | None = None) -> list[dict[str, Any]]:
     """Measure cells that share one engine configuration on one engine start, in the given order.
 
     One cell is the ordinary case. Several cells must have equal ``engine_key`` (ADR 0015); each
@@ -199,33 +319,54 @@ def run_cells(jobs: list[CellJob], *, log_path: str | os.PathLike | None = None,
     if len(jobs) > 1 and any(j.cell.spec.get("prefix_caching") for j in jobs):
         raise ValueError("run_cells: prefix caching on: a shared engine would serve one cell's prompts "
                          "from another's cache; share engines only with prefix_caching: false")
-    for j in jobs:  # a stale record from an earlier run must not survive a failed re-run
-        _remove(j.record_path, j.timeline_path)
     commit = git_commit or envmod.git_commit()
     rows: list[dict[str, Any]] = []
     with cell_log(log_path), interruptible():
         names = ", ".join(f"{j.cell.campaign_id}/{j.cell.name}" for j in jobs)
         log.info("cell%s %s: start", "s" if len(jobs) > 1 else "", names)
+        jobs, rows = _resume_after_requeue(jobs, config_hash, version_param)
+        if not jobs:
+            return rows
+        for j in jobs:  # a stale record from an earlier run must not survive a failed re-run
+            _remove(j.record_path, j.timeline_path)
         planned = {getattr(j.cell, "unsupported_reason", None) for j in jobs}
         if planned != {None}:
             # Known at planning time (specjoule.support): no device lease, no engine start.
             reason = next(r for r in planned if r)
-            return _write_unsupported(jobs, reason, None, config_hash=config_hash, commit=commit,
-                                      version_param=version_param)
+            return rows + _write_unsupported(jobs, reason, None, config_hash=config_hash, commit=commit,
+                                             version_param=version_param)
+        # An attempt marker left by an earlier attempt that wrote no record: this one is a retry (ADR 0134).
+        retried = {j.cell.cell_id: attempt_marker(j.cell).exists() for j in jobs}
+        for j in jobs:
+            if retried[j.cell.cell_id]:
+                log.warning("cell %s/%s: an earlier attempt started and wrote no record (%s): this is a retry, and "
+                            "its record says so (retried)", j.cell.campaign_id, j.cell.name,
+                            attempt_marker(j.cell).read_text(errors="replace")[:200])
+        restarts = slurm_restart_count()
+        mark_attempt(jobs[0].cell)
         try:
             for job, row, timeline in _measure(jobs, log_path, server_url=server_url, server_command=server_command,
-                                               force_server=force_server, lock_dir=lock_dir):
-                row.update(config_hash=config_hash, git_commit=commit, version_param=version_param)
+                                               force_server=force_server, lock_dir=lock_dir, gpu_in_use=gpu_in_use,
+                                               stall_timeout_s=stall_timeout_s):
+                row.update(config_hash=config_hash, git_commit=commit, version_param=version_param,
+                           retried=retried[job.cell.cell_id], slurm_restart_count=restarts)
                 row = records.derive(row)
                 records.validate_row(row)
                 table = records.to_table([row])
                 try:
                     records.write_atomic(timeline, job.timeline_path)
                     records.write_atomic(table, job.record_path)  # last: its presence means success
-                except BaseException:
+                except BaseException as exc:
                     _remove(job.record_path, job.timeline_path)
+                    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                        log.error("cell %s/%s: the results disk is full (%s) while writing %s: nothing of this cell "
+                                  "is kept (no record, no timeline); free space and run again", job.cell.campaign_id,
+                                  job.cell.name, os.strerror(exc.errno), job.record_path)
                     raise
                 log.info("cell %s/%s: record written to %s", job.cell.campaign_id, job.cell.name, job.record_path)
+                with contextlib.suppress(FileNotFoundError):
+                    attempt_marker(job.cell).unlink()
+                keep_for_requeue(job)
                 rows.append(row)
         except EngineStartUnsupported as exc:
             return _write_unsupported(jobs, exc.reason, exc.engine_version, config_hash=config_hash, commit=commit,
@@ -240,6 +381,30 @@ def run_cells(jobs: list[CellJob], *, log_path: str | os.PathLike | None = None,
     return rows
 
 
+def _resume_after_requeue(jobs: list[CellJob], config_hash: str | None,
+                          version_param: Any) -> tuple[list[CellJob], list[dict[str, Any]]]:
+    """After SLURM requeued this job: the leading cells it had measured on this device keep their records (put
+    back from the job's requeue links, not measured again); the rest are measured. Returns (to measure, kept rows).
+    Only a leading run of cells is kept: the campaign's order holds for what is measured again (ADR 0134)."""
+    if not os.environ.get("SLURM_JOB_ID") or not slurm_restart_count():
+        return jobs, []
+    here = current_device(jobs[0].cell.spec["device"])
+    kept: list[dict[str, Any]] = []
+    for i, job in enumerate(jobs):
+        record = restorable(job, here, config_hash, version_param)
+        if record is None:
+            return jobs[i:], kept
+        _, timeline = _requeue_copy(job, os.environ["SLURM_JOB_ID"])
+        _link_or_copy(timeline, Path(job.timeline_path))
+        _link_or_copy(record, Path(job.record_path))
+        row = records.read_records([job.record_path]).to_pylist()[0]
+        log.warning("cell %s/%s: measured before SLURM requeued job %s (restart %s now), on this device (%s): "
+                    "record kept, not measured again", job.cell.campaign_id, job.cell.name,
+                    os.environ["SLURM_JOB_ID"], slurm_restart_count(), here)
+        kept.append(row)
+    return [], kept
+
+
 def _engine_spec(jobs: list[CellJob]) -> dict:
     """The spec the engine is built from: the first cell's, with room for the largest batch."""
     spec = dict(jobs[0].cell.spec)
@@ -249,8 +414,27 @@ def _engine_spec(jobs: list[CellJob]) -> dict:
     return spec
 
 
+def _check_gpu_free(meter: Meter, policy: str) -> None:
+    """Another compute process on the cell's GPU when it starts (ADR 0133): refuse (no engine start) or flag
+    (measure; the record lists the processes and the other_gpu_processes check fails the cell)."""
+    from specjoule.meter.nvml import _process_list
+
+    others = meter.other_processes()
+    if not others:
+        return
+    listing = _process_list(others)
+    if policy == "refuse":
+        raise GpuInUse(f"the cell's GPU is in use by {len(others)} other compute process(es): {listing}; "
+                       f"checks.gpu_in_use = refuse: no engine started, nothing measured; run again once the GPU "
+                       f"is free")
+    log.warning("GPU in use by %d other compute process(es): %s; measuring anyway (checks.gpu_in_use = flag): the "
+                "record lists them (other_gpu_process_list) and the other_gpu_processes check fails the cell",
+                len(others), listing)
+
+
 def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force_server,
-             lock_dir) -> Iterator[tuple[CellJob, dict, Any]]:
+             lock_dir, gpu_in_use: str = "flag", stall_timeout_s: float | None = None,
+             ) -> Iterator[tuple[CellJob, dict, Any]]:
     # Local copies of hub models that resolve_models fetched (ADR 0121), and their revisions for the record.
     spec, revisions = resolve_models.localize(_engine_spec(jobs))
     device = spec["device"]
@@ -263,6 +447,7 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
         meter = make_meter(spec["meter"], device)
         meter.open()
         log.info("meter: %s", meter.name)
+        _check_gpu_free(meter, gpu_in_use)
         idle_s = float(spec["protocol"].get("idle_s", 0))
         if idle_s > 0 and not isinstance(meter, NoneMeter):
             log.info("idle: measuring for %.1f s before the engine starts", idle_s)
@@ -286,11 +471,13 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
                 raise EngineStartUnsupported(str(exc), (engine.info() or {}).get("engine_version")) from exc
             instance = f"{envmod.capture(spec['engine'])['hostname']}:{getattr(engine, 'pgid', None)}:{time.time():.0f}"
             log.info("engine: ready after %.1f s", start_s)
+            watchdog = workloads.Watchdog(float(spec["protocol"].get("engine_ready_timeout_s", 900)), stall_timeout_s)
             applied = jobs[0].cell.acceptance_rates  # what the engine was built with (_engine_spec)
             previous = None
             for i, j in enumerate(jobs):
                 if len(jobs) > 1:
                     log.info("cell %s/%s: start on the shared engine", j.cell.campaign_id, j.cell.name)
+                    mark_attempt(j.cell)
                 if j.cell.acceptance_rates != applied:
                     # One engine for a scheme's acceptance vectors (ADR 0039): swap before the warm-up,
                     # so the warm-up runs at this cell's rates too.
@@ -304,7 +491,8 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
                     log.info("warm-up: skipped, the engine just ran the same workload (%s)", previous.name)
                 meter.reset_window()
                 meter.start_sampling()
-                result = workloads.run(engine, meter, pools[j.cell.cell_id][0], cell_spec, drain=i < len(jobs) - 1)
+                result = workloads.run(engine, meter, pools[j.cell.cell_id][0], cell_spec, drain=i < len(jobs) - 1,
+                                       watchdog=watchdog)
                 previous = j.cell
                 meter.stop_sampling()
                 mres = meter.result()
@@ -316,6 +504,12 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
                 yield j, row, timeline
         except CellInterrupted:
             log.warning("engine: killing its process group (cell cancelled)")
+            if hasattr(engine, "kill_now"):
+                engine.kill_now()
+            raise
+        except EngineHung:
+            # A hung engine answers no polite stop: its group is killed now (ADR 0132).
+            log.error("engine: hung; killing its process group")
             if hasattr(engine, "kill_now"):
                 engine.kill_now()
             raise
@@ -496,7 +690,8 @@ def main(argv: list[str] | None = None) -> int:
         jobs.append(CellJob(cell, cell.record_path, cell.timeline_path))
     try:
         run_cells(jobs, log_path=args.log, config_hash=config.config_hash(cfg), version_param=cfg.get("version"),
-                  force_server=args.server)
+                  force_server=args.server, gpu_in_use=cfg["checks"].get("gpu_in_use", "flag"),
+                  stall_timeout_s=cfg["protocol"].get("stall_timeout_s"))
     except CellInterrupted as exc:
         return 128 + exc.signum
     return 0

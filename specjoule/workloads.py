@@ -26,7 +26,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-from specjoule.engines.base import CounterDelta, Engine, EngineError, RequestResult
+from specjoule.engines.base import CounterDelta, Engine, EngineError, EngineHung, RequestResult
 from specjoule.meter.base import Meter
 
 log = logging.getLogger("specjoule.workload")
@@ -62,11 +62,55 @@ def _timeout(spec: dict) -> float:
     return float(spec.get("protocol", {}).get("engine_ready_timeout_s", 900))
 
 
-def closed_batch(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict) -> WindowResult:
+# Watchdog defaults (ADR 0132): a batch 10x slower than the slowest this engine has finished is a hang, not noise.
+STALL_FACTOR = 10.0
+STALL_FLOOR_S = 60.0
+
+
+class Watchdog:
+    """How long one batch (or, open loop, one request) may take before the engine counts as hung (ADR 0132).
+
+    ``stall_timeout_s`` (protocol.stall_timeout_s) is used as given; unset, a batch may take STALL_FACTOR x the
+    slowest batch this engine has finished (at least STALL_FLOOR_S), and the engine's start timeout
+    (engine_ready_timeout_s) before its first. One watchdog lives as long as its engine: the cells of a shared
+    engine teach it their batch times, so a replicate window without a warm-up is still guarded."""
+
+    def __init__(self, ready_timeout_s: float, stall_timeout_s: float | None = None) -> None:
+        self.ready_timeout_s = float(ready_timeout_s)
+        self.stall_timeout_s = float(stall_timeout_s) if stall_timeout_s else None
+        self.slowest_s: float | None = None
+
+    def batch_timeout(self) -> float:
+        if self.stall_timeout_s is not None:
+            return self.stall_timeout_s
+        if self.slowest_s is None:
+            return self.ready_timeout_s
+        return min(self.ready_timeout_s, max(STALL_FLOOR_S, STALL_FACTOR * self.slowest_s))
+
+    def observe(self, seconds: float) -> None:
+        self.slowest_s = seconds if self.slowest_s is None else max(self.slowest_s, seconds)
+
+    def generate(self, engine: Engine, prompts: list[list[int]], out_len: int) -> Any:
+        """One batch under the watchdog; a batch that outlives it raises EngineHung (the engine's own timeout)."""
+        limit = self.batch_timeout()
+        t0 = time.monotonic()
+        try:
+            res = engine.generate_batch(prompts, out_len, limit)
+        except EngineHung as exc:
+            log.error("watchdog: no answer from the engine within %.0f s (%s): the engine is hung; %s", limit,
+                      "protocol.stall_timeout_s" if self.stall_timeout_s is not None else
+                      ("10 x its slowest batch" if self.slowest_s is not None else "engine_ready_timeout_s"), exc)
+            raise
+        self.observe(time.monotonic() - t0)
+        return res
+
+
+def closed_batch(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict,
+                 watchdog: Watchdog | None = None) -> WindowResult:
     wl = spec["workload"]
     b, out_len = int(spec["batch_size"]), int(wl["output_len"])
     min_window, max_repeats, warmup = float(wl["min_window_s"]), int(wl["max_repeats"]), float(wl["warmup_s"])
-    timeout = _timeout(spec)
+    watchdog = watchdog or Watchdog(_timeout(spec))
     n = len(pool)
     if n == 0:
         raise EngineError("closed batch: the prompt pool is empty")
@@ -80,7 +124,7 @@ def closed_batch(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict
     if warmup > 0:
         log.info("warm-up: start (%.1f s of batches of %d, unsampled)", warmup, b)
         while time.monotonic() - t0 < warmup:
-            res = engine.generate_batch(prompts(w), out_len, timeout)
+            res = watchdog.generate(engine, prompts(w), out_len)
             w += 1
             bad = [r for r in res.requests if not r.ok]
             if bad:
@@ -97,7 +141,7 @@ def closed_batch(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict
     r = 0
     next_report = t_start + 5.0
     while True:
-        res = engine.generate_batch(prompts(r), out_len, timeout)
+        res = watchdog.generate(engine, prompts(r), out_len)
         r += 1
         requests += res.requests
         running += res.running_samples
@@ -129,15 +173,19 @@ def poisson_arrivals(rate: float, duration_s: float, seed: int) -> list[float]:
         out.append(t)
 
 
-def open_loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False) -> WindowResult:
+def open_loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False,
+              watchdog: Watchdog | None = None) -> WindowResult:
     """``drain``: wait for the requests still in flight after the cooldown (a shared engine's next
-    cell must not see them); otherwise the engine's teardown ends them."""
+    cell must not see them); otherwise the engine's teardown ends them. A configured stall timeout bounds each
+    request (requests queue behind each other here, so no bound is learnt from their times)."""
     if not hasattr(engine, "complete"):
         raise EngineError("open loop needs a server engine (requests arrive while others run)")
     wl = spec["workload"]
     rate, out_len = float(wl["rate"]), int(wl["output_len"])
     warmup, window, cooldown = float(wl["warmup_s"]), float(wl["window_s"]), float(wl["cooldown_s"])
     timeout = _timeout(spec)
+    if watchdog is not None and watchdog.stall_timeout_s is not None:
+        timeout = watchdog.stall_timeout_s
     arrivals = poisson_arrivals(rate, warmup + window + cooldown, int(spec["seed"]))
     log.info("open loop: %d arrivals at %.2f/s over %.1f s (warm-up %.1f, window %.1f, cooldown %.1f)",
              len(arrivals), rate, warmup + window + cooldown, warmup, window, cooldown)
@@ -225,10 +273,11 @@ def open_loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, d
                         after.minus(before), extra={"arrivals": len(arrivals)})
 
 
-def run(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False) -> WindowResult:
+def run(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False,
+        watchdog: Watchdog | None = None) -> WindowResult:
     kind = spec["workload"]["kind"]
     if kind == "closed_batch":
-        return closed_batch(engine, meter, pool, spec)
+        return closed_batch(engine, meter, pool, spec, watchdog=watchdog)
     if kind == "open_loop":
-        return open_loop(engine, meter, pool, spec, drain=drain)
+        return open_loop(engine, meter, pool, spec, drain=drain, watchdog=watchdog)
     raise EngineError(f"workload kind = {kind!r}: expected closed_batch or open_loop")

@@ -39,6 +39,11 @@ class NVMLError_InUse(NVMLError):
         super().__init__(19, "In use by another client")
 
 
+class NVMLError_GpuIsLost(NVMLError):
+    def __init__(self) -> None:
+        super().__init__(15, "GPU is lost")
+
+
 @dataclass
 class _Metric:
     metricId: int = 0
@@ -75,6 +80,11 @@ class FakeNvml:
     ``fails_after:N`` (the N-th sample and every one after it fails) | ``in_use_every:K`` (every K-th sample
     is refused as in use by another client, once: a retry succeeds) | ``in_use_after:N`` (from the N-th
     sample on, every sample is refused as in use: what an H200 did when two threads sampled at once).
+
+    Faults of issue 21: ``lose_gpu()`` makes every device call from then on fail as NVML does for a GPU that fell
+    off the bus (``NVMLError_GpuIsLost``, 15); ``processes`` lists (pid, bytes) the GPU's compute processes, as
+    ``nvmlDeviceGetComputeRunningProcesses`` reports another job's CUDA context (names from /proc, as NVML's
+    ``nvmlSystemGetProcessName`` reads them).
     """
 
     NVMLError = NVMLError
@@ -87,7 +97,9 @@ class FakeNvml:
 
     def __init__(self, *, gpm: str = "ok", ticks: list[dict[str, float]] | None = None,
                  mem_util: list[float] | None = None, n_gpus: int = 1, energy_step_mj: int = 1000,
-                 power_mw: int = 300_000) -> None:
+                 power_mw: int = 300_000, processes: list[tuple[int, int]] | None = None) -> None:
+        self.processes = list(processes or [])
+        self.lost = False
         self.gpm_mode = gpm
         self.ticks = ticks or [{"dram_bw_util_pct": 50.0, "sm_active_pct": 80.0, "tensor_active_pct": 10.0}]
         self.mem_util = mem_util or [40.0]
@@ -109,7 +121,25 @@ class FakeNvml:
             if name.startswith("nvmlGpm") and object.__getattribute__(self, "gpm_mode") == "no_bindings":
                 raise AttributeError(name)
             object.__getattribute__(self, "calls")[name] += 1
+            if object.__getattribute__(self, "lost") and name.startswith(("nvmlDevice", "nvmlGpm")):
+                def lost(*args: Any) -> Any:
+                    raise NVMLError_GpuIsLost()
+                return lost
         return object.__getattribute__(self, name)
+
+    def lose_gpu(self) -> None:
+        """From now on the GPU is gone: every device call fails (GPU is lost)."""
+        self.lost = True
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list:
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.processes]
+
+    def nvmlSystemGetProcessName(self, pid: int) -> str:
+        try:
+            with open(f"/proc/{pid}/comm") as fh:
+                return fh.read().strip()
+        except OSError as exc:
+            raise NVMLError(3, "Not Found") from exc
 
     # -- the plain NVML calls the meter makes ---------------------------------------------------
     def nvmlInit(self) -> None: ...
@@ -120,7 +150,6 @@ class FakeNvml:
     def nvmlDeviceGetName(self, h: int) -> str: return "NVIDIA H200 (FakeNvml)"
     def nvmlSystemGetDriverVersion(self) -> str: return "580.159.04-fake"
     def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int: return 700_000
-    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list: return []
     def nvmlDeviceGetPowerUsage(self, h: int) -> int: return self.power_mw
     def nvmlDeviceGetClockInfo(self, h: int, which: int) -> int: return 1980 if which == self.NVML_CLOCK_SM else 3201
     def nvmlDeviceGetTemperature(self, h: int, which: int) -> int: return 45

@@ -188,6 +188,12 @@ def test_model_dir_that_does_not_exist():
     assert "no such local model directory" in refused(raw, "models.tiny.target.model").reason
 
 
+def test_tokenizer_dir_that_does_not_exist():
+    raw = demo()
+    raw["models"]["tiny"]["target"]["tokenizer"] = "tokenizers/mine/v2"  # not org/name: a local path
+    assert "no such local tokenizer directory" in refused(raw, "models.tiny.target.tokenizer").reason
+
+
 def test_corpus_file_that_does_not_exist():
     raw = demo(corpora={"mine": {"source": "file", "path": "no/such/corpus.jsonl"}})
     assert refused(raw, "corpora.mine.path").value == "no/such/corpus.jsonl"

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 
-from specjoule.engines.base import (BatchResult, CounterDelta, CounterSnapshot, Engine, EngineError,
+from specjoule.engines.base import (BatchResult, CounterDelta, CounterSnapshot, Engine, EngineError, EngineHung,
                                     EngineUnsupported, RequestResult)
 
-__all__ = ["BatchResult", "CounterDelta", "CounterSnapshot", "Engine", "EngineError", "EngineUnsupported",
+__all__ = ["BatchResult", "CounterDelta", "CounterSnapshot", "Engine", "EngineError", "EngineHung", "EngineUnsupported",
            "RequestResult", "make_engine"]
 
 

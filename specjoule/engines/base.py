@@ -23,6 +23,11 @@ class EngineError(RuntimeError):
     """The engine failed: did not start, died, timed out or answered nonsense."""
 
 
+class EngineHung(EngineError):
+    """The engine stopped making progress: a request or batch outlived its watchdog (protocol.stall_timeout_s,
+    ADR 0132). Its process group is killed at once, without the polite stop a hung engine would not answer."""
+
+
 class EngineUnsupported(EngineError):
     """The installed engine cannot run what the cell asks for (method, synthetic acceptance …)."""
 

@@ -23,7 +23,7 @@ from concurrent.futures import wait as futures_wait
 from typing import Any
 
 from specjoule.engines import proc
-from specjoule.engines.base import BatchResult, Engine, EngineError, sample_running
+from specjoule.engines.base import BatchResult, Engine, EngineError, EngineHung, sample_running
 
 log = logging.getLogger("specjoule.engine")
 
@@ -165,7 +165,8 @@ class ServerProcessEngine(Engine):
                 futures_wait(futures, timeout=0.5)
                 self._check_alive()
                 if time.monotonic() > deadline:
-                    raise EngineError(f"batch of {len(prompts)} did not finish within {timeout_s:.0f} s")
+                    raise EngineHung(f"{self.label} server: batch of {len(prompts)} did not finish within "
+                                     f"{timeout_s:.0f} s")
             results = [f.result() for f in futures]
         finally:
             stop.set()

@@ -22,7 +22,7 @@ import traceback
 from typing import Any
 
 from specjoule.engines import proc
-from specjoule.engines.base import Engine, EngineError, EngineUnsupported
+from specjoule.engines.base import Engine, EngineError, EngineHung, EngineUnsupported
 
 log = logging.getLogger("specjoule.engine")
 
@@ -105,7 +105,8 @@ class WorkerProcessEngine(Engine):
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise EngineError(f"{self.label} engine did not answer within {timeout_s:.0f} s while {doing}")
+                # Alive but silent: hung (the runner kills its group without asking it to stop; ADR 0132).
+                raise EngineHung(f"{self.label} engine did not answer within {timeout_s:.0f} s while {doing}")
             try:
                 ready = self.conn.poll(min(0.5, remaining))
             except (OSError, EOFError) as exc:

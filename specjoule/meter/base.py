@@ -44,6 +44,7 @@ class MeterResult:
     max_temperature_c: float | None = None
     throttle_reasons_mask: int | None = None
     other_gpu_processes: int | None = None
+    other_gpu_process_list: str | None = None  # "pid N name (MiB) on GPU i; ..." (ADR 0133)
     # environment facts the meter is the authority on
     driver_version: str | None = None
     gpu_names: list[str] | None = None
@@ -89,6 +90,11 @@ class Meter(abc.ABC):
 
     def reset_window(self) -> None:
         """Forget the last window and its samples (the next cell on a shared engine starts clean)."""
+
+    def other_processes(self) -> list[dict[str, Any]]:
+        """Compute processes on the cell's GPU(s) that are not this cell's: ``{pid, name, gpu, used_mib}`` each
+        (ADR 0133). A meter that sees no GPU sees none."""
+        return []
 
     @abc.abstractmethod
     def result(self) -> MeterResult: ...

@@ -161,6 +161,8 @@ class NvmlMeter(Meter):
         self._idle_w: float | None = None
         self._others_before: int | None = None
         self._others_end: int | None = None
+        self._others_seen: dict[tuple[int, int], dict[str, Any]] = {}  # (pid, GPU) -> process, start and window end
+        self._sample_errors = 0  # timeline readings NVML refused (a GPU lost mid-window shows here first)
         self.driver: str | None = None
         self.power_limit_w: float | None = None
         # SPECJOULE_GPM=0 switches the counters off without a code change (a GPU or VM where GPM misbehaves).
@@ -273,6 +275,32 @@ class NvmlMeter(Meter):
             pids.extend(int(p.pid) for p in procs)
         return pids
 
+    def _process_name(self, pid: int) -> str:
+        """NVML's name for a process (the host's view, right in a container too), else /proc's, else '?'."""
+        try:
+            return _text(self._nv.nvmlSystemGetProcessName(pid)).rsplit("/", 1)[-1] or "?"
+        except (self._nv.NVMLError, AttributeError):
+            pass
+        try:
+            with open(f"/proc/{pid}/comm") as fh:
+                return fh.read().strip() or "?"
+        except OSError:
+            return "?"
+
+    def other_processes(self) -> list[dict[str, Any]]:
+        ours = self.own_pids()
+        out: list[dict[str, Any]] = []
+        for d, h in zip(self.devices, self._handles):
+            for p in self._call("nvmlDeviceGetComputeRunningProcesses", d, h):
+                pid = int(p.pid)
+                if pid in ours:
+                    continue
+                used = getattr(p, "usedGpuMemory", None)
+                out.append({"pid": pid, "name": self._process_name(pid), "gpu": d.index,
+                            "used_mib": int(used) // 2**20 if isinstance(used, int) and used >= 0 else None})
+        self._others_seen.update({(o["pid"], o["gpu"]): o for o in out})
+        return out
+
     def measure_idle(self, seconds: float) -> float | None:
         self._others_before = len(set(self._compute_pids()))
         if seconds <= 0:
@@ -292,10 +320,15 @@ class NvmlMeter(Meter):
 
     # -- timeline ----------------------------------------------------------------------------
     def _optional(self, fn: str, *args) -> Any:
-        """A timeline field some GPUs do not report: None instead of an error."""
+        """A timeline field some GPUs do not report: None instead of an error (counted: a GPU that stops
+        answering shows in the log before the window edge fails)."""
         try:
             return getattr(self._nv, fn)(*args)
-        except self._nv.NVMLError:
+        except self._nv.NVMLError as exc:
+            self._sample_errors += 1
+            if self._sample_errors == 1 or self._sample_errors % 500 == 0:
+                log.warning("meter nvml: timeline reading %s failed (%d so far): %s (%s)", fn, self._sample_errors,
+                            exc, type(exc).__name__)
             return None
 
     def _gpm_tick(self) -> list[dict[str, float | None]]:
@@ -404,6 +437,8 @@ class NvmlMeter(Meter):
             # count only when at least one of our own processes shows up (same PID namespace).
             if any(p in ours for p in seen):
                 self._others_end = len({p for p in seen if p not in ours})
+                if self._others_end:
+                    self.other_processes()
         except MeterError as exc:
             log.warning("meter nvml: process list at window end unavailable: %s", exc)
         return self._t_end
@@ -446,6 +481,7 @@ class NvmlMeter(Meter):
             max_temperature_c=max(temps) if temps else None,
             throttle_reasons_mask=mask if rows else None,
             other_gpu_processes=max(others) if others else None,
+            other_gpu_process_list=_process_list(self._others_seen.values()) or None,
             driver_version=self.driver,
             gpu_names=[d.name for d in self.devices],
             gpu_uuids=[d.uuid for d in self.devices],
@@ -503,6 +539,12 @@ class NvmlMeter(Meter):
             for name, value in zip(GPM_COLUMNS, gpm):
                 cols[name].append(value)
         return pa.table(cols, schema=TIMELINE_SCHEMA)
+
+
+def _process_list(processes) -> str:
+    """'pid 4242 python3 (1024 MiB) on GPU 0; …' — how logs and the record name other processes (ADR 0133)."""
+    return "; ".join(f"pid {p['pid']} {p['name']}" + (f" ({p['used_mib']} MiB)" if p.get("used_mib") is not None else "")
+                     + f" on GPU {p['gpu']}" for p in sorted(processes, key=lambda p: (p["gpu"], p["pid"])))
 
 
 def _own_pid_tree() -> set[int]:

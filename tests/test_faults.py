@@ -1,0 +1,280 @@
+"""Issue 21 item 4: faults a shared cluster produces, each survived on CPU.
+
+Every test runs the cell runner's command line in this process (``runner.main``: config file, plan, lease, meter,
+a real vLLM engine on CPU in its own process group, workload, atomic writes) and injects one fault where it
+happens in production:
+
+- at the meter: ``FakeNvml`` (tests/fake_nvml.py, a fake of the pynvml module, named so) loses its GPU in the
+  middle of a window, or reports another job's compute process on the GPU — NVML faults no CPU machine has;
+- at the filesystem: a real tmpfs mounted over ``results/cells`` fills up while the record is written (the
+  kernel's own ENOSPC; needs the right to mount, else the test is skipped saying so);
+- at the engine: its EngineCore process is stopped (SIGSTOP) mid-window — a real hang.
+
+Each asserts: no record and no timeline (nothing half-written), no process of the engine left, the log line that
+says what happened, and a re-run that completes. vLLM engine starts: 7 (about 1 min each on 2 busy cores).
+The SLURM requeue is tests/test_slurm_requeue.py.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specjoule import cells, config, records, runner
+from specjoule.engines import EngineHung, proc
+from specjoule.meter import MeterError
+from specjoule.meter import nvml as nvml_mod
+
+from fake_nvml import FakeNvml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def grid(**workload) -> dict:
+    """The CPU demo's tiny pair, baseline only: one cell, one engine start per run."""
+    raw = config.read_yaml(REPO / "config" / "config.yaml")
+    raw["schemes"] = {"baseline": {"method": "baseline"}}
+    raw["protocol"]["closing_baseline"] = False
+    raw["workloads"]["closed"].update({"output_len": 16, **workload})
+    return raw
+
+
+def write(work: Path, raw: dict) -> tuple[Path, object]:
+    """The config file in ``work`` and its one cell."""
+    path = work / "grid.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    cell = next(c for c in cells.build(config.validate(raw)) if c.role == "opening_baseline")
+    return path, cell
+
+
+def run(cfg: Path, cell, log: Path) -> int:
+    return runner.main([str(cfg), cell.record_path, "--log", str(log)])
+
+
+def engine_groups(log: Path) -> list[int]:
+    return list(dict.fromkeys(int(m) for m in re.findall(r"pid (\d+) \(own process group\)", log.read_text())))
+
+
+def when_logged(log: Path, text: str, action, timeout_s: float = 400) -> threading.Thread:
+    """Run ``action()`` once ``text`` appears in the cell's log (a watcher thread)."""
+    def watch() -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if log.exists() and text in log.read_text(errors="replace"):
+                action()
+                return
+            time.sleep(0.2)
+
+    th = threading.Thread(target=watch, daemon=True)
+    th.start()
+    return th
+
+
+def assert_nothing_left(work: Path, cell, log: Path) -> None:
+    assert not (work / cell.record_path).exists(), "a record was written"
+    assert not (work / cell.timeline_path).exists(), "a timeline was written"
+    temps = [p for p in (work / "results").rglob("*.tmp")]
+    assert not temps, f"half-written files left: {temps}"
+    for pgid in engine_groups(log):
+        assert proc.group_members(pgid) == [], f"engine processes left in group {pgid}"
+
+
+class OtherJob:
+    """A real process that is not a descendant of this one (the runner counts its own process tree as its own):
+    started through a shell that exits at once, so it is re-parented, as another user's job would be."""
+
+    def __enter__(self) -> int:
+        out = subprocess.run(["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True,
+                             check=True)
+        self.pid = int(out.stdout.strip())
+        return self.pid
+
+    def __exit__(self, *exc) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def use_fake_nvml(monkeypatch, fake: FakeNvml) -> None:
+    monkeypatch.setattr(nvml_mod, "_pynvml", lambda: fake)
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # records go under results/ here, as in a Snakemake working directory
+    return tmp_path
+
+
+# ------------------------------------------------------------------------------------------------- NVML lost
+
+
+@pytest.mark.engine
+def test_nvml_fails_mid_window(work, monkeypatch):
+    raw = grid(min_window_s=4)
+    raw.update(meter="nvml")
+    raw["protocol"]["idle_s"] = 0.5
+    cfg, cell = write(work, raw)
+    log = work / "cell.log"
+    fake = FakeNvml()
+    use_fake_nvml(monkeypatch, fake)
+    lost_at: list[float] = []
+    when_logged(log, "window: start", lambda: (time.sleep(0.5), fake.lose_gpu(), lost_at.append(time.monotonic())))
+    with pytest.raises(MeterError, match=r"nvmlDeviceGetTotalEnergyConsumption on GPU 0 .* failed: GPU is lost"):
+        run(cfg, cell, log)
+    assert lost_at, "the GPU was never lost: the window did not start"
+    text = log.read_text()
+    assert "meter nvml: timeline reading" in text and "GPU is lost" in text  # seen by the sampler first
+    assert "cell: failed, no record written for the cell in progress: MeterError" in text
+    assert_nothing_left(work, cell, log)
+
+    # Re-run with NVML back (a fresh driver handle): the cell completes, and its record says it is a retry.
+    use_fake_nvml(monkeypatch, FakeNvml())
+    assert run(cfg, cell, log) == 0
+    row = records.read_records([work / cell.record_path]).to_pylist()[0]
+    assert row["meter"] == "nvml" and row["energy_j"] > 0 and row["retried"] is True
+
+
+# ------------------------------------------------------------------------------------------------- GPU in use
+
+
+def test_gpu_in_use_is_flagged_with_the_process_listed(monkeypatch):
+    """flag (the default): the cell measures; the meter's result lists the other process for the record."""
+    with OtherJob() as pid:
+        fake = FakeNvml(processes=[(pid, 2**30)])
+        use_fake_nvml(monkeypatch, fake)
+        m = nvml_mod.NvmlMeter()
+        m.open()
+        runner._check_gpu_free(m, "flag")  # logs, does not raise
+        m.measure_idle(0)
+        m.mark_window_start()
+        m._sample_once()
+        m.mark_window_end()
+        res = m.result()
+        m.close()
+    assert res.other_gpu_processes == 1
+    assert res.other_gpu_process_list == f"pid {pid} sleep (1024 MiB) on GPU 0"
+    assert "other_gpu_process_list" in records.RECORD_COLUMNS
+
+
+@pytest.mark.engine
+def test_gpu_in_use_is_refused_before_the_engine_starts(work, monkeypatch):
+    raw = grid(min_window_s=2)
+    raw.update(meter="nvml")
+    raw["checks"]["gpu_in_use"] = "refuse"
+    cfg, cell = write(work, raw)
+    log = work / "cell.log"
+    with OtherJob() as pid:  # a real process: its name is read as NVML would
+        fake = FakeNvml(processes=[(pid, 3 * 2**30)])
+        use_fake_nvml(monkeypatch, fake)
+        t0 = time.monotonic()
+        with pytest.raises(runner.GpuInUse, match=rf"in use by 1 other compute process\(es\): pid {pid} sleep "
+                                                  rf"\(3072 MiB\) on GPU 0; checks.gpu_in_use = refuse"):
+            run(cfg, cell, log)
+        refused_after = time.monotonic() - t0
+    text = log.read_text()
+    assert "engine: start" not in text and not engine_groups(log), "an engine was started on a busy GPU"
+    assert f"GpuInUse: the cell's GPU is in use by 1 other compute process(es): pid {pid}" in text
+    assert refused_after < 30  # no engine start, no idle measurement
+    assert_nothing_left(work, cell, log)
+
+    fake.processes = []  # the other job ended
+    assert run(cfg, cell, log) == 0
+    row = records.read_records([work / cell.record_path]).to_pylist()[0]
+    assert row["other_gpu_processes"] == 0 and row["other_gpu_process_list"] is None
+
+
+# ------------------------------------------------------------------------------------------------- disk full
+
+
+@pytest.fixture
+def small_results_disk(work):
+    """A 512 KiB tmpfs over results/cells: the records' disk, apart from timelines and logs."""
+    where = work / "results" / "cells"
+    where.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(where)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs to fill (needs CAP_SYS_ADMIN): {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(directory: Path) -> Path:
+    """Write zeros until the filesystem says ENOSPC (the kernel's own full disk)."""
+    filler = directory / "filler"
+    with open(filler, "wb", buffering=0) as fh:  # unbuffered: nothing left to flush (and fail) at close
+        try:
+            while True:
+                fh.write(b"\0" * 4096)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+    assert os.statvfs(directory).f_bavail == 0
+    return filler
+
+
+@pytest.mark.engine
+def test_results_disk_full_while_the_record_is_written(work, small_results_disk):
+    raw = grid(min_window_s=2)
+    cfg, cell = write(work, raw)
+    log = work / "cell.log"
+    filled: list[Path] = []
+    # The disk fills while the cell measures (another job's output, say): the record's write meets ENOSPC.
+    when_logged(log, "window: end", lambda: filled.append(fill(small_results_disk)))
+    with pytest.raises(OSError) as info:
+        run(cfg, cell, log)
+    assert info.value.errno == errno.ENOSPC and filled
+    assert "the results disk is full (No space left on device)" in log.read_text()
+    assert_nothing_left(work, cell, log)  # the timeline (on another disk) removed too; no temp file
+    assert sorted(p.name for p in small_results_disk.rglob("*") if p.is_file()) == ["filler"]
+
+    filled[0].unlink()  # space freed
+    assert run(cfg, cell, log) == 0
+    assert records.read_records([work / cell.record_path]).num_rows == 1
+
+
+# ------------------------------------------------------------------------------------------------- engine hang
+
+
+@pytest.mark.engine
+def test_engine_hung_mid_window_is_ended_by_the_watchdog(work):
+    raw = grid(min_window_s=10)
+    raw["protocol"]["stall_timeout_s"] = 8
+    cfg, cell = write(work, raw)
+    log = work / "cell.log"
+    stopped: list[tuple[int, float]] = []
+
+    def stop_engine_core() -> None:
+        time.sleep(1.0)
+        (pgid,) = engine_groups(log)
+        core = [m for m in proc.group_members(pgid) if "EngineCore" in proc.cmdline(m)]
+        assert core, [proc.cmdline(m) for m in proc.group_members(pgid)]
+        os.kill(core[0], signal.SIGSTOP)  # alive, silent: a hang
+        stopped.append((core[0], time.monotonic()))
+
+    when_logged(log, "window: start", stop_engine_core)
+    with pytest.raises(EngineHung, match="did not answer within 8 s while generating a batch"):
+        run(cfg, cell, log)
+    assert stopped, "the engine was never stopped"
+    ended_after = time.monotonic() - stopped[0][1]
+    assert ended_after < 8 + 20, f"the hung cell took {ended_after:.0f} s to end"
+    text = log.read_text()
+    assert "watchdog: no answer from the engine within 8 s (protocol.stall_timeout_s): the engine is hung" in text
+    assert "engine: hung; killing its process group" in text
+    assert not proc.alive(stopped[0][0])
+    assert_nothing_left(work, cell, log)
+
+    assert run(cfg, cell, log) == 0
+    row = records.read_records([work / cell.record_path]).to_pylist()[0]
+    assert row["retried"] is True and row["window_s"] >= 10
