@@ -132,6 +132,7 @@ def test_nvml_fails_mid_window(work, monkeypatch):
     with pytest.raises(MeterError, match=r"nvmlDeviceGetTotalEnergyConsumption on GPU 0 .* failed: GPU is lost"):
         run(cfg, cell, log)
     assert lost_at, "the GPU was never lost: the window did not start"
+    print(f"\n[faults] NVML lost: the cell failed {time.monotonic() - lost_at[0]:.1f} s after the GPU was lost")
     text = log.read_text()
     assert "meter nvml: timeline reading" in text and "GPU is lost" in text  # seen by the sampler first
     assert "cell: failed, no record written for the cell in progress: MeterError" in text
@@ -184,6 +185,7 @@ def test_gpu_in_use_is_refused_before_the_engine_starts(work, monkeypatch):
     text = log.read_text()
     assert "engine: start" not in text and not engine_groups(log), "an engine was started on a busy GPU"
     assert f"GpuInUse: the cell's GPU is in use by 1 other compute process(es): pid {pid}" in text
+    print(f"\n[faults] GPU in use: refused {refused_after:.2f} s after the cell started")
     assert refused_after < 30  # no engine start, no idle measurement
     assert_nothing_left(work, cell, log)
 
@@ -268,6 +270,7 @@ def test_engine_hung_mid_window_is_ended_by_the_watchdog(work):
         run(cfg, cell, log)
     assert stopped, "the engine was never stopped"
     ended_after = time.monotonic() - stopped[0][1]
+    print(f"\n[faults] hung engine: cell ended {ended_after:.1f} s after the engine stopped answering")
     assert ended_after < 8 + 20, f"the hung cell took {ended_after:.0f} s to end"
     text = log.read_text()
     assert "watchdog: no answer from the engine within 8 s (protocol.stall_timeout_s): the engine is hung" in text
