@@ -15,7 +15,6 @@ import csv
 import functools
 import hashlib
 import json
-import os
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -93,7 +92,7 @@ class Cell:
         return f"{LOGS_DIR}/{self.campaign_id}/{self.name}.log"
 
     def stamp_path(self, version: Any) -> str:
-        """Written (empty) after an engine-group job measured this cell under this id and version."""
+        """Stamp of a cell measured by an engine-group job under this id and version (specjoule.engine_jobs)."""
         return f"{STAMPS_DIR}/{self.campaign_id}/{self.name}.{self.cell_id}-v{version}"
 
     def identity(self) -> dict[str, Any]:
@@ -207,10 +206,6 @@ class CellTable:
 
     def engine_starts(self) -> int:
         return len(self.engine_groups()) if self.share_engines else len(self.cells)
-
-    def pending(self, version: Any) -> set[str]:
-        """Record paths an engine-sharing run must (re-)measure; see :func:`pending_records`."""
-        return pending_records(self, version)
 
     def write_plan(self, path: str | Path) -> None:
         columns = ["campaign_id", "cell_name", "run_order_index", "role", "engine", "model_pair", "scheme",
@@ -567,56 +562,6 @@ def _point_rank(members: list[Cell], cell: Cell) -> int:
         if c.role == ROLE_POINT and c.engine_key not in keys:
             keys.append(c.engine_key)
     return keys.index(cell.engine_key)
-
-
-def pending_records(table: CellTable, version: Any) -> set[str]:
-    """Record paths an engine-sharing run must (re-)measure (ADR 0017).
-
-    With sharing, group membership is decided here, at planning time, instead of by Snakemake's
-    per-output triggers: a group job re-measures every cell it outputs, so a record that is done
-    must not be an output at all. A cell is done when its record exists and
-    - the stamp for its current id and config version exists (measured by a group job), or
-    - there is no stamp for the record at all (measured one cell per job, without sharing) and the
-      record itself holds the current cell id and version; the stamp is then written, so the
-      record is read once.
-    Then, per campaign, everything from the first cell not done onward is pending too: the
-    campaign's order (opening → points → closing) must hold for what is re-measured, exactly as
-    the chain re-runs a campaign's later cells without sharing (ADR 0051)."""
-    pending: set[str] = set()
-    for campaign, members in table.campaigns.items():
-        stamp_dir = Path(STAMPS_DIR) / campaign
-        try:
-            stamps = set(os.listdir(stamp_dir))
-        except FileNotFoundError:
-            stamps = set()
-        rerun = False
-        for c in members:  # in run order
-            if not rerun:
-                rerun = not _done(c, version, stamps, stamp_dir)
-            if rerun:
-                pending.add(c.record_path)
-    return pending
-
-
-def _done(cell: Cell, version: Any, stamps: set[str], stamp_dir: Path) -> bool:
-    if not os.path.exists(cell.record_path):
-        return False
-    stamp = Path(cell.stamp_path(version)).name
-    if stamp in stamps:
-        return True
-    if any(s.startswith(cell.name + ".") for s in stamps):
-        return False  # measured by a group job under another id or version
-    try:
-        import polars as pl
-
-        row = pl.read_parquet(cell.record_path, columns=["cell_id", "version_param"]).row(0, named=True)
-    except Exception:  # unreadable or empty: measure again rather than trust it
-        return False
-    if row["cell_id"] != cell.cell_id or str(row["version_param"]) != str(version):
-        return False
-    stamp_dir.mkdir(parents=True, exist_ok=True)
-    (stamp_dir / stamp).touch()
-    return True
 
 
 def _with_order(cell: Cell, index: int) -> Cell:
