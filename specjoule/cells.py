@@ -106,7 +106,9 @@ class Cell:
             "engine": self.engine,
             "model_pair": self.model_pair,
             "target_model": self.spec["target"]["model"],
-            "draft_model": (self.spec.get("draft") or {}).get("model"),
+            # The model that drafts: the scheme's own drafter for eagle3, dflash, dspark (and an mtp assistant);
+            # otherwise the pair's draft as before (draft_model; null for a pair without one).
+            "draft_model": self.spec["scheme"].get("drafter") or (self.spec.get("draft") or {}).get("model"),
             "scheme": self.scheme,
             "method": self.method,
             "k": self.k,
