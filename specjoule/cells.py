@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import acceptance as acc
+from specjoule import schemes
 
 CELLS_DIR = "results/cells"
 TIMELINES_DIR = "results/timelines"
@@ -105,7 +106,9 @@ class Cell:
             "engine": self.engine,
             "model_pair": self.model_pair,
             "target_model": self.spec["target"]["model"],
-            "draft_model": (self.spec.get("draft") or {}).get("model"),
+            # The model that drafts: the scheme's own drafter for eagle3, dflash, dspark (and an mtp assistant);
+            # otherwise the pair's draft as before (draft_model; null for a pair without one).
+            "draft_model": self.spec["scheme"].get("drafter") or (self.spec.get("draft") or {}).get("model"),
             "scheme": self.scheme,
             "method": self.method,
             "k": self.k,
@@ -205,7 +208,10 @@ class CellTable:
         return sum(_window_s(c.spec["workload"]) for c in self.cells)
 
     def engine_starts(self) -> int:
-        return len(self.engine_groups()) if self.share_engines else len(self.cells)
+        """Engines the plan starts: a group (or, without sharing, a cell) planned unsupported starts none."""
+        if not self.share_engines:
+            return sum(1 for c in self.cells if not c.unsupported_reason)
+        return sum(1 for g in self.engine_groups().values() if any(not c.unsupported_reason for c in g.cells))
 
     def write_plan(self, path: str | Path) -> None:
         columns = ["campaign_id", "cell_name", "run_order_index", "role", "engine", "model_pair", "scheme",
@@ -426,25 +432,36 @@ def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: 
     The id hashes the campaign's shared spec and the arm's own part; the window index enters the hash
     only when it is not 0, so the first window keeps the id the cell had before windows existed."""
     vname, kind, rates, L = arm.variant
-    own: dict[str, Any] = {"scheme": {**arm.scheme, "name": arm.scheme_name}, "role": arm.role,
+    scheme = arm.scheme
+    pair = config["models"][plan.pair_name]
+    drafter = schemes.resolve_drafter(scheme, pair)
+    if drafter and not scheme.get("drafter"):
+        # The pair's own drafter for this method (models.<pair>.drafters): in the cell's scheme, so the id is the
+        # one the same drafter given on the scheme would give.
+        scheme = {**scheme, "drafter": drafter}
+    own: dict[str, Any] = {"scheme": {**scheme, "name": arm.scheme_name}, "role": arm.role,
                            "acceptance_rates": list(rates) if rates else None}
     if arm.window_index:
         own["window_index"] = arm.window_index
     spec = {**plan.spec_base, **own}
-    order_key = _sha(plan.engine_blob + _blob({"scheme": arm.scheme, "rates": rates}), 10)
+    order_key = _sha(plan.engine_blob + _blob({"scheme": scheme, "rates": rates}), 10)
     # A swappable arm's vectors share one engine: its key leaves the rates out; the order key keeps
     # them, so the vectors still run shuffled.
-    swapped = (swap and plan.engine == "vllm" and bool(arm.scheme.get("synthetic"))
+    swapped = (swap and plan.engine == "vllm" and bool(scheme.get("synthetic"))
                and plan.workload["kind"] == "closed_batch" and rates is not None)
-    engine_key = (_sha(plan.engine_blob + _blob({"scheme": arm.scheme, "rates": "swapped"}), 10)
+    engine_key = (_sha(plan.engine_blob + _blob({"scheme": scheme, "rates": "swapped"}), 10)
                   if swapped else order_key)
-    unsupported = (planned_unsupported(plan.engine, plan.spec_base["target"]["model"], arm.scheme)
-                   if config["protocol"].get("unsupported_from_tables", True) else None)
+    unsupported = None
+    if schemes.get(scheme["method"]).needs_drafter and not drafter:
+        unsupported = (f"no {scheme['method']} drafter for model pair {plan.pair_name!r}: give the scheme a drafter "
+                       f"or the pair its own (models.{plan.pair_name}.drafters.{scheme['method']})")
+    elif config["protocol"].get("unsupported_from_tables", True):
+        unsupported = planned_unsupported(plan.engine, plan.spec_base["target"]["model"], scheme)
     cell = Cell(
         cell_id=_sha(base_blob + _blob(own)),
         campaign_id=plan.campaign_id, name=arm.name, role=arm.role, engine=plan.engine, model_pair=plan.pair_name,
-        scheme=arm.scheme_name, method=arm.scheme["method"], k=arm.scheme.get("k"),
-        synthetic=bool(arm.scheme.get("synthetic")), acceptance_name=vname, acceptance_kind=kind,
+        scheme=arm.scheme_name, method=scheme["method"], k=scheme.get("k"),
+        synthetic=bool(scheme.get("synthetic")), acceptance_name=vname, acceptance_kind=kind,
         acceptance_rates=rates, configured_L=L, batch_size=plan.batch_size, corpus=plan.corpus, seed=plan.seed,
         cuda_graphs=plan.cuda_graphs, workload=plan.workload_name, workload_kind=plan.workload["kind"],
         device=config["device"], engine_key=engine_key, run_order_seed=config["protocol"]["run_order_seed"],

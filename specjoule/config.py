@@ -331,27 +331,31 @@ def _check_scheme_inputs(config: dict, name: str, scheme: dict) -> None:
         missing = [n for n in config["models"] if "draft" not in config["models"][n]]
         if missing:
             raise ConfigError(f"models.{missing[0]}.draft", None, f"scheme {name!r} ({method}) needs a draft model in every pair")
-    if desc.needs_drafter and not drafter:
-        raise ConfigError(f"{key}.drafter", None, f"{method} needs drafter weights (hub id or dir)")
+    sources = scheme_registry.drafter_sources(config, name, scheme)
+    if desc.needs_drafter and not sources:
+        raise ConfigError(f"{key}.drafter", None, f"{method} needs drafter weights (hub id or dir): give the scheme a "
+                          f"`drafter`, or each target its own under models.<pair>.drafters.{method}")
     if drafter and method not in DRAFTER_METHODS:
         raise ConfigError(f"{key}.drafter", drafter, f"{method} takes no drafter of its own "
                           f"(only {', '.join(DRAFTER_METHODS)} do)")
     if desc.needs_target_mtp and not drafter:
         for pair_name, pair in config["models"].items():
+            if (pair.get("drafters") or {}).get(method):
+                continue  # this target's own MTP drafter (an assistant model)
             target_cfg = scheme_registry.read_model_config(pair["target"]["model"])
             if target_cfg is not None and scheme_registry.target_mtp_layers(target_cfg) == 0:
                 raise ConfigError(f"models.{pair_name}.target.model", pair["target"]["model"],
                                   f"scheme {name!r} (mtp) drafts with the target's own MTP layers, and this target's "
                                   f"config.json declares none ({', '.join(scheme_registry.MTP_LAYER_KEYS)}); "
                                   f"vLLM would fail with \"Unsupported speculative method: 'mtp'\"")
-    if desc.is_block and drafter:
-        drafter_cfg = scheme_registry.read_model_config(drafter)
+    for where, source in sources if desc.is_block else []:
+        drafter_cfg = scheme_registry.read_model_config(source)
         want = scheme_registry.block_k(method, drafter_cfg) if drafter_cfg is not None else None
         if want is not None and int(k) != want:
             block = scheme_registry.trained_block(method, drafter_cfg)
-            raise ConfigError(f"{key}.k", k, f"{method} drafter {drafter} was trained with block {block}, so it drafts "
-                              f"k = {want} per round (verify width {want + 1}); a different k changes the block the "
-                              f"drafter fills")
+            raise ConfigError(f"{key}.k", k, f"{method} drafter {source} ({where}) was trained with block {block}, so "
+                              f"it drafts k = {want} per round (verify width {want + 1}); a different k changes the "
+                              f"block the drafter fills")
 
 
 def _check_sglang_acceptance(vname: str, vector: dict, scheme_name: str, method: str, config: dict) -> None:

@@ -38,7 +38,8 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("engine", _str, "vllm | sglang"),
     ("model_pair", _str, ""),
     ("target_model", _str, ""),
-    ("draft_model", _str, ""),
+    ("draft_model", _str, "the model that drafts: the scheme's drafter (eagle3, dflash, dspark, an mtp assistant; "
+                          "from wave 2) or the pair's draft model"),
     ("scheme", _str, "scheme name from config"),
     ("method", _str, "baseline | ngram | draft_model | eagle3 | mtp | dflash | dspark"),
     ("k", _i64, "draft tokens per round"),
