@@ -40,4 +40,4 @@ clean:
 # Offline bundle of wheels for an air-gapped GPU node (ADR 0060): .bundle/specjoule-bundle/ + tar.xz + parts/NN/.
 # BUNDLE_ARGS, e.g. "--profile sglang --profile pipeline --out .bundle/sglang" or "--from-lock".
 bundle: venv
-	$(PY) scripts/make_bundle.py $(BUNDLE_ARGS)
+	$(PY) tools/make_bundle.py $(BUNDLE_ARGS)

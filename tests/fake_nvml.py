@@ -3,7 +3,7 @@
 It replays recorded reading sequences (GPM metrics per tick, memory utilization) and produces the
 failures a real NVML cannot be made to produce on demand here: GPM unsupported, refused by a VM at
 the support query or at the first sample, or failing in the middle of a run, and bindings too old
-to have GPM at all. The real happy path runs on the GPU (``scripts/device/check_counters.py``).
+to have GPM at all. The real happy path runs on the GPU (``tools/device/check_counters.py``).
 
 GPM semantics kept from the real library: every ``nvmlGpmSampleGet`` is a snapshot taken at the
 current "tick"; ``nvmlGpmMetricsGet`` over two snapshots returns each metric averaged over the

@@ -18,6 +18,8 @@ from specjoule.analysis import aggregate, derive
 from specjoule.analysis.checks import Thresholds, run_checks
 
 ROOT = Path(__file__).resolve().parent.parent
+# Configs of runs on the H200 live next to their evidence (ADR 0141).
+RUN_CONFIGS = ROOT / "validation" / "h200-2026-12" / "config"
 SESSION = ROOT / "validation" / "h200-2026-12" / "session-2026-11-30c"
 RECORDS = sorted((SESSION / "results" / "cells").glob("*/*.parquet"))
 SESSION_1201 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01"
@@ -79,7 +81,7 @@ def test_checks_rederived_from_the_records_match_the_committed_verdicts():
 
 
 def test_analysis_config_differs_from_the_campaign_config_only_in_engines():
-    measured = yaml.safe_load((ROOT / "config" / "h200-engines.yaml").read_text())
+    measured = yaml.safe_load((RUN_CONFIGS / "h200-engines.yaml").read_text())
     analysed = yaml.safe_load((SESSION / "config-analysis.yaml").read_text())
     assert measured["engines"] == ["vllm", "sglang"] and analysed["engines"] == ["sglang"]
     measured.pop("engines"), analysed.pop("engines")
@@ -91,7 +93,7 @@ def test_analysis_config_differs_from_the_campaign_config_only_in_engines():
 
 def test_1201_configs_are_the_preregistered_ones():
     for folder, name in ((CLOSED, "h200-validation-swap.yaml"), (OPEN_LOOP, "h200-openloop-short.yaml")):
-        assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes(), name
+        assert (folder / name).read_bytes() == (RUN_CONFIGS / name).read_bytes(), name
 
 
 def test_1201_closed_grid_swap_took_and_only_the_ngram_l6_arm_fails():
@@ -129,7 +131,7 @@ def test_1201_open_loop_failures_stay_failed():
     assert running["draft--mv1"] > 5 * running["baseline--open"]
 
 
-# --- session of 2026-12-01 (late): vLLM and SGLang on one GPU (config/h200-engines-one-gpu.yaml, issue 9) -----------
+# --- session of 2026-12-01 (late): vLLM and SGLang on one GPU (validation/h200-2026-12/config/h200-engines-one-gpu.yaml, issue 9) -----------
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +142,7 @@ def engines_1gpu() -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def test_1201b_config_is_the_preregistered_one():
     name = "h200-engines-one-gpu.yaml"
-    assert (ENGINES_1GPU / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    assert (ENGINES_1GPU / name).read_bytes() == (RUN_CONFIGS / name).read_bytes()
 
 
 def test_1201b_both_engines_on_one_gpu_pass_every_check(engines_1gpu):
@@ -212,7 +214,7 @@ SCHEMES_1201D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01d"
 @pytest.mark.parametrize("family,config_name", [("qwen3-8b", "h200-schemes-qwen3-8b.yaml"),
                                                 ("mimo-mtp", "h200-schemes-mimo-mtp.yaml")])
 def test_1201d_configs_are_the_preregistered_ones(family, config_name):
-    assert (SCHEMES_1201D / family / config_name).read_bytes() == (ROOT / "config" / config_name).read_bytes()
+    assert (SCHEMES_1201D / family / config_name).read_bytes() == (RUN_CONFIGS / config_name).read_bytes()
 
 
 @pytest.fixture(scope="module")

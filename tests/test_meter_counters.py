@@ -3,7 +3,7 @@
 The result path is the real NvmlMeter; only the library under it is the fake, to replay recorded
 GPM readings and to inject what a real NVML will not do on demand: GPM unsupported, refused by a
 VM, failing mid-run. Expected values are computed here from the recorded ticks, not by the meter's
-code. The happy path on a real GPU: scripts/device/check_counters.py.
+code. The happy path on a real GPU: tools/device/check_counters.py.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def test_none_meter_says_no_counters():
 
 
 # ------------------------------------------------------------------------------------------------
-# recorded on an H200 (scripts/device/check_counters.py, 2026-12-01)
+# recorded on an H200 (tools/device/check_counters.py, 2026-12-01)
 
 RECORDED = Path(__file__).parent / "data" / "nvml" / "gpm-h200-2026-12-01.json"
 RECORDED_IN_USE = Path(__file__).parent / "data" / "nvml" / "gpm-h200-2026-12-01-in-use.json"

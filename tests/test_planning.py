@@ -18,10 +18,16 @@ def run_cell_outputs(counts) -> set[str]:
     return set(counts["_measures"])
 
 
-@pytest.mark.parametrize("configfile", sorted(p.name for p in (REPO / "config").glob("*.yaml") if p.name != "schema.yaml"))
+# The user's examples (config/) and the configs of past H200 runs, kept next to their evidence (ADR 0141).
+SHIPPED = sorted(str(p.relative_to(REPO)) for p in [*(REPO / "config").glob("*.yaml"),
+                                                    *(REPO / "validation").glob("*/config/*.yaml")]
+                 if p.name != "schema.yaml")
+
+
+@pytest.mark.parametrize("configfile", SHIPPED)
 def test_every_shipped_config_plans(configfile, tmp_path):
-    counts = plan(tmp_path, REPO / "config" / configfile)
-    table = cells.build(config.load(REPO / "config" / configfile))
+    counts = plan(tmp_path, REPO / configfile)
+    table = cells.build(config.load(REPO / configfile))
     if table.share_engines:  # one job per engine group (ADR 0017, 0140)
         groups = counts["run_cell"]
         assert groups == len(table.engine_groups()) <= len(table)

@@ -1,6 +1,6 @@
 """Does each drafting scheme start, draft and count on the GPU, through specjoule's own adapters? (issue 16, ADR 0075)
 
-    python3 scripts/device/smoke_schemes.py --engine vllm --out $OUT/schemes-vllm \\
+    python3 tools/device/smoke_schemes.py --engine vllm --out $OUT/schemes-vllm \\
         config/models/qwen3-8b:eagle3:config/models/qwen3-8b-eagle3 \\
         config/models/mimo-7b:mtp \\
         config/models/qwen3-8b:dflash:config/models/qwen3-8b-dflash \\
@@ -41,7 +41,7 @@ B, PROMPT_LEN, OUTPUT_LEN, DEFAULT_K = 2, 64, 64, 3
 L_TOLERANCE = 0.05
 ENGINE_OPTIONS = {
     "vllm": {"gpu_memory_utilization": 0.85},
-    # as config/h200-sglang.yaml (ADR 0016)
+    # as validation/h200-2026-12/config/h200-sglang.yaml (ADR 0016)
     "sglang": {"mem_fraction_static": 0.85, "attention_backend": "fa3", "sampling_backend": "pytorch",
                "disable_prefill_cuda_graph": True, "env": {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}},
 }

@@ -1,8 +1,8 @@
 """Check an installed offline bundle on the node it was installed on (ADR 0060).
 
-Run with the bundle's environment sourced (scripts/device/install_bundle.sh does):
+Run with the bundle's environment sourced (tools/device/install_bundle.sh does):
 
-    python3 scripts/device/check_env.py --manifest /tmp/specjoule-bundle-unpacked/specjoule-bundle/manifest.json \
+    python3 tools/device/check_env.py --manifest /tmp/specjoule-bundle-unpacked/specjoule-bundle/manifest.json \
         [--out DIR]
 
 Prints the versions and locations of what the pipeline imports (node image, bundle, this checkout, or a

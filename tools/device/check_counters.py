@@ -2,7 +2,7 @@
 idle, a device-to-device copy, a bf16 matmul — with their GPM columns, timelines and the raw per-tick
 readings, written as JSON (commit it under tests/data/ as a recorded NVML sequence).
 
-    python3 scripts/device/check_counters.py --out $OUT/counters.json [--seconds 2]
+    python3 tools/device/check_counters.py --out $OUT/counters.json [--seconds 2]
 
 Needs torch with CUDA and NVML; about 10 s of GPU time. Where GPM is refused the JSON says why, and
 the columns are null: that outcome is a result too.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Receive one carried part of the offline bundle on the device machine (ADR 0060).
 #
-#   bash scripts/device/receive_part.sh .bundle/parts/NN [DEST]      (DEST default /tmp/bundle-parts)
+#   bash tools/device/receive_part.sh .bundle/parts/NN [DEST]      (DEST default /tmp/bundle-parts)
 #
 # The device tool carries one part folder per call (`carry: [".bundle/parts/NN"]`): the folder holds the part,
 # PARTS.sha256 (every part's sum) and ARCHIVE.sha256 (the whole archive's). This copies the part out of the
@@ -48,7 +48,7 @@ while read -r _sum name; do
   if [ -f "$dest/$name" ]; then have=$((have + 1)); else missing="$missing $name"; fi
 done <"$dest/PARTS.sha256"
 if [ -z "$missing" ]; then
-  echo "receive_part: all $total parts in $dest: run scripts/device/install_bundle.sh"
+  echo "receive_part: all $total parts in $dest: run tools/device/install_bundle.sh"
 else
   echo "receive_part: $have of $total parts in $dest; still to carry:$missing"
 fi

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from specjoule import bundle as B
+from tools import bundle as B
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HERE_PY = "%d.%d" % sys.version_info[:2]
 
 
@@ -38,7 +38,7 @@ def make_wheel(
     meta_name: str | None = None,
     compress: int = zipfile.ZIP_DEFLATED,
 ) -> Path:
-    """A real wheel (METADATA, WHEEL, RECORD), written independently of specjoule.bundle's own writer."""
+    """A real wheel (METADATA, WHEEL, RECORD), written independently of tools/bundle.py's own writer."""
     dist = name.replace("-", "_")
     info = f"{dist}-{version}.dist-info"
     files = {f"{m.replace('.', '/')}/__init__.py": src for m, src in (modules or {}).items()}
@@ -610,8 +610,8 @@ def test_device_scripts_receive_install_and_standins(tmp_path):
     parts = B.split_file(archive, 2048, tmp_path / "parts")
     assert len(parts) >= 2
     dest = tmp_path / "bundle-parts"
-    receive = REPO / "scripts" / "device" / "receive_part.sh"
-    install = REPO / "scripts" / "device" / "install_bundle.sh"
+    receive = REPO / "tools" / "device" / "receive_part.sh"
+    install = REPO / "tools" / "device" / "install_bundle.sh"
     site, out = tmp_path / "site", tmp_path / "OUT"
     out.mkdir()
     env = {**os.environ, "OUT": str(out), "CHECK": "0", "PYTHON": sys.executable,
@@ -666,14 +666,14 @@ def test_install_sh_refuses_other_python(tmp_path):
 
 
 def test_check_env_reports_pipeline_imports(tmp_path):
-    """scripts/device/check_env.py on this machine's environment: a pipeline-only manifest."""
+    """tools/device/check_env.py on this machine's environment: a pipeline-only manifest."""
     manifest = {
         "profiles": ["pipeline"],
         "wheels": [{"name": "snakemake", "version": "x", "group": "pipeline"}],
         "tops": [{"name": "specjoule", "keep": None, "override": {}}],
     }
     (tmp_path / "m.json").write_text(json.dumps(manifest))
-    r = _run([sys.executable, str(REPO / "scripts" / "device" / "check_env.py"), "--manifest", str(tmp_path / "m.json"),
+    r = _run([sys.executable, str(REPO / "tools" / "device" / "check_env.py"), "--manifest", str(tmp_path / "m.json"),
               "--out", str(tmp_path / "o")], env={**os.environ, "SPECJOULE_REPO": str(REPO)})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "BUNDLE CHECK: OK" in r.stdout

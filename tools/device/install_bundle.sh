@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Reassemble, verify and install the offline bundle on the device machine, then check it (ADR 0060).
 #
-#   bash scripts/device/install_bundle.sh [PARTS_DIR] [SITE]     (defaults /tmp/bundle-parts, /tmp/site)
+#   bash tools/device/install_bundle.sh [PARTS_DIR] [SITE]     (defaults /tmp/bundle-parts, /tmp/site)
 #   env: STANDINS=auto|on|off (default auto), PYTHON (default python3), OUT (the device tool's output folder),
-#        CHECK=0 to skip the import check, SMOKE=1 to also run scripts/device/smoke_vllm.py
+#        CHECK=0 to skip the import check, SMOKE=1 to also run tools/device/smoke_vllm.py
 #
 # Afterwards, in every later call on the same (warm) machine:   source /tmp/site/specjoule-env.sh
 # Exit 3: parts missing (a fresh machine, or not all carried yet); 1: corrupt or failed install/check.
@@ -75,9 +75,9 @@ echo "install_bundle: installed in $(( $(date +%s) - t0 )) s; in later calls: so
 # shellcheck disable=SC1090,SC1091
 source "$site/specjoule-env.sh"
 if [ "${CHECK:-1}" != "0" ]; then
-  "$python" "$repo/scripts/device/check_env.py" --manifest "$bundle/manifest.json" ${out:+--out "$out"}
+  "$python" "$repo/tools/device/check_env.py" --manifest "$bundle/manifest.json" ${out:+--out "$out"}
 fi
 if [ "${SMOKE:-0}" = "1" ]; then
-  "$python" "$repo/scripts/device/smoke_vllm.py" ${out:+--out "$out"}
+  "$python" "$repo/tools/device/smoke_vllm.py" ${out:+--out "$out"}
 fi
 echo "install_bundle: finished in $(( $(date +%s) - t0 )) s"

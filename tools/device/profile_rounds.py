@@ -1,6 +1,6 @@
 """Where a speculation round's time goes: profile a few rounds of one or more cells on their own engines (ADR 0095).
 
-    python scripts/device/profile_rounds.py CONFIG CELL [CELL ...] --out DIR [options]
+    python tools/device/profile_rounds.py CONFIG CELL [CELL ...] --out DIR [options]
 
 CELL is a record path of the config's plan (``results/cells/<campaign>/<cell>.parquet``) or ``<campaign>/<cell>``.
 Each cell gets one engine start (built as the measurement built it, through ``specjoule.engines.make_engine``), a
@@ -14,7 +14,7 @@ warm-up, a few seconds of unprofiled reference batches, then ``--batches`` profi
 ``--tag`` names the variant's folder (default: the settings themselves).
 
 On the GPU machine: ``source /tmp/site/specjoule-env.sh`` first (SGLang also needs ``SPECJOULE_SGLANG_PYTHONPATH``
-and ``CUDA_HOME`` as in scripts/device/README.md).
+and ``CUDA_HOME`` as in tools/device/README.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Build an offline bundle of wheels for an air-gapped GPU node (ADR 0060; logic in specjoule/bundle.py).
+"""Build an offline bundle of wheels for an air-gapped GPU node (ADR 0060; logic in tools/bundle.py).
 
-    python scripts/make_bundle.py                          # vllm + pipeline for the H200 image, split in 60 MiB parts
-    python scripts/make_bundle.py --profile sglang --profile pipeline --out .bundle/sglang
-    python scripts/make_bundle.py --plan-only              # resolve and print the decisions, download nothing
-    python scripts/make_bundle.py --from-lock              # no resolution: the versions frozen in bundle/lock-*.txt
+    python tools/make_bundle.py                          # vllm + pipeline for the H200 image, split in 60 MiB parts
+    python tools/make_bundle.py --profile sglang --profile pipeline --out .bundle/sglang
+    python tools/make_bundle.py --plan-only              # resolve and print the decisions, download nothing
+    python tools/make_bundle.py --from-lock              # no resolution: the versions frozen in bundle/lock-*.txt
 
 Inputs: the node's Python version and platform tags, its package list (`pip list --format=freeze` taken on the
 node; bundle/gpu-image-packages.txt is the GPU machine's image), and profiles (bundle/profiles.toml). Output under
@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from packaging.requirements import Requirement  # noqa: E402
 
-from specjoule import bundle as B  # noqa: E402
+from tools import bundle as B  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         B.write_lock(lock, plan, resolved, header=[
             f"specjoule offline bundle lock: profiles {'+'.join(names)}; Python {target.python_version}; "
             f"{platforms[0]}; node list {args.installed.name}",
-            "written by scripts/make_bundle.py; `--from-lock` downloads exactly these (pip --require-hashes)",
+            "written by tools/make_bundle.py; `--from-lock` downloads exactly these (pip --require-hashes)",
         ], built_here=[*built_by_name, *(["specjoule"] if local else [])])
         log(f"lock written: {lock.relative_to(REPO) if lock.is_relative_to(REPO) else lock}")
         if args.plan_only:

@@ -2,7 +2,7 @@
 CPU tests parse (tests/data/sglang/, ADR 0016).
 
     export SPECJOULE_SGLANG_PYTHONPATH=/tmp/sglang-site      # the SGLang site dir (transformers 5.12.1 …)
-    python3 scripts/device/smoke_sglang.py --out $OUT/sglang
+    python3 tools/device/smoke_sglang.py --out $OUT/sglang
 
 Stages (each guarded: a failure is written to summary.json with its traceback, and later stages still run;
 summary.json is rewritten after every stage, so a run cut short keeps what it had):
@@ -53,7 +53,7 @@ def cell_spec(synthetic: bool = True, kind: str = "closed_batch") -> dict:
         "engine_options": {"mem_fraction_static": 0.8, "attention_backend": "fa3", "sampling_backend": "pytorch",
                            # 0.5.17 captures 58 prefill graph sizes up to 8192 tokens by default: >150 s at start
                            "disable_prefill_cuda_graph": True,
-                           # the deep_gemm stand-in must not pass for the real library (config/h200-sglang.yaml)
+                           # the deep_gemm stand-in must not pass for the real library (validation/h200-2026-12/config/h200-sglang.yaml)
                            "env": {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}},
         "protocol": {"idle_s": 0, "engine_ready_timeout_s": 300},
         "scheme": {"method": "draft_model", "k": K, "synthetic": synthetic, "name": "standalone_k5",

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Run a long command on the device machine across several calls (each call is capped at 10 minutes).
 #
-#   bash scripts/device/background.sh start NAME COMMAND...   # copy this checkout to /tmp/work/NAME, run there detached
-#   bash scripts/device/background.sh wait NAME SECONDS        # block until it ends or SECONDS pass; print its log tail
-#   bash scripts/device/background.sh collect NAME DEST        # tar its results/ and logs into DEST (e.g. $OUT)
-#   bash scripts/device/background.sh seed NAME TARBALL        # before start: put a collected tar back (resume)
+#   bash tools/device/background.sh start NAME COMMAND...   # copy this checkout to /tmp/work/NAME, run there detached
+#   bash tools/device/background.sh wait NAME SECONDS        # block until it ends or SECONDS pass; print its log tail
+#   bash tools/device/background.sh collect NAME DEST        # tar its results/ and logs into DEST (e.g. $OUT)
+#   bash tools/device/background.sh seed NAME TARBALL        # before start: put a collected tar back (resume)
 #
 # Why a copy: the device tool re-syncs the repository before every call; a run that reads its config and
 # writes results/ must not see its working tree change under it. The machine stays warm only ~30 s after a

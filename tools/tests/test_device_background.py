@@ -1,4 +1,4 @@
-"""scripts/device/background.sh, run for real on this machine: a long device job must survive a lost
+"""tools/device/background.sh, run for real on this machine: a long device job must survive a lost
 machine by collect → (fresh machine) seed → start again, with what was collected still in place."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import tarfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "device" / "background.sh"
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tools" / "device" / "background.sh"
 
 
 def bg(root: Path, *args: str) -> subprocess.CompletedProcess:

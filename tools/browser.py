@@ -1,6 +1,6 @@
 """Open an HTML file in headless Chromium over the DevTools protocol and report what happened.
 
-Used by the report test (and usable by hand: ``python -m specjoule.report.browser results/report.html
+Used by the report test (and usable by hand: ``python -m tools.browser results/report.html
 shot.png``). Chromium is driven directly over its DevTools WebSocket (``websockets``), no
 Playwright/Puppeteer: one process we start and stop ourselves, a fresh empty profile, no network.
 Besides the page's own error hook, the protocol reports every uncaught exception, console error,
@@ -269,7 +269,7 @@ def blankness(png: bytes, box: dict | None = None) -> dict:
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
-        sys.exit("usage: python -m specjoule.report.browser REPORT.html [SCREENSHOT.png]")
+        sys.exit("usage: python -m tools.browser REPORT.html [SCREENSHOT.png]")
     with Chromium() as browser:
         result = browser.open(sys.argv[1])
     if len(sys.argv) > 2:

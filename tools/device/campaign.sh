@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run campaign families of one config on the device machine, one Snakemake invocation per target, in order.
-#   bash scripts/device/campaign.sh CONFIG TARGET [TARGET ...]
+#   bash tools/device/campaign.sh CONFIG TARGET [TARGET ...]
 # Each TARGET is usually a family's last closing-baseline record: Snakemake builds the chain before it. One
 # invocation per family keeps a family's engine groups back to back (its baselines bracket only its own points).
 # A failed family does not stop the next (its records so far stay; --rerun-incomplete resumes it later).

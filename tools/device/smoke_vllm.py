@@ -1,6 +1,6 @@
 """One short vLLM run on the device machine, right after the bundle is installed (ADR 0060).
 
-    source /tmp/site/specjoule-env.sh && python3 scripts/device/smoke_vllm.py [--out $OUT] [--device cpu]
+    source /tmp/site/specjoule-env.sh && python3 tools/device/smoke_vllm.py [--out $OUT] [--device cpu]
 
 Offline ``LLM`` with the repository's shape-only Qwen2 pair (config/models/tiny-target, tiny-draft; dummy weights,
 token-id prompts), ``draft_model`` speculation with k=3 and, on a GPU, synthetic acceptance rates
