@@ -12,7 +12,6 @@ import sys
 
 import yaml
 
-
 # The paper's five text types (random tokens stand in: planning and analysis do not read prompts).
 CORPUS_NAMES = ("code", "conversation", "longdoc", "news_en", "news_rm")
 

@@ -230,7 +230,7 @@ class CellTable:
         with open(path, "w", newline="") as fh:
             w = csv.writer(fh, delimiter="\t", lineterminator="\n")
             w.writerow(columns)
-            for cid, cells in self.campaigns.items():
+            for cells in self.campaigns.values():
                 for c in cells:
                     ident = c.identity()
                     gid, starts = group_of.get(c.record_path, (None, True))

@@ -20,8 +20,10 @@ import yaml
 from specjoule import acceptance as acc
 from specjoule import schemes as scheme_registry
 from specjoule.models import check_models
+
 # The scheme lists live in specjoule/schemes.py (one source of truth, ADR 0075); re-exported here.
-from specjoule.schemes import DRAFT_MODEL_METHODS, DRAFTER_METHODS, METHODS
+from specjoule.schemes import DRAFT_MODEL_METHODS as DRAFT_MODEL_METHODS  # re-exported
+from specjoule.schemes import DRAFTER_METHODS, METHODS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = REPO_ROOT / "config" / "schema.yaml"

@@ -45,7 +45,7 @@ class GpuLease:
                 pass
         self._locks.clear()
 
-    def __enter__(self) -> "GpuLease":
+    def __enter__(self) -> GpuLease:
         return self
 
     def __exit__(self, *exc) -> None:

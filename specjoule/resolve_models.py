@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import tokenizer as tk
-from specjoule.config import REPO_ROOT, ConfigError
+from specjoule.config import ConfigError
 
 MANIFEST_DIR = "results/.specjoule/models"
 MANIFEST_VERSION = 1

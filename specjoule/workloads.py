@@ -54,7 +54,7 @@ class WindowResult:
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def _timeout(spec: dict) -> float:

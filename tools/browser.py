@@ -113,7 +113,7 @@ class Chromium:
         self._cdp: _Cdp | None = None
         self.stderr_path: str | None = None
 
-    def __enter__(self) -> "Chromium":
+    def __enter__(self) -> Chromium:
         self._profile = tempfile.mkdtemp(prefix="specjoule-chromium-")
         self.stderr_path = os.path.join(self._profile, "stderr.log")
         args = [self.binary, *CHROMIUM_FLAGS, f"--user-data-dir={self._profile}", "--remote-debugging-port=0",

@@ -1005,7 +1005,7 @@ def stage_bundle(
         "platforms": list(target.platforms),
         "profiles": [p.name for p in profiles],
         "exports": exports,
-        "standins": {k: v for k, v in sorted(standins.items())},
+        "standins": dict(sorted(standins.items())),
         "tops": [
             {
                 "name": "specjoule" if p.local_top else canonical(Requirement(t).name),

@@ -21,10 +21,18 @@ import polars as pl
 
 from specjoule.analysis import META_CONFIG_HASH, AnalysisError, spread
 from specjoule.analysis.checks import ENERGY_CHECK, FAIL, FLAG, PASS
+
 # The ADR 0027 bootstrap now lives in spread (checks use it too); its names stay importable from here.
 from specjoule.analysis.spread import (  # noqa: F401
-    BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, EXACT_BOOTSTRAP_MAX, SUMMARY_KEYS, _bootstrap_means,
-    _compositions, _exact_bootstrap_means, bootstrap_interval,
+    BOOTSTRAP_LEVEL,
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    EXACT_BOOTSTRAP_MAX,
+    SUMMARY_KEYS,
+    _bootstrap_means,
+    _compositions,
+    _exact_bootstrap_means,
+    bootstrap_interval,
 )
 
 C = pl.col
@@ -266,6 +274,6 @@ def write_documented(df: pl.DataFrame, path: str | Path, metadata: dict[str, str
 
     table = df.to_arrow()
     fields = [f.with_metadata({"doc": docs[f.name]}) if f.name in docs else f for f in table.schema]
-    schema = pa.schema(fields, metadata={**(table.schema.metadata or {}), **{k: v for k, v in metadata.items()}})
+    schema = pa.schema(fields, metadata={**(table.schema.metadata or {}), **metadata})
     with atomic_path(path) as tmp:
         pq.write_table(table.cast(schema), tmp)

@@ -10,8 +10,15 @@ from __future__ import annotations
 
 import os
 
-from specjoule.engines.base import (BatchResult, CounterDelta, CounterSnapshot, Engine, EngineError,
-                                    EngineUnsupported, RequestResult)
+from specjoule.engines.base import (
+    BatchResult,
+    CounterDelta,
+    CounterSnapshot,
+    Engine,
+    EngineError,
+    EngineUnsupported,
+    RequestResult,
+)
 
 __all__ = ["BatchResult", "CounterDelta", "CounterSnapshot", "Engine", "EngineError", "EngineUnsupported",
            "RequestResult", "make_engine"]

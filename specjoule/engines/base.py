@@ -77,7 +77,7 @@ class Histogram:
     sum: float
     buckets: dict[float, float]  # upper bound → cumulative count (Prometheus semantics)
 
-    def minus(self, other: "Histogram | None") -> "Histogram":
+    def minus(self, other: Histogram | None) -> Histogram:
         if other is None:
             return self
         return Histogram(self.count - other.count, self.sum - other.sum,
@@ -118,7 +118,7 @@ class CounterSnapshot:
     histograms: dict[str, Histogram]
     gauges: dict[str, float]
 
-    def minus(self, before: "CounterSnapshot") -> "CounterDelta":
+    def minus(self, before: CounterSnapshot) -> CounterDelta:
         c = {k: v - before.counters.get(k, 0.0) for k, v in self.counters.items()}
         f = {k: v - before.finished.get(k, 0.0) for k, v in self.finished.items()}
         n = max(len(self.accepted_per_pos), len(before.accepted_per_pos))
@@ -245,7 +245,7 @@ class Engine(abc.ABC):
         adapters whose engine has a profiler hook override this."""
         raise EngineUnsupported(f"{type(self).__name__} has no profiler hook")
 
-    def __enter__(self) -> "Engine":
+    def __enter__(self) -> Engine:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -65,11 +65,18 @@ from typing import Any
 
 from specjoule import schemes
 from specjoule.engines import proc
+from specjoule.engines.base import (
+    BatchResult,
+    CounterDelta,
+    CounterSnapshot,
+    EngineError,
+    EngineUnsupported,
+    Histogram,
+    RequestResult,
+)
 from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine
-from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
-from specjoule.engines.base import (BatchResult, CounterDelta, CounterSnapshot, EngineError,
-                                    EngineUnsupported, Histogram, RequestResult)
 from specjoule.engines.vllm import _model_path
+from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
 
 log = logging.getLogger("specjoule.engine")
 
@@ -295,10 +302,9 @@ def engine_env(spec: dict | None = None, base: dict[str, str] | None = None) -> 
 def probe() -> dict[str, Any]:
     """What the importable SGLang can do. Imports sglang (and torch) — never in the cell process."""
     import argparse
+    import importlib.util
 
     import sglang
-
-    import importlib.util
 
     info: dict[str, Any] = {"engine_version": getattr(sglang, "__version__", None)}
     # --enable-metrics needs prometheus_client (a declared sglang dependency the offline bundle may lack)

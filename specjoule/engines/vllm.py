@@ -36,10 +36,17 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import acceptance, schemes
+from specjoule.engines.base import (
+    BatchResult,
+    CounterSnapshot,
+    EngineError,
+    EngineUnsupported,
+    Histogram,
+    RequestResult,
+    sample_running,
+)
 from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine
 from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
-from specjoule.engines.base import (BatchResult, CounterSnapshot, EngineError, EngineUnsupported,
-                                    Histogram, RequestResult, sample_running)
 
 log = logging.getLogger("specjoule.engine")
 
@@ -256,7 +263,7 @@ def swap_synthetic_rates(worker: Any, rates: list[float]) -> list[float]:
     try:
         from vllm.v1.spec_decode.utils import unconditional_to_conditional_rates as convert
     except ImportError:
-        convert = getattr(sys.modules[type(sampler).__module__], "unconditional_to_conditional_rates")
+        convert = sys.modules[type(sampler).__module__].unconditional_to_conditional_rates
     tensor.copy_(torch.tensor(convert([float(r) for r in rates]), dtype=tensor.dtype, device=tensor.device))
     spec = getattr(getattr(worker, "vllm_config", None), "speculative_config", None)
     if spec is not None:
@@ -607,7 +614,7 @@ class VllmOfflineEngine(WorkerProcessEngine):
 
     def log_started(self) -> None:
         log.info("engine: vLLM offline worker pid %d (own process group) starting: %s", self.proc.pid,
-                 json.dumps({k: v for k, v in self.kwargs.items()}, default=str))
+                 json.dumps(dict(self.kwargs), default=str))
 
     def generate_batch(self, prompts: list[list[int]], output_len: int, timeout_s: float) -> BatchResult:
         msg = self._request(("generate", prompts, int(output_len)), timeout_s, f"generating a batch of {len(prompts)}")

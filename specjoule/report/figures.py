@@ -89,7 +89,7 @@ class FigureInputs:
         return point_stats(df, keys, values, self.summary, extra_means=extra_means)
 
     @classmethod
-    def from_config(cls, config: dict, **tables: Any) -> "FigureInputs":
+    def from_config(cls, config: dict, **tables: Any) -> FigureInputs:
         """Inputs with the report/checks sections and the config's own order of grid names."""
         order = {"engine": list(config.get("engines", [])), "model_pair": list(config.get("models", {})),
                  "workload": list(config.get("workloads", {})), "corpus": list(config.get("corpora", {})),
@@ -969,7 +969,7 @@ def concurrency_per_arm(inputs: FigureInputs) -> alt.TopLevelMixin:
 def timeline_campaigns(records: pl.DataFrame, checks: pl.DataFrame | None, max_campaigns: int = TIMELINE_MAX_CAMPAIGNS) -> list[str]:
     """Which campaigns' timelines to draw: failed first, then flagged, then in campaign order."""
     all_ids = sorted(records["campaign_id"].unique().to_list()) if records.height else []
-    rank = {cid: 2 for cid in all_ids}
+    rank = dict.fromkeys(all_ids, 2)
     if checks is not None and checks.height:
         for status, r in (("flag", 1), ("fail", 0)):
             for cid in checks.filter(pl.col("status") == status)["campaign_id"].drop_nulls().to_list():

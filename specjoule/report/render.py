@@ -674,7 +674,7 @@ def render(inp: ReportInputs) -> str:
         (engine_figures if f["name"] in ENGINE_FIGURES else figures).append(entry)
     ctx = {
         "title": f"specjoule report — {inp.config.get('name', '')}",
-        "generated_at": inp.generated_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": inp.generated_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "glance": glance(inp, checks),
         "measured": measured(inp),
         "run_order": run_order(inp.records),

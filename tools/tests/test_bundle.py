@@ -22,7 +22,7 @@ from packaging.requirements import Requirement
 from tools import bundle as B
 
 REPO = Path(__file__).resolve().parents[2]
-HERE_PY = "%d.%d" % sys.version_info[:2]
+HERE_PY = "{}.{}".format(*sys.version_info[:2])
 
 
 # ----------------------------------------------------------------------------------------------- fixtures
