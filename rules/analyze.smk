@@ -15,7 +15,7 @@ rule aggregate:
     conda:
         "../envs/analysis.yaml"
     params:
-        records=get_record_paths(),
+        records=get_record_list,
         config_hash=CONFIG_HASH,
         # Rows of record files unchanged since the last aggregate (path + size + mtime + ctime + inode);
         # a config edit re-runs this rule, and re-parsing 13,860 files would cost ~10 s (ADR 0028).

@@ -1,5 +1,6 @@
 # Config validation, the cell table, the engine-group plan and the get_* helpers every rule uses (the rule
 # files hold rules only: `snakemake --lint`).
+import functools
 import shlex
 import sys
 from pathlib import Path
@@ -93,6 +94,11 @@ def get_engine_env(wildcards):
     return f"../envs/{get_cell(wildcards).engine}.yaml"
 
 
+# The one-cell rule's conda env: per cell with conda deployment; otherwise never used, and a fixed name keeps
+# Snakemake from calling a function per job while planning (a tenth of a 14k-cell plan).
+ENGINE_ENV = get_engine_env if USE_CONDA else "../envs/vllm.yaml"
+
+
 def _freeze_signature(fn):
     # Snakemake inspects a callable's signature on every job; a precomputed __signature__
     # turns that into an attribute read (seconds on a 14k-cell grid).
@@ -110,10 +116,17 @@ for _fn in (get_cell_id, get_cell_inputs, get_cell_priority, get_cell_runtime_mi
 MODEL_MANIFESTS = sorted({_resolve.manifest_path(r) for r in _resolve.model_refs(CONFIG)})
 
 
+@functools.lru_cache(maxsize=None)
+def _manifest_path(ref):
+    # A few distinct models, thousands of cells: hash each model's manifest name once per plan.
+    return _resolve.manifest_path(ref)
+
+
 def get_model_manifests(cells):
     """The manifests the GPU job of ``cells`` waits for, as ancient inputs: the job runs after
-    resolve_models, and a manifest rewritten when another model is added re-runs no measured cell."""
-    return [ancient(p) for p in sorted({p for c in cells for p in _resolve.cell_manifest_paths(c.spec)})]
+    resolve_models, and a manifest rewritten when another model is added re-runs no measured cell.
+    (resolve_models.cell_manifest_paths, with each model's manifest name computed once.)"""
+    return [ancient(p) for p in sorted({_manifest_path(r) for c in cells for r in _resolve.cell_refs(c.spec).values()})]
 
 
 def get_cell_model_manifests(wildcards):
@@ -204,6 +217,15 @@ for _fn in (
 
 def get_record_paths():
     return [c.record_path for c in CELLS]
+
+
+def get_record_list(wildcards):
+    # A param from a function: Snakemake formats each string of a literal list param per job (14k on a paper grid).
+    return [c.record_path for c in CELLS]
+
+
+def get_timeline_list(wildcards):
+    return [c.timeline_path for c in CELLS]
 
 
 def get_measured_inputs(kind="record"):

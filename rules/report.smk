@@ -34,7 +34,7 @@ rule figures:
         "../envs/analysis.yaml"
     params:
         config=CONFIG,
-        timelines=[c.timeline_path for c in CELLS],
+        timelines=get_timeline_list,
         # vl-convert PNG export costs ~0.2-1 s a figure on 2 cores; SVG is written for every figure.
         png=["energy_vs_acceptance"],
     script:

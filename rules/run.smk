@@ -55,8 +55,8 @@ else:
         group:
             "campaign"
         conda:
-            # Used only with --software-deployment-method conda.
-            get_engine_env
+            # Used only with --software-deployment-method conda (rules/common.smk).
+            ENGINE_ENV
         resources:
             gpu=1,
             runtime=get_cell_runtime_min,
