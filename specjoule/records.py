@@ -170,6 +170,9 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
                               "for a shape-only one; null outside Snakemake (ADR 0121)"),
     ("draft_revision", _str, "the same for the drafter (the pair's draft for draft_model, the scheme's drafter "
                              "otherwise); null for ngram and baseline"),
+    # tensor parallelism (issue 23, ADR 0155)
+    ("tensor_parallel_size", _i64, "the target's tensor-parallel size: GPUs the cell held and metered (energy_j sums "
+                                   "energy_j_per_gpu over them, in gpu_uuids order); null before issue 23 = 1"),
 ]
 
 RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in RECORD_FIELDS],

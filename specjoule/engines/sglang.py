@@ -91,7 +91,9 @@ SIMULATE_ENV = ("SGLANG_SIMULATE_ACC_LEN", "SGLANG_SIMULATE_ACC_METHOD", "SGLANG
 # env_<NAME>, except the simulate ones: those are the arm's own (synthetic acceptance), recorded as
 # speculative_simulate_* so that the campaign check (analysis/checks.py, ENGINE_CONFIG_ARM_PREFIXES)
 # treats them like the other speculative_* keys instead of failing every synthetic arm on them.
-ENGINE_ENV_VARS = ("SGLANG_USE_SGL_FA3_KERNEL",)
+ENGINE_ENV_VARS = ("SGLANG_USE_SGL_FA3_KERNEL",
+                   # how a tensor-parallel engine all-reduces (ADR 0155): part of what its energy measured
+                   "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST")
 
 # -- arguments (pure: testable without sglang) -------------------------------------------------
 
@@ -396,7 +398,9 @@ _CONFIG_KEYS = ("disable_cuda_graph", "attention_backend", "decode_attention_bac
                 "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
                 "speculative_num_draft_tokens", "speculative_draft_model_path", "speculative_draft_load_format",
                 "speculative_attention_mode", "speculative_draft_attention_backend", "enable_metrics",
-                "cuda_graph_max_bs", "cuda_graph_bs", "enable_torch_compile", "kv_cache_dtype")
+                "cuda_graph_max_bs", "cuda_graph_bs", "enable_torch_compile", "kv_cache_dtype",
+                "disable_custom_all_reduce", "enforce_disable_flashinfer_allreduce_fusion",
+                "flashinfer_allreduce_fusion_backend", "enable_symm_mem", "enable_torch_symm_mem")
 
 
 def config_from_server_info(info: dict, env: dict[str, str] | None = None) -> dict[str, Any]:

@@ -112,7 +112,9 @@ def check_supported(spec: dict, info: dict) -> None:
 
 # Environment variables that change how vLLM builds the engine; recorded as set (absent when unset).
 ENGINE_ENV_VARS = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ATTENTION_BACKEND", "VLLM_ENABLE_V1_MULTIPROCESSING",
-                   "VLLM_CPU_KVCACHE_SPACE", "VLLM_USE_BREAKABLE_CUDAGRAPH")
+                   "VLLM_CPU_KVCACHE_SPACE", "VLLM_USE_BREAKABLE_CUDAGRAPH",
+                   # how a tensor-parallel engine all-reduces (ADR 0155): part of what its energy measured
+                   "VLLM_ALLREDUCE_USE_SYMM_MEM", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST")
 
 
 def _json_value(v: Any) -> Any:
@@ -159,6 +161,7 @@ def config_from_vllm_config(vc: Any) -> dict[str, Any]:
     _read(out, "cudagraph_mode", comp, "cudagraph_mode")
     _read(out, "cudagraph_capture_sizes", comp, "cudagraph_capture_sizes")
     _read(out, "max_cudagraph_capture_size", comp, "max_cudagraph_capture_size")
+    _read(out, "fuse_allreduce_rms", getattr(comp, "pass_config", None), "fuse_allreduce_rms")
     model = getattr(vc, "model_config", None)
     _read(out, "enforce_eager", model, "enforce_eager")
     _read(out, "dtype", model, "dtype")
@@ -391,7 +394,11 @@ def speculative_config(spec: dict) -> dict | None:
             raise EngineError(f"scheme {scheme['name']!r} ({method}) needs the pair's draft model")
         cfg["model"] = _model_path(draft["model"])
         if draft.get("tensor_parallel_size"):
-            cfg["draft_tensor_parallel_size"] = int(draft["tensor_parallel_size"])
+            draft_tp = int(draft["tensor_parallel_size"])
+            target_tp = int(spec["target"].get("tensor_parallel_size", 1))
+            # vLLM 0.26.0's draft_model proposer refuses a draft TP other than the target's ("must be the
+            # same"); the schema's default 1 therefore means "as the target" on a tensor-parallel target (ADR 0155).
+            cfg["draft_tensor_parallel_size"] = target_tp if draft_tp == 1 else draft_tp
     elif desc.needs_drafter or (desc.drafter_optional and scheme.get("drafter")):
         if not scheme.get("drafter"):
             raise EngineError(f"scheme {scheme['name']!r} ({method}) needs a drafter (schemes.{scheme['name']}.drafter)")
@@ -467,6 +474,9 @@ def engine_kwargs(spec: dict) -> dict[str, Any]:
         raise EngineError(f"engine_options.vllm.max_num_seqs = {max_seqs} is below batch size {batch}: "
                           f"the closed batch could not run all requests together")
     kw["max_num_seqs"] = int(max_seqs) if max_seqs is not None else batch
+    if isinstance(kw.get("compilation_config"), dict) and isinstance(options.get("compilation_config"), dict):
+        # Graphs off and a config's own compilation settings (e.g. pass_config for tensor parallelism): both.
+        options["compilation_config"] = {**kw["compilation_config"], **options["compilation_config"]}
     kw.update(options)
     return kw
 
