@@ -69,6 +69,7 @@ class Thresholds:
     interval_level: float = 0.95
     reference_evidence: str | None = None
     model_residual_max: float = 0.25  # issue 18 (ADR 0102); no schema default, see config/schema.yaml
+    gpu_energy_imbalance_max: float = 0.10  # issue 23 (ADR 0156); the schema's default, hash_neutral
 
     @classmethod
     def from_config(cls, checks: Mapping[str, Any] | None, report: Mapping[str, Any] | None = None) -> Thresholds:
@@ -256,7 +257,8 @@ def baseline_drift(df: pl.DataFrame, th: Thresholds, config_hash: str | None) ->
         _lit_f(th.baseline_drift_max).alias("threshold"), detail.alias("detail")))
 
 
-@check("same_gpu", "campaign", "every arm of a campaign measured on one GPU (UUID; on a GPU-less host, the host)")
+@check("same_gpu", "campaign", "every arm of a campaign measured on one GPU (UUID; on a GPU-less host, the host); "
+                               "a tensor-parallel campaign on one set of GPUs, in any order (ADR 0155)")
 def same_gpu(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
     out = df.group_by("campaign_id").agg(
         C("device_key").drop_nulls().unique().sort().alias("keys"),
@@ -707,6 +709,36 @@ def energy_counter_advance(df: pl.DataFrame, th: Thresholds, config_hash: str | 
                                           u, _r(C("window_s")))))
     return _reduce_cells(df, "energy_counter_advance", status=status, value=pl.when(~meter_none).then(u), detail=detail,
                          threshold=float(th.min_energy_updates), worst="min")
+
+
+@check("gpu_energy_balance", "cell",
+       "with a meter: one energy reading per GPU the cell held (tensor_parallel_size; else fail), and flag "
+       "(not fail) a spread (max - min) / mean of the per-GPU energies above gpu_energy_imbalance_max: the ranks do the same work, so a wide spread is a GPU the engine left idle, "
+       "another process, or a throttled board (ADR 0156)")
+def gpu_energy_balance(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    per = C("energy_j_per_gpu")
+    n = per.list.len()
+    # Records before issue 23 have no tensor_parallel_size (they ran on one GPU): nothing to count against.
+    tp = C("tensor_parallel_size") if "tensor_parallel_size" in df.columns else pl.lit(None, pl.Int64)
+    spread = (per.list.max() - per.list.min()) / per.list.mean()
+    miscount = per.is_null() | (n != tp) | C("energy_j").is_null()
+    # One GPU passes on its reading alone (its energy is the cell's); the spread only says something at TP > 1.
+    status = (pl.when(meter_none | tp.is_null()).then(pl.lit(NA))
+                .when(miscount).then(pl.lit(FAIL))
+                .when(spread > th.gpu_energy_imbalance_max).then(pl.lit(FLAG)).otherwise(pl.lit(PASS)))
+    detail = (pl.when(meter_none).then(pl.lit("meter none: no energy counter"))
+                .when(tp.is_null()).then(pl.lit("tensor_parallel_size not recorded (a record before issue 23, "
+                                                "measured on one GPU)"))
+                .when(per.is_null() | C("energy_j").is_null())
+                .then(pl.format("{}: per-GPU energy not recorded on a cell of tensor_parallel_size {}", C("cell_name"), tp))
+                .when(n != tp).then(pl.format("{}: {} GPU(s) metered, tensor_parallel_size {}: {}", C("cell_name"), n, tp,
+                                              pl.when(n > tp).then(pl.lit("energy includes a GPU outside the cell"))
+                                              .otherwise(pl.lit("energy misses a rank"))))
+                .when(status == FLAG).then(pl.format("{}: per-GPU energy {} J, spread {} % of their mean",
+                                                     C("cell_name"), per.list.eval(pl.element().round_sig_figs(4))
+                                                     .cast(pl.List(pl.String)).list.join(" / "), _r(spread * 100, 3))))
+    return _reduce_cells(df, "gpu_energy_balance", status=status, value=pl.when(status != NA).then(spread),
+                         detail=detail, threshold=th.gpu_energy_imbalance_max)
 
 
 @check("power_range", "cell", "with a meter: mean power within [idle - slack, power limit + slack]")
