@@ -25,7 +25,7 @@ import polars as pl
 
 from specjoule.analysis import accounting
 from specjoule.report import figures as figs
-from specjoule.report import numbers, schemes
+from specjoule.report import numbers, parallel, schemes
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_TABLE_ROWS = 400
@@ -354,6 +354,24 @@ def tbt_table(inp: ReportInputs) -> Table | None:
                           note="TBT = mean time between tokens, seed means; targets from config report.tbt_targets_ms")
 
 
+def tp_table(inp: ReportInputs) -> Table | None:
+    """TP = 1 against TP = 2 (or any TPs measured) at the same arm (report.parallel, ADR 0157); only where TP varies."""
+    t = parallel.tp_comparison(inp.records, inp.checks)
+    if t.height == 0:
+        return None
+    t = t.select("engine", pl.col("target_model").alias("target"), "workload", "corpus", "cuda_graphs",
+                 pl.col("batch_size").alias("B"), "scheme", pl.col("acceptance_name").alias("acceptance"),
+                 pl.col("tp").alias("TP"), pl.col("n").alias("records"),
+                 pl.col("mj_per_token").round(2).alias("mJ/token"),
+                 pl.col("mj_vs_reference").round(3).alias("mJ/token vs smallest TP"),
+                 pl.col("energy_ratio").round(4).alias("ratio to its baseline"),
+                 pl.col("per_gpu_energy_split").alias("energy per GPU"))
+    return _table_from_df("Tensor parallelism: energy per committed token at each TP of the same arm", t,
+                          note="means over replicates; energy summed over the cell's GPUs; ratio = point / the baseline "
+                               "of its own campaign (same TP); energy per GPU = each GPU's mean share, in metered order; "
+                               "campaigns that failed a check are left out")
+
+
 def device_time_table(records: pl.DataFrame) -> Table | None:
     """Held device time vs time inside energy windows, per engine launch (analysis.accounting, ADR 0038)."""
     t = accounting.device_time(records)
@@ -662,7 +680,7 @@ def render(inp: ReportInputs) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=jinja2.select_autoescape(["j2", "html"]),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     checks = checks_view(inp.checks)
-    tables = [t for t in (failed_table(inp), configuration_table(inp), tbt_table(inp),
+    tables = [t for t in (failed_table(inp), configuration_table(inp), tbt_table(inp), tp_table(inp),
                           device_time_table(inp.records)) if t]
     if inp.summary is not None and inp.summary.height:
         tables.append(_table_from_df("Summary with intervals (curves_summary)", inp.summary,
