@@ -252,9 +252,10 @@ def latency_from_requests(requests: list[RequestResult]) -> dict[str, float | st
     if n_starved > STARVED_REQUEST_SHARE * len(streamed):
         out.update(tpot_mean_s=None, tpot_p50_s=None, tpot_p99_s=None)
         out["latency_unreliable_reason"] = (
-            f"client starved: {n_starved} of {len(streamed)} requests read in bursts (at least "
+            f"stream read in bursts: {n_starved} of {len(streamed)} requests (at least "
             f"{STARVED_GAP_SHARE:.0%} of their gaps between token reads under {BURST_GAP_S * 1e3:g} ms); "
-            f"time between tokens not measurable, TTFT an upper bound")
+            f"the client or the server front end was starved; time between tokens not measurable, TTFT an upper "
+            f"bound")
     return out
 
 
