@@ -171,4 +171,5 @@ def get_record_paths():
 
 
 def get_final_outputs():
-    return ["results/records.parquet", "results/checks.parquet", "results/curves.parquet", "results/report.html"]
+    return ["results/records.parquet", "results/checks.parquet", "results/curves.parquet", "results/report.html",
+            "results/matched_latency.parquet"]
