@@ -13,7 +13,7 @@ Both run on one asyncio event loop in a thread of its own — the main thread st
 handling and watches the server — with one ``aiohttp`` session (keep-alive connections, no connect per request,
 the client ``vllm bench serve`` uses). The window's edges are a task of their own, so no request waits for a
 counter snapshot; ``/metrics`` is read in a worker thread every SAMPLE_RUNNING_S from the loop's start to its end,
-and the engine's counters at each window edge are interpolated between the snapshots that bracket it (ADR 0110).
+and the engine's counters at each window edge are those of the bracketing snapshot rendered nearer to it (ADR 0110).
 What the client saw — send lag, realized arrival rate, requests in flight, starvation — goes into the record.
 """
 

@@ -110,7 +110,7 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("snapshot_start_s", _f64, "seconds the /metrics read after the window's start took"),
     ("snapshot_end_s", _f64, "seconds the /metrics read after the window's end took"),
     ("edge_committed_tokens", _i64, "committed tokens between the snapshots bracketing the two edges: the "
-                                    "interpolated counters are within this of the exact ones (ADR 0110)"),
+                                    "counters at the marks are within this of the exact ones (ADR 0110)"),
     ("metrics_polls", _i64, "/metrics reads from the loop's start to its end (sampler and edges)"),
     ("metrics_poll_mean_s", _f64, "mean seconds per /metrics read (its cost to the server, ADR 0110)"),
     # energy

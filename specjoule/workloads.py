@@ -15,7 +15,7 @@ the record shows the throughput each reached. Both loops run in ``specjoule.load
 
 Counters are window deltas. Closed batch: a snapshot right before the window's first edge and right
 after its last, with the meter's edges in between (the engine is idle at both). Loops: the engine is
-busy at the edges, so its counters at each edge are interpolated between the snapshots bracketing it
+busy at the edges, so its counters at each edge come from the bracketing snapshot rendered nearer to it
 (ADR 0110).
 """
 

@@ -74,28 +74,27 @@ def _snap(gen: float, drafts: float = 0.0, per_pos=(), ok: float = 0.0, running:
                            list(per_pos), {}, {"num_requests_running": running})
 
 
-def test_counters_interpolate_between_render_midpoints_and_stay_in_the_bracket():
+def test_counters_at_a_mark_are_the_snapshot_rendered_nearer_to_it():
     before = TimedSnapshot(10.0, 10.2, _snap(1000, 100, [50, 20], ok=10))  # rendered around 10.1
     after = TimedSnapshot(11.0, 11.4, _snap(1600, 160, [80, 35, 5], ok=16))  # around 11.2
-    at = counters_at(10.65, before, after)  # half way between 10.1 and 11.2
-    assert at.counters["generation_tokens"] == pytest.approx(1300)
-    assert at.counters["spec_decode_num_drafts"] == pytest.approx(130)
-    assert at.accepted_per_pos == pytest.approx([65, 27.5, 2.5]) and at.finished["length"] == pytest.approx(13)
-    assert at.t_monotonic == 10.65
-    # Outside the midpoints: clipped to the exact bracket (counters only grow).
-    assert counters_at(10.05, before, after).counters["generation_tokens"] == 1000
-    assert counters_at(11.39, before, after).counters["generation_tokens"] == 1600
+    near_before = counters_at(10.6, before, after)
+    assert near_before.counters["generation_tokens"] == 1000 and near_before.accepted_per_pos == [50, 20]
+    assert near_before.t_monotonic == 10.6  # the window's edge, not the read's
+    near_after = counters_at(10.7, before, after)
+    assert near_after.counters == after.snapshot.counters and near_after.finished == {"length": 16}
+    assert near_after.accepted_per_pos == [80, 35, 5]  # whole snapshots: per-position sums stay the accepted count
     # No snapshot after the edge: the one before stands for it.
-    assert counters_at(10.65, before, None).counters["generation_tokens"] == 1000
+    assert counters_at(12.0, before, None).counters["generation_tokens"] == 1000
 
 
-def test_window_delta_from_interpolated_edges():
+def test_window_delta_spans_the_marks():
     s0 = TimedSnapshot(0.0, 0.0, _snap(0))
-    s1 = TimedSnapshot(1.0, 1.2, _snap(110))  # ~100 tokens/s, rendered at 1.1
-    s2 = TimedSnapshot(9.0, 9.2, _snap(910))
-    s3 = TimedSnapshot(11.0, 11.0, _snap(1100))
-    delta = counters_at(10.1, s2, s3).minus(counters_at(1.1, s0, s1))
-    assert delta.counters["generation_tokens"] == pytest.approx(900) and delta.seconds == pytest.approx(9.0)
+    s1 = TimedSnapshot(1.0, 1.2, _snap(110))  # rendered ~1.1
+    s2 = TimedSnapshot(9.0, 9.2, _snap(910))  # ~9.1
+    s3 = TimedSnapshot(10.5, 10.7, _snap(1100))  # ~10.6
+    delta = counters_at(10.0, s2, s3).minus(counters_at(1.0, s0, s1))
+    # start: s1 (rendered 0.1 s from the mark, s0 1.0 s); end: s3 (0.6 s from it, s2 0.9 s)
+    assert delta.counters["generation_tokens"] == 1100 - 110 and delta.seconds == pytest.approx(9.0)
 
 
 # --- stream timer, starvation, percentiles -------------------------------------------------------------------------

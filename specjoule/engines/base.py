@@ -135,7 +135,7 @@ class CounterSnapshot:
 @dataclass
 class TimedSnapshot:
     """A counter snapshot read over HTTP while the engine runs: the engine rendered it at some instant between
-    ``sent`` and ``received`` (monotonic), not at either; ``mid`` is the estimate used to interpolate (ADR 0110)."""
+    ``sent`` and ``received`` (monotonic), not at either; ``mid`` estimates when (ADR 0110)."""
 
     sent: float
     received: float
@@ -150,32 +150,19 @@ class TimedSnapshot:
         return self.received - self.sent
 
 
-def _lerp(a: float, b: float, w: float) -> float:
-    return a + (b - a) * w
-
-
 def counters_at(t: float, before: TimedSnapshot, after: TimedSnapshot | None) -> CounterSnapshot:
     """The engine's counters at instant ``t``, from the snapshots read before and after it (ADR 0110).
 
-    Counters only grow, so the value at ``t`` lies between the two snapshots exactly; inside that bracket it is
-    interpolated linearly between their render-time estimates (``mid``), clipped to the bracket. Without a
-    snapshot after ``t`` the one before stands for it (the bias ADR 0110 measures). Histograms are not
-    interpolated: the nearer snapshot's are kept (they serve only the engine_histogram latency fallback)."""
-    b = before.snapshot
-    if after is None:
-        return CounterSnapshot(t, dict(b.counters), dict(b.finished), list(b.accepted_per_pos), dict(b.histograms),
-                               dict(b.gauges))
-    a = after.snapshot
-    span = after.mid - before.mid
-    w = min(1.0, max(0.0, (t - before.mid) / span)) if span > 0 else 0.5
-    keys = lambda x, y: set(x) | set(y)  # noqa: E731
-    counters = {k: _lerp(b.counters.get(k, 0.0), a.counters.get(k, 0.0), w) for k in keys(b.counters, a.counters)}
-    finished = {k: _lerp(b.finished.get(k, 0.0), a.finished.get(k, 0.0), w) for k in keys(b.finished, a.finished)}
-    n = max(len(b.accepted_per_pos), len(a.accepted_per_pos))
-    pad = lambda xs: list(xs) + [0.0] * (n - len(xs))  # noqa: E731
-    per_pos = [_lerp(x, y, w) for x, y in zip(pad(b.accepted_per_pos), pad(a.accepted_per_pos))]
-    nearer = b if w < 0.5 else a
-    return CounterSnapshot(t, counters, finished, per_pos, dict(nearer.histograms), dict(nearer.gauges))
+    Counters only grow, so the value at ``t`` lies between the two snapshots exactly. Of the two, the one rendered
+    nearer to ``t`` (render time estimated by ``mid``) stands for it: integer counts, so the counters stay
+    consistent with each other (accepted = Σ per position, draft tokens ≤ k × drafts — a linear interpolation
+    rounded counter by counter would not), and the choice is unbiased where the old rule (always the snapshot
+    before the start, always the one after the end) overstated the window by both reads' durations. Without a
+    snapshot after ``t`` the one before stands for it."""
+    chosen = before if after is None or abs(t - before.mid) <= abs(after.mid - t) else after
+    c = chosen.snapshot
+    return CounterSnapshot(t, dict(c.counters), dict(c.finished), list(c.accepted_per_pos), dict(c.histograms),
+                           dict(c.gauges))
 
 
 # finished_reason values that mean "the request did what it was asked"
