@@ -262,3 +262,14 @@ def test_concurrency_above_sglang_max_running_requests():
 ])
 def test_loop_keys_refused_where_they_do_not_apply(workload, key):
     assert _error(_cfg(**workload)).key == key
+
+
+def test_a_closed_loop_cell_gets_a_server_engine():
+    from specjoule import cells
+    from specjoule.engines import make_engine
+    from specjoule.engines.vllm import VllmServerEngine
+
+    cfg = _cfg(kind="closed_loop", concurrency=4)
+    cell = next(iter(cells.build(config.validate(cfg))))
+    engine = make_engine(cell.spec)  # built, not started
+    assert isinstance(engine, VllmServerEngine) and engine.kwargs["max_num_seqs"] == cell.batch_size == 4

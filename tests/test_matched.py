@@ -4,14 +4,19 @@ numbers are solved by hand from the same formulas the records were built from, n
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
+import yaml
 
 import analysis_records as ar
-from specjoule.analysis import aggregate, checks, derive, matched
+from snakemake_api import copy_workflow
+from specjoule import config as sj_config
+from specjoule.analysis import aggregate, checks, config_hash_of, derive, matched
 
 BATCHES = [4, 8, 16]
 TBT_BASE = {"baseline": 0.004, "syn--L2": 0.003, "syn--L4": 0.0025, "ngram": 0.0045}  # seconds at B → × (1 + B/8)
@@ -120,3 +125,24 @@ def test_closed_loops_interpolate_across_concurrency(tmp_path):
 def test_empty_inputs_give_an_empty_table():
     empty = pl.DataFrame(schema=derive.curve_schema())
     assert matched.matched_latency(empty, empty, [10.0]).schema == matched.MATCHED_SCHEMA
+
+
+def test_the_rule_writes_the_table_from_crafted_records(tmp_path):
+    """rules/analyze.smk `matched_latency` through Snakemake, on crafted records (no engine job may run)."""
+    work = tmp_path / "wf"
+    work.mkdir()
+    copy_workflow(work)
+    cfg = copy.deepcopy(ar.GPU_CONFIG)
+    cfg.update(batch_sizes=BATCHES, workloads={"closed": cfg["workloads"]["closed"]}, report={"tbt_targets_ms": [7.0]},
+               checks={"allow_failed_checks": True})
+    (work / "crafted.yaml").write_text(yaml.safe_dump(cfg))
+    _setup(work)  # writes results/cells/... under work (the pipeline's layout)
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    proc = subprocess.run([snakemake, "results/matched_latency.parquet", "--configfile", "crafted.yaml", "--cores", "1"],
+                          cwd=work, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "run_cell" not in proc.stderr, proc.stderr[-3000:]
+    table = pl.read_parquet(work / "results/matched_latency.parquet")
+    row = table.filter(pl.col("acceptance_name") == "L4").row(0, named=True)
+    assert row["target_ms"] == 7.0 and row["load_at_target"] == pytest.approx(14.4)
+    assert config_hash_of(work / "results/matched_latency.parquet") == sj_config.config_hash(sj_config.load(work / "crafted.yaml"))
+    assert "arm × target rows" in (work / "results/logs/matched_latency.log").read_text()
