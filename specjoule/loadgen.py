@@ -31,7 +31,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-from specjoule.engines.base import (CounterSnapshot, EngineError, RequestResult, TimedSnapshot, counters_at,
+from specjoule.engines.base import (EngineError, RequestResult, TimedSnapshot, counters_at,
                                     percentile)
 from specjoule.engines.server import StreamTimer
 from specjoule.meter.base import Meter
@@ -209,7 +209,7 @@ class Loop:
         self.warmup, self.window, self.cooldown = float(wl["warmup_s"]), float(wl["window_s"]), float(wl["cooldown_s"])
         self.horizon = self.warmup + self.window + self.cooldown
         self.timeout = float(spec.get("protocol", {}).get("engine_ready_timeout_s", 900))
-        self.sample_s = sample_s  # None: no sampler (the poll-cost comparison of benchmarks/openloop_agreement.py)
+        self.sample_s = sample_s  # None: no sampler; the counters at the marks then come from the edge reads alone
         self.concurrency = int(wl["concurrency"]) if self.kind == "closed_loop" else None
         self.rate = float(wl["rate"]) if self.kind == "open_loop" else None
         self.schedule = wl.get("schedule", DEFAULT_SCHEDULE)
@@ -465,4 +465,4 @@ def run(engine: Any, meter: Meter, pool: list[list[int]], spec: dict, drain: boo
     return Loop(engine, meter, pool, spec, drain=drain).run()
 
 
-__all__ = ["CounterSnapshot", "Loop", "LoopOutcome", "Sent", "StreamClient", "arrival_offsets", "run"]
+__all__ = ["Loop", "LoopOutcome", "Sent", "StreamClient", "arrival_offsets", "run"]

@@ -12,7 +12,6 @@ import math
 import sys
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from specjoule import cells, config, records, runner
