@@ -2,7 +2,9 @@
 
 One ``vllm serve`` — the demo's tiny dummy-weight target on this CPU, with the project's tokenizer so that the
 reference's random dataset can build its prompts — serves both clients, one after the other at each rate, the
-order alternating from rate to rate (drift in a shared machine's load then falls on both sides):
+order alternating from rate to rate and, with ``--repeats 2``, within a rate (project, reference, reference,
+project: drift in a shared machine's load then falls on both sides, and the reference's two runs say how far one
+client's repeats differ — the yardstick for the ratios):
 
 * the project: ``specjoule.loadgen.Loop`` (the open-loop cell's load generator) with the ``scaled`` schedule,
   burstiness 1, warm-up + window + cool-down = H seconds, the cell's seed;
@@ -19,7 +21,7 @@ and TPOT within 5 %, at every rate where the reference keeps up (its request thr
 N / (N / rate + its mean end-to-end latency)). Also measured: the API server's CPU time per ``/metrics`` read
 (``process_cpu_seconds_total``), the cost of the project's running-requests sampler.
 
-    python benchmarks/openloop_agreement.py                      # starts the server, rates 2,8,16,32 req/s
+    python benchmarks/openloop_agreement.py --repeats 2          # starts the server, rates 2,8,16,32 req/s
     python benchmarks/openloop_agreement.py --url http://127.0.0.1:8000 --rates 4 --window 10   # attach
 """
 
@@ -178,45 +180,65 @@ def poll_cost(url: str, polls: int = 40) -> dict[str, float]:
 
 def agreement(url: str, rates: list[float], *, prompt_len: int = 32, output_len: int = 32, warmup_s: float = 5.0,
               window_s: float = 30.0, cooldown_s: float = 5.0, seed: int = 0, max_num_seqs: int = 64,
-              log=print) -> list[dict[str, Any]]:
+              repeats: int = 1, log=print) -> list[dict[str, Any]]:
+    """Per rate, ``repeats`` pairs of runs, the order alternating from pair to pair and from rate to rate (one
+    pair: project first at the 1st, 3rd … rate; two: project, reference, reference, project …)."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="agreement-") as tmp:
         for i, rate in enumerate(rates):
             spec = cell_spec(rate, prompt_len, output_len, warmup_s, window_s, cooldown_s, seed, max_num_seqs)
-            order = ("project", "reference") if i % 2 == 0 else ("reference", "project")
-            res: dict[str, dict] = {}
-            for who in order:
-                log(f"rate {rate:g}/s: {who} …")
-                res[who] = run_project(url, spec) if who == "project" else run_reference(url, spec, Path(tmp))
-            rows.append(_row(rate, order, res["project"], res["reference"]))
+            runs: dict[str, list[dict]] = {"project": [], "reference": []}
+            order: list[str] = []
+            for j in range(repeats):
+                pair = ("project", "reference") if (i + j) % 2 == 0 else ("reference", "project")
+                for who in pair:
+                    log(f"rate {rate:g}/s: {who} ({len(runs[who]) + 1} of {repeats}) …")
+                    runs[who].append(run_project(url, spec) if who == "project" else run_reference(url, spec, Path(tmp)))
+                    order.append(who[0].upper())
+            rows.append(_row(rate, "".join(order), runs["project"], runs["reference"]))
     return rows
 
 
-def _row(rate: float, order: tuple, p: dict, r: dict) -> dict[str, Any]:
+def _mean_run(runs: list[dict]) -> dict[str, Any]:
+    """Numbers averaged over repeated runs of one client; the rest from the first run."""
+    out = dict(runs[0])
+    for key, value in runs[0].items():
+        vals = [r[key] for r in runs]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and all(isinstance(v, (int, float)) for v in vals):
+            out[key] = statistics.fmean(vals)
+    return out
+
+
+def _row(rate: float, order: str, p_runs: list[dict], r_runs: list[dict]) -> dict[str, Any]:
+    p, r = _mean_run(p_runs), _mean_run(r_runs)
     ideal = r["n"] / (r["n"] / rate + (r["e2e_mean"] if r["e2e_mean"] == r["e2e_mean"] else 0.0))
     ratio = lambda a, b: a / b if (a is not None and b) else None  # noqa: E731
+    # The yardstick: how far one client's repeats differ from each other (last / first run), where there are two.
+    same = {f"{who}_repeat_{m}": ratio(runs[-1][m], runs[0][m]) if len(runs) > 1 else None
+            for who, runs in (("project", p_runs), ("reference", r_runs)) for m in ("ttft_mean", "tpot_mean")}
     return {
-        "rate": rate, "first": order[0], "ref_keeps_up": r["req_tput"] >= KEEPS_UP * ideal,
+        "rate": rate, "order": order, "ref_keeps_up": r["req_tput"] >= KEEPS_UP * ideal,
         "req_tput": ratio(p["req_tput"], r["req_tput"]), "tok_tput": ratio(p["tok_tput"], r["tok_tput"]),
         "ttft": ratio(p["ttft_mean"], r["ttft_mean"]), "tpot": ratio(p["tpot_mean"], r["tpot_mean"]),
         "ttft_p99": ratio(p["ttft_p99"], r["ttft_p99"]), "tpot_p99": ratio(p["tpot_p99"], r["tpot_p99"]),
         "rec_req_tput": ratio(p["rec_req_tput"], r["req_tput"]), "rec_tok_tput": ratio(p["rec_tok_tput"], r["tok_tput"]),
-        "project": p, "reference": r,
+        **same, "project": p, "reference": r, "project_runs": p_runs, "reference_runs": r_runs,
     }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     f = lambda v, d=3: "—" if v is None else f"{v:.{d}f}"  # noqa: E731
-    head = ("| rate /s | first | ref keeps up | req/s ratio | tok/s ratio | TTFT ratio | TPOT ratio | TTFT p99 ratio "
-            "| record req/s ratio | record tok/s ratio | ref req/s | ref TTFT ms | ref TPOT ms | project lag p99 ms "
-            "| starved proj / ref |")
+    head = ("| rate /s | runs | ref keeps up | req/s ratio | tok/s ratio | TTFT ratio | TPOT ratio | TTFT p99 ratio "
+            "| record req/s ratio | record tok/s ratio | ref/ref TTFT | ref/ref TPOT | ref req/s | ref TTFT ms "
+            "| ref TPOT ms | project lag p99 ms | starved proj / ref |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for row in rows:
         p, r = row["project"], row["reference"]
         lines.append(
-            f"| {row['rate']:g} | {row['first']} | {'yes' if row['ref_keeps_up'] else 'no'} | {f(row['req_tput'])} "
+            f"| {row['rate']:g} | {row['order']} | {'yes' if row['ref_keeps_up'] else 'no'} | {f(row['req_tput'])} "
             f"| {f(row['tok_tput'])} | {f(row['ttft'])} | {f(row['tpot'])} | {f(row['ttft_p99'])} "
-            f"| {f(row['rec_req_tput'])} | {f(row['rec_tok_tput'])} | {f(r['req_tput'], 2)} "
+            f"| {f(row['rec_req_tput'])} | {f(row['rec_tok_tput'])} | {f(row['reference_repeat_ttft_mean'])} "
+            f"| {f(row['reference_repeat_tpot_mean'])} | {f(r['req_tput'], 2)} "
             f"| {f(r['ttft_mean'] * 1e3, 1)} | {f(r['tpot_mean'] * 1e3, 2)} | {f((p['lag_p99'] or 0) * 1e3, 1)} "
             f"| {f(p['starved_share'], 2)} / {f(r['starved_share'], 2)} |")
     return "\n".join(lines)
@@ -233,11 +255,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cooldown", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-num-seqs", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=1, help="pairs of runs per rate (ABBA order for two)")
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args(argv)
     rates = [float(x) for x in args.rates.split(",")]
     kw = dict(prompt_len=args.prompt_len, output_len=args.output_len, warmup_s=args.warmup, window_s=args.window,
-              cooldown_s=args.cooldown, seed=args.seed, max_num_seqs=args.max_num_seqs)
+              cooldown_s=args.cooldown, seed=args.seed, max_num_seqs=args.max_num_seqs, repeats=args.repeats)
     spec = cell_spec(rates[0], args.prompt_len, args.output_len, args.warmup, args.window, args.cooldown, args.seed,
                      args.max_num_seqs)
     server = None

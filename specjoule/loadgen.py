@@ -271,7 +271,7 @@ class Loop:
         async with StreamClient(self.engine, self.output_len, self.timeout, limit) as client:
             # The engine is idle here (a shared engine's previous cell drained): an exact counter reading that
             # brackets the window's start from below even when the warm-up is shorter than one scrape.
-            self.snaps.append(await asyncio.to_thread(self.engine.timed_snapshot))
+            self.snaps.append(await asyncio.to_thread(self.engine.timed_snapshot, True))
             self.t0 = time.monotonic()
             sampler = asyncio.create_task(self._sample()) if self.sample_s is not None else None
             edges = asyncio.create_task(self._edges())
@@ -338,20 +338,20 @@ class Loop:
         self.t_start = self.meter.mark_window_start()
         self.wall_start = _now()
         log.info("window: start (%.1f s)", self.window)
-        self.edge_snaps["start"] = await asyncio.to_thread(self.engine.timed_snapshot)
+        self.edge_snaps["start"] = await asyncio.to_thread(self.engine.timed_snapshot, True)
         # Never shorter than window_s (ADR 0013 addendum); the marks no longer wait for a snapshot, so the end is
         # exactly window_s after the start.
         await _sleep_until(self.t_start + self.window)
         self.t_end = self.meter.mark_window_end()
         self.wall_end = _now()
         log.info("window: end (%.2f s); cooldown: start (%.1f s)", self.t_end - self.t_start, self.cooldown)
-        self.edge_snaps["end"] = await asyncio.to_thread(self.engine.timed_snapshot)
+        self.edge_snaps["end"] = await asyncio.to_thread(self.engine.timed_snapshot, True)
 
     async def _sample(self) -> None:
         assert self._stop_sampler is not None
         while not self._stop_sampler.is_set():
             try:
-                self.snaps.append(await asyncio.to_thread(self.engine.timed_snapshot))
+                self.snaps.append(await asyncio.to_thread(self.engine.timed_snapshot, True))
             except EngineError as exc:  # the engine is going away: the loop reports that, not the sampler
                 log.debug("sampler stopped: %s", exc)
                 return

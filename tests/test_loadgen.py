@@ -273,3 +273,45 @@ def test_a_closed_loop_cell_gets_a_server_engine():
     cell = next(iter(cells.build(config.validate(cfg))))
     engine = make_engine(cell.spec)  # built, not started
     assert isinstance(engine, VllmServerEngine) and engine.kwargs["max_num_seqs"] == cell.batch_size == 4
+
+
+PAGE = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 1.0
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="m"} 1200.0
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{engine="0",model_name="m"} 640.0
+# TYPE vllm:request_success_total counter
+vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 20.0
+vllm:request_success_total{engine="0",finished_reason="abort",model_name="m"} 1.0
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 300.0
+# TYPE vllm:spec_decode_num_draft_tokens_total counter
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 900.0
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 420.0
+# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 250.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 120.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 50.0
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.01",model_name="m"} 4.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 21.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 21.0
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 0.9
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.1
+"""
+
+
+def test_lean_parse_keeps_everything_a_loop_window_reads():
+    from specjoule.engines.vllm import lean_metrics, snapshot_from_prometheus
+
+    full, lean = snapshot_from_prometheus(PAGE), snapshot_from_prometheus(lean_metrics(PAGE))
+    assert lean.counters == full.counters and lean.finished == full.finished == {"length": 20.0, "abort": 1.0}
+    assert lean.accepted_per_pos == full.accepted_per_pos == [250.0, 120.0, 50.0]
+    assert lean.gauges == {"num_requests_running": 3.0, "num_requests_waiting": 1.0}
+    assert "time_to_first_token_seconds" in full.histograms and not lean.histograms

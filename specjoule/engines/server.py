@@ -194,19 +194,21 @@ class ServerProcessEngine(Engine):
             self._check_alive()
             raise EngineError(f"{self.label} server {self.url}/metrics did not answer: {exc}") from exc
 
-    def parse_metrics(self, text: str) -> CounterSnapshot:
+    def parse_metrics(self, text: str, lean: bool = False) -> CounterSnapshot:
+        """``lean``: only what a loop window needs (the counters of a record, the running and waiting gauges) —
+        an adapter may then skip the rest, histograms above all, to keep the client's share of the CPU small."""
         raise NotImplementedError
 
     def snapshot(self) -> CounterSnapshot:
         return self.parse_metrics(self.metrics_text())
 
-    def timed_snapshot(self) -> TimedSnapshot:
+    def timed_snapshot(self, lean: bool = False) -> TimedSnapshot:
         """A snapshot with the interval in which the server rendered it: from sending the request to receiving
         the page (parsing, which is ours, comes after), ADR 0110."""
         sent = time.monotonic()
         text = self.metrics_text()
         received = time.monotonic()
-        return TimedSnapshot(sent, received, self.parse_metrics(text))
+        return TimedSnapshot(sent, received, self.parse_metrics(text, lean))
 
     def stream_request(self, prompt: list[int], output_len: int) -> tuple[str, dict]:
         """(path, JSON body) of one streamed, greedy, EOS-ignoring request for exactly ``output_len`` tokens."""

@@ -852,7 +852,7 @@ class SglangServerEngine(ServerProcessEngine):
         with self._tally:
             self._truncated += int(meta["spec_num_correct_drafts"]) - committed
 
-    def parse_metrics(self, text: str) -> CounterSnapshot:
+    def parse_metrics(self, text: str, lean: bool = False) -> CounterSnapshot:  # lean: the whole page (not measured)
         with self._tally:
             truncated = self._truncated
         return snapshot_from_prometheus(text, self.k, truncated)
