@@ -46,10 +46,12 @@ def test_clean_closed_loop_passes_and_committed_spread_stands_aside(tmp_path):
     ([4.0, 4.0, 4.0, 4.0], 2.0, 5.99, checks.FAIL, "waiting"),   # the engine queued two
     ([5.0, 5.0, 5.0, 5.0], 0.0, 5.0, checks.FAIL, "in flight"),   # the clients idled between requests
     ([6.0, None, 6.0, 6.0], 0.0, 5.99, checks.FAIL, "3 of 4"),    # a quarter without a reading: not shown
+    ([1.0, 0.0, 3.0, 0.0], 0.0, 5.99, checks.FAIL, "front end"),  # N in flight, none queued, few running (CPU)
 ])
 def test_closed_loop_steady_state(tmp_path, segments, waiting, inflight, status, cause):
+    running = sum(s for s in segments if s is not None) / len([s for s in segments if s is not None])
     mutate = {(CL, "syn--L2"): ar.setter(running_requests_segments=segments, waiting_requests_mean=waiting,
-                                         mean_inflight=inflight)}
+                                         mean_inflight=inflight, mean_running_requests=running)}
     row = _row(_run(tmp_path, LOOP_CONFIG, mutate), "steady_state", CL)
     assert row["status"] == status, row
     known = [s for s in segments if s is not None]

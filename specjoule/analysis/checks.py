@@ -646,6 +646,10 @@ def steady_state(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> p
           .when(C("mean_inflight") < n * (1 - th.steady_state_band))
           .then(pl.format("the clients kept {} in flight on average, not {} (send lag p99 {} s)",
                           _r(C("mean_inflight"), 3), C("concurrency"), _r(C("send_lag_p99_s"), 3)))
+          .when(C("mean_running_requests") < n * (1 - th.steady_state_band))
+          .then(pl.format("the clients kept {} in flight and the engine queued none, but it ran {} on average: the "
+                          "requests spent the rest in the server's front end (HTTP, tokenization, streaming)",
+                          _r(C("mean_inflight"), 3), _r(C("mean_running_requests"), 3)))
           .otherwise(pl.lit("the running requests moved through the window")))
     detail = (pl.when(~is_loop).then(pl.lit("closed batch: the batch shape is fixed by construction (batch_shape)"))
                 .when(open_loop & before_loadgen).then(pl.lit("open-loop record from before the load generator "
