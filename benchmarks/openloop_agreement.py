@@ -18,7 +18,7 @@ duration (first request's start, or the schedule's start, to the last completion
 project / reference; the project's record numbers (the window's: counters interpolated at the marks, latency of
 the requests finished in it, nearest-rank percentiles) are printed beside them. Goal: throughputs within 1 %, TTFT
 and TPOT within 5 %, at every rate where the reference keeps up (its request throughput ≥ 95 % of the rate's
-N / (N / rate + its mean end-to-end latency)). Also measured: the API server's CPU time per ``/metrics`` read
+N / (N / rate + its mean end-to-end latency)) and none of its requests failed. Also measured: the API server's CPU time per ``/metrics`` read
 (``process_cpu_seconds_total``), the cost of the project's running-requests sampler.
 
     python benchmarks/openloop_agreement.py --repeats 2          # starts the server, rates 2,8,16,32 req/s
@@ -217,7 +217,8 @@ def _row(rate: float, order: str, p_runs: list[dict], r_runs: list[dict]) -> dic
     same = {f"{who}_repeat_{m}": ratio(runs[-1][m], runs[0][m]) if len(runs) > 1 else None
             for who, runs in (("project", p_runs), ("reference", r_runs)) for m in ("ttft_mean", "tpot_mean")}
     return {
-        "rate": rate, "order": order, "ref_keeps_up": r["req_tput"] >= KEEPS_UP * ideal,
+        "rate": rate, "order": order,
+        "ref_keeps_up": r["req_tput"] >= KEEPS_UP * ideal and all(run["failed"] == 0 for run in r_runs),
         "req_tput": ratio(p["req_tput"], r["req_tput"]), "tok_tput": ratio(p["tok_tput"], r["tok_tput"]),
         "ttft": ratio(p["ttft_mean"], r["ttft_mean"]), "tpot": ratio(p["tpot_mean"], r["tpot_mean"]),
         "ttft_p99": ratio(p["ttft_p99"], r["ttft_p99"]), "tpot_p99": ratio(p["tpot_p99"], r["tpot_p99"]),
