@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from specjoule.analysis import META_CONFIG_HASH, write_parquet_atomic
+from specjoule.analysis.aggregate import ROLE_CLOSING, ROLE_OPENING
 from specjoule.analysis.derive import BOOTSTRAP_SEED, bootstrap_interval
 
 C = pl.col
@@ -65,9 +66,11 @@ class Crossing:
 def points(curves: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
     """Long table: one row per (slice, arm, seed, load) with TBT (s), mJ per committed token and tokens/s; the
     baseline arm from each campaign's paired baseline columns."""
-    extra = records.select("cell_id", "concurrency", "request_rate", "prompt_len", "output_len", "tokens_per_s",
-                           "baseline_tokens_per_s")
-    c = curves.join(extra, on="cell_id", how="left")
+    extra = records.select("cell_id", "concurrency", "request_rate", "prompt_len", "output_len", "tokens_per_s")
+    # The baseline's throughput: the mean of the campaign's opening and closing baselines (as aggregate pairs them).
+    base_tput = (records.filter(C("role").is_in([ROLE_OPENING, ROLE_CLOSING])).group_by("campaign_id")
+                 .agg(C("tokens_per_s").mean().alias("baseline_tokens_per_s")))
+    c = curves.join(extra, on="cell_id", how="left").join(base_tput, on="campaign_id", how="left")
     load = pl.coalesce(
         pl.when(C("workload_kind") == "closed_batch").then(C("batch_size").cast(pl.Float64)),
         pl.when(C("workload_kind") == "closed_loop").then(C("concurrency").cast(pl.Float64)),
