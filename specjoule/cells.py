@@ -127,6 +127,7 @@ class Cell:
             "prompt_len": self.spec["workload"]["prompt_len"],
             "output_len": self.spec["workload"]["output_len"],
             "request_rate": self.spec["workload"].get("rate"),
+            "concurrency": self.spec["workload"].get("concurrency"),
             "device": self.device,
             "prefix_caching": self.spec["prefix_caching"],
             "run_order_index": self.run_order_index,
