@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import acceptance as acc
+from specjoule import schemes
 
 CELLS_DIR = "results/cells"
 TIMELINES_DIR = "results/timelines"
@@ -132,6 +133,7 @@ class Cell:
             "prompt_len": self.spec["workload"]["prompt_len"],
             "output_len": self.spec["workload"]["output_len"],
             "request_rate": self.spec["workload"].get("rate"),
+            "concurrency": self.spec["workload"].get("concurrency"),
             "device": self.device,
             "prefix_caching": self.spec["prefix_caching"],
             "run_order_index": self.run_order_index,
@@ -221,7 +223,10 @@ class CellTable:
         return sum(_window_s(c.spec["workload"]) for c in self.cells)
 
     def engine_starts(self) -> int:
-        return len(self.engine_groups()) if self.share_engines else len(self.cells)
+        """Engines the plan starts: a group (or, without sharing, a cell) planned unsupported starts none."""
+        if not self.share_engines:
+            return sum(1 for c in self.cells if not c.unsupported_reason)
+        return sum(1 for g in self.engine_groups().values() if any(not c.unsupported_reason for c in g.cells))
 
     def pending(self, version: Any) -> set[str]:
         """Record paths an engine-sharing run must (re-)measure; see :func:`pending_records`."""
@@ -449,25 +454,36 @@ def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: 
     The id hashes the campaign's shared spec and the arm's own part; the window index enters the hash
     only when it is not 0, so the first window keeps the id the cell had before windows existed."""
     vname, kind, rates, L = arm.variant
-    own: dict[str, Any] = {"scheme": {**arm.scheme, "name": arm.scheme_name}, "role": arm.role,
+    scheme = arm.scheme
+    pair = config["models"][plan.pair_name]
+    drafter = schemes.resolve_drafter(scheme, pair)
+    if drafter and not scheme.get("drafter"):
+        # The pair's own drafter for this method (models.<pair>.drafters): in the cell's scheme, so the id is the
+        # one the same drafter given on the scheme would give.
+        scheme = {**scheme, "drafter": drafter}
+    own: dict[str, Any] = {"scheme": {**scheme, "name": arm.scheme_name}, "role": arm.role,
                            "acceptance_rates": list(rates) if rates else None}
     if arm.window_index:
         own["window_index"] = arm.window_index
     spec = {**plan.spec_base, **own}
-    order_key = _sha(plan.engine_blob + _blob({"scheme": arm.scheme, "rates": rates}), 10)
+    order_key = _sha(plan.engine_blob + _blob({"scheme": scheme, "rates": rates}), 10)
     # A swappable arm's vectors share one engine: its key leaves the rates out; the order key keeps
     # them, so the vectors still run shuffled.
-    swapped = (swap and plan.engine == "vllm" and bool(arm.scheme.get("synthetic"))
+    swapped = (swap and plan.engine == "vllm" and bool(scheme.get("synthetic"))
                and plan.workload["kind"] == "closed_batch" and rates is not None)
-    engine_key = (_sha(plan.engine_blob + _blob({"scheme": arm.scheme, "rates": "swapped"}), 10)
+    engine_key = (_sha(plan.engine_blob + _blob({"scheme": scheme, "rates": "swapped"}), 10)
                   if swapped else order_key)
-    unsupported = (planned_unsupported(plan.engine, plan.spec_base["target"]["model"], arm.scheme)
-                   if config["protocol"].get("unsupported_from_tables", True) else None)
+    unsupported = None
+    if schemes.get(scheme["method"]).needs_drafter and not drafter:
+        unsupported = (f"no {scheme['method']} drafter for model pair {plan.pair_name!r}: give the scheme a drafter "
+                       f"or the pair its own (models.{plan.pair_name}.drafters.{scheme['method']})")
+    elif config["protocol"].get("unsupported_from_tables", True):
+        unsupported = planned_unsupported(plan.engine, plan.spec_base["target"]["model"], scheme)
     cell = Cell(
         cell_id=_sha(base_blob + _blob(own)),
         campaign_id=plan.campaign_id, name=arm.name, role=arm.role, engine=plan.engine, model_pair=plan.pair_name,
-        scheme=arm.scheme_name, method=arm.scheme["method"], k=arm.scheme.get("k"),
-        synthetic=bool(arm.scheme.get("synthetic")), acceptance_name=vname, acceptance_kind=kind,
+        scheme=arm.scheme_name, method=scheme["method"], k=scheme.get("k"),
+        synthetic=bool(scheme.get("synthetic")), acceptance_name=vname, acceptance_kind=kind,
         acceptance_rates=rates, configured_L=L, batch_size=plan.batch_size, corpus=plan.corpus, seed=plan.seed,
         cuda_graphs=plan.cuda_graphs, workload=plan.workload_name, workload_kind=plan.workload["kind"],
         device=config["device"], engine_key=engine_key, run_order_seed=config["protocol"]["run_order_seed"],

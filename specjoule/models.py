@@ -654,13 +654,14 @@ def check_models(config: dict) -> None:
     # A drafter is loaded the way its target is: real weights unless every target is shape-only.
     drafter_format = "dummy" if load_formats and all(f == "dummy" for f in load_formats) else "auto"
 
-    for sname, scheme in config["schemes"].items():
-        method = scheme["method"]
+    drafters = [(f"schemes.{sname}.drafter", scheme["method"], scheme.get("drafter"))
+                for sname, scheme in config["schemes"].items()]
+    drafters += [(f"models.{pname}.drafters.{method}", method, path)
+                 for pname, pair in config["models"].items() for method, path in (pair.get("drafters") or {}).items()]
+    for key, method, drafter in drafters:
         # mtp on a target without MTP layers: config._check_scheme_inputs says it (specjoule/schemes.py owns schemes).
-        drafter = scheme.get("drafter")
         if method not in ("eagle3", "dflash", "dspark", "mtp") or not drafter:
             continue
-        key = f"schemes.{sname}.drafter"
         raw = _local_config(key, drafter, drafter_format, ConfigError)
         if raw is None:
             continue

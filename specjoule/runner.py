@@ -455,6 +455,7 @@ def _row(cell, result: workloads.WindowResult, mres, engine: Engine, start_s: fl
     else:
         row.update(latency_from_requests(result.requests))
     row["latency_source"] = latency_source
+    row.update(result.columns)  # what the workload measured beyond the counters (loops: ADR 0110)
 
     expected = result.extra.get("expected_committed")
     if expected is not None and row.get("committed_tokens") != expected:

@@ -596,6 +596,9 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
     if len(c.get("seeds", [])) < 2:
         out.append(Caveat("info", "one seed per configuration: no spread across seeds is shown"))
     out += _interval_caveats(inp)
+    v1_draft = _vllm_v1_draft_model(r)
+    if v1_draft:
+        out.append(Caveat("warn", v1_draft))
     if c.get("device") == "cuda" and c.get("cuda_graphs") == [False]:
         out.append(Caveat("warn", "CUDA graphs off in every cell: speculation is credited with launch overhead that "
                                   "graph capture would remove"))
@@ -613,6 +616,30 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
         out.append(Caveat("info", f"{len(not_drawn)} of {len(inp.manifest.get('figures', []))} figures not drawn; "
                                   "each says why in one line"))
     return out
+
+
+def _vllm_v1_draft_model(r: pl.DataFrame) -> str | None:
+    """vLLM 0.26's draft_model arm runs Model Runner V1 without async scheduling (ADR 0029, 0096): say so, from the
+    records' engine_config, with the measured round against its baseline's step, wherever such an arm was measured."""
+    if "engine_config" not in r.columns:
+        return None
+    arms = r.filter((pl.col("engine") == "vllm") & (pl.col("method") == "draft_model") & pl.col("engine_config").is_not_null())
+    if arms.height == 0:
+        return None
+    runner = arms["engine_config"].str.json_path_match("$.model_runner")
+    asy = arms["engine_config"].str.json_path_match("$.async_scheduling")
+    v1 = arms.filter((runner == "v1") & (asy != "true"))
+    if v1.height == 0:
+        return None
+    rounds = v1["round_time_ms"].drop_nulls()
+    base = r.filter((pl.col("engine") == "vllm") & (pl.col("method") == "baseline"))["round_time_ms"].drop_nulls()
+    measured = (f" Here its rounds took {rounds.min():.1f}–{rounds.max():.1f} ms against a {base.median():.1f} ms "
+                f"baseline step." if rounds.len() and base.len() else "")
+    return ("vLLM 0.26's draft_model speculation ran on its older Model Runner V1 with synchronous scheduling and "
+            "piecewise CUDA graphs for the draft model (attention outside the graph, every draft pass driven from "
+            f"Python; ADR 0096).{measured} These ratios measure vLLM 0.26's implementation of draft-model speculation "
+            "as much as the method; its EAGLE3, MTP, DFlash and DSpark arms run Model Runner V2 with async "
+            "scheduling and are not affected.")
 
 
 # --- assembly -------------------------------------------------------------------------------------------------
