@@ -90,6 +90,12 @@ def get_cell_runtime_min(wildcards, attempt):
     return max(5, int(get_cell(wildcards).estimated_s / 60 * 1.5 + 5) * attempt)
 
 
+def get_cell_gpus(wildcards):
+    # The GPUs a cell holds: its target's tensor-parallel size. A campaign is one chain of cells on one
+    # pair, so its group job asks for that many (ADR 0051, 0155); the SLURM profile leaves it to this.
+    return get_cell(wildcards).n_gpus
+
+
 def get_engine_env(wildcards):
     return f"../envs/{get_cell(wildcards).engine}.yaml"
 
@@ -108,7 +114,7 @@ def _freeze_signature(fn):
     return fn
 
 
-for _fn in (get_cell_id, get_cell_inputs, get_cell_priority, get_cell_runtime_min, get_engine_env):
+for _fn in (get_cell_id, get_cell_inputs, get_cell_priority, get_cell_runtime_min, get_cell_gpus, get_engine_env):
     _freeze_signature(_fn)
 
 
@@ -199,6 +205,11 @@ def get_group_runtime_min(wildcards, attempt):
     return _engine_jobs.runtime_min(CELLS, get_group_job(wildcards), attempt)
 
 
+def get_group_gpus(wildcards):
+    # The GPUs the group's cells hold: their target's tensor-parallel size (one pair per family; ADR 0155).
+    return get_group_job(wildcards).cells[0].n_gpus
+
+
 def get_group_env(wildcards):
     return f"../envs/{get_group_job(wildcards).cells[0].engine}.yaml"
 
@@ -210,6 +221,7 @@ for _fn in (
     get_group_records,
     get_group_command,
     get_group_runtime_min,
+    get_group_gpus,
     get_group_env,
 ):
     _freeze_signature(_fn)
@@ -254,4 +266,5 @@ def get_final_outputs():
     # results/variance.parquet and results/reproducibility.parquet (rules variance, reproducibility) are not
     # listed here: the report takes them as inputs when it renders them (an --allowed-rules run of the report
     # alone must not need them).
-    return ["results/records.parquet", "results/checks.parquet", "results/curves.parquet", "results/report.html"]
+    return ["results/records.parquet", "results/checks.parquet", "results/curves.parquet", "results/report.html",
+            "results/matched_latency.parquet"]

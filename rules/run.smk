@@ -26,7 +26,7 @@ if SHARE_ENGINES:
         conda:
             get_group_env
         resources:
-            gpu=1,
+            gpu=get_group_gpus,
             runtime=get_group_runtime_min,
         params:
             # What the job measures, in run order (the runner writes these records and their timelines).
@@ -58,7 +58,7 @@ else:
             # Used only with --software-deployment-method conda (rules/common.smk).
             ENGINE_ENV
         resources:
-            gpu=1,
+            gpu=get_cell_gpus,
             runtime=get_cell_runtime_min,
         params:
             # The cell id hashes every measured parameter; `version` forces a deliberate re-run.

@@ -81,6 +81,11 @@ class Cell:
     unsupported_reason: str | None = None
 
     @property
+    def n_gpus(self) -> int:
+        """GPUs the cell holds: its target's tensor-parallel size (a drafter runs on the same GPUs; ADR 0155)."""
+        return int(self.spec.get("target", {}).get("tensor_parallel_size", 1))
+
+    @property
     def record_path(self) -> str:
         return f"{CELLS_DIR}/{self.campaign_id}/{self.name}.parquet"
 
@@ -106,6 +111,7 @@ class Cell:
             "engine": self.engine,
             "model_pair": self.model_pair,
             "target_model": self.spec["target"]["model"],
+            "tensor_parallel_size": self.n_gpus,
             # The model that drafts: the scheme's own drafter for eagle3, dflash, dspark (and an mtp assistant);
             # otherwise the pair's draft as before (draft_model; null for a pair without one).
             "draft_model": self.spec["scheme"].get("drafter") or (self.spec.get("draft") or {}).get("model"),
@@ -126,6 +132,7 @@ class Cell:
             "prompt_len": self.spec["workload"]["prompt_len"],
             "output_len": self.spec["workload"]["output_len"],
             "request_rate": self.spec["workload"].get("rate"),
+            "concurrency": self.spec["workload"].get("concurrency"),
             "device": self.device,
             "prefix_caching": self.spec["prefix_caching"],
             "run_order_index": self.run_order_index,
@@ -199,6 +206,13 @@ class CellTable:
         return max(0.0, sum(c.estimated_s for c in group.cells) - saved)
 
     def estimated_gpu_s(self) -> float:
+        """GPU-seconds: each cell's (or shared group's) device time × the GPUs it holds (ADR 0155)."""
+        if not self.share_engines:
+            return sum(c.estimated_s * c.n_gpus for c in self.cells)
+        return sum(self.group_estimated_s(g) * g.cells[0].n_gpus for g in self.engine_groups().values())
+
+    def estimated_device_s(self) -> float:
+        """Wall-clock device seconds when the cells run one after another (equals estimated_gpu_s at TP = 1)."""
         if not self.share_engines:
             return sum(c.estimated_s for c in self.cells)
         return sum(self.group_estimated_s(g) for g in self.engine_groups().values())
@@ -217,7 +231,7 @@ class CellTable:
         columns = ["campaign_id", "cell_name", "run_order_index", "role", "engine", "model_pair", "scheme",
                    "method", "k", "acceptance_name", "configured_L", "batch_size", "corpus", "seed",
                    "cuda_graphs", "workload", "window_index", "engine_replicate", "cell_id", "record_path",
-                   "estimated_gpu_s", "engine_group", "engine_start", "unsupported"]
+                   "estimated_gpu_s", "engine_group", "engine_start", "unsupported", "n_gpus"]
         # With sharing, a cell's estimate is its share of its group's: the first member carries the
         # engine start, the others do not (the column still sums to estimated_gpu_s()).
         group_of: dict[str, tuple[str, bool]] = {}
@@ -237,8 +251,9 @@ class CellTable:
                     est = c.estimated_s if starts else c.estimated_s - saved
                     if c.unsupported_reason:  # written without a lease or an engine start (ADR 0063)
                         est, starts = 0.0, False
-                    w.writerow([ident.get(col) if col in ident else None for col in columns[:-6]]
-                               + [c.cell_id, c.record_path, f"{est:.0f}", gid, int(starts), c.unsupported_reason or ""])
+                    w.writerow([ident.get(col) if col in ident else None for col in columns[:-7]]
+                               + [c.cell_id, c.record_path, f"{est * c.n_gpus:.0f}", gid, int(starts),
+                                  c.unsupported_reason or "", c.n_gpus])
 
     def summary(self) -> str:
         hours = self.estimated_gpu_s() / 3600
@@ -250,8 +265,10 @@ class CellTable:
                       + (", synthetic acceptance swapped in place" if self.swap_acceptance else ""))
         else:
             starts = f"{self.engine_starts()} engine starts: one per cell"
-        gpu_s = self.estimated_gpu_s()
-        share = f", ≈ {100 * self.estimated_window_s() / gpu_s:.0f} % of it inside energy windows" if gpu_s else ""
+        device_s = self.estimated_device_s()
+        share = f", ≈ {100 * self.estimated_window_s() / device_s:.0f} % of it inside energy windows" if device_s else ""
+        if any(c.n_gpus > 1 for c in self.cells):  # tensor-parallel cells hold several GPUs at once (ADR 0155)
+            share = f" ({device_s / 3600:.2f} device-hours one cell at a time{share})"
         unsupported = sum(1 for c in self.cells if c.unsupported_reason)
         skipped = (f"; {unsupported} cell(s) the engine cannot run are written as unsupported records without "
                    f"a GPU (see the plan's unsupported column)") if unsupported else ""

@@ -315,10 +315,53 @@ def _check_semantics(config: dict) -> None:
             raise ConfigError(f"corpora.{name}.{exc.key}", exc.value, exc.reason) from None
 
     for name, wl in config["workloads"].items():
-        if wl["kind"] == "open_loop" and "rate" not in wl:
-            raise ConfigError(f"workloads.{name}.rate", None, "open_loop needs a request rate (requests/s)")
-        if wl["kind"] == "closed_batch" and "rate" in wl:
-            raise ConfigError(f"workloads.{name}.rate", wl["rate"], "closed_batch submits B requests together; rate does not apply")
+        _check_workload(name, wl, config)
+
+
+# Per engine: the option that caps the requests it runs at once, and the adapter's default for it (the batch size).
+MAX_RUNNING_OPTION = {"vllm": "max_num_seqs", "sglang": "max_running_requests"}
+OPEN_LOOP_ONLY = ("rate", "schedule", "burstiness")
+
+
+def _check_workload(name: str, wl: dict, config: dict) -> None:
+    key = f"workloads.{name}"
+    kind = wl["kind"]
+    for option in OPEN_LOOP_ONLY:
+        if option in wl and kind != "open_loop":
+            raise ConfigError(f"{key}.{option}", wl[option], f"{option} belongs to open_loop; {kind} has no arrivals")
+    if "concurrency" in wl and kind != "closed_loop":
+        raise ConfigError(f"{key}.concurrency", wl["concurrency"],
+                          f"concurrency belongs to closed_loop (N clients); {kind} does not take it")
+    if kind == "open_loop":
+        if "rate" not in wl:
+            raise ConfigError(f"{key}.rate", None, "open_loop needs a request rate (requests/s)")
+        if "burstiness" in wl and not wl["burstiness"] > 0:
+            raise ConfigError(f"{key}.burstiness", wl["burstiness"],
+                              "burstiness is the gamma shape of the gaps between arrivals: must be > 0 (1 = Poisson)")
+    if kind == "closed_loop":
+        _check_concurrency(key, wl.get("concurrency"), config)
+
+
+def _check_concurrency(key: str, n: Any, config: dict) -> None:
+    if n is None:
+        raise ConfigError(f"{key}.concurrency", None, "closed_loop needs a concurrency (the number of clients)")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"{key}.concurrency", n, "the number of clients must be an integer ≥ 1")
+    for engine in config["engines"]:
+        option = MAX_RUNNING_OPTION.get(engine)
+        cap = (config["engine_options"].get(engine) or {}).get(option) if option else None
+        if cap is not None:
+            if n > int(cap):
+                raise ConfigError(f"{key}.concurrency", n,
+                                  f"above engine_options.{engine}.{option} = {cap}: the engine would queue the clients "
+                                  f"beyond it and run fewer than {n} at once")
+            continue
+        for i, b in enumerate(config["batch_sizes"]):
+            if n > b:
+                raise ConfigError(f"{key}.concurrency", n,
+                                  f"above batch_sizes[{i}] = {b}, which sets {engine}'s {option} when "
+                                  f"engine_options.{engine}.{option} is not given: the engine would run fewer than "
+                                  f"{n} at once; raise the batch size or set {option}")
 
 
 def _check_scheme_inputs(config: dict, name: str, scheme: dict) -> None:
