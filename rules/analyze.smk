@@ -146,11 +146,11 @@ rule matched_latency:
         "results/matched_latency.parquet",
     log:
         "results/logs/matched_latency.log",
-    params:
-        tbt_targets_ms=CONFIG["report"]["tbt_targets_ms"],
-        config_hash=CONFIG_HASH,
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        tbt_targets_ms=CONFIG["report"]["tbt_targets_ms"],
+        config_hash=CONFIG_HASH,
     script:
         "../scripts/matched.py"

@@ -266,5 +266,10 @@ def get_final_outputs():
     # results/variance.parquet and results/reproducibility.parquet (rules variance, reproducibility) are not
     # listed here: the report takes them as inputs when it renders them (an --allowed-rules run of the report
     # alone must not need them).
-    return ["results/records.parquet", "results/checks.parquet", "results/curves.parquet", "results/report.html",
-            "results/matched_latency.parquet"]
+    return [
+        "results/records.parquet",
+        "results/checks.parquet",
+        "results/curves.parquet",
+        "results/report.html",
+        "results/matched_latency.parquet",
+    ]

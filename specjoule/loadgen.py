@@ -31,8 +31,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-from specjoule.engines.base import (EngineError, RequestResult, TimedSnapshot, counters_at,
-                                    percentile)
+from specjoule.engines.base import EngineError, RequestResult, TimedSnapshot, counters_at, percentile
 from specjoule.engines.server import StreamTimer
 from specjoule.meter.base import Meter
 
@@ -116,7 +115,7 @@ class StreamClient:
         self.limit = limit  # connections; 0 = as many as requests in flight, each kept alive for reuse
         self.session: Any = None
 
-    async def __aenter__(self) -> "StreamClient":
+    async def __aenter__(self) -> StreamClient:
         import aiohttp
 
         connector = aiohttp.TCPConnector(limit=self.limit, limit_per_host=self.limit, keepalive_timeout=KEEPALIVE_S,
@@ -186,7 +185,7 @@ class LoopOutcome:
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 async def _sleep_until(t: float) -> None:
@@ -357,7 +356,7 @@ class Loop:
                 return
             try:
                 await asyncio.wait_for(self._stop_sampler.wait(), timeout=self.sample_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def _finish_in_flight(self) -> None:

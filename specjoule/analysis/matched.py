@@ -99,7 +99,7 @@ def crossing(loads: Sequence[float], tbt: Sequence[float | None], mj: Sequence[f
     for (l0, t0, m0, p0), (l1, t1, m1, p1) in reversed(list(zip(pts, pts[1:]))):
         if (t0 - target_s) * (t1 - target_s) <= 0:
             w = 0.0 if t1 == t0 else (target_s - t0) / (t1 - t0)
-            lerp = lambda a, b: None if a is None or b is None else a + (b - a) * w  # noqa: E731
+            lerp = lambda a, b: None if a is None or b is None else a + (b - a) * w  # noqa: E731, B023 (called before the loop moves on)
             return Crossing(lerp(l0, l1), lerp(p0, p1), lerp(m0, m1), None)
     if len(pts) == 1 and pts[0][1] == target_s:
         l0, _, m0, p0 = pts[0]
