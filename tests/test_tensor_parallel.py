@@ -468,9 +468,8 @@ def test_slurm_asks_for_each_campaigns_gpu_count(monkeypatch, tmp_path):
         wapi.dag(dag_settings=DAGSettings()).execute_workflow(executor="local", pseudo_executor="dryrun")
         dag = wapi._workflow.dag
         for job in dag.needrun_jobs(exclude_finished=False):
-            if job.rule.name.startswith("run_engines_"):  # share_engines: one job per engine group
-                family = table.get(str(job.output[0])).family_id
-                by_family.setdefault(family, []).append(job)
+            if job.rule.name == "run_cell":  # share_engines: one job per engine group (ADR 0140)
+                by_family.setdefault(job.wildcards.family, []).append(job)
         assert set(by_family) == set(family_tp)
         for family, jobs in by_family.items():
             levels = [sorted(level) for level in dag.toposorted(jobs=jobs, inherit_pipe_dependencies=True)]
