@@ -169,6 +169,21 @@ def test_saving_vs_batch_has_one_panel_per_gpu(gpu_figs):
     assert len(body["concat"]) == 2
 
 
+def test_saving_vs_batch_over_many_gpus_selects_the_gpu_instead_of_a_panel_each(gpu, monkeypatch):
+    """A cluster run spreads campaigns over hundreds of GPUs: one panel per (GPU, pair) would lay out thousands of
+    charts (minutes to build, issue 22); above MAX_GPU_PANELS the GPU is a drop-down, the per-GPU means unchanged."""
+    few, = F.build_all(inputs_for(gpu), names=["saving_vs_batch"])
+    monkeypatch.setattr(F, "MAX_GPU_PANELS", 1)  # this grid has 2 (GPU, pair) panels: now "many"
+    many, = F.build_all(inputs_for(gpu), names=["saving_vs_batch"])
+    spec = many.spec()
+    body = spec["vconcat"][1]
+    assert "concat" not in body  # one pair: one panel
+    assert any(p["name"] == "sb_gpu" for p in spec["params"])
+    key = ("gpu", "batch_size", "arm", "sel_workload", "sel_corpus", "sel_cuda_graphs")
+    rows = lambda s: sorted((tuple(r[k] for k in key), r["saving_pct"]) for r in rows_with(s, *key, "saving_pct"))  # noqa: E731
+    assert rows(spec) == rows(few.spec()) and rows(spec)
+
+
 def test_tbt_targets_marked_with_lowest_energy_configuration(gpu, gpu_figs):
     spec = gpu_figs["tbt_vs_energy"].spec()
     targets = gpu.config["report"]["tbt_targets_ms"]

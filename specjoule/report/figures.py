@@ -562,6 +562,10 @@ def _saving(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(saving_pct=(1 - pl.col("energy_ratio")) * 100)
 
 
+# Above this many (GPU, pair) panels, saving vs batch selects the GPU in a drop-down instead.
+MAX_GPU_PANELS = 12
+
+
 def saving_vs_batch(inputs: FigureInputs) -> alt.TopLevelMixin:
     c = _energy_curves(inputs)
     batches = sorted(c["batch_size"].unique().to_list())
@@ -570,14 +574,18 @@ def saving_vs_batch(inputs: FigureInputs) -> alt.TopLevelMixin:
     c = _saving(_with_gpu(c, inputs.records)).with_columns(arm=_arm_label())
     keys = ["engine", "model_pair", "gpu", "workload", "corpus", "cuda_graphs", "batch_size", "arm"]
     means = _interval_text(inputs.stats(c, keys, ["saving_pct", "energy_ratio"]), "energy_ratio", "ratio_text")
-    means, slicer = make_slicer(means, ["engine", "workload", "corpus", "cuda_graphs"], name="sb", order=inputs.axis_order)
+    # One panel per GPU and pair while that stays readable; a grid spread over many GPUs (a cluster run) selects
+    # the GPU in a drop-down instead: the same per-GPU means, without thousands of panels to lay out (issue 22).
+    per_gpu_panels = means.select("gpu", "model_pair").n_unique() <= MAX_GPU_PANELS
+    slice_dims = ["engine", "workload", "corpus", "cuda_graphs"] + ([] if per_gpu_panels else ["gpu"])
+    means, slicer = make_slicer(means, slice_dims, name="sb", order=inputs.axis_order)
     x = alt.X("batch_size:Q", title="batch size", scale=alt.Scale(type="log", base=2, nice=False, padding=10),
               axis=alt.Axis(values=batches, format="d"))
     y_title = "energy saving vs paired baseline (%)"
     y = alt.Y("saving_pct:Q", title=y_title)
     color = alt.Color("arm:N", title="scheme", scale=alt.Scale(scheme="tableau20"))
     panels = []
-    for label, grp in _panel_groups(means, ["gpu", "model_pair"]):
+    for label, grp in _panel_groups(means, ["gpu", "model_pair"] if per_gpu_panels else ["model_pair"]):
         grp = _slim(grp, ["gpu", "batch_size", "arm", "saving_pct", "saving_pct_lo", "saving_pct_hi", "energy_ratio",
                           "n_seeds", "ratio_text", "support"])
         pts = _apply_filters(alt.Chart(grp), slicer)
