@@ -353,12 +353,13 @@ def _apply_filters(chart: alt.Chart, slicer: Slicer) -> alt.Chart:
 
 
 def _compose(panels: list[alt.TopLevelMixin], slicer: Slicer, *, title: str, subtitle: list[str], columns: int = 3,
-             shared_y: bool = True) -> alt.TopLevelMixin:
+             shared_y: bool = True, shared_x: bool = True) -> alt.TopLevelMixin:
     if len(panels) == 1:
         body = panels[0]
     else:
         # Panels share the value axis so they compare at a glance (category axes stay per panel).
-        body = alt.concat(*panels, columns=columns).resolve_scale(x="shared", y="shared" if shared_y else "independent")
+        body = alt.concat(*panels, columns=columns).resolve_scale(x="shared" if shared_x else "independent",
+                                                                   y="shared" if shared_y else "independent")
     if slicer.header is not None:
         body = alt.vconcat(slicer.header, body, spacing=4)
     sub = [s for s in subtitle if s]
@@ -640,7 +641,10 @@ def acceptance_by_corpus(inputs: FigureInputs) -> alt.TopLevelMixin:
             title=label))
     sub = ["bars: mean over cells (seeds, batch sizes, graph modes); whiskers: min–max; "
            "accepted per verification = L − 1; synthetic-acceptance cells left out"]
-    return _compose(panels, slicer, title="Acceptance length by corpus and scheme", subtitle=sub, shared_y=True)
+    # Category x per panel: a band scale shared across panels sized by step fails to lay out in Vega-Lite 6 ("layout
+    # size is step although width/height is not step": seen with 11 pairs, issue 22).
+    return _compose(panels, slicer, title="Acceptance length by corpus and scheme", subtitle=sub, shared_y=True,
+                    shared_x=False)
 
 
 # --- 4. TBT vs energy per token, TBT targets and the best configuration meeting each --------------
