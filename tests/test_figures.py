@@ -637,3 +637,22 @@ def test_derive_keeps_two_engines_with_identical_cells_apart(engines, tmp_path):
     # And the figures built from the real derive match the table built from it.
     fi = F.FigureInputs.from_config(engines.config, curves=curves, records=records, checks=chk)
     assert F.engine_comparison_table(fi).height == 11
+
+
+def test_acceptance_by_corpus_over_several_pairs_exports(cpu):
+    """Several pairs whose panels are sized by step: the panels keep their own category axis (a shared one failed
+    Vega-Lite's layout on the 11-pair benchmark, issue 22) and the figure converts to SVG."""
+    import vl_convert as vlc
+
+    def widen(df: pl.DataFrame) -> pl.DataFrame:  # four pairs, the same cells under each name
+        return pl.concat([df.with_columns(model_pair=pl.lit(f"pair{i}")) for i in range(4)], how="vertical_relaxed")
+
+    corpora = {f"c{i}" for i in range(4)}
+    many = [df.with_columns(corpus=pl.lit(c)) for df in (cpu.curves,) for c in sorted(corpora)]
+    curves = widen(pl.concat(many, how="vertical_relaxed"))
+    fig, = F.build_all(inputs_for(cpu, curves=curves, records=widen(cpu.records)), names=["acceptance_by_corpus"])
+    assert fig.drawn, fig.reason
+    spec = fig.spec()
+    body = spec["vconcat"][1] if "vconcat" in spec else spec  # [slice header, panels] when a slicer shows
+    assert body["resolve"]["scale"]["x"] == "independent"
+    assert vlc.vegalite_to_svg(spec, vl_version=F.VEGALITE_VERSION).startswith("<svg")
