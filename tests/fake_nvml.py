@@ -187,3 +187,72 @@ class FakeNvml:
             m.nvmlReturn = 0
             m.value = self.mean_between(a.tick, b.tick, column) if b.tick > a.tick else 0.0
         return request
+
+
+class ReplayNvml(FakeNvml):
+    """FakeNvml that replays a recorded NVML sample sequence, tick by tick, per GPU.
+
+    ``ticks[i][g]`` is what GPU ``g`` reported at tick ``i`` (keys as in records.TIMELINE_SCHEMA: power_w,
+    energy_mj, temperature_c, throttle_reasons, gpu_util_pct, mem_util_pct, sm_clock_mhz, mem_clock_mhz).
+    The driver moves the cursor (``at``); the window-edge energy reads return ``edge_mj`` while it is set,
+    as the real counter is read at the edges between two timeline ticks. Readings are handed out in
+    NVML's own units (mW, mJ, integer °C), so the meter's conversions are what is under test.
+    """
+
+    def __init__(self, ticks: list[list[dict[str, Any]]], *, uuids: list[str] | None = None,
+                 uuid_bytes: bool = False) -> None:
+        n_gpus = len(ticks[0])
+        super().__init__(gpm="no_bindings", n_gpus=n_gpus)
+        self.replay = ticks
+        self.cursor = 0
+        self.edge_mj: list[int] | None = None
+        self.uuids = uuids or [f"GPU-replay{g:02d}-0000-0000-0000-000000000000" for g in range(n_gpus)]
+        self.uuid_bytes = uuid_bytes  # nvidia-ml-py before 11.5 returned bytes
+
+    def at(self, i: int) -> None:
+        self.cursor = i
+
+    def _now(self, h: int, key: str) -> Any:
+        value = self.replay[self.cursor][h][key]
+        if value is None:  # a reading this GPU did not give at this tick
+            raise NVMLError_NotSupported()
+        return value
+
+    def nvmlDeviceGetUUID(self, h: int) -> Any:
+        return self.uuids[h].encode() if self.uuid_bytes else self.uuids[h]
+
+    def nvmlDeviceGetName(self, h: int) -> Any:
+        return b"NVIDIA H200" if self.uuid_bytes else "NVIDIA H200"
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        if self.edge_mj is not None:
+            return self.edge_mj[h]
+        return int(self._now(h, "energy_mj"))
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        return int(round(self._now(h, "power_w") * 1000))
+
+    def nvmlDeviceGetTemperature(self, h: int, which: int) -> int:
+        return int(self._now(h, "temperature_c"))
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
+        return int(self._now(h, "throttle_reasons"))
+
+    def nvmlDeviceGetClockInfo(self, h: int, which: int) -> int:
+        return int(self._now(h, "sm_clock_mhz" if which == self.NVML_CLOCK_SM else "mem_clock_mhz"))
+
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
+        return SimpleNamespace(gpu=self._now(h, "gpu_util_pct"), memory=self._now(h, "mem_util_pct"))
+
+
+class ReplayClock:
+    """Stands in for the ``time`` module inside specjoule.meter.nvml: the replay sets the clock; sleep advances it."""
+
+    def __init__(self, t: float = 0.0) -> None:
+        self.t = t
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds

@@ -35,10 +35,12 @@ def test_curves_columns_and_numbers(clean):
     assert set(curves["cell_name"]) == {"ngram", "syn--L2", "syn--L4"}
     r = _row(curves, ar.CLOSED, "syn--L4")
     point, opening, closing = (_row(recs, ar.CLOSED, n) for n in ("syn--L4", "baseline--open", "baseline--close"))
-    base = (opening["mj_per_committed_token"] + closing["mj_per_committed_token"]) / 2
-    assert r["baseline_mj_per_committed_token"] == pytest.approx(base)
-    assert r["energy_ratio"] == pytest.approx(point["mj_per_committed_token"] / base) == pytest.approx(0.7)  # seed 0
-    assert r["mj_per_accepted_token"] == pytest.approx(point["energy_j"] * 1000 / point["accepted_tokens"])
+    # The crafted baselines: 300 W for 20 s over 10 × 8 × 64 = 5120 tokens → 6 000 000 mJ / 5120 = 1171.875 mJ
+    assert opening["mj_per_committed_token"] == closing["mj_per_committed_token"] == 1171.875
+    assert r["baseline_mj_per_committed_token"] == pytest.approx(1171.875)
+    assert r["energy_ratio"] == pytest.approx(0.7)  # the L4 point draws 0.7 × 300 W (seed 0)
+    # Per accepted token: the same energy over the accepted tokens instead of the committed ones.
+    assert r["mj_per_accepted_token"] == pytest.approx(0.7 * 1171.875 * 5120 / point["accepted_tokens"])
     assert r["realized_L"] == pytest.approx(4.0) and r["accepted_per_verification"] == pytest.approx(3.0)
     # draft_model proposes k every round: B × (k + 1) tokens per verification pass.
     assert r["tokens_per_verify_pass"] == pytest.approx(8 * (4 + 1))

@@ -73,15 +73,19 @@ def test_windows_pair_each_point_with_the_mean_of_each_side(tmp_path):
     for c in CAMPAIGNS:
         o = sum(raw[(c, n)]["mj_per_committed_token"] for n in names["open"]) / 3
         cl = sum(raw[(c, n)]["mj_per_committed_token"] for n in names["close"]) / 3
+        # _bracket_drift scales the opening windows by 1, 1.01, 1.02 (mean 1.01), the closing ones by 1, 1.004,
+        # 1.008 (mean 1.004), from one unscaled value m: baseline m × 1.007, drift 0.006 / 1.007.
+        m = raw[(c, "baseline--open")]["mj_per_committed_token"]
+        assert (o, cl) == pytest.approx((m * 1.01, m * 1.004))
         for point in ("syn--L2", "syn--L2--w2", "syn--L4--w1"):
             r = df.filter((pl.col("campaign_id") == c) & (pl.col("cell_name") == point)).row(0, named=True)
-            assert r["baseline_mj_per_committed_token"] == pytest.approx((o + cl) / 2)
-            assert r["opening_mj_per_committed_token"] == pytest.approx(o)
+            assert r["baseline_mj_per_committed_token"] == pytest.approx(m * 1.007)
+            assert r["opening_mj_per_committed_token"] == pytest.approx(m * 1.01)
             assert (r["opening_n"], r["closing_n"], r["baseline_n"]) == (3, 3, 6)
             assert r["opening_cell_name"] == "baseline--open" and r["opening_cell_names"] == names["open"]
             assert r["closing_cell_names"] == names["close"] and not r["pair_cross_gpu"]
         drift = _row(result, "baseline_drift", c)
-        assert drift["value"] == pytest.approx(abs(o - cl) / ((o + cl) / 2))
+        assert drift["value"] == pytest.approx(0.006 / 1.007)
         assert "means of 3 opening and 3 closing windows" in drift["detail"]
         assert drift["cell_names"] == names["open"] + names["close"]
     assert set(result["status"]) <= {checks.PASS, checks.NA}, result.filter(pl.col("status") != checks.PASS)

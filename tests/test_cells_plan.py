@@ -1,0 +1,80 @@
+"""Growing a grid plans only the new cells (README: "adding a model pair, a batch size, a corpus or a seed
+plans only the new cells"), in process: the cell table itself and the engine-sharing planner that decides
+what a group job re-measures. tests/test_planning.py shows the same through Snakemake's own dry run."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specjoule import cells, config, records
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def demo_raw(share: bool) -> dict:
+    raw = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    raw["batch_sizes"] = [2, 4]
+    raw["protocol"]["share_engines"] = share
+    return raw
+
+
+def _plan(raw: dict) -> dict[str, tuple]:
+    table = cells.build(config.validate(raw))
+    return {c.record_path: (c.cell_id, c.campaign_id, c.name, c.run_order_index, c.engine_key, c.family_id)
+            for c in table}
+
+
+GROWTH = {
+    "seed": lambda r: r["seeds"].append(7),
+    "batch size": lambda r: r["batch_sizes"].append(8),
+    "corpus": lambda r: r["corpora"].update(rand={"source": "random"}),
+    "model pair": lambda r: r["models"].update(tiny2=copy.deepcopy(r["models"]["tiny"])),
+}
+
+
+@pytest.mark.parametrize("share", [False, True], ids=["one-engine-per-cell", "shared-engines"])
+@pytest.mark.parametrize("what", list(GROWTH))
+def test_growing_the_grid_keeps_every_planned_cell_as_it_was(what, share):
+    raw = demo_raw(share)
+    before = _plan(raw)
+    grown_raw = copy.deepcopy(raw)
+    GROWTH[what](grown_raw)
+    grown = _plan(grown_raw)
+    assert {p: grown.get(p) for p in before} == before  # same id, campaign, name, order, engine and family
+    new = set(grown) - set(before)
+    assert new and len(grown) == len(before) + len(new)
+    if what == "seed":  # exactly the campaigns of the new seed, every arm of each
+        assert {v[1] for p, v in grown.items() if p in new} == {
+            f"vllm-tiny-closed-b{b}-code-s7-cg0" for b in (2, 4)}
+        assert len(new) == len(before)  # one seed more than the one there was
+
+
+def test_under_engine_sharing_a_new_seed_is_all_that_is_pending(tmp_path, monkeypatch):
+    """The group planner (cells.pending_records, ADR 0017) reads what is on disk: with the old grid measured,
+    the grown grid's pending records are exactly the new seed's, and each record it trusted got its stamp."""
+    monkeypatch.chdir(tmp_path)
+    raw = demo_raw(share=True)
+    old = cells.build(config.validate(raw))
+    for c in old:
+        records.write_record({**c.identity(), "version_param": 3}, c.record_path)
+    assert old.pending(3) == set()  # everything measured under this version
+    grown_raw = copy.deepcopy(raw)
+    grown_raw["seeds"].append(7)
+    grown = cells.build(config.validate(grown_raw))
+    new = {c.record_path for c in grown} - {c.record_path for c in old}
+    assert grown.pending(3) == new and len(new) == len(old)
+    stamps = {p.name for p in Path(cells.STAMPS_DIR).rglob("*") if p.is_file()}
+    assert stamps == {Path(c.stamp_path(3)).name for c in old}
+    # A version bump re-plans everything; a record holding another id is measured again, and so is what
+    # follows it in its campaign (the campaign's order holds for what is re-measured).
+    assert grown.pending(4) == {c.record_path for c in grown}
+    first = old.campaigns[next(iter(old.campaigns))]
+    Path(first[1].record_path).unlink()
+    for s in Path(cells.STAMPS_DIR).rglob(f"{first[1].name}.*"):
+        s.unlink()
+    records.write_record({**first[1].identity(), "cell_id": "0" * 12, "version_param": 3}, first[1].record_path)
+    assert grown.pending(3) == new | {c.record_path for c in first[1:]}

@@ -1,0 +1,229 @@
+"""Every check with a numeric threshold, exactly at its threshold and just past it.
+
+A pre-registered "at most X" (or "at least X") passes at X and fails (or flags) one step beyond it, so a
+boundary written the wrong way round (``>=`` for ``>``), or a threshold read from the wrong field, fails here.
+Crafted records (tests/analysis_records.py) are read once; each case edits one or two cells' columns in
+that frame, re-pairs it with the real aggregate and runs the one check. The boundary values are chosen so
+that the quantity the check computes lands exactly on the threshold in binary floating point (the
+arithmetic is written out in each case), and the expected verdicts are the config's documented rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+import analysis_records as ar
+from specjoule.analysis import aggregate, checks
+
+TH = checks.Thresholds.from_config({})
+C, O = ar.CLOSED, ar.OPEN
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory) -> pl.DataFrame:
+    root: Path = tmp_path_factory.mktemp("thresholds")
+    return aggregate.scan_records(ar.write_campaigns(root)).collect()
+
+
+def _judge(raw: pl.DataFrame, check: str, edits: dict[str, dict[str, Any]], th: checks.Thresholds = TH,
+           campaign: str = C, after: dict[str, dict[str, Any]] | None = None) -> dict:
+    """The check's row for ``campaign`` after ``edits`` {cell: {column: value}} to the records (``after``: to the
+    paired frame, for columns the analysis adds)."""
+    def edit(df: pl.DataFrame, changes: dict[str, dict[str, Any]]) -> pl.DataFrame:
+        for cell, values in changes.items():
+            mask = (pl.col("campaign_id") == campaign) & (pl.col("cell_name") == cell)
+            df = df.with_columns(pl.when(mask).then(pl.lit(v, dtype=df.schema.get(k))).otherwise(pl.col(k)).alias(k)
+                                 if k in df.columns else
+                                 pl.when(mask).then(pl.lit(v)).alias(k) for k, v in values.items())
+        return df
+
+    paired = edit(aggregate.aggregate_frame(edit(raw, edits)), after or {})
+    rows = checks.run_checks(paired, th, ar.CONFIG_HASH, only=[check]).filter(
+        pl.col("campaign_id") == campaign).to_dicts()
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def _status(raw, check, edits, **kw) -> str:
+    return _judge(raw, check, edits, **kw)["status"]
+
+
+def test_the_clean_frame_passes_the_checks_used_here(raw):
+    for check in ("baseline_drift", "window_length", "temperature", "power_range", "failed_requests"):
+        assert _status(raw, check, {}) == checks.PASS, check
+
+
+def test_baseline_drift_at_and_past_its_threshold(raw):
+    th = dataclasses.replace(TH, baseline_drift_max=0.5)
+    # |1.25 − 0.75| / ((1.25 + 0.75) / 2) = 0.5 / 1.0, exact in binary
+    at = _judge(raw, "baseline_drift", {"baseline--open": {"mj_per_committed_token": 1.25},
+                                        "baseline--close": {"mj_per_committed_token": 0.75}}, th=th)
+    assert at["status"] == checks.PASS and at["value"] == 0.5 and at["threshold"] == 0.5
+    past = {"baseline--open": {"mj_per_committed_token": 1.25}, "baseline--close": {"mj_per_committed_token": 0.7499}}
+    assert _status(raw, "baseline_drift", past, th=th) == checks.FAIL
+    # The same drift in the other direction (closing above opening) is the same verdict.
+    flipped = {"baseline--open": {"mj_per_committed_token": 0.7499}, "baseline--close": {"mj_per_committed_token": 1.25}}
+    assert _status(raw, "baseline_drift", flipped, th=th) == checks.FAIL
+
+
+def test_baseline_drift_without_energy_uses_seconds_per_token_at_the_same_threshold(raw):
+    th = dataclasses.replace(TH, baseline_drift_max=0.5)
+    # window / committed: 20 s / 16 tokens = 1.25 and 12 s / 16 = 0.75 → drift 0.5; 11.9 s → just past
+    none = {"mj_per_committed_token": None, "energy_j": None, "meter": "none"}
+    at = {"baseline--open": {**none, "window_s": 20.0, "committed_tokens": 16},
+          "baseline--close": {**none, "window_s": 12.0, "committed_tokens": 16}}
+    assert _status(raw, "baseline_drift", at, th=th) == checks.PASS
+    at["baseline--close"]["window_s"] = 11.9
+    assert _status(raw, "baseline_drift", at, th=th) == checks.FAIL
+
+
+def test_committed_spread_at_and_past_its_threshold(raw):
+    th = dataclasses.replace(TH, committed_spread_max=0.25)
+    # Closed batch, per generation (10 repeats): 512 − 64 and 512 + 64 around 512 → (576 − 448) / 512 = 0.25
+    at = {"syn--L2": {"committed_tokens": 4480}, "ngram": {"committed_tokens": 5760}}
+    assert _judge(raw, "committed_spread", at, th=th)["value"] == 0.25
+    assert _status(raw, "committed_spread", at, th=th) == checks.PASS
+    past = {"syn--L2": {"committed_tokens": 4470}, "ngram": {"committed_tokens": 5770}}  # 130 / 512 > 0.25
+    assert _status(raw, "committed_spread", past, th=th) == checks.FAIL
+    # Open loop counts committed tokens as they are: 5760 ± 720 → 1440 / 5760 = 0.25
+    at_open = {"syn--L2": {"committed_tokens": 5040}, "ngram": {"committed_tokens": 6480}}
+    assert _status(raw, "committed_spread", at_open, th=th, campaign=O) == checks.PASS
+    past_open = {"syn--L2": {"committed_tokens": 5039}, "ngram": {"committed_tokens": 6480}}
+    assert _status(raw, "committed_spread", past_open, th=th, campaign=O) == checks.FAIL
+
+
+def test_batch_shape_at_and_past_its_threshold(raw):
+    th = dataclasses.replace(TH, concurrency_spread_max=0.25)
+    # Open loop: the baselines ran 6.0 requests on average; 7.5 is 1.5 / 6 = 0.25 above, 4.5 as far below
+    for running in (7.5, 4.5):
+        assert _status(raw, "batch_shape", {"syn--L4": {"mean_running_requests": running}}, th=th,
+                       campaign=O) == checks.PASS
+    for running in (7.5001, 4.4999):
+        assert _status(raw, "batch_shape", {"syn--L4": {"mean_running_requests": running}}, th=th,
+                       campaign=O) == checks.FAIL
+    # Closed batch: exactly repeats × B requests (10 × 8), nothing either side
+    assert _status(raw, "batch_shape", {"syn--L4": {"requests_completed": 80}}) == checks.PASS
+    for n in (79, 81):
+        assert _status(raw, "batch_shape", {"syn--L4": {"requests_completed": n}}) == checks.FAIL
+
+
+def test_acceptance_length_tolerance_at_and_past_it_for_a_deterministic_vector(raw):
+    th = dataclasses.replace(TH, acceptance_length_tolerance=0.25)
+    # L2 is minvar [1, 0, 0, 0]: every draft accepts exactly one token, so only the tolerance judges
+    assert _status(raw, "acceptance_length", {"syn--L2": {"realized_L": 2.25}}, th=th) == checks.PASS
+    assert _status(raw, "acceptance_length", {"syn--L2": {"realized_L": 1.75}}, th=th) == checks.PASS
+    assert _status(raw, "acceptance_length", {"syn--L2": {"realized_L": 2.2501}}, th=th) == checks.FAIL
+    assert _status(raw, "acceptance_length", {"syn--L2": {"realized_L": 1.7499}}, th=th) == checks.FAIL
+
+
+def _accepted_count_se(rates: list[float], draws: int) -> float:
+    """Standard error of the mean accepted count per draft, from the count's distribution written out:
+    P(A = j) = r_j − r_{j+1} (r_0 = 1, r_{k+1} = 0), since acceptance stops at the first rejection."""
+    r = [1.0, *rates, 0.0]
+    p = [r[j] - r[j + 1] for j in range(len(rates) + 1)]
+    mean = sum(j * pj for j, pj in enumerate(p))
+    var = sum((j - mean) ** 2 * pj for j, pj in enumerate(p))
+    return math.sqrt(var / draws)
+
+
+def test_acceptance_length_z_rule_at_and_past_it_for_a_stochastic_vector(raw):
+    cell = raw.filter((pl.col("campaign_id") == C) & (pl.col("cell_name") == "syn--L4")).row(0, named=True)
+    se = _accepted_count_se(cell["acceptance_rates"], cell["drafts"])  # vLLM: one draw per draft
+    assert 0 < se < 0.1
+    th = dataclasses.replace(TH, acceptance_length_tolerance=0.0, acceptance_length_z=4.0)
+    L = cell["configured_L"]
+    assert _status(raw, "acceptance_length", {"syn--L4": {"realized_L": L + 4.0 * se}}, th=th) == checks.PASS
+    assert _status(raw, "acceptance_length", {"syn--L4": {"realized_L": L - 4.0 * se}}, th=th) == checks.PASS
+    assert _status(raw, "acceptance_length", {"syn--L4": {"realized_L": L + 4.0 * se * 1.001}}, th=th) == checks.FAIL
+    # Beyond z SE but within the tolerance: both are needed for a failure
+    wide = dataclasses.replace(th, acceptance_length_tolerance=4.0 * se * 1.01)
+    assert _status(raw, "acceptance_length", {"syn--L4": {"realized_L": L + 4.0 * se * 1.001}}, th=wide) == checks.PASS
+
+
+def test_window_length_at_and_below_its_minimum(raw):
+    assert TH.min_window_s == 1.0
+    assert _status(raw, "window_length", {"syn--L4": {"window_s": 1.0}}) == checks.PASS
+    assert _status(raw, "window_length", {"syn--L4": {"window_s": 0.999}}) == checks.FAIL
+
+
+def test_energy_counter_updates_at_and_below_their_minimum(raw):
+    assert TH.min_energy_updates == 5
+    assert _status(raw, "energy_counter_advance", {"syn--L4": {"energy_counter_updates": 5}}) == checks.PASS
+    assert _status(raw, "energy_counter_advance", {"syn--L4": {"energy_counter_updates": 4}}) == checks.FAIL
+    assert _status(raw, "energy_counter_advance", {"syn--L4": {"energy_j": 0.0}}) == checks.FAIL  # > 0, not >= 0
+
+
+def test_temperature_at_and_past_its_maximum(raw):
+    assert TH.max_temperature_c == 85
+    assert _status(raw, "temperature", {"ngram": {"max_temperature_c": 85.0}}) == checks.PASS
+    assert _status(raw, "temperature", {"ngram": {"max_temperature_c": 85.5}}) == checks.FAIL
+
+
+def test_failed_requests_at_and_past_their_maximum(raw):
+    assert _status(raw, "failed_requests", {"syn--L2": {"requests_failed": 0}}, campaign=O) == checks.PASS
+    assert _status(raw, "failed_requests", {"syn--L2": {"requests_failed": 1}}, campaign=O) == checks.FAIL
+    th = dataclasses.replace(TH, max_failed_requests=2)
+    assert _status(raw, "failed_requests", {"syn--L2": {"requests_failed": 2}}, th=th, campaign=O) == checks.PASS
+    assert _status(raw, "failed_requests", {"syn--L2": {"requests_failed": 3}}, th=th, campaign=O) == checks.FAIL
+
+
+def test_power_range_at_both_edges_and_past_them(raw):
+    # idle 80 W, limit 700 W, slack 5 W: [75, 705] W
+    assert TH.power_slack_w == 5
+    for p in (75.0, 705.0):
+        assert _status(raw, "power_range", {"syn--L4": {"mean_power_w": p}}) == checks.PASS, p
+    for p in (74.99, 705.01):
+        assert _status(raw, "power_range", {"syn--L4": {"mean_power_w": p}}) == checks.FAIL, p
+
+
+def test_power_regime_at_and_below_its_ratio(raw):
+    assert TH.idle_regime_ratio == 1.15
+    # 92 / 80 is the double nearest 1.15, the same double the threshold is
+    assert _status(raw, "power_regime", {"ngram": {"mean_power_w": 92.0}}) == checks.PASS
+    assert _status(raw, "power_regime", {"ngram": {"mean_power_w": 91.99}}) == checks.FLAG
+
+
+def test_other_processes_zero_passes_one_fails(raw):
+    assert _status(raw, "other_gpu_processes", {"ngram": {"other_gpu_processes": 0}}) == checks.PASS
+    assert _status(raw, "other_gpu_processes", {"ngram": {"other_gpu_processes": 1}}) == checks.FAIL
+
+
+def test_throttle_mask_fails_on_each_forbidden_bit_and_on_no_other(raw):
+    forbidden = TH.forbidden_throttle_mask
+    assert forbidden == 0xE8  # HW slowdown, SW thermal, HW thermal, HW power brake
+    allowed = 0xFFFF & ~forbidden
+    assert _status(raw, "throttle_reasons", {"ngram": {"throttle_reasons_mask": allowed}}) == checks.PASS
+    for bit in (0x8, 0x20, 0x40, 0x80):
+        row = _judge(raw, "throttle_reasons", {"ngram": {"throttle_reasons_mask": allowed | bit}})
+        assert row["status"] == checks.FAIL and row["value"] == bit, bit
+
+
+def test_spec_counters_at_their_bounds(raw):
+    cell = raw.filter((pl.col("campaign_id") == C) & (pl.col("cell_name") == "ngram")).row(0, named=True)
+    k, drafts, per_pos = cell["k"], cell["drafts"], cell["accepted_per_position"]
+    accepted = sum(per_pos)
+    # draft tokens up to k per draft; accepted up to the draft tokens; per position summing to accepted
+    assert _status(raw, "spec_counters", {"ngram": {"draft_tokens": k * drafts}}) == checks.PASS
+    assert _status(raw, "spec_counters", {"ngram": {"draft_tokens": k * drafts + 1}}) == checks.FAIL
+    tight = {"draft_tokens": accepted, "accepted_tokens": accepted}
+    assert _status(raw, "spec_counters", {"ngram": tight}) == checks.PASS
+    assert _status(raw, "spec_counters", {"ngram": {**tight, "draft_tokens": accepted - 1}}) == checks.FAIL
+    assert _status(raw, "spec_counters", {"ngram": {"accepted_per_position": [*per_pos[:-1], per_pos[-1] + 1]}}) \
+        == checks.FAIL
+
+
+def test_model_residual_at_and_past_its_maximum(raw):
+    assert TH.model_residual_max == 0.25
+    priced = {"roofline_status": "modelled", "roofline_reason": None, "roofline_predicted_mj": 1.0}
+    for residual, status in ((0.25, checks.PASS), (-0.25, checks.PASS), (0.2501, checks.FLAG), (-0.2501, checks.FLAG)):
+        after = {name: {**priced, "roofline_residual": 0.0} for name in ("baseline--open", "baseline--close", "ngram",
+                                                                         "syn--L2")}
+        after["syn--L4"] = {**priced, "roofline_residual": residual}
+        row = _judge(raw, "model_residual", {}, after=after)
+        assert row["status"] == status and row["value"] == abs(residual), residual
