@@ -41,7 +41,33 @@ declare -A TESTS=(
   [aggregate]="tests/test_analysis_aggregate.py tests/test_check_thresholds.py"
   [derive]="tests/test_analysis_derive.py"
 )
-declare -A FUNCS=()
+# Too slow to mutate whole here: the functions that decide a cell's identity and order (cells), the pairing
+# (aggregate), the curve rows (derive) and the verdicts of the checks with a numeric threshold (checks).
+declare -A FUNCS=(
+  [cells]="specjoule.cells.x_expand__* specjoule.cells.x_identify__* specjoule.cells.x_campaign_arms__*
+           specjoule.cells.x_order_campaign__* specjoule.cells.xǁFamilyOrderǁ* specjoule.cells.x_build__*
+           specjoule.cells.x_replicate_suffix__* specjoule.cells.x__blob__* specjoule.cells.x__sha__*
+           specjoule.cells.x__scheme_variants__* specjoule.cells.xǁCellǁidentity__* specjoule.cells.x__with_order__*
+           specjoule.cells.x_pending_records__* specjoule.cells.x__done__*"
+  [aggregate]="specjoule.analysis.aggregate.x_pair__* specjoule.analysis.aggregate.x__validate__*
+               specjoule.analysis.aggregate.x__side_mean__* specjoule.analysis.aggregate.x__side_device__*
+               specjoule.analysis.aggregate.x_device_key__* specjoule.analysis.aggregate.x_window_index_expr__*
+               specjoule.analysis.aggregate.x__null_untrusted_latency__* specjoule.analysis.aggregate.x_aggregate_frame__*"
+  [derive]="specjoule.analysis.derive.x_derive__* specjoule.analysis.derive.x__concerning__*
+            specjoule.analysis.derive.x__refusal_message__*"
+  [checks]="specjoule.analysis.checks.x_baseline_drift__* specjoule.analysis.checks.x_committed_spread__*
+            specjoule.analysis.checks.x_batch_shape__* specjoule.analysis.checks.x_acceptance_length__*
+            specjoule.analysis.checks.x_accepted_count_variance__* specjoule.analysis.checks.x_acceptance_draws__*
+            specjoule.analysis.checks.x_spec_counters__* specjoule.analysis.checks.x_window_length__*
+            specjoule.analysis.checks.x_energy_counter_advance__* specjoule.analysis.checks.x_power_range__*
+            specjoule.analysis.checks.x_power_regime__* specjoule.analysis.checks.x_temperature__*
+            specjoule.analysis.checks.x_throttle_reasons__* specjoule.analysis.checks.x_other_gpu_processes__*
+            specjoule.analysis.checks.x_failed_requests__* specjoule.analysis.checks.x_model_residual__*
+            specjoule.analysis.checks.x__telemetry__* specjoule.analysis.checks.x__reduce_cells__*"
+)
+# Seconds each module may take (about an hour in all on this 2-core machine); mutants not reached are reported
+# as "not run". MUTATION_LIMIT_S overrides every module's.
+declare -A LIMIT=([acceptance]=240 [records]=480 [nvml]=720 [aggregate]=540 [derive]=540 [checks]=720 [cells]=360)
 ORDER=(acceptance records nvml aggregate derive checks cells)
 
 toml_list() { local out="" x; for x in "$@"; do out+="\"$x\", "; done; echo "[${out%, }]"; }
@@ -71,10 +97,15 @@ timeout_constant = 5.0
 # log text is not behaviour
 do_not_mutate_patterns = ["\\\\blog\\\\.(debug|info|warning)\\\\("]
 EOF
-  local t0=$SECONDS rc=0
-  # FUNCS holds globs for mutmut, not for the shell (set -f)
-  (cd "$dir" && set -f && POLARS_MAX_THREADS=1 "$MUTMUT" run --max-children "$JOBS" ${FUNCS[$mod]:-} \
-     > "$WORK/$mod.log" 2>&1) || rc=$?
+  local t0=$SECONDS rc=0 pid watchdog
+  # FUNCS holds globs for mutmut, not for the shell (set -f); its own session, so the watchdog stops all of it
+  (cd "$dir" && set -f && POLARS_MAX_THREADS=1 exec setsid -w "$MUTMUT" run --max-children "$JOBS" ${FUNCS[$mod]:-} \
+     > "$WORK/$mod.log" 2>&1) &
+  pid=$!
+  (sleep "${MUTATION_LIMIT_S:-${LIMIT[$mod]}}" && kill -TERM -- "-$pid" 2>/dev/null && echo "$mod: time limit" >&2) &
+  watchdog=$!
+  wait "$pid" || rc=$?
+  kill "$watchdog" 2>/dev/null || true
   (cd "$dir" && "$MUTMUT" export-cicd-stats > /dev/null && "$MUTMUT" results > "$WORK/$mod.survivors" 2>&1) || true
   "$PY" "$HERE/mutation_summary.py" "$dir/mutants/mutmut-cicd-stats.json" "$mod" "$src" "$((SECONDS - t0))" "$rc" \
       "${tests[*]}" "${FUNCS[$mod]:-every function}" "$WORK/$mod.survivors" > "$WORK/$mod.txt"

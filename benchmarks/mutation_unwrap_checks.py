@@ -1,9 +1,19 @@
-"""For benchmarks/mutation.sh: rewrite ``@check(...)``-decorated functions of a copy of checks.py as plain
-functions registered after the module's body (mutmut does not mutate decorated functions). Same registry,
-same order; only ever run on the scratch copy."""
+"""For benchmarks/mutation.sh, on the scratch copy of checks.py only (never the repository's):
 
+1. ``@check(...)``-decorated functions become plain functions registered after the module body, because
+   mutmut does not mutate decorated functions. Same registry, same order.
+2. Statements that build only the human-readable ``detail`` text of a check row (``detail = ...`` and the
+   pieces it is made of) are marked ``# pragma: no mutate``: the prose of checks.md is the report tests'
+   business; the verdicts (status, value, threshold, cells) are what the mutants here change.
+"""
+
+import ast
 import re
 import sys
+
+# Names a check assigns only to compose its detail text (read nowhere else in checks.py).
+DETAIL_NAMES = {"detail", "detail_out", "joined", "more", "summary", "metric", "windows", "interval", "shift",
+                "sampling", "short_drafts", "n_draws", "note", "parts", "shown", "on_host", "what"}
 
 path = sys.argv[1]
 src = open(path).read()
@@ -16,6 +26,16 @@ def unwrap(m: re.Match) -> str:
 
 
 src = re.sub(r"^@check\((.*?)\)\n(def (\w+)\()", unwrap, src, flags=re.S | re.M)
+lines = src.split("\n")
+text_lines: set[int] = set()
+for node in ast.walk(ast.parse(src)):
+    if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in DETAIL_NAMES):
+        text_lines.update(range(node.lineno, node.end_lineno + 1))
+for n in sorted(text_lines):
+    lines[n - 1] += "  # pragma: no mutate"
+src = "\n".join(lines)
 with open(path, "w") as fh:
     fh.write(src + "\n\n# mutation harness: the registrations, in declaration order\n" + "\n".join(moved) + "\n")
-print(f"{path}: {len(moved)} check registrations moved out of decorators")
+print(f"{path}: {len(moved)} check registrations moved out of decorators; {len(text_lines)} detail-text lines "
+      f"not mutated")

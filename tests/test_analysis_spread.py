@@ -316,6 +316,12 @@ def test_interval_width_flags_a_point_too_wide_to_rank_against_its_neighbour(tmp
     assert all(("interval_width" in f) == (n == "syn--L2") for n, f in zip(curves["point_name"], curves["flags"]))
     loose = _checks(df, dataclasses.replace(TH, interval_width_max=float(row["value"]) * 1.01))
     assert set(loose.filter(pl.col("check") == "interval_width")["status"]) == {checks.PASS}
+    # Exactly at the threshold passes, just past it flags (the value is the worst extent of the campaign).
+    worst = max(_row(result, "interval_width", c)["value"] for c in CAMPAIGNS)
+    at = _checks(df, dataclasses.replace(TH, interval_width_max=worst), only=["interval_width"])
+    assert set(at["status"]) == {checks.PASS}
+    past = _checks(df, dataclasses.replace(TH, interval_width_max=worst * 0.999), only=["interval_width"])
+    assert checks.FLAG in set(past["status"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -401,6 +407,12 @@ def test_reproduces_reference_flags_only_the_configuration_that_moved(tmp_path):
         row = _row(result, "reproduces_reference", c)
         assert row["status"] == checks.FLAG and row["cell_names"] == ["syn--L4"], row
         assert row["value"] == pytest.approx(0.25) and "interval" in row["detail"]
+    # A shift exactly at reference_shift_max reproduces; just past it (its interval excluding 0) it does not.
+    shift = max(_row(result, "reproduces_reference", c)["value"] for c in CAMPAIGNS)
+    at = _checks(df, dataclasses.replace(th, reference_shift_max=shift), only=["reproduces_reference"])
+    assert set(at["status"]) == {checks.PASS}
+    past = _checks(df, dataclasses.replace(th, reference_shift_max=shift * 0.999), only=["reproduces_reference"])
+    assert set(past["status"]) == {checks.FLAG}
     # The same run against itself, and against a reference 3 % off (inside the tolerance), reproduces.
     ar.write_replicated(tmp_path / "near", cfg=SPREAD, effect=lambda row, cell, r, w: ar.scale_energy(
         row, 1.03 if cell.role == "point" else 1.0))

@@ -341,3 +341,157 @@ def test_recorded_counter_in_the_timeline_agrees_with_the_recorded_energy(sessio
     assert math.isclose(from_ticks_j, rec["energy_j"], abs_tol=0.25 * rec["power_max_w"])
     assert rec["energy_j"] / rec["window_s"] == pytest.approx(rec["mean_power_w"], rel=1e-9)
     assert rec["power_min_w"] <= rec["mean_power_w"] * 1.1 and rec["mean_power_w"] <= rec["power_max_w"] * 1.1
+
+
+# ------------------------------------------------------------------------------------------------
+# the sampler's schedule, on the replay clock: what it waits for, not how fast a loaded machine runs it
+
+class ScriptedStop:
+    """Stands in for the sampler's stop event: ``wait`` advances the replay clock by what was asked and records
+    it; the sampler is told to stop after ``ticks`` waits."""
+
+    def __init__(self, clock: ReplayClock, ticks: int) -> None:
+        self.clock, self.left, self.delays = clock, ticks, []
+
+    def is_set(self) -> bool:
+        return self.left <= 0
+
+    def wait(self, delay: float) -> bool:
+        self.delays.append(delay)
+        self.clock.t += delay
+        self.left -= 1
+        return self.is_set()
+
+
+class SlowNvml(ReplayNvml):
+    """Some ticks' power reading takes longer than the sampling period (a slow NVML call)."""
+
+    def __init__(self, ticks, clock: ReplayClock, slow_s: dict[int, float]) -> None:
+        super().__init__(ticks)
+        self.clock, self.slow_s, self.tick = clock, slow_s, 0
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        self.clock.t += self.slow_s.get(self.tick, 0.0)
+        self.tick += 1
+        return 100_000
+
+
+def test_the_sampler_keeps_its_period_and_skips_ahead_after_a_slow_tick(monkeypatch):
+    clock = ReplayClock(50.0)
+    fake = SlowNvml(_ticks(GPU0), clock, slow_s={2: 0.3})  # the third tick's NVML call takes 0.3 s
+    m = _open(monkeypatch, fake, clock, sample_hz=8.0)  # a tick every 0.125 s
+    m._stop = ScriptedStop(clock, ticks=6)
+    m._run()
+    assert m._sampler_error is None
+    times = [s[0] for s in m._samples]
+    # Ticks at 50, 50.125, 50.25 (slow: returns at 50.55, past its next slot 50.375); the sampler does not burst
+    # to catch up but starts again from then: 50.55, then 50.675, 50.8.
+    assert times == [50.0, 50.125, 50.25, 50.55, 50.675, 50.8]
+    assert m._stop.delays == [0.125, 0.125, 0, 0.125, 0.125, 0.125]
+    m.close()
+
+
+def test_a_tick_that_raises_ends_the_sampler_and_the_result_says_so(monkeypatch):
+    class Failing(ReplayNvml):
+        def nvmlDeviceGetUtilizationRates(self, h):
+            raise RuntimeError("driver fell over")  # not an NVMLError: not a field some GPUs lack
+
+    clock = ReplayClock(0.0)
+    fake = Failing(_ticks(GPU0))
+    m = _open(monkeypatch, fake, clock)
+    m._stop = ScriptedStop(clock, ticks=5)
+    m._run()  # returns instead of raising: the error waits for result()
+    assert isinstance(m._sampler_error, RuntimeError) and m._samples == []
+    fake.edge_mj = [1_000]
+    m.mark_window_start()
+    fake.edge_mj = [2_000]
+    m.mark_window_end()
+    with pytest.raises(MeterError, match="NVML timeline sampler failed: driver fell over"):
+        m.result()
+    m.close()
+
+
+def test_start_and_stop_run_one_sampler_thread(monkeypatch):
+    import threading
+    import time
+
+    fake = FakeNvml(gpm="no_bindings")
+    monkeypatch.setattr(nvml_mod, "_pynvml", lambda: fake)
+    m = NvmlMeter(cuda_visible_devices=None, own_pids=lambda: set(), gpm=False, sample_hz=100.0)
+    m.open()
+    m.stop_sampling()  # not started: nothing to stop
+    m.start_sampling()
+    first = m._thread
+    m.start_sampling()  # already running: the same thread, not a second one
+    assert m._thread is first and first.is_alive() and first.name == "specjoule-nvml-sampler"
+    with pytest.raises(MeterError, match="reset_window while sampling"):
+        m.reset_window()
+    deadline = time.monotonic() + 30
+    while len(m._samples) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    m.stop_sampling()
+    assert m._thread is None and not first.is_alive() and len(m._samples) >= 3
+    assert threading.active_count() >= 1 and m._sampler_error is None
+    m.reset_window()
+    assert m._samples == [] and m.timeline().num_rows == 0
+    m.close()
+
+
+def test_reset_window_forgets_the_last_cell(hand_built):
+    assert hand_built.result().other_gpu_processes == 0
+    hand_built._sampler_error = OSError("left from the last cell")
+    hand_built.reset_window()
+    assert hand_built.timeline().num_rows == 0 and hand_built._others_end is None
+    assert (hand_built._t_start, hand_built._t_end, hand_built._e_start, hand_built._e_end) == (None,) * 4
+    with pytest.raises(MeterError, match="window edges were not both read"):  # not the old sampler error
+        hand_built.result()
+
+
+def test_a_timeline_without_a_window_is_relative_to_its_first_tick(monkeypatch):
+    fake, clock = ReplayNvml(_ticks(GPU0)), ReplayClock(T0)
+    m = _open(monkeypatch, fake, clock)
+    assert m.timeline().num_rows == 0
+    for i in (3, 4):
+        clock.t = TIMES[i]
+        fake.at(i)
+        m._sample_once()
+    tl = m.timeline().to_pylist()
+    assert [r["t_rel_s"] for r in tl] == [0.0, 0.125] and [r["in_window"] for r in tl] == [False, False]
+    clock.t, fake.edge_mj = TIMES[4], [5]
+    m.mark_window_start()  # a start without an end marks nothing as inside yet
+    assert [r["in_window"] for r in m.timeline().to_pylist()] == [False, False]
+    assert [r["t_rel_s"] for r in m.timeline().to_pylist()] == [-0.125, 0.0]
+    m.close()
+
+
+def test_enumeration_failures_name_the_call(monkeypatch):
+    from tests.fake_nvml import NVMLError
+
+    class NoHandles(ReplayNvml):
+        def nvmlDeviceGetHandleByIndex(self, i):
+            if i == 1:
+                raise NVMLError(15, "GPU is lost")
+            return i
+
+    fake = NoHandles(_ticks(GPU0, GPU1))
+    monkeypatch.setattr(nvml_mod, "_pynvml", lambda: fake)
+    with pytest.raises(MeterError) as err:
+        list_devices()
+    assert str(err.value) == "NVML nvmlDeviceGetHandleByIndex/GetUUID on GPU index 1 failed: GPU is lost (NVMLError)"
+    with pytest.raises(MeterError) as err:
+        NvmlMeter(cuda_visible_devices=None, gpm=False).open()
+    assert str(err.value) == "NVML device enumeration failed: GPU is lost (NVMLError)"
+
+
+def test_our_own_processes_are_this_one_and_its_children():
+    import os
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        ours = nvml_mod._own_pid_tree()
+        assert os.getpid() in ours and child.pid in ours and os.getppid() not in ours
+    finally:
+        child.kill()
+        child.wait()
