@@ -233,12 +233,19 @@ class ReplayNvml(FakeNvml):
         return int(round(self._now(h, "power_w") * 1000))
 
     def nvmlDeviceGetTemperature(self, h: int, which: int) -> int:
+        if which != self.NVML_TEMPERATURE_GPU:
+            raise NVMLError(2, "Invalid Argument")
         return int(self._now(h, "temperature_c"))
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
         return int(self._now(h, "throttle_reasons"))
 
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:  # the same bits, the older name
+        return int(self._now(h, "throttle_reasons"))
+
     def nvmlDeviceGetClockInfo(self, h: int, which: int) -> int:
+        if which not in (self.NVML_CLOCK_SM, self.NVML_CLOCK_MEM):
+            raise NVMLError(2, "Invalid Argument")
         return int(self._now(h, "sm_clock_mhz" if which == self.NVML_CLOCK_SM else "mem_clock_mhz"))
 
     def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:

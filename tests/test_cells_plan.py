@@ -78,3 +78,41 @@ def test_under_engine_sharing_a_new_seed_is_all_that_is_pending(tmp_path, monkey
         s.unlink()
     records.write_record({**first[1].identity(), "cell_id": "0" * 12, "version_param": 3}, first[1].record_path)
     assert grown.pending(3) == new | {c.record_path for c in first[1:]}
+
+
+def test_a_cells_record_identity_is_its_config_written_out():
+    """Every identity column a record carries, for one synthetic-acceptance point of an open-loop workload,
+    against the config it came from (values written here by hand, not read back from the cell)."""
+    raw = demo_raw(share=False)
+    raw["schemes"]["syn"] = {"method": "draft_model", "k": 3, "synthetic": True, "acceptance": ["L2"]}
+    raw["acceptance"] = {"L2": {"minvar": 2.5}}
+    raw["workloads"] = {"open": {"kind": "open_loop", "prompt_len": 16, "output_len": 24, "rate": 3.5,
+                                 "window_s": 6, "warmup_s": 1, "cooldown_s": 1}}
+    raw["batch_sizes"] = [2]
+    raw["device"] = "cuda"  # synthetic acceptance is GPU-only in vLLM
+    table = cells.build(config.validate(raw))
+    cell = next(c for c in table if c.name == "syn--L2")
+    ident = cell.identity()
+    assert {k: v for k, v in ident.items() if k not in ("cell_id", "run_order_index")} == {
+        "campaign_id": "vllm-tiny-open-b2-code-s0-cg0", "cell_name": "syn--L2", "role": "point", "engine": "vllm",
+        "model_pair": "tiny", "target_model": "config/models/tiny-target", "draft_model": "config/models/tiny-draft",
+        "scheme": "syn", "method": "draft_model", "k": 3, "synthetic": True, "acceptance_name": "L2",
+        "acceptance_kind": "minvar", "acceptance_rates": [1.0, 0.5, 0.0], "configured_L": 2.5, "batch_size": 2,
+        "corpus": "code", "seed": 0, "cuda_graphs": False, "workload": "open", "workload_kind": "open_loop",
+        "prompt_len": 16, "output_len": 24, "request_rate": 3.5, "device": "cuda", "prefix_caching": False,
+        "run_order_seed": 20261130, "window_index": 0, "engine_replicate": 0,
+    }
+    assert ident["cell_id"] == cell.cell_id and len(cell.cell_id) == 12
+    members = table.campaigns[cell.campaign_id]
+    assert ident["run_order_index"] == members.index(cell) and members[0].name == "baseline--open"
+    base = members[0].identity()
+    assert (base["draft_model"], base["acceptance_rates"], base["configured_L"], base["k"]) == (
+        "config/models/tiny-draft", None, None, None)
+    assert base["synthetic"] is False and base["role"] == "opening_baseline" and members[-1].role == "closing_baseline"
+    # Paths are the campaign's folder and the cell's name.
+    assert cell.record_path == "results/cells/vllm-tiny-open-b2-code-s0-cg0/syn--L2.parquet"
+    assert cell.timeline_path == "results/timelines/vllm-tiny-open-b2-code-s0-cg0/syn--L2.parquet"
+    assert cell.log_path == "results/logs/cells/vllm-tiny-open-b2-code-s0-cg0/syn--L2.log"
+    assert table.get(cell.record_path) is cell and table.by_wildcards(cell.campaign_id, "syn--L2") is cell
+    assert table.opening(cell.campaign_id) is members[0]
+    assert [c.name for c in table.points(cell.campaign_id)] == [c.name for c in members[1:-1]]

@@ -114,7 +114,7 @@ def test_gpm_failing_mid_run_stops_and_nulls_the_window(monkeypatch):
     res, tl = _window(m, ticks=5)
     m.close()
     assert all(getattr(res, c) is None for c in GPM_COLUMNS)  # no partial window value
-    assert "GPM read in the timeline failed: Unknown Error" in res.counters_reason
+    assert res.counters_reason == "GPM read in the timeline failed: Unknown Error (NVMLError)"
     dram = tl.column("dram_bw_util_pct").to_pylist()
     assert dram[0] is None and dram[1] is not None and dram[2:] == [None] * 3
     assert tl.num_rows == 5  # the timeline went on without the counters
@@ -214,3 +214,41 @@ def test_gpm_held_by_another_client_is_null_with_nvmls_words(monkeypatch):
     assert recorded == "nvmlGpmSampleGet at window start failed: In use by another client (NVMLError_InUse)"
     assert res.counters_reason == recorded
     assert res.dram_bw_util_pct is None and res.counters_source == "utilization" and res.energy_j > 0
+
+
+def test_metrics_refused_over_the_window_are_null_with_nvmls_words(monkeypatch):
+    from tests.fake_nvml import NVMLError
+
+    class RefusesAtTheEnd(FakeNvml):
+        refuse = False
+
+        def nvmlGpmMetricsGet(self, request):
+            if self.refuse:
+                raise NVMLError(999, "Unknown Error")
+            return super().nvmlGpmMetricsGet(request)
+
+    fake = RefusesAtTheEnd(ticks=TICKS)
+    m = _meter(monkeypatch, fake)
+    m.measure_idle(0)
+    m.mark_window_start()
+    m.mark_window_end()
+    fake.refuse = True
+    res = m.result()
+    m.close()
+    assert res.counters_reason == "nvmlGpmMetricsGet over the window failed: Unknown Error (NVMLError)"
+    assert all(getattr(res, c) is None for c in GPM_COLUMNS) and res.energy_j > 0
+
+
+def test_a_missing_edge_sample_gives_nulls_and_says_so(monkeypatch):
+    fake = FakeNvml(ticks=TICKS)
+    m = _meter(monkeypatch, fake)
+    m.measure_idle(0)
+    m.mark_window_start()
+    m.mark_window_end()
+    m._free_gpm(m._gpm_edges.pop("start"))  # as if the start edge had not been sampled
+    res = m.result()
+    assert res.counters_reason == "GPM edge samples missing" and res.dram_bw_util_pct is None
+    m.reset_window()  # frees the end edge too: only the readers' own previous samples stay
+    assert m._gpm_edges == {} and fake.live_samples == 0
+    m.close()
+    assert fake.live_samples == 0

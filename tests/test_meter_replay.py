@@ -77,12 +77,12 @@ GPU0 = dict(
     mem_util_pct=[99.0, 99.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 99.0, 99.0],
 )
 GPU1 = dict(
-    energy_mj=[2_000_000, 2_000_000, 2_005_000, 2_010_000, 2_015_000, 2_020_000, 2_025_000, 2_030_000, 2_035_000,
+    energy_mj=[2_000_000, 2_000_000, 2_005_000, 2_010_000, 2_015_000, 2_020_000, 2_025_000, 2_030_000, None,
                2_040_000],
     power_w=[100.0, 50.0, 100.25, 110.0, 120.0, None, 100.0, 130.5, 20.0, 10.0],  # no reading at tick 5
-    temperature_c=[35, 35, 45, 47, 49, 50, 52, 60, 65, 85],
-    throttle_reasons=[0, 0, 0, 0, 0, 0, 0, 0x1, 0, 0x20],
-    mem_util_pct=[99.0, 99.0, 5.0, 15.0, 25.0, 35.0, 45.0, 55.0, 99.0, 99.0],
+    temperature_c=[35, 35, 45, 47, 49, 50, 52, 60, None, 85],  # tick 8: readings this GPU did not give
+    throttle_reasons=[0, 0, 0, 0, 0, 0, 0, 0x1, None, 0x20],
+    mem_util_pct=[99.0, 99.0, 5.0, 15.0, 25.0, 35.0, 45.0, 55.0, None, 99.0],
 )
 EDGE_START = [1_010_000, 2_004_000]
 EDGE_END = [1_090_500, 2_031_250]
@@ -139,7 +139,14 @@ def test_timeline_keeps_every_tick_marks_the_window_and_converts_units(hand_buil
     first = rows[0]
     assert (first["t_rel_s"], first["power_w"], first["energy_mj"], first["throttle_reasons"]) == (-0.25, 900.0,
                                                                                                    1_000_000, 8)
-    assert [r["power_w"] for r in rows if r["gpu_index"] == 1][5] is None
+    gpu1 = [r for r in rows if r["gpu_index"] == 1]
+    assert gpu1[5]["power_w"] is None  # missing readings are null in the timeline, never 0
+    assert [gpu1[8][c] for c in ("temperature_c", "throttle_reasons", "gpu_util_pct", "mem_util_pct", "energy_mj")] \
+        == [None] * 5
+    assert (gpu1[7]["temperature_c"], gpu1[7]["throttle_reasons"], gpu1[7]["gpu_util_pct"], gpu1[7]["mem_util_pct"]) \
+        == (60.0, 1, 90.0, 55.0)
+    assert (first["sm_clock_mhz"], first["mem_clock_mhz"], first["gpu_uuid"], first["t_monotonic"]) == (
+        1980, 3201, "GPU-replay00-0000-0000-0000-000000000000", 100.0)
 
 
 def test_the_result_is_a_valid_record(hand_built):
@@ -495,3 +502,18 @@ def test_our_own_processes_are_this_one_and_its_children():
     finally:
         child.kill()
         child.wait()
+
+
+def test_clock_event_reasons_fall_back_to_the_older_throttle_call(monkeypatch):
+    """Drivers before the clock-event API answer only nvmlDeviceGetCurrentClocksThrottleReasons."""
+    from tests.fake_nvml import NVMLError_NotSupported
+
+    class OldDriver(ReplayNvml):
+        def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+            raise NVMLError_NotSupported()
+
+    fake, clock = OldDriver(_ticks(GPU0, GPU1)), ReplayClock(T0 - 1.0)
+    m = _open(monkeypatch, fake, clock)
+    _replay(m, fake, clock, TIMES, T_START, T_END, EDGE_START, EDGE_END)
+    assert m.result().throttle_reasons_mask == 0x7
+    m.close()
