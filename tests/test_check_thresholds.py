@@ -2,7 +2,7 @@
 
 A pre-registered "at most X" (or "at least X") passes at X and fails (or flags) one step beyond it, so a
 boundary written the wrong way round (``>=`` for ``>``), or a threshold read from the wrong field, fails here.
-Crafted records (tests/analysis_records.py) are read once; each case edits one or two cells' columns in
+Crafted records (tests/analysis_records.py) are built once, in memory; each case edits one or two cells' columns in
 that frame, re-pairs it with the real aggregate and runs the one check. The boundary values are chosen so
 that the quantity the check computes lands exactly on the threshold in binary floating point (the
 arithmetic is written out in each case), and the expected verdicts are the config's documented rules.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -26,9 +25,14 @@ C, O = ar.CLOSED, ar.OPEN
 
 
 @pytest.fixture(scope="module")
-def raw(tmp_path_factory) -> pl.DataFrame:
-    root: Path = tmp_path_factory.mktemp("thresholds")
-    return aggregate.scan_records(ar.write_campaigns(root)).collect()
+def raw() -> pl.DataFrame:
+    return ar.frame_campaigns()
+
+
+def test_the_records_in_memory_are_the_records_on_disk(raw, tmp_path):
+    on_disk = aggregate.scan_records(ar.write_campaigns(tmp_path)).collect()
+    assert raw.sort("record_path").equals(on_disk.with_columns(
+        pl.col("record_path").str.replace(f"{tmp_path}/", "", literal=True)).sort("record_path"))
 
 
 def _judge(raw: pl.DataFrame, check: str, edits: dict[str, dict[str, Any]], th: checks.Thresholds = TH,
