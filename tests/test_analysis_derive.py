@@ -12,7 +12,9 @@ TH = checks.Thresholds.from_config({})
 
 
 def _tables(tmp, cfg=None, meter="nvml", **kw) -> tuple[pl.DataFrame, pl.DataFrame]:
-    recs = aggregate.aggregate(ar.write_campaigns(tmp, cfg=cfg, meter=meter, **kw))
+    """Paired records and their checks. The crafted records are built in memory (ar.frame_campaigns: the rows
+    write_campaigns writes, shown equal in tests/test_check_thresholds.py); ``tmp`` is unused, kept for callers."""
+    recs = aggregate.aggregate_frame(ar.frame_campaigns(cfg, meter=meter, **kw))
     return recs, checks.run_checks(recs, TH, ar.CONFIG_HASH)
 
 
