@@ -114,23 +114,59 @@ class FakeNvml:
     # -- the plain NVML calls the meter makes ---------------------------------------------------
     def nvmlInit(self) -> None: ...
     def nvmlShutdown(self) -> None: ...
-    def nvmlDeviceGetCount(self) -> int: return self.n_gpus
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> int: return i
-    def nvmlDeviceGetUUID(self, h: int) -> str: return f"GPU-fake{h:04d}-0000-0000-0000-000000000000"
-    def nvmlDeviceGetName(self, h: int) -> str: return "NVIDIA H200 (FakeNvml)"
-    def nvmlSystemGetDriverVersion(self) -> str: return "580.159.04-fake"
-    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int: return 700_000
-    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list: return []
-    def nvmlDeviceGetPowerUsage(self, h: int) -> int: return self.power_mw
-    def nvmlDeviceGetClockInfo(self, h: int, which: int) -> int: return 1980 if which == self.NVML_CLOCK_SM else 3201
-    def nvmlDeviceGetTemperature(self, h: int, which: int) -> int: return 45
-    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int: return 0
+    def _device(self, h: Any) -> int:
+        """A handle this library handed out; anything else is refused as the real binding would (not as an
+        NVMLError, which the meter may treat as a reading the GPU does not give)."""
+        if not (isinstance(h, int) and 0 <= h < self.n_gpus):
+            raise TypeError(f"not a device handle: {h!r}")
+        return h
+
+    def nvmlDeviceGetCount(self) -> int:
+        return self.n_gpus
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return self._device(i)
+
+    def nvmlDeviceGetUUID(self, h: int) -> str:
+        return f"GPU-fake{self._device(h):04d}-0000-0000-0000-000000000000"
+
+    def nvmlDeviceGetName(self, h: int) -> str:
+        self._device(h)
+        return "NVIDIA H200 (FakeNvml)"
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "580.159.04-fake"
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
+        self._device(h)
+        return 700_000
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list:
+        self._device(h)
+        return []
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        self._device(h)
+        return self.power_mw
+
+    def nvmlDeviceGetClockInfo(self, h: int, which: int) -> int:
+        self._device(h)
+        return 1980 if which == self.NVML_CLOCK_SM else 3201
+
+    def nvmlDeviceGetTemperature(self, h: int, which: int) -> int:
+        self._device(h)
+        return 45
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
+        self._device(h)
+        return 0
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
-        self._energy[h] += self.energy_step_mj
+        self._energy[self._device(h)] += self.energy_step_mj
         return self._energy[h]
 
     def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
+        self._device(h)
         v = self.mem_util[self._util_i % len(self.mem_util)]
         self._util_i += 1
         return SimpleNamespace(gpu=90.0, memory=v)
@@ -213,20 +249,25 @@ class ReplayNvml(FakeNvml):
         self.cursor = i
 
     def _now(self, h: int, key: str) -> Any:
-        value = self.replay[self.cursor][h][key]
+        value = self.replay[self.cursor][self._device(h)][key]
         if value is None:  # a reading this GPU did not give at this tick
             raise NVMLError_NotSupported()
         return value
 
     def nvmlDeviceGetUUID(self, h: int) -> Any:
-        return self.uuids[h].encode() if self.uuid_bytes else self.uuids[h]
+        uuid = self.uuids[self._device(h)]
+        return uuid.encode() if self.uuid_bytes else uuid
 
     def nvmlDeviceGetName(self, h: int) -> Any:
-        return b"NVIDIA H200" if self.uuid_bytes else "NVIDIA H200"
+        name = f"NVIDIA H200 #{self._device(h)}"
+        return name.encode() if self.uuid_bytes else name
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
+        return (700_000, 650_000)[self._device(h)]
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
         if self.edge_mj is not None:
-            return self.edge_mj[h]
+            return self.edge_mj[self._device(h)]
         return int(self._now(h, "energy_mj"))
 
     def nvmlDeviceGetPowerUsage(self, h: int) -> int:

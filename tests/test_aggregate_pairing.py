@@ -94,6 +94,7 @@ def test_device_is_the_gpu_or_else_the_host():
     assert out[("c1", "draft")]["device_key"] == "host:n1"  # an empty UUID is no UUID
     assert out[("c1", "draft")]["pair_cross_gpu"] is True  # its closing baseline ran on host n2
     assert out[("c1", "draft")]["closing_device_key"] == "host:n2"
+    assert pair(rec("x", OPEN, 0, gpu_uuid="7"))[("c1", "x")]["device_key"] == "7"  # any non-empty UUID is one
 
 
 def test_a_pair_across_gpus_is_marked_on_either_side():

@@ -118,6 +118,7 @@ def test_visible_devices_map_to_nvml_uuids(cvd, expected):
 
 @pytest.mark.parametrize("cvd, message", [
     ("7", "no GPU with NVML index 7"),
+    ("-1", r"^CUDA_VISIBLE_DEVICES entry '-1': no GPU with NVML index -1 \(NVML sees 4 GPU\(s\)\)$"),
     ("GPU-6f0d", "matches 2 GPU UUIDs"),
     ("GPU-deadbeef", "no GPU with that UUID"),
     ("MIG-0a1b2c3d-0000", "MIG instance"),

@@ -73,7 +73,7 @@ GPU0 = dict(
                1_100_000],
     power_w=[900.0, 50.0, 300.5, 320.0, 410.75, 280.0, 350.0, 390.0, 80.0, 10.0],
     temperature_c=[40, 41, 50, 55, 61, 58, 57, 56, 70, 90],
-    throttle_reasons=[0x8, 0, 0x2, 0x4, 0, 0, 0, 0, 0, 0],
+    throttle_reasons=[0x8, 0, 0x2, 0x4, None, 0, 0, 0, 0, 0],  # tick 4 (61 °C, the hottest): no reasons given
     mem_util_pct=[99.0, 99.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 99.0, 99.0],
 )
 GPU1 = dict(
@@ -107,7 +107,8 @@ def test_energy_is_the_edge_counter_delta_in_joules_summed_over_gpus(hand_built)
     # GPU 0: 1 090 500 − 1 010 000 = 80 500 mJ; GPU 1: 2 031 250 − 2 004 000 = 27 250 mJ.
     assert res.energy_j_per_gpu == [80.5, 27.25]
     assert res.energy_j == 107.75
-    assert res.meter == "nvml" and res.power_limit_w == 1400.0  # 2 × 700 000 mW
+    assert res.meter == "nvml" and res.power_limit_w == 1350.0  # 700 000 + 650 000 mW
+    assert res.gpu_names == ["NVIDIA H200 #0", "NVIDIA H200 #1"] and res.driver_version == "580.159.04-fake"
 
 
 def test_counter_updates_are_distinct_values_in_the_window_on_the_slowest_gpu(hand_built):
@@ -172,7 +173,9 @@ def test_a_window_without_ticks_has_energy_but_no_tick_statistics(monkeypatch):
     res = m.result()
     m.close()
     assert res.energy_j == 1.5 and res.energy_counter_updates == 0 and res.throttle_reasons_mask is None
-    assert res.power_min_w is None and res.max_temperature_c is None and res.timeline_samples == 2
+    assert res.power_min_w is None and res.max_temperature_c is None and res.mem_busy_pct is None
+    assert res.counters_source is None  # neither GPM nor a utilization reading in the window
+    assert res.timeline_samples == 2 and res.timeline_hz == 8.0  # two ticks 0.125 s apart
 
 
 def test_a_counter_that_did_not_advance_is_an_error_naming_the_gpu(monkeypatch):
@@ -212,7 +215,20 @@ def test_idle_power_is_the_counter_delta_over_the_idle_time(monkeypatch):
     m = _open(monkeypatch, fake, clock, sample_hz=8.0)  # 0.125 s steps: eight of them make exactly 1 s
     assert m.measure_idle(1.0) == 100.0
     assert fake.calls["nvmlDeviceGetPowerUsage"] == 16  # eight ticks × two GPUs
+    res = _edges_only(m, fake)
+    assert res.idle_power_w == 100.0
+    assert m.measure_idle(0) is None  # no idle measurement asked for: none, not a division by 0 s
     m.close()
+    one = FakeNvml(n_gpus=1, energy_step_mj=1, gpm="no_bindings")  # the counter moved by 1 mJ: still the counter
+    m = _open(monkeypatch, one, ReplayClock(0.0), sample_hz=8.0)
+    assert m.measure_idle(1.0) == 0.001
+    m.close()
+
+
+def _edges_only(m: NvmlMeter, fake: FakeNvml):
+    m.mark_window_start()
+    m.mark_window_end()
+    return m.result()
 
 
 def test_idle_power_falls_back_to_sampled_power_when_the_counter_stands_still(monkeypatch):
@@ -249,21 +265,65 @@ def test_other_processes_count_only_when_ours_are_visible(monkeypatch):
     assert others({5}, {}, end) == 0  # ours not among NVML's PIDs (another PID namespace): the end count is not trusted
 
 
-@pytest.mark.parametrize("cvd, expected", [("1", [1]), ("GPU-replay00", [0]), (None, [0, 1])])
-def test_open_meters_only_the_visible_gpus(monkeypatch, cvd, expected):
+@pytest.mark.parametrize("cvd, expected, limit_w", [("1", [1], 650.0), ("GPU-replay00", [0], 700.0),
+                                                    (None, [0, 1], 1350.0)])
+def test_open_meters_only_the_visible_gpus(monkeypatch, cvd, expected, limit_w):
     fake, clock = ReplayNvml(_ticks(GPU0, GPU1), uuid_bytes=True), ReplayClock(T0)
     m = _open(monkeypatch, fake, clock, cvd=cvd)
     assert [d.index for d in m.devices] == expected
-    assert m.power_limit_w == 700.0 * len(expected) and m.driver == "580.159.04-fake"
-    assert all(d.uuid.startswith("GPU-replay") and d.name == "NVIDIA H200" for d in m.devices)  # bytes decoded
+    assert m.power_limit_w == limit_w and m.driver == "580.159.04-fake"
+    assert [(d.uuid[:12], d.name) for d in m.devices] == [(f"GPU-replay0{i}", f"NVIDIA H200 #{i}") for i in expected]
     m.close()
+
+
+def test_visible_devices_default_to_the_environment(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.setenv("SPECJOULE_GPM", "0")
+    m = NvmlMeter()
+    assert m.cuda_visible_devices == "1" and m.want_gpm is False
+    assert m._gpm_reason == "GPM switched off (NvmlMeter(gpm=False) or SPECJOULE_GPM=0)"
+    assert NvmlMeter(cuda_visible_devices="0,1").cuda_visible_devices == "0,1"  # given beats the environment
+    monkeypatch.setenv("SPECJOULE_GPM", "1")
+    assert NvmlMeter().want_gpm is True and NvmlMeter(gpm=False).want_gpm is False
+    monkeypatch.delenv("SPECJOULE_GPM")
+    assert NvmlMeter().want_gpm is True
+
+
+def test_a_meter_never_opened_closes_without_touching_nvml(monkeypatch):
+    fake = FakeNvml(gpm="no_bindings")
+    monkeypatch.setattr(nvml_mod, "_pynvml", lambda: fake)
+    NvmlMeter(gpm=False).close()
+    assert fake.calls["nvmlShutdown"] == 0
+    m = NvmlMeter(gpm=False)
+    with pytest.raises(MeterError, match="window edges were not both read"):
+        m.result()  # before any window: the meter's own error, not a TypeError
+
+
+def test_no_process_count_is_null_not_zero(monkeypatch):
+    fake, clock = ReplayNvml(_ticks(GPU0)), ReplayClock(T0)
+    m = _open(monkeypatch, fake, clock)  # no measure_idle: no count before the engine either
+    fake.edge_mj = [1_000]
+    m.mark_window_start()
+    fake.edge_mj = [2_000]
+    m.mark_window_end()
+    assert m.result().other_gpu_processes is None
+    m.close()
+
+
+def test_missing_nvidia_ml_py_is_named(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml now raises ImportError
+    with pytest.raises(MeterError) as err:
+        nvml_mod._pynvml()
+    assert str(err.value) == "meter nvml: the Python package nvidia-ml-py (import pynvml) is not installed"
 
 
 def test_list_devices_decodes_what_nvml_gives(monkeypatch):
     fake = ReplayNvml(_ticks(GPU0, GPU1), uuid_bytes=True)
     monkeypatch.setattr(nvml_mod, "_pynvml", lambda: fake)
-    assert list_devices() == [DeviceInfo(0, "GPU-replay00-0000-0000-0000-000000000000", "NVIDIA H200"),
-                              DeviceInfo(1, "GPU-replay01-0000-0000-0000-000000000000", "NVIDIA H200")]
+    assert list_devices() == [DeviceInfo(0, "GPU-replay00-0000-0000-0000-000000000000", "NVIDIA H200 #0"),
+                              DeviceInfo(1, "GPU-replay01-0000-0000-0000-000000000000", "NVIDIA H200 #1")]
 
 
 def test_nvml_failures_name_the_call_and_the_gpu(monkeypatch):
@@ -517,3 +577,16 @@ def test_clock_event_reasons_fall_back_to_the_older_throttle_call(monkeypatch):
     _replay(m, fake, clock, TIMES, T_START, T_END, EDGE_START, EDGE_END)
     assert m.result().throttle_reasons_mask == 0x7
     m.close()
+
+
+def test_one_tick_has_no_rate(monkeypatch):
+    fake, clock = ReplayNvml(_ticks(GPU0)), ReplayClock(T0)
+    m = _open(monkeypatch, fake, clock)
+    m._sample_once()
+    fake.edge_mj = [1]
+    m.mark_window_start()
+    fake.edge_mj = [2]
+    m.mark_window_end()
+    res = m.result()
+    m.close()
+    assert res.timeline_samples == 1 and res.timeline_hz is None
