@@ -120,6 +120,24 @@ def test_windows_of_a_side_are_averaged_and_named_in_window_order():
     assert (p["opening_n"], p["closing_n"], p["baseline_n"]) == (2, 2, 4)
 
 
+def test_windows_are_ordered_by_index_not_by_name():
+    # w10 sorts before w2 as text; the side lists its windows by index and names the first window's cell
+    rows = [rec("baseline--open--w%d" % w if w else "baseline--open", OPEN, w, window_index=w,
+                mj_per_committed_token=float(w)) for w in range(11)]
+    p = pair(*rows, rec("draft", POINT, 11))[("c1", "draft")]
+    assert p["opening_cell_names"] == ["baseline--open", *(f"baseline--open--w{w}" for w in range(1, 11))]
+    assert p["opening_cell_name"] == "baseline--open" and p["opening_mj_per_committed_token"] == 5.0
+    late_first = [rec("baseline--open--w1", OPEN, 0, window_index=1), rec("a-first-by-name", OPEN, 1, window_index=0)]
+    assert pair(*late_first, rec("draft", POINT, 2))[("c1", "draft")]["opening_cell_name"] == "a-first-by-name"
+
+
+def test_records_with_a_null_pairing_key_still_pair_with_each_other():
+    # e.g. records written before a key existed: null on every arm is the same campaign, not a mismatch
+    rows = [dict(r, corpus=None, cuda_graphs=None) for r in CAMPAIGN]
+    p = pair(*rows)[("c1", "draft")]
+    assert p["baseline_mj_per_committed_token"] == 12.0 and p["baseline_n"] == 2
+
+
 def test_a_window_missing_a_metric_leaves_its_side_without_one():
     rows = (rec("baseline--open", OPEN, 0), rec("baseline--open--w1", OPEN, 1, window_index=1, tpot_mean_s=None),
             rec("draft", POINT, 2))
@@ -142,6 +160,7 @@ def test_unsupported_records_are_kept_but_neither_paired_nor_a_baseline():
                rec("ngram", POINT, 3))
     d = out[("c1", "draft")]
     assert d["status"] == "unsupported" and d["device_key"] == "GPU-a"
+    assert d["record_path"] == "results/cells/c1/draft.parquet"  # its own columns stay
     assert all(d[c] is None for c in ("opening_cell_name", "baseline_mj_per_committed_token", "baseline_n",
                                       "pair_cross_gpu", "opening_n"))
     n = out[("c1", "ngram")]  # the unsupported closing baseline is not a baseline
@@ -177,6 +196,9 @@ def test_malformed_records_are_refused_by_name():
                                                                                   .alias("record_path"))])
     with pytest.raises(AnalysisError, match=rf"^cell c1/draft has 2 records: elsewhere/draft.parquet, {path}$"):
         aggregate.aggregate_frame(twice)
+    both = pl.concat([df, df.with_columns(pl.lit("copy/") + pl.col("record_path"))])  # every cell twice
+    with pytest.raises(AnalysisError, match=r"^cell c1/\S+ has 2 records: "):  # several duplicated: one is named
+        aggregate.aggregate_frame(both)
 
 
 def test_sglang_latency_from_decode_throughput_is_nulled_with_the_reason():
