@@ -196,7 +196,7 @@ def test_malformed_records_are_refused_by_name():
                                                                                   .alias("record_path"))])
     with pytest.raises(AnalysisError, match=rf"^cell c1/draft has 2 records: elsewhere/draft.parquet, {path}$"):
         aggregate.aggregate_frame(twice)
-    both = pl.concat([df, df.with_columns(pl.lit("copy/") + pl.col("record_path"))])  # every cell twice
+    both = pl.concat([df, df.with_columns((pl.lit("copy/") + pl.col("record_path")).alias("record_path"))])  # all twice
     with pytest.raises(AnalysisError, match=r"^cell c1/\S+ has 2 records: "):  # several duplicated: one is named
         aggregate.aggregate_frame(both)
 
