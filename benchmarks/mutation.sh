@@ -10,7 +10,8 @@
 # import the library in a subprocess, where a mutant never reaches). mutmut runs, for each mutant,
 # only the selected tests that call the mutated function. Results: $MUTATION_WORK/<module>.txt
 # (counts and every mutant that was not killed) and one summary line per module on stdout; read a
-# survivor with `cd $MUTATION_WORK/<module> && mutmut show <name>`.
+# survivor with `cd $MUTATION_WORK/<module> && mutmut show <name>`. The classes of the survivors and
+# what was done about them: benchmarks/mutation.md.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -106,9 +107,8 @@ EOF
   watchdog=$!
   wait "$pid" || rc=$?
   kill "$watchdog" 2>/dev/null || true
-  (cd "$dir" && "$MUTMUT" export-cicd-stats > /dev/null && "$MUTMUT" results > "$WORK/$mod.survivors" 2>&1) || true
-  "$PY" "$HERE/mutation_summary.py" "$dir/mutants/mutmut-cicd-stats.json" "$mod" "$src" "$((SECONDS - t0))" "$rc" \
-      "${tests[*]}" "${FUNCS[$mod]:-every function}" "$WORK/$mod.survivors" > "$WORK/$mod.txt"
+  "$PY" "$HERE/mutation_summary.py" "$dir/mutants/$src.meta" "$mod" "$src" "$((SECONDS - t0))" "$rc" \
+      "${tests[*]}" "${FUNCS[$mod]:-every function}" > "$WORK/$mod.txt"
   head -1 "$WORK/$mod.txt"
 }
 

@@ -1,17 +1,33 @@
-"""For benchmarks/mutation.sh: one summary line per module from mutmut's CI stats, then the mutants not killed."""
+"""For benchmarks/mutation.sh: one summary line per module, then every mutant of the subset not killed.
 
+Counts come from mutmut's own record of the run (mutants/<source>.meta), restricted to the mutated subset
+(FUNCS globs): "not reached" are mutants of the subset the time limit left unrun; mutants outside the subset
+are only counted, apart."""
+
+import fnmatch
 import json
 import sys
+from collections import Counter
 
-stats_path, mod, src, secs, rc, tests, funcs, survivors = sys.argv[1:]
+from mutmut.stats import status_by_exit_code
+
+meta_path, mod, src, secs, rc, tests, funcs = sys.argv[1:]
 try:
-    s = json.load(open(stats_path))
+    codes = json.load(open(meta_path))["exit_code_by_key"]
 except OSError:
     print(f"{mod}: no result (mutmut exit {rc}); see {mod}.log")
     raise SystemExit
-done = s["killed"] + s["survived"] + s["timeout"] + s["no_tests"] + s["suspicious"] + s["segfault"]
-score = 100.0 * (s["killed"] + s["timeout"]) / done if done else float("nan")
-print(f"{mod} ({src}; {funcs}): {s['killed']} killed, {s['survived']} survived, {s['no_tests']} no tests, "
-      f"{s['timeout']} timeout, {s['suspicious']} suspicious, {s['total'] - done} not run; "
-      f"score {score:.1f} % in {secs} s (tests: {tests})")
-print(open(survivors).read(), end="")
+globs = funcs.split() if funcs != "every function" else ["*"]
+subset = {k: v for k, v in codes.items() if any(fnmatch.fnmatch(k, g) for g in globs)}
+status = Counter(status_by_exit_code[v] for v in subset.values())
+done = sum(n for s, n in status.items() if s != "not checked")
+killed = status["killed"] + status["timeout"]
+score = 100.0 * killed / done if done else float("nan")
+names = "every function" if globs == ["*"] else " ".join(g.rsplit(".", 1)[-1].removesuffix("__*") for g in globs)
+print(f"{mod} ({src}): {status['killed']} killed, {status['survived']} survived, {status['no tests']} no tests, "
+      f"{status['timeout']} timeout, {status['suspicious']} suspicious, {status['not checked']} not reached; "
+      f"score {score:.1f} % of {done} run in {secs} s; mutated: {names} ({len(subset)} of {len(codes)} mutants); "
+      f"tests: {tests}")
+for k, v in sorted(subset.items()):
+    if status_by_exit_code[v] not in ("killed", "timeout", "not checked"):
+        print(f"    {k}: {status_by_exit_code[v]}")

@@ -171,6 +171,9 @@ def test_two_records_of_one_side_and_window_are_an_error():
     with pytest.raises(AnalysisError, match=r"^campaign c1 has 2 opening_baseline records for window 0 "
                                             r"\(baseline--open, baseline--open-again\); a side holds one record"):
         aggregate.aggregate_frame(frame(CAMPAIGN[0], rec("baseline--open-again", OPEN, 1)))
+    two_campaigns = [rec(n, OPEN, i, campaign_id=c) for c in ("c1", "c2") for i, n in enumerate(("o1", "o2"))]
+    with pytest.raises(AnalysisError, match=r"^campaign c[12] has 2 opening_baseline records for window 0"):
+        aggregate.aggregate_frame(frame(*two_campaigns))
     # An unsupported twin is not a second measurement.
     aggregate.aggregate_frame(frame(CAMPAIGN[0], rec("baseline--open-again", OPEN, 1, status="unsupported",
                                                      unsupported_reason="no", mj_per_committed_token=None,
