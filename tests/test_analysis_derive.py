@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 import analysis_records as ar
-from specjoule.analysis import aggregate, checks, derive
+from specjoule.analysis import AnalysisError, aggregate, checks, derive
 
 TH = checks.Thresholds.from_config({})
 
@@ -167,3 +167,56 @@ def test_exact_bootstrap_matches_monte_carlo():
     # Weights of the enumerated resamples are a probability distribution.
     counts, w = derive._compositions(4)
     assert len(counts) == 35 and w.sum() == pytest.approx(1.0) and (counts.sum(axis=1) == 4).all()
+
+
+# ------------------------------------------------------------------------------------------------
+# the refusal message, flags that concern a row, and the edges of derive
+
+def test_the_refusal_names_each_campaign_and_its_checks_in_order_and_counts_the_rest():
+    fails = pl.DataFrame({"campaign_id": [f"camp{i:02d}" for i in range(22, 0, -1)] + ["camp05"],
+                          "check": ["temperature"] * 22 + ["baseline_drift"]})
+    msg = derive._refusal_message(fails)
+    lines = msg.split("\n")
+    assert lines[0] == ("derive refuses 22 campaign(s) with a failed pre-registered check (see results/checks.md; "
+                        "set checks.allow_failed_checks: true to derive them anyway, marked):")
+    assert lines[1] == "  campaign camp01: failed check(s) temperature"
+    assert lines[5] == "  campaign camp05: failed check(s) temperature, baseline_drift"  # in the order they failed
+    assert lines[20] == "  campaign camp20: failed check(s) temperature"
+    assert lines[21:] == ["  … and 2 more campaign(s)"]
+    exactly_20 = derive._refusal_message(fails.filter(pl.col("campaign_id") <= "camp20"))
+    assert "more campaign" not in exactly_20 and len(exactly_20.split("\n")) == 21
+
+
+def test_a_flag_on_a_baseline_concerns_every_point_of_its_campaign_and_no_other(tmp_path):
+    # The opening baseline of the closed campaign draws too little power: power_regime flags it (ADR 0022).
+    recs, ck = _tables(tmp_path, drop={(ar.OPEN, "baseline--close")},
+                       mutate={(ar.CLOSED, "baseline--open"): ar.setter(mean_power_w=84.0),
+                               (ar.OPEN, "baseline--open"): ar.setter(mean_power_w=84.0)})
+    curves = derive.derive(recs, ck, allow_failed_checks=True)
+    for cell in ("ngram", "syn--L2", "syn--L4"):
+        assert "power_regime" in _row(curves, ar.CLOSED, cell)["flags"]
+        assert "power_regime" in _row(curves, ar.OPEN, cell)["flags"]  # a campaign without a closing baseline
+    others = curves.filter(~pl.col("campaign_id").is_in([ar.CLOSED, ar.OPEN]))
+    assert others.height and others["flags"].list.len().sum() == 0
+
+
+def test_a_flag_on_a_closing_baseline_concerns_the_points_too(tmp_path):
+    recs, ck = _tables(tmp_path, mutate={(ar.CLOSED, "baseline--close"): ar.setter(mean_power_w=84.0)})
+    curves = derive.derive(recs, ck, allow_failed_checks=True)
+    assert all("power_regime" in _row(curves, ar.CLOSED, c)["flags"] for c in ("ngram", "syn--L2", "syn--L4"))
+
+
+def test_stale_checks_name_at_most_five_campaigns(clean):
+    recs, ck = clean
+    missing = sorted(set(recs["campaign_id"]))[:6]
+    with pytest.raises(AnalysisError) as err:
+        derive.derive(recs, ck.filter(~pl.col("campaign_id").is_in(missing)))
+    assert str(err.value) == (f"no check results for campaign(s) {', '.join(missing[:5])}: checks.parquet is stale "
+                              f"or from another records.parquet")
+
+
+def test_records_without_points_give_an_empty_table_with_the_curve_columns(clean):
+    recs, ck = clean
+    curves = derive.derive(recs.filter(pl.col("role") != "point"), ck)
+    assert curves.height == 0 and tuple(curves.columns) == derive.CURVE_COLUMNS
+    assert dict(curves.schema) == derive.curve_schema()
