@@ -80,6 +80,28 @@ def test_under_engine_sharing_a_new_seed_is_all_that_is_pending(tmp_path, monkey
     assert grown.pending(3) == new | {c.record_path for c in first[1:]}
 
 
+def test_pending_trusts_neither_a_stale_stamp_nor_an_unreadable_record(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    table = cells.build(config.validate(demo_raw(share=True)))
+    for c in table:
+        records.write_record({**c.identity(), "version_param": 3}, c.record_path)
+    camp_a, camp_b = list(table.campaigns.values())[:2]
+    # A stamp of another version: a group job measured this cell under version 2, so the record that says 3 was
+    # not written by the job that stamps it; measure again, and the rest of the campaign after it.
+    stale = Path(camp_a[2].stamp_path(2))
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.touch()
+    Path(camp_b[1].record_path).write_bytes(b"PAR1 cut short")  # unreadable: measure again
+    assert table.pending(3) == {c.record_path for c in camp_a[2:]} | {c.record_path for c in camp_b[1:]}
+
+
+def test_replicate_suffixes_and_hash_input():
+    assert cells.replicate_suffix(0, "w") == "" and cells.replicate_suffix(2, "w") == "w2"
+    assert cells.replicate_suffix(1, "r") == "r1"
+    # The hash input is canonical JSON: keys sorted, no spaces, anything else as its text.
+    assert cells._blob({"b": 1, "a": [Path("m"), None]}) == '{"a":["m",null],"b":1}'
+
+
 def test_a_cells_record_identity_is_its_config_written_out():
     """Every identity column a record carries, for one synthetic-acceptance point of an open-loop workload,
     against the config it came from (values written here by hand, not read back from the cell)."""
