@@ -107,6 +107,14 @@ def test_mixed_meter_campaign_gets_no_energy(tmp_path):
     curves = derive.derive(recs, ck)
     closed = curves.filter(pl.col("campaign_id") == ar.CLOSED)
     assert closed["energy_ratio"].is_null().all() and closed["energy_refused_reason"].is_not_null().all()
+    # Every energy column of the refused campaign's rows, including the points that did measure energy (the
+    # configuration's mean and interval on the row come from the seeds whose campaigns passed: n = 2 of 3).
+    syn = _row(curves, ar.CLOSED, "syn--L4")
+    row_level = ("mj_per_committed_token", "baseline_mj_per_committed_token", "energy_ratio", "mj_per_accepted_token",
+                 "baseline_window_mj_per_committed_token")
+    assert all(syn[c] is None for c in row_level), {c: syn[c] for c in row_level}
+    assert syn["energy_ratio_n"] == 2
+    assert _row(recs, ar.CLOSED, "syn--L4")["mj_per_committed_token"] is not None  # measured, then refused
     assert curves.filter(pl.col("campaign_id") == ar.OPEN)["energy_ratio"].is_not_null().all()
 
 
@@ -220,3 +228,28 @@ def test_records_without_points_give_an_empty_table_with_the_curve_columns(clean
     curves = derive.derive(recs.filter(pl.col("role") != "point"), ck)
     assert curves.height == 0 and tuple(curves.columns) == derive.CURVE_COLUMNS
     assert dict(curves.schema) == derive.curve_schema()
+
+
+def test_a_campaign_the_energy_check_never_ran_on_keeps_its_rows_without_energy(clean):
+    recs, ck = clean
+    curves = derive.derive(recs, ck.filter(~((pl.col("check") == checks.ENERGY_CHECK)
+                                              & (pl.col("campaign_id") == ar.CLOSED))))
+    closed = curves.filter(pl.col("campaign_id") == ar.CLOSED)
+    assert closed.height == 3 and closed["energy_ratio"].is_null().all()
+    assert set(closed["energy_refused_reason"]) == {"energy_measured not evaluated for this campaign"}
+    assert curves.filter(pl.col("campaign_id") == ar.OPEN)["energy_refused_reason"].is_null().all()
+
+
+def test_an_unpaired_point_stays_a_curve_row_without_a_baseline(tmp_path):
+    recs, ck = _tables(tmp_path, mutate={(ar.CLOSED, "syn--L4"): ar.setter(batch_size=16)})
+    curves = derive.derive(recs, ck, allow_failed_checks=True)
+    r = _row(curves, ar.CLOSED, "syn--L4")
+    assert r["baseline_mj_per_committed_token"] is None and r["energy_ratio"] is None
+    assert r["baseline_async_scheduling"] is None and "baseline_present" in r["failed_checks"]
+
+
+def test_a_closed_batch_verifies_its_batch_size_whatever_concurrency_was_sampled(tmp_path):
+    # Closed batch: B is fixed by construction (8), the sampled 7.5 is not the batch; 8 × (1 + 4 drafted) = 40.
+    recs, ck = _tables(tmp_path, mutate={(ar.CLOSED, "syn--L4"): ar.setter(mean_running_requests=7.5)})
+    curves = derive.derive(recs, ck, allow_failed_checks=True)
+    assert _row(curves, ar.CLOSED, "syn--L4")["tokens_per_verify_pass"] == pytest.approx(40.0)
