@@ -138,3 +138,17 @@ def test_a_cells_record_identity_is_its_config_written_out():
     assert table.get(cell.record_path) is cell and table.by_wildcards(cell.campaign_id, "syn--L2") is cell
     assert table.opening(cell.campaign_id) is members[0]
     assert [c.name for c in table.points(cell.campaign_id)] == [c.name for c in members[1:-1]]
+
+
+def test_a_synthetic_scheme_without_a_list_runs_every_acceptance_vector():
+    raw = demo_raw(share=False)
+    raw["device"] = "cuda"
+    raw["acceptance"] = {"L2": {"minvar": 2.5}, "G3": {"geometric": 3.0}, "R": {"rates": [0.9, 0.5, 0.1]}}
+    raw["schemes"]["syn"] = {"method": "draft_model", "k": 3, "synthetic": True}
+    raw["schemes"]["one"] = {"method": "draft_model", "k": 3, "synthetic": True, "acceptance": ["R"]}
+    table = cells.build(config.validate(raw))
+    points = {c.name: c for c in table.points(next(iter(table.campaigns)))}
+    assert {n for n in points if n.startswith("syn--")} == {"syn--L2", "syn--G3", "syn--R"}
+    assert {n for n in points if n.startswith("one")} == {"one--R"}
+    assert points["syn--R"].acceptance_rates == (0.9, 0.5, 0.1) and points["syn--R"].configured_L == 2.5
+    assert points["syn--G3"].acceptance_kind == "geometric" and points["syn--G3"].configured_L == pytest.approx(3.0)
