@@ -231,3 +231,55 @@ def test_model_residual_at_and_past_its_maximum(raw):
         after["syn--L4"] = {**priced, "roofline_residual": residual}
         row = _judge(raw, "model_residual", {}, after=after)
         assert row["status"] == status and row["value"] == abs(residual), residual
+
+
+# Each check's row on the clean frame: the threshold it reports is the configured one, and its value is the worst
+# of the campaign's cells, worked out from tests/analysis_records.py (closed campaign, seed 0: 300 W baselines,
+# the L4 point at 0.7 × 300 = 210 W, 80 W idle, 20 s windows of 10 × 8 × 64 tokens, 62 °C, no failures).
+CLEAN_ROWS = {
+    "window_length": (1.0, 20.0),  # the shortest window
+    "energy_counter_advance": (5.0, 200.0),  # the fewest counter updates: 10 per second of window
+    "power_regime": (1.15, 2.625),  # the lowest ratio: 210 W / 80 W
+    "power_range": (5.0, 300.0),  # the highest mean power
+    "temperature": (85.0, 62.0),
+    "throttle_reasons": (232.0, 0.0),  # the forbidden bits seen
+    "other_gpu_processes": (0.0, 0.0),
+    "failed_requests": (0.0, 0.0),
+    "committed_spread": (0.05, 0.0),
+    "baseline_drift": (0.02, 0.0),
+    "batch_shape": (0.0, 0.0),  # closed batch: exactly B per generation
+    "spec_counters": (0.0, 0.0),
+    "drafts_proposed": (0.0, 1706.0),  # the fewest drafts of a point: 5120 // 3
+}
+
+
+@pytest.mark.parametrize("check", sorted(CLEAN_ROWS))
+def test_each_check_reports_its_threshold_and_worst_value(raw, check):
+    row = _judge(raw, check, {})
+    assert (row["threshold"], row["value"]) == pytest.approx(CLEAN_ROWS[check]), row
+    assert row["status"] == checks.PASS
+
+
+def test_open_loop_batch_shape_reports_the_concurrency_threshold(raw):
+    assert _judge(raw, "batch_shape", {}, campaign=O)["threshold"] == TH.concurrency_spread_max
+
+
+def test_committed_spread_is_per_generation_in_a_closed_batch_and_names_every_arm(raw):
+    # A faster arm repeats the batch twice as often in the window: twice the tokens, the same per generation.
+    row = _judge(raw, "committed_spread", {"syn--L2": {"committed_tokens": 10240, "repeats": 20}})
+    assert row["status"] == checks.PASS and row["value"] == 0.0
+    assert row["cell_names"] == ["baseline--open", *_points_in_run_order(raw), "baseline--close"]
+    missing = _judge(raw, "committed_spread", {"ngram": {"committed_tokens": None}})
+    assert missing["status"] == checks.FAIL  # one arm without the count is enough
+
+
+def _points_in_run_order(raw) -> list[str]:
+    points = raw.filter((pl.col("campaign_id") == C) & (pl.col("role") == "point")).sort("run_order_index")
+    return points["cell_name"].to_list()
+
+
+def test_power_regime_needs_an_idle_reading(raw):
+    row = _judge(raw, "power_regime", {"ngram": {"idle_power_w": None}, "syn--L2": {"idle_power_w": None},
+                                       "syn--L4": {"idle_power_w": None}, "baseline--open": {"idle_power_w": None},
+                                       "baseline--close": {"idle_power_w": None}})
+    assert row["status"] == checks.NA and row["value"] is None
