@@ -16,7 +16,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[cpu,analysis,slurm,test]'
+	$(PIP) install -q -e '.[cpu,loadgen,analysis,slurm,test]'
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec || true
 	touch $@
 

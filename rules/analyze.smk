@@ -133,3 +133,23 @@ rule reproducibility:
         "../envs/analysis.yaml"
     script:
         "../scripts/reproducibility.py"
+
+
+rule matched_latency:
+    """Energy of every arm at each TBT target (config report.tbt_targets_ms), interpolated across its load levels
+    (batch size, concurrency or request rate) and compared with the baseline at the same TBT (ADR 0114)."""
+    input:
+        curves="results/curves.parquet",
+        records="results/records.parquet",
+    output:
+        "results/matched_latency.parquet",
+    log:
+        "results/logs/matched_latency.log",
+    params:
+        tbt_targets_ms=CONFIG["report"]["tbt_targets_ms"],
+        config_hash=CONFIG_HASH,
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../scripts/matched.py"

@@ -79,6 +79,12 @@ def get_cell_runtime_min(wildcards, attempt):
     return max(5, int(get_cell(wildcards).estimated_s / 60 * 1.5 + 5) * attempt)
 
 
+def get_cell_gpus(wildcards):
+    # The GPUs a cell holds: its target's tensor-parallel size. A campaign is one chain of cells on one
+    # pair, so its group job asks for that many (ADR 0051, 0155); the SLURM profile leaves it to this.
+    return get_cell(wildcards).n_gpus
+
+
 def get_engine_env(wildcards):
     return f"../envs/{get_cell(wildcards).engine}.yaml"
 
@@ -92,7 +98,7 @@ def _freeze_signature(fn):
     return fn
 
 
-for _fn in (get_cell_id, get_cell_inputs, get_cell_priority, get_cell_runtime_min, get_engine_env):
+for _fn in (get_cell_id, get_cell_inputs, get_cell_priority, get_cell_runtime_min, get_cell_gpus, get_engine_env):
     _freeze_signature(_fn)
 
 
@@ -181,4 +187,5 @@ def get_final_outputs():
     # results/variance.parquet and results/reproducibility.parquet (rules variance, reproducibility) are not
     # listed here: the report takes them as inputs when it renders them (an --allowed-rules run of the report
     # alone must not need them).
-    return ["results/records.parquet", "results/checks.parquet", "results/curves.parquet", "results/report.html"]
+    return ["results/records.parquet", "results/checks.parquet", "results/curves.parquet", "results/report.html",
+            "results/matched_latency.parquet"]

@@ -30,7 +30,7 @@ if SHARE_ENGINES:
                 "campaign"
             resources:
                 # `--set-resources run_cell:…` from a profile applies here too (inherit_run_cell_settings).
-                gpu=1,
+                gpu=_group.cells[0].n_gpus,
                 runtime=group_runtime_min(_group),
             conda:
                 f"../envs/{_group.cells[0].engine}.yaml" if USE_CONDA else None
@@ -58,7 +58,7 @@ else:
         group:
             "campaign"
         resources:
-            gpu=1,
+            gpu=get_cell_gpus,
             runtime=get_cell_runtime_min,
         conda:
             # Only with --software-deployment-method conda: resolving an env per job costs planning time.

@@ -100,6 +100,9 @@ def model_refs(config: dict[str, Any]) -> list[ModelRef]:
         if scheme.get("drafter"):
             for fmt in sorted({drafter_load_format(pair["target"]) for pair in config["models"].values()}):
                 refs.append(ModelRef(f"schemes.{name}.drafter", scheme["drafter"], fmt, None))
+    for pair_name, pair in config["models"].items():  # each target's own drafters (models.<pair>.drafters)
+        for method, drafter in (pair.get("drafters") or {}).items():
+            refs.append(ModelRef(f"models.{pair_name}.drafters.{method}", drafter, drafter_load_format(pair["target"]), None))
     return refs
 
 

@@ -87,7 +87,11 @@ class FakeNvml:
 
     def __init__(self, *, gpm: str = "ok", ticks: list[dict[str, float]] | None = None,
                  mem_util: list[float] | None = None, n_gpus: int = 1, energy_step_mj: int = 1000,
-                 power_mw: int = 300_000) -> None:
+                 power_mw: int = 300_000, clock_power_mw: list[int] | None = None) -> None:
+        """``clock_power_mw``: one power per GPU; each GPU's energy counter is then start + power × ``now``
+        (seconds of a fake clock the test advances; mW × s = mJ), as a real counter integrates a steady
+        draw — a per-GPU window energy is then known in advance, whatever the reads in between. Every
+        counter read is logged in ``energy_reads`` as (now, handle): which GPUs a window edge read, when."""
         self.gpm_mode = gpm
         self.ticks = ticks or [{"dram_bw_util_pct": 50.0, "sm_active_pct": 80.0, "tensor_active_pct": 10.0}]
         self.mem_util = mem_util or [40.0]
@@ -97,6 +101,9 @@ class FakeNvml:
         self.calls: Counter[str] = Counter()
         self._tick = 0
         self._energy = [1_000_000] * n_gpus
+        self.clock_power_mw = clock_power_mw
+        self.now = 0.0
+        self.energy_reads: list[tuple[float, int]] = []
         self._util_i = 0
         self.live_samples = 0
         self.refused_in_use = 0
@@ -147,7 +154,7 @@ class FakeNvml:
 
     def nvmlDeviceGetPowerUsage(self, h: int) -> int:
         self._device(h)
-        return self.power_mw
+        return self.clock_power_mw[h] if self.clock_power_mw is not None else self.power_mw
 
     def nvmlDeviceGetClockInfo(self, h: int, which: int) -> int:
         self._device(h)
@@ -162,7 +169,10 @@ class FakeNvml:
         return 0
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
-        self._energy[self._device(h)] += self.energy_step_mj
+        self.energy_reads.append((self.now, self._device(h)))
+        if self.clock_power_mw is not None:
+            return 1_000_000 + round(self.clock_power_mw[h] * self.now)
+        self._energy[h] += self.energy_step_mj
         return self._energy[h]
 
     def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:

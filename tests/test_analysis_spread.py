@@ -133,8 +133,9 @@ def test_single_window_records_give_identical_results():
     for col in ("status", "value", "threshold", "detail", "cell_names"):
         assert joined.filter(pl.col(col).ne_missing(pl.col(f"{col}_now"))).height == 0, col
     new_checks = result.filter(~pl.col("check").is_in(committed["check"].unique().implode()))
-    assert set(new_checks["check"]) == {"interval_width", "reproduces_reference", "model_residual"}
-    assert set(new_checks["status"]) == {checks.NA}  # one window, one seed, no reference
+    assert set(new_checks["check"]) == {"interval_width", "reproduces_reference", "model_residual", "steady_state",
+                                        "send_lag", "latency_reliable", "gpu_energy_balance"}
+    assert set(new_checks["status"]) == {checks.NA}  # one window, one seed, no reference, no tensor_parallel_size
     curves = derive.derive(df, result)
     old_curves = pl.read_parquet(folder / "results" / "curves.parquet")
     assert_frame_equal(old_curves.sort("campaign_id", "cell_name"),

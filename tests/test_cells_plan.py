@@ -123,6 +123,7 @@ def test_a_cells_record_identity_is_its_config_written_out():
         "corpus": "code", "seed": 0, "cuda_graphs": False, "workload": "open", "workload_kind": "open_loop",
         "prompt_len": 16, "output_len": 24, "request_rate": 3.5, "device": "cuda", "prefix_caching": False,
         "run_order_seed": 20261130, "window_index": 0, "engine_replicate": 0,
+        "concurrency": None, "tensor_parallel_size": 1,  # an open loop has a rate, not a fixed concurrency
     }
     assert ident["cell_id"] == cell.cell_id and len(cell.cell_id) == 12
     members = table.campaigns[cell.campaign_id]

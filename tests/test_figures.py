@@ -404,7 +404,8 @@ def test_snakemake_figures_report_and_snakemake_report(tmp_path):
     s = rf.build("cpu", tmp_path)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(rf.config_mod.read_yaml(REPO / "config" / "config.yaml")))
     base = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--configfile",
-            str(tmp_path / "config.yaml"), "--cores", "1", "--allowed-rules", "figures", "variance", "report"]
+            str(tmp_path / "config.yaml"), "--cores", "1", "--allowed-rules", "figures", "variance", "report",
+            "matched_latency"]
     t0 = time.perf_counter()
     run = subprocess.run([*base, "results/report.html"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

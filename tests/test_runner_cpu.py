@@ -170,7 +170,13 @@ def test_open_loop_through_server(open_cell):
     # Concurrency is an outcome, sampled from vllm:num_requests_running, capped by max_num_seqs = B.
     assert r["mean_running_requests"] is not None and 0 <= r["mean_running_requests"] <= r["max_running_requests"] <= cell.batch_size
     assert r["latency_source"] == "client_stream"
-    assert 0 < r["ttft_p50_s"] <= r["ttft_p99_s"] and 0 < r["tpot_p50_s"] <= r["tpot_p99_s"]
+    assert 0 < r["ttft_p50_s"] <= r["ttft_p99_s"]
+    # Per-token times are measured, or said unmeasurable: a CPU server's front end can deliver whole streams in one
+    # read, and then they are null with the reason (ADR 0110), never a collapsed ~0.
+    if r["latency_unreliable_reason"] is None:
+        assert 0 < r["tpot_p50_s"] <= r["tpot_p99_s"]
+    else:
+        assert r["tpot_p50_s"] is None and r["starved_requests"] > 0
     log = open_cell["log"].read_text()
     for event in ("warm-up: start", "window: start", "window: end", "cooldown: done"):
         assert event in log
@@ -260,7 +266,9 @@ def test_shared_engine_runs_cells_on_one_start(shared_cells):
         assert (running is None) == (mean is None), (running, mean)  # one set of samples gives both, or neither
         if running is not None:
             assert 1 <= mean <= running <= b, (mean, running)
-        assert r["latency_source"] == "client_stream" and 0 < r["tpot_p50_s"] <= r["tpot_p99_s"]
+        assert r["latency_source"] == "client_stream"
+        assert (0 < r["tpot_p50_s"] <= r["tpot_p99_s"]) if r["latency_unreliable_reason"] is None \
+            else (r["tpot_p50_s"] is None and r["starved_requests"] > 0)
     (pg,) = _engine_pgids(log)
     assert proc.group_members(pg) == []
 

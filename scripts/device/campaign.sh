@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run campaign families of one config on the device machine, one Snakemake invocation per target, in order.
-#   bash scripts/device/campaign.sh CONFIG TARGET [TARGET ...]
+#   [GPUS=2] bash scripts/device/campaign.sh CONFIG TARGET [TARGET ...]
 # Each TARGET is usually a family's last closing-baseline record: Snakemake builds the chain before it. One
 # invocation per family keeps a family's engine groups back to back (its baselines bracket only its own points).
 # A failed family does not stop the next (its records so far stay; --rerun-incomplete resumes it later).
@@ -21,7 +21,10 @@ if [ "${CALIBRATE:-1}" != 0 ]; then
 fi
 for target in "$@"; do
   echo "campaign: $(date -u +%FT%TZ) start $target"
-  python3 -m snakemake "$target" --cores 4 --resources gpu=1 --nolock --rerun-incomplete --keep-going \
+  # GPUS: what Snakemake may hand out at once (2 on a two-GPU machine, so that a tensor-parallel campaign can
+  # run: its cells ask for tensor_parallel_size GPUs, ADR 0155); one target is one chain, so cells still run one
+  # at a time.
+  python3 -m snakemake "$target" --cores 4 --resources gpu="${GPUS:-1}" --nolock --rerun-incomplete --keep-going \
     --configfile "$config" || rc=$?
   echo "campaign: $(date -u +%FT%TZ) end $target rc=$rc"
 done

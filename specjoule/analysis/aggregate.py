@@ -73,8 +73,12 @@ def scan_records(paths: Sequence[str | Path]) -> pl.LazyFrame:
 
 
 def device_key(prefix: str = "") -> pl.Expr:
-    """GPU UUID(s) when there are any; on a GPU-less host the host itself is the device."""
+    """GPU UUID(s) when there are any; on a GPU-less host the host itself is the device.
+
+    A tensor-parallel cell's device is the *set* of its GPUs: the same GPUs listed in another order
+    (CUDA_VISIBLE_DEVICES as a scheduler gave it) are the same device (ADR 0155)."""
     uuid = pl.col(f"{prefix}gpu_uuid").cast(pl.String)  # an all-null column of a hand-built frame has no dtype
+    uuid = uuid.str.split(",").list.sort().list.join(",")
     uuid = pl.when(uuid.str.len_chars() > 0).then(uuid)
     host = pl.lit("host:") + pl.col(f"{prefix}hostname").cast(pl.String)
     return pl.coalesce(uuid, host)

@@ -43,6 +43,9 @@ CURVE_COLUMNS: tuple[str, ...] = (
     # Replicates (ADR 0080, 0081): the record's place among its configuration's repeats, the baselines of its
     # own window, and the configuration's n, mean and interval (the same on every row of a configuration).
     "window_index", "engine_replicate", "point_name",
+    # The paper's per-pass quantities and the target's family (issue 16): what the per-pass figure and the scheme
+    # tables group and plot by, carried from each point's record.
+    "verify_width", "drafted_per_committed", "draft_passes_per_round", "target_family", "target_moe",
     "baseline_window_mj_per_committed_token", "baseline_window_tpot_mean_s", "interval_level",
     *(f"{m.name}_{s}" for m in spread.SUMMARY_METRICS for s in ("n", "mean", "ci_low", "ci_high")),
 )
