@@ -37,7 +37,7 @@ declare -A TESTS=(
   [records]="tests/test_records.py tests/test_meter_replay.py tests/test_unsupported.py"
   [cells]="tests/test_golden_cells.py tests/test_replicates.py tests/test_cells_plan.py tests/test_unsupported.py"
   [acceptance]="tests/test_acceptance.py"
-  [nvml]="tests/test_meter.py tests/test_meter_counters.py tests/test_meter_replay.py"
+  [nvml]="tests/test_meter.py tests/test_meter_counters.py tests/test_meter_replay.py tests/test_tensor_parallel.py"
   [checks]="tests/test_check_thresholds.py tests/test_analysis_checks.py"
   [aggregate]="tests/test_aggregate_pairing.py tests/test_check_thresholds.py"
   [derive]="tests/test_analysis_derive.py"
@@ -60,7 +60,8 @@ declare -A FUNCS=(
             specjoule.analysis.checks.x_batch_shape__* specjoule.analysis.checks.x_acceptance_length__*
             specjoule.analysis.checks.x_accepted_count_variance__* specjoule.analysis.checks.x_acceptance_draws__*
             specjoule.analysis.checks.x_spec_counters__* specjoule.analysis.checks.x_window_length__*
-            specjoule.analysis.checks.x_energy_counter_advance__* specjoule.analysis.checks.x_power_range__*
+            specjoule.analysis.checks.x_energy_counter_advance__* specjoule.analysis.checks.x_gpu_energy_balance__*
+            specjoule.analysis.checks.x_power_range__*
             specjoule.analysis.checks.x_power_regime__* specjoule.analysis.checks.x_temperature__*
             specjoule.analysis.checks.x_throttle_reasons__* specjoule.analysis.checks.x_other_gpu_processes__*
             specjoule.analysis.checks.x_failed_requests__* specjoule.analysis.checks.x_model_residual__*

@@ -283,3 +283,15 @@ def test_power_regime_needs_an_idle_reading(raw):
                                        "syn--L4": {"idle_power_w": None}, "baseline--open": {"idle_power_w": None},
                                        "baseline--close": {"idle_power_w": None}})
     assert row["status"] == checks.NA and row["value"] is None
+
+
+def test_gpu_energy_balance_at_and_past_its_threshold(raw):
+    th = dataclasses.replace(TH, gpu_energy_imbalance_max=0.5)
+    # Two ranks: (1.25 − 0.75) / mean 1.0 = 0.5 exactly; a third reading where two GPUs were asked for fails
+    two = {"tensor_parallel_size": 2, "energy_j": 2.0}
+    at = _judge(raw, "gpu_energy_balance", {"syn--L4": {**two, "energy_j_per_gpu": [1.25, 0.75]}}, th=th)
+    assert (at["status"], at["value"], at["threshold"]) == (checks.PASS, 0.5, 0.5)
+    past = {"syn--L4": {**two, "energy_j_per_gpu": [1.2501, 0.75]}}
+    assert _status(raw, "gpu_energy_balance", past, th=th) == checks.FLAG
+    extra = {"syn--L4": {**two, "energy_j_per_gpu": [1.0, 0.5, 0.5]}}
+    assert _status(raw, "gpu_energy_balance", extra, th=th) == checks.FAIL
