@@ -133,10 +133,14 @@ def test_one_refused_metric_is_null_the_others_measured(monkeypatch):
 def test_two_gpus_window_is_the_mean_and_one_without_gpm_turns_it_off(monkeypatch):
     fake = FakeNvml(ticks=TICKS, n_gpus=2)
     m = _meter(monkeypatch, fake)
+    start = fake._tick + 1
     res, tl = _window(m)
     m.close()
-    assert res.dram_bw_util_pct is not None and tl.num_rows == 10
-    assert fake.live_samples == 0
+    # Both GPUs sample the same recorded ticks here, so their mean is each one's value (not their sum).
+    end = start + 6
+    for col in GPM_COLUMNS:
+        assert getattr(res, col) == pytest.approx(fake.mean_between(start, end, col)), col
+    assert tl.num_rows == 10 and fake.live_samples == 0
 
 
 def test_gpm_switched_off_by_the_caller(monkeypatch):
@@ -250,5 +254,19 @@ def test_a_missing_edge_sample_gives_nulls_and_says_so(monkeypatch):
     assert res.counters_reason == "GPM edge samples missing" and res.dram_bw_util_pct is None
     m.reset_window()  # frees the end edge too: only the readers' own previous samples stay
     assert m._gpm_edges == {} and fake.live_samples == 0
+    m.close()
+    assert fake.live_samples == 0
+
+
+def test_an_edge_taken_twice_frees_the_first_sample(monkeypatch):
+    fake = FakeNvml(ticks=TICKS)
+    m = _meter(monkeypatch, fake)
+    m.measure_idle(0)
+    m.mark_window_start()
+    held = fake.live_samples
+    m.mark_window_start()  # a restarted window: the first start sample is freed, not leaked
+    assert fake.live_samples == held
+    m.mark_window_end()
+    m.result()
     m.close()
     assert fake.live_samples == 0

@@ -197,7 +197,7 @@ def test_result_needs_both_edges_and_surfaces_a_sampler_failure(monkeypatch):
     fake, clock = ReplayNvml(_ticks(GPU0)), ReplayClock(T0)
     m = _open(monkeypatch, fake, clock)
     m.mark_window_start()
-    with pytest.raises(MeterError, match="window edges were not both read"):
+    with pytest.raises(MeterError, match="^meter nvml: the window edges were not both read$"):
         m.result()
     m.mark_window_end()
     m._sampler_error = OSError("NVML went away")  # what the sampler thread leaves when a tick raised
@@ -211,12 +211,13 @@ def test_result_needs_both_edges_and_surfaces_a_sampler_failure(monkeypatch):
 
 def test_idle_power_is_the_counter_delta_over_the_idle_time(monkeypatch):
     # FakeNvml's counter advances 50 000 mJ per read per GPU: two GPUs over 1 s of idle → 100 J / 1 s.
-    fake, clock = FakeNvml(n_gpus=2, energy_step_mj=50_000, gpm="no_bindings"), ReplayClock(0.0)
+    fake, clock = FakeNvml(n_gpus=2, energy_step_mj=50_000, gpm="no_bindings"), ReplayClock(1000.0)
     m = _open(monkeypatch, fake, clock, sample_hz=8.0)  # 0.125 s steps: eight of them make exactly 1 s
     assert m.measure_idle(1.0) == 100.0
     assert fake.calls["nvmlDeviceGetPowerUsage"] == 16  # eight ticks × two GPUs
+    assert m.measure_idle(2.0) == 50.0  # the same 100 J per reading pair, now over 2 s
     res = _edges_only(m, fake)
-    assert res.idle_power_w == 100.0
+    assert res.idle_power_w == 50.0  # the last idle measurement is the record's
     assert m.measure_idle(0) is None  # no idle measurement asked for: none, not a division by 0 s
     m.close()
     one = FakeNvml(n_gpus=1, energy_step_mj=1, gpm="no_bindings")  # the counter moved by 1 mJ: still the counter
@@ -491,7 +492,8 @@ def test_start_and_stop_run_one_sampler_thread(monkeypatch):
     first = m._thread
     m.start_sampling()  # already running: the same thread, not a second one
     assert m._thread is first and first.is_alive() and first.name == "specjoule-nvml-sampler"
-    with pytest.raises(MeterError, match="reset_window while sampling"):
+    assert first.daemon  # a hung NVML call must not keep the cell's process alive
+    with pytest.raises(MeterError, match="^meter nvml: reset_window while sampling$"):
         m.reset_window()
     deadline = time.monotonic() + 30
     while len(m._samples) < 3 and time.monotonic() < deadline:
@@ -555,13 +557,18 @@ def test_our_own_processes_are_this_one_and_its_children():
     import subprocess
     import sys
 
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    grandchild = "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; " \
+                 "time.sleep(30)']); print(p.pid, flush=True); time.sleep(30); p.kill()"
+    child = subprocess.Popen([sys.executable, "-c", grandchild], stdout=subprocess.PIPE, text=True)
     try:
+        grandchild_pid = int(child.stdout.readline())
         ours = nvml_mod._own_pid_tree()
-        assert os.getpid() in ours and child.pid in ours and os.getppid() not in ours
+        assert os.getpid() in ours and child.pid in ours and grandchild_pid in ours  # the engine's workers too
+        assert os.getppid() not in ours
     finally:
         child.kill()
         child.wait()
+        os.kill(grandchild_pid, 9)
 
 
 def test_clock_event_reasons_fall_back_to_the_older_throttle_call(monkeypatch):
@@ -590,3 +597,37 @@ def test_one_tick_has_no_rate(monkeypatch):
     res = m.result()
     m.close()
     assert res.timeline_samples == 1 and res.timeline_hz is None
+
+
+def test_failing_process_and_power_calls_name_the_gpu(monkeypatch, caplog):
+    from tests.fake_nvml import NVMLError
+
+    class Flaky(ReplayNvml):
+        procs_fail = power_fail = False
+
+        def nvmlDeviceGetComputeRunningProcesses(self, h):
+            if self.procs_fail:
+                raise NVMLError(999, "Unknown Error")
+            return []
+
+        def nvmlDeviceGetPowerUsage(self, h):
+            if self.power_fail:
+                raise NVMLError(15, "GPU is lost")
+            return super().nvmlDeviceGetPowerUsage(h)
+
+    fake, clock = Flaky(_ticks(GPU0)), ReplayClock(T0)
+    m = _open(monkeypatch, fake, clock)
+    fake.procs_fail, fake.edge_mj = True, [1_000]
+    m.mark_window_start()
+    fake.edge_mj = [2_000]
+    with caplog.at_level("WARNING", logger="specjoule.meter"):
+        m.mark_window_end()  # the window's energy stands; the count of other processes is just unknown
+    assert ("process list at window end unavailable: NVML nvmlDeviceGetComputeRunningProcesses on GPU 0 "
+            "(GPU-replay00-0000-0000-0000-000000000000) failed: Unknown Error (NVMLError)") in caplog.text
+    assert m.result().energy_j == 1.0
+    fake.procs_fail, fake.power_fail, fake.edge_mj = False, True, None
+    with pytest.raises(MeterError) as err:
+        m.measure_idle(1.0)
+    assert str(err.value) == ("NVML nvmlDeviceGetPowerUsage on GPU 0 (GPU-replay00-0000-0000-0000-000000000000) "
+                              "failed: GPU is lost (NVMLError)")
+    m.close()
