@@ -295,3 +295,57 @@ def test_gpu_energy_balance_at_and_past_its_threshold(raw):
     assert _status(raw, "gpu_energy_balance", past, th=th) == checks.FLAG
     extra = {"syn--L4": {**two, "energy_j_per_gpu": [1.0, 0.5, 0.5]}}
     assert _status(raw, "gpu_energy_balance", extra, th=th) == checks.FAIL
+
+
+# ------------------------------------------------------------------------------------------------
+# what a check says when its reading is missing: not applicable without a meter, a failure with one
+
+ARMS = ("baseline--open", "syn--L2", "syn--L4", "ngram", "baseline--close")
+NO_METER = {"meter": "none", "energy_j": None, "energy_j_per_gpu": None, "mean_power_w": None, "idle_power_w": None,
+            "mj_per_committed_token": None}
+
+
+def _every_arm(**values) -> dict[str, dict]:
+    return {arm: dict(values) for arm in ARMS}
+
+
+@pytest.mark.parametrize("check, column", [("temperature", "max_temperature_c"),
+                                           ("throttle_reasons", "throttle_reasons_mask"),
+                                           ("other_gpu_processes", "other_gpu_processes")])
+def test_telemetry_missing_fails_with_a_meter_and_is_not_applicable_without(raw, check, column):
+    assert _status(raw, check, {"ngram": {column: None}}) == checks.FAIL
+    row = _judge(raw, check, _every_arm(**NO_METER, **{column: None}))
+    assert row["status"] == checks.NA and row["value"] is None
+
+
+def test_energy_and_power_checks_without_a_meter_or_a_reading(raw):
+    assert _status(raw, "energy_counter_advance", _every_arm(**NO_METER)) == checks.NA
+    assert _status(raw, "energy_counter_advance", {"ngram": {"energy_counter_updates": None}}) == checks.FAIL
+    assert _status(raw, "power_range", _every_arm(**NO_METER)) == checks.NA
+    assert _status(raw, "power_range", {"ngram": {"power_limit_w": None}}) == checks.FAIL
+    assert _status(raw, "power_range", {"ngram": {"idle_power_w": None, "mean_power_w": 10.0}}) == checks.PASS
+    assert _status(raw, "power_regime", _every_arm(**NO_METER)) == checks.NA
+
+
+def test_baseline_drift_without_a_pair_or_with_energy_on_one_side(raw):
+    assert _status(raw, "baseline_drift", {}, campaign=O) == checks.PASS
+    one_sided = {"baseline--close": {**NO_METER}}
+    row = _judge(raw, "baseline_drift", one_sided)
+    assert row["status"] == checks.FAIL and row["cell_names"] == ["baseline--open", "baseline--close"]
+    missing = {"baseline--close": {"mj_per_committed_token": None, "window_s": None, "energy_j": None,
+                                   "meter": "none"}, "baseline--open": {**NO_METER}}
+    assert _status(raw, "baseline_drift", missing) == checks.FAIL  # neither energy nor time on a baseline
+
+
+def test_counters_and_drafts_at_their_edges(raw):
+    assert _status(raw, "spec_counters", {"baseline--open": {"accepted_tokens": 1}}) == checks.FAIL
+    assert _status(raw, "spec_counters", {"ngram": {"drafts": None}}) == checks.FAIL
+    assert _status(raw, "spec_counters", {"ngram": {"accepted_per_position": []}}) == checks.PASS  # not recorded
+    assert _status(raw, "drafts_proposed", {"ngram": {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0,
+                                                      "accepted_per_position": [0, 0, 0]}}) == checks.FLAG
+    assert _status(raw, "drafts_proposed", _every_arm(drafts=None)) == checks.NA
+    assert _status(raw, "batch_shape", {"syn--L4": {"repeats": None}}) == checks.FAIL
+    assert _status(raw, "batch_shape", {"syn--L4": {"mean_running_requests": None}}, campaign=O) == checks.FAIL
+    assert _status(raw, "acceptance_length", {"syn--L2": {"realized_L": None}}) == checks.FAIL
+    assert _status(raw, "window_length", {"syn--L2": {"window_s": None}}) == checks.FAIL
+    assert _status(raw, "failed_requests", {"syn--L2": {"requests_failed": None}}) == checks.FAIL
