@@ -631,3 +631,25 @@ def test_failing_process_and_power_calls_name_the_gpu(monkeypatch, caplog):
     assert str(err.value) == ("NVML nvmlDeviceGetPowerUsage on GPU 0 (GPU-replay00-0000-0000-0000-000000000000) "
                               "failed: GPU is lost (NVMLError)")
     m.close()
+
+
+def test_a_gpu_without_the_energy_counter_or_a_driver_answer_fails_at_open(monkeypatch):
+    from tests.fake_nvml import NVMLError, NVMLError_NotSupported
+
+    class NoCounter(ReplayNvml):
+        def nvmlDeviceGetTotalEnergyConsumption(self, h):
+            raise NVMLError_NotSupported()
+
+    class NoDriver(ReplayNvml):
+        def nvmlSystemGetDriverVersion(self):
+            raise NVMLError(999, "Unknown Error")
+
+    for fake, message in ((NoCounter(_ticks(GPU0)), "NVML nvmlDeviceGetTotalEnergyConsumption on GPU 0 "
+                           "(GPU-replay00-0000-0000-0000-000000000000) failed: Not Supported (NVMLError_NotSupported)"),
+                          (NoDriver(_ticks(GPU0)), "NVML nvmlSystemGetDriverVersion failed: Unknown Error (NVMLError)")):
+        monkeypatch.setattr(nvml_mod, "_pynvml", lambda fake=fake: fake)
+        m = NvmlMeter(cuda_visible_devices=None, gpm=False)
+        with pytest.raises(MeterError) as err:
+            m.open()  # at open, not at the first window edge
+        assert str(err.value) == message
+        m.close()
