@@ -62,6 +62,9 @@ def test_output_columns_and_order():
     assert out.columns == [*aggregate.RECORD_POLARS_SCHEMA.names(), *aggregate.PAIRING_COLUMNS]
     assert list(zip(out["campaign_id"], out["cell_name"])) == [
         ("c1", "baseline--open"), ("c1", "draft"), ("c1", "baseline--close"), ("c2", "baseline--open"), ("c2", "b")]
+    # Records without a run order (written by hand, or before it was recorded) sort by name within it.
+    tied = aggregate.aggregate_frame(frame(rec("zeta", POINT, None), rec("alpha", POINT, None)))
+    assert tied["cell_name"].to_list() == ["alpha", "zeta"]
 
 
 def test_a_metric_missing_on_one_side_gives_no_baseline_value():
@@ -95,6 +98,9 @@ def test_device_is_the_gpu_or_else_the_host():
     assert out[("c1", "draft")]["pair_cross_gpu"] is True  # its closing baseline ran on host n2
     assert out[("c1", "draft")]["closing_device_key"] == "host:n2"
     assert pair(rec("x", OPEN, 0, gpu_uuid="7"))[("c1", "x")]["device_key"] == "7"  # any non-empty UUID is one
+    # A cell on several GPUs (tensor parallel): the same set of GPUs is the same device, in whatever order listed
+    tp = pair(rec("baseline--open", OPEN, 0, gpu_uuid="GPU-b,GPU-a"), rec("draft", POINT, 1, gpu_uuid="GPU-a,GPU-b"))
+    assert tp[("c1", "draft")]["device_key"] == "GPU-a,GPU-b" and tp[("c1", "draft")]["pair_cross_gpu"] is False
 
 
 def test_a_pair_across_gpus_is_marked_on_either_side():
