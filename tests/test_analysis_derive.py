@@ -193,6 +193,8 @@ def test_the_refusal_names_each_campaign_and_its_checks_in_order_and_counts_the_
     assert lines[21:] == ["  … and 2 more campaign(s)"]
     exactly_20 = derive._refusal_message(fails.filter(pl.col("campaign_id") <= "camp20"))
     assert "more campaign" not in exactly_20 and len(exactly_20.split("\n")) == 21
+    assert derive._refusal_message(fails.filter(pl.col("campaign_id") <= "camp21")).endswith(
+        "  campaign camp20: failed check(s) temperature\n  … and 1 more campaign(s)")
 
 
 def test_a_flag_on_a_baseline_concerns_every_point_of_its_campaign_and_no_other(tmp_path):
@@ -253,3 +255,26 @@ def test_a_closed_batch_verifies_its_batch_size_whatever_concurrency_was_sampled
     recs, ck = _tables(tmp_path, mutate={(ar.CLOSED, "syn--L4"): ar.setter(mean_running_requests=7.5)})
     curves = derive.derive(recs, ck, allow_failed_checks=True)
     assert _row(curves, ar.CLOSED, "syn--L4")["tokens_per_verify_pass"] == pytest.approx(40.0)
+
+
+def test_per_pass_and_per_accepted_columns_need_drafts_and_accepted_tokens(tmp_path):
+    no_drafts = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "accepted_per_position": [0, 0, 0]}
+    one = {"drafts": 1, "draft_tokens": 2, "accepted_tokens": 1, "accepted_per_position": [1, 0, 0]}
+    recs, ck = _tables(tmp_path, mutate={(ar.CLOSED, "ngram"): ar.setter(**no_drafts),
+                                         (ar.OPEN, "ngram"): ar.setter(**one)})
+    curves = derive.derive(recs, ck, allow_failed_checks=True)
+    idle = _row(curves, ar.CLOSED, "ngram")
+    assert idle["tokens_per_verify_pass"] is None and idle["mj_per_accepted_token"] is None  # null, not NaN or inf
+    single = _row(curves, ar.OPEN, "ngram")
+    assert single["tokens_per_verify_pass"] == pytest.approx(6.0 * 3)  # one draft of 2 tokens, B_eff 6
+    assert single["mj_per_accepted_token"] == pytest.approx(single["mj_per_committed_token"] * 5760)  # 1 accepted
+
+
+def test_curves_are_sorted_and_their_intervals_use_the_level_asked_for(clean):
+    recs, ck = clean
+    curves = derive.derive(recs, ck)
+    keys = list(zip(curves["campaign_id"], curves["cell_name"]))
+    assert keys == sorted(keys)
+    narrow = derive.derive(recs, ck, level=0.5)
+    r95, r50 = _row(curves, ar.CLOSED, "syn--L4"), _row(narrow, ar.CLOSED, "syn--L4")
+    assert r50["energy_ratio_ci_high"] - r50["energy_ratio_ci_low"] < r95["energy_ratio_ci_high"] - r95["energy_ratio_ci_low"]
