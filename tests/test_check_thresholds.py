@@ -287,11 +287,11 @@ def test_power_regime_needs_an_idle_reading(raw):
 
 def test_gpu_energy_balance_at_and_past_its_threshold(raw):
     th = dataclasses.replace(TH, gpu_energy_imbalance_max=0.5)
-    # Two ranks: (1.25 − 0.75) / mean 1.0 = 0.5 exactly; a third reading where two GPUs were asked for fails
-    two = {"tensor_parallel_size": 2, "energy_j": 2.0}
-    at = _judge(raw, "gpu_energy_balance", {"syn--L4": {**two, "energy_j_per_gpu": [1.25, 0.75]}}, th=th)
+    # Two ranks: (2.5 − 1.5) / mean 2.0 = 0.5 exactly; a third reading where two GPUs were asked for fails
+    two = {"tensor_parallel_size": 2, "energy_j": 4.0}
+    at = _judge(raw, "gpu_energy_balance", {"syn--L4": {**two, "energy_j_per_gpu": [2.5, 1.5]}}, th=th)
     assert (at["status"], at["value"], at["threshold"]) == (checks.PASS, 0.5, 0.5)
-    past = {"syn--L4": {**two, "energy_j_per_gpu": [1.2501, 0.75]}}
+    past = {"syn--L4": {**two, "energy_j_per_gpu": [2.5002, 1.5]}}
     assert _status(raw, "gpu_energy_balance", past, th=th) == checks.FLAG
     extra = {"syn--L4": {**two, "energy_j_per_gpu": [1.0, 0.5, 0.5]}}
     assert _status(raw, "gpu_energy_balance", extra, th=th) == checks.FAIL
@@ -349,3 +349,10 @@ def test_counters_and_drafts_at_their_edges(raw):
     assert _status(raw, "acceptance_length", {"syn--L2": {"realized_L": None}}) == checks.FAIL
     assert _status(raw, "window_length", {"syn--L2": {"window_s": None}}) == checks.FAIL
     assert _status(raw, "failed_requests", {"syn--L2": {"requests_failed": None}}) == checks.FAIL
+
+
+def test_gpu_energy_balance_is_not_applicable_without_a_tp_size_and_counter_advance_needs_only_some_energy(raw):
+    assert _status(raw, "gpu_energy_balance", _every_arm(tensor_parallel_size=None)) == checks.NA
+    assert _status(raw, "gpu_energy_balance", {}) == checks.PASS  # one GPU: its reading alone
+    # Energy above 0 is enough, however little (a short window on an idle GPU): the update count judges the rest.
+    assert _status(raw, "energy_counter_advance", {"ngram": {"energy_j": 0.5}}) == checks.PASS
