@@ -230,7 +230,10 @@ def test_model_residual_at_and_past_its_maximum(raw):
                                                                          "syn--L2")}
         after["syn--L4"] = {**priced, "roofline_residual": residual}
         row = _judge(raw, "model_residual", {}, after=after)
-        assert row["status"] == status and row["value"] == abs(residual), residual
+        assert row["status"] == status and row["value"] == abs(residual) and row["threshold"] == 0.25, residual
+    unpriced = {name: {"roofline_status": "no_calibration", "roofline_reason": "no calibration",
+                       "roofline_residual": 0.0, "roofline_predicted_mj": 1.0} for name in ARMS}
+    assert _judge(raw, "model_residual", {}, after=unpriced)["status"] == checks.NA
 
 
 # Each check's row on the clean frame: the threshold it reports is the configured one, and its value is the worst
@@ -356,3 +359,14 @@ def test_gpu_energy_balance_is_not_applicable_without_a_tp_size_and_counter_adva
     assert _status(raw, "gpu_energy_balance", {}) == checks.PASS  # one GPU: its reading alone
     # Energy above 0 is enough, however little (a short window on an idle GPU): the update count judges the rest.
     assert _status(raw, "energy_counter_advance", {"ngram": {"energy_j": 0.5}}) == checks.PASS
+
+
+def test_telemetry_failures_say_what_was_seen(raw):
+    """The detail of a telemetry failure names the cell and the reading (checks.md shows it to the reader)."""
+    assert _judge(raw, "temperature", {"ngram": {"max_temperature_c": 85.5}})["detail"] == "ngram: 85.5 °C"
+    assert _judge(raw, "other_gpu_processes", {"ngram": {"other_gpu_processes": 2}})["detail"] == \
+        "ngram: 2 other process(es) on the GPU"
+    row = _judge(raw, "throttle_reasons", {"ngram": {"throttle_reasons_mask": 0x4 | 0x8}})
+    assert row["detail"] == "ngram: clock-event reasons mask 12 has forbidden bits 8 (forbidden mask 232)"
+    missing = _judge(raw, "temperature", {"ngram": {"max_temperature_c": None}})
+    assert missing["detail"] == "ngram: max_temperature_c not recorded under meter nvml"
