@@ -187,3 +187,24 @@ def write_replicated(root: Path, *, windows: int = 1, engine_replicates: int = 1
         records.write_record(row, path)
         paths.append(path)
     return paths
+
+
+def frame_campaigns(cfg: dict | None = None, *, mutate: dict[tuple[str, str], Mutation] | None = None,
+                    drop: set[tuple[str, str]] | None = None, meter: str = "nvml"):
+    """The records write_campaigns would write (same ``mutate`` and ``drop``), as the analysis reads them
+    (record columns and record_path), without the files: through records.derive and records.to_table, so the
+    same schema path and validation (tests/test_check_thresholds.py compares the two)."""
+    import polars as pl
+
+    mutate, drop = mutate or {}, drop or set()
+    rows, paths = [], []
+    for cell in cell_table(cfg):
+        key = (cell.campaign_id, cell.name)
+        if key in drop:
+            continue
+        row = measure(cell, meter=meter)
+        if key in mutate:
+            mutate[key](row)
+        rows.append(records.derive(row))
+        paths.append(cell.record_path)
+    return pl.from_arrow(records.to_table(rows)).with_columns(pl.Series("record_path", paths))

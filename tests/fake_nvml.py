@@ -121,27 +121,62 @@ class FakeNvml:
     # -- the plain NVML calls the meter makes ---------------------------------------------------
     def nvmlInit(self) -> None: ...
     def nvmlShutdown(self) -> None: ...
-    def nvmlDeviceGetCount(self) -> int: return self.n_gpus
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> int: return i
-    def nvmlDeviceGetUUID(self, h: int) -> str: return f"GPU-fake{h:04d}-0000-0000-0000-000000000000"
-    def nvmlDeviceGetName(self, h: int) -> str: return "NVIDIA H200 (FakeNvml)"
-    def nvmlSystemGetDriverVersion(self) -> str: return "580.159.04-fake"
-    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int: return 700_000
-    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list: return []
+    def _device(self, h: Any) -> int:
+        """A handle this library handed out; anything else is refused as the real binding would (not as an
+        NVMLError, which the meter may treat as a reading the GPU does not give)."""
+        if not (isinstance(h, int) and 0 <= h < self.n_gpus):
+            raise TypeError(f"not a device handle: {h!r}")
+        return h
+
+    def nvmlDeviceGetCount(self) -> int:
+        return self.n_gpus
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return self._device(i)
+
+    def nvmlDeviceGetUUID(self, h: int) -> str:
+        return f"GPU-fake{self._device(h):04d}-0000-0000-0000-000000000000"
+
+    def nvmlDeviceGetName(self, h: int) -> str:
+        self._device(h)
+        return "NVIDIA H200 (FakeNvml)"
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "580.159.04-fake"
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
+        self._device(h)
+        return 700_000
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list:
+        self._device(h)
+        return []
+
     def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        self._device(h)
         return self.clock_power_mw[h] if self.clock_power_mw is not None else self.power_mw
-    def nvmlDeviceGetClockInfo(self, h: int, which: int) -> int: return 1980 if which == self.NVML_CLOCK_SM else 3201
-    def nvmlDeviceGetTemperature(self, h: int, which: int) -> int: return 45
-    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int: return 0
+
+    def nvmlDeviceGetClockInfo(self, h: int, which: int) -> int:
+        self._device(h)
+        return 1980 if which == self.NVML_CLOCK_SM else 3201
+
+    def nvmlDeviceGetTemperature(self, h: int, which: int) -> int:
+        self._device(h)
+        return 45
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
+        self._device(h)
+        return 0
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
-        self.energy_reads.append((self.now, h))
+        self.energy_reads.append((self.now, self._device(h)))
         if self.clock_power_mw is not None:
             return 1_000_000 + round(self.clock_power_mw[h] * self.now)
         self._energy[h] += self.energy_step_mj
         return self._energy[h]
 
     def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
+        self._device(h)
         v = self.mem_util[self._util_i % len(self.mem_util)]
         self._util_i += 1
         return SimpleNamespace(gpu=90.0, memory=v)
@@ -198,3 +233,84 @@ class FakeNvml:
             m.nvmlReturn = 0
             m.value = self.mean_between(a.tick, b.tick, column) if b.tick > a.tick else 0.0
         return request
+
+
+class ReplayNvml(FakeNvml):
+    """FakeNvml that replays a recorded NVML sample sequence, tick by tick, per GPU.
+
+    ``ticks[i][g]`` is what GPU ``g`` reported at tick ``i`` (keys as in records.TIMELINE_SCHEMA: power_w,
+    energy_mj, temperature_c, throttle_reasons, gpu_util_pct, mem_util_pct, sm_clock_mhz, mem_clock_mhz).
+    The driver moves the cursor (``at``); the window-edge energy reads return ``edge_mj`` while it is set,
+    as the real counter is read at the edges between two timeline ticks. Readings are handed out in
+    NVML's own units (mW, mJ, integer °C), so the meter's conversions are what is under test.
+    """
+
+    def __init__(self, ticks: list[list[dict[str, Any]]], *, uuids: list[str] | None = None,
+                 uuid_bytes: bool = False) -> None:
+        n_gpus = len(ticks[0])
+        super().__init__(gpm="no_bindings", n_gpus=n_gpus)
+        self.replay = ticks
+        self.cursor = 0
+        self.edge_mj: list[int] | None = None
+        self.uuids = uuids or [f"GPU-replay{g:02d}-0000-0000-0000-000000000000" for g in range(n_gpus)]
+        self.uuid_bytes = uuid_bytes  # nvidia-ml-py before 11.5 returned bytes
+
+    def at(self, i: int) -> None:
+        self.cursor = i
+
+    def _now(self, h: int, key: str) -> Any:
+        value = self.replay[self.cursor][self._device(h)][key]
+        if value is None:  # a reading this GPU did not give at this tick
+            raise NVMLError_NotSupported()
+        return value
+
+    def nvmlDeviceGetUUID(self, h: int) -> Any:
+        uuid = self.uuids[self._device(h)]
+        return uuid.encode() if self.uuid_bytes else uuid
+
+    def nvmlDeviceGetName(self, h: int) -> Any:
+        name = f"NVIDIA H200 #{self._device(h)}"
+        return name.encode() if self.uuid_bytes else name
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
+        return (700_000, 650_000)[self._device(h)]
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        if self.edge_mj is not None:
+            return self.edge_mj[self._device(h)]
+        return int(self._now(h, "energy_mj"))
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        return int(round(self._now(h, "power_w") * 1000))
+
+    def nvmlDeviceGetTemperature(self, h: int, which: int) -> int:
+        if which != self.NVML_TEMPERATURE_GPU:
+            raise NVMLError(2, "Invalid Argument")
+        return int(self._now(h, "temperature_c"))
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
+        return int(self._now(h, "throttle_reasons"))
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:  # the same bits, the older name
+        return int(self._now(h, "throttle_reasons"))
+
+    def nvmlDeviceGetClockInfo(self, h: int, which: int) -> int:
+        if which not in (self.NVML_CLOCK_SM, self.NVML_CLOCK_MEM):
+            raise NVMLError(2, "Invalid Argument")
+        return int(self._now(h, "sm_clock_mhz" if which == self.NVML_CLOCK_SM else "mem_clock_mhz"))
+
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
+        return SimpleNamespace(gpu=self._now(h, "gpu_util_pct"), memory=self._now(h, "mem_util_pct"))
+
+
+class ReplayClock:
+    """Stands in for the ``time`` module inside specjoule.meter.nvml: the replay sets the clock; sleep advances it."""
+
+    def __init__(self, t: float = 0.0) -> None:
+        self.t = t
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds

@@ -64,6 +64,7 @@ def test_incremental_additions_plan_only_new_cells(workflow, tmp_path):
         "model pair": lambda r: r["models"].update(tiny2={**copy.deepcopy(r["models"]["tiny"])}),
         "batch size": lambda r: r["batch_sizes"].append(8),
         "corpus": lambda r: r["corpora"].update(rand={"source": "random"}),
+        "seed": lambda r: r["seeds"].append(7),
     }
     for what, change in additions.items():
         grown = copy.deepcopy(raw)
