@@ -16,7 +16,7 @@ try:
     codes = json.load(open(meta_path))["exit_code_by_key"]
 except OSError:
     print(f"{mod}: no result (mutmut exit {rc}); see {mod}.log")
-    raise SystemExit
+    raise SystemExit from None
 globs = funcs.split() if funcs != "every function" else ["*"]
 subset = {k: v for k, v in codes.items() if any(fnmatch.fnmatch(k, g) for g in globs)}
 status = Counter(status_by_exit_code[v] for v in subset.values())
