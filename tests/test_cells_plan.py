@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specjoule import cells, config, records
+from specjoule import cells, config, engine_jobs, records
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,30 +54,27 @@ def test_growing_the_grid_keeps_every_planned_cell_as_it_was(what, share):
 
 
 def test_under_engine_sharing_a_new_seed_is_all_that_is_pending(tmp_path, monkeypatch):
-    """The group planner (cells.pending_records, ADR 0017) reads what is on disk: with the old grid measured,
-    the grown grid's pending records are exactly the new seed's, and each record it trusted got its stamp."""
+    """The group planner (engine_jobs.plan_jobs, ADR 0017, 0140) reads what is on disk and writes nothing: with the
+    old grid measured, the grown grid's pending records are exactly the new seed's."""
     monkeypatch.chdir(tmp_path)
     raw = demo_raw(share=True)
     old = cells.build(config.validate(raw))
     for c in old:
         records.write_record({**c.identity(), "version_param": 3}, c.record_path)
-    assert old.pending(3) == set()  # everything measured under this version
+    assert engine_jobs.plan_jobs(old, 3).pending == set()  # everything measured under this version
     grown_raw = copy.deepcopy(raw)
     grown_raw["seeds"].append(7)
     grown = cells.build(config.validate(grown_raw))
     new = {c.record_path for c in grown} - {c.record_path for c in old}
-    assert grown.pending(3) == new and len(new) == len(old)
-    stamps = {p.name for p in Path(cells.STAMPS_DIR).rglob("*") if p.is_file()}
-    assert stamps == {Path(c.stamp_path(3)).name for c in old}
+    assert engine_jobs.plan_jobs(grown, 3).pending == new and len(new) == len(old)
+    assert not Path(cells.STAMPS_DIR).exists(), "planning writes no stamp (ADR 0140)"
     # A version bump re-plans everything; a record holding another id is measured again, and so is what
     # follows it in its campaign (the campaign's order holds for what is re-measured).
-    assert grown.pending(4) == {c.record_path for c in grown}
+    assert engine_jobs.plan_jobs(grown, 4).pending == {c.record_path for c in grown}
     first = old.campaigns[next(iter(old.campaigns))]
     Path(first[1].record_path).unlink()
-    for s in Path(cells.STAMPS_DIR).rglob(f"{first[1].name}.*"):
-        s.unlink()
     records.write_record({**first[1].identity(), "cell_id": "0" * 12, "version_param": 3}, first[1].record_path)
-    assert grown.pending(3) == new | {c.record_path for c in first[1:]}
+    assert engine_jobs.plan_jobs(grown, 3).pending == new | {c.record_path for c in first[1:]}
 
 
 def test_pending_trusts_neither_a_stale_stamp_nor_an_unreadable_record(tmp_path, monkeypatch):
@@ -92,7 +89,7 @@ def test_pending_trusts_neither_a_stale_stamp_nor_an_unreadable_record(tmp_path,
     stale.parent.mkdir(parents=True, exist_ok=True)
     stale.touch()
     Path(camp_b[1].record_path).write_bytes(b"PAR1 cut short")  # unreadable: measure again
-    assert table.pending(3) == {c.record_path for c in camp_a[2:]} | {c.record_path for c in camp_b[1:]}
+    assert engine_jobs.plan_jobs(table, 3).pending == {c.record_path for c in camp_a[2:]} | {c.record_path for c in camp_b[1:]}
 
 
 def test_replicate_suffixes_and_hash_input():
