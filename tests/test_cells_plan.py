@@ -153,3 +153,16 @@ def test_a_synthetic_scheme_without_a_list_runs_every_acceptance_vector():
     assert {n for n in points if n.startswith("one")} == {"one--R"}
     assert points["syn--R"].acceptance_rates == (0.9, 0.5, 0.1) and points["syn--R"].configured_L == 2.5
     assert points["syn--G3"].acceptance_kind == "geometric" and points["syn--G3"].configured_L == pytest.approx(3.0)
+
+
+def test_identity_names_a_schemes_own_drafter_and_a_closed_loops_concurrency():
+    # Read by hand from the shipped configs: the EAGLE3 scheme of the Qwen3-8B config names its drafter; the
+    # matched open-loop config has a closed loop at concurrency 3.
+    schemes = cells.build(config.load(REPO / "config/h200-schemes-qwen3-8b.yaml"))
+    eagle = next(c for c in schemes if c.method == "eagle3")
+    assert eagle.identity()["draft_model"] == "config/models/qwen3-8b-eagle3"
+    base = next(c for c in schemes if c.method == "baseline")
+    assert base.identity()["draft_model"] == (base.spec.get("draft") or {}).get("model")
+    loops = cells.build(config.load(REPO / "config/h200-openloop-matched.yaml"))
+    assert {c.identity()["concurrency"] for c in loops if c.workload == "conc3"} == {3}
+    assert {c.identity()["concurrency"] for c in loops if c.workload == "poisson3"} == {None}
