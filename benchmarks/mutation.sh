@@ -35,10 +35,11 @@ declare -A SOURCE=(
 )
 declare -A TESTS=(
   [records]="tests/test_records.py tests/test_meter_replay.py tests/test_unsupported.py"
-  [cells]="tests/test_golden_cells.py tests/test_replicates.py tests/test_cells_plan.py tests/test_unsupported.py"
+  [cells]="tests/test_golden_cells.py tests/test_replicates.py tests/test_cells_plan.py tests/test_unsupported.py
+           tests/test_pair_drafters.py"
   [acceptance]="tests/test_acceptance.py"
   [nvml]="tests/test_meter.py tests/test_meter_counters.py tests/test_meter_replay.py tests/test_tensor_parallel.py"
-  [checks]="tests/test_check_thresholds.py tests/test_analysis_checks.py"
+  [checks]="tests/test_check_thresholds.py tests/test_analysis_checks.py tests/test_loop_checks.py"
   [aggregate]="tests/test_aggregate_pairing.py tests/test_check_thresholds.py"
   [derive]="tests/test_analysis_derive.py"
 )

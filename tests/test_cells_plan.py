@@ -150,3 +150,30 @@ def test_a_synthetic_scheme_without_a_list_runs_every_acceptance_vector():
     assert {n for n in points if n.startswith("one")} == {"one--R"}
     assert points["syn--R"].acceptance_rates == (0.9, 0.5, 0.1) and points["syn--R"].configured_L == 2.5
     assert points["syn--G3"].acceptance_kind == "geometric" and points["syn--G3"].configured_L == pytest.approx(3.0)
+
+
+def test_identity_names_a_schemes_own_drafter_and_a_closed_loops_concurrency():
+    # Read by hand from the shipped configs: the EAGLE3 scheme of the Qwen3-8B config names its drafter; the
+    # matched open-loop config has a closed loop at concurrency 3.
+    schemes = cells.build(config.load(REPO / "config/h200-schemes-qwen3-8b.yaml"))
+    eagle = next(c for c in schemes if c.method == "eagle3")
+    assert eagle.identity()["draft_model"] == "config/models/qwen3-8b-eagle3"
+    base = next(c for c in schemes if c.method == "baseline")
+    assert base.identity()["draft_model"] == (base.spec.get("draft") or {}).get("model")
+    loops = cells.build(config.load(REPO / "config/h200-openloop-matched.yaml"))
+    assert {c.identity()["concurrency"] for c in loops if c.workload == "conc3"} == {3}
+    assert {c.identity()["concurrency"] for c in loops if c.workload == "poisson3"} == {None}
+
+
+def test_a_corpus_of_its_own_pool_size_is_measured_and_identified_with_it():
+    raw = demo_raw(share=False)
+    raw["corpora"]["small"] = {"source": "random", "pool_size": 8}
+    table = cells.build(config.validate(raw))
+    by_corpus = {c.corpus: c for c in table if c.name == "ngram" and c.batch_size == 2}
+    assert by_corpus["small"].spec["pool_size"] == 8
+    assert by_corpus["code"].spec["pool_size"] == 96  # the config's default pool size
+    plain = demo_raw(share=False)
+    plain["corpora"]["small"] = {"source": "random"}
+    other = {c.record_path: c.cell_id for c in cells.build(config.validate(plain))}
+    assert other[by_corpus["small"].record_path] != by_corpus["small"].cell_id  # the pool size is in the identity
+    assert other[by_corpus["code"].record_path] == by_corpus["code"].cell_id

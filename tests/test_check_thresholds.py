@@ -370,3 +370,24 @@ def test_telemetry_failures_say_what_was_seen(raw):
     assert row["detail"] == "ngram: clock-event reasons mask 12 has forbidden bits 8 (forbidden mask 232)"
     missing = _judge(raw, "temperature", {"ngram": {"max_temperature_c": None}})
     assert missing["detail"] == "ngram: max_temperature_c not recorded under meter nvml"
+
+
+def test_spec_counters_each_way_a_record_can_be_inconsistent(raw):
+    for counter in ("drafts", "draft_tokens", "accepted_tokens"):  # any one counter shows a baseline drafted
+        assert _status(raw, "spec_counters", {"baseline--open": {counter: 1}}) == checks.FAIL, counter
+        assert _status(raw, "spec_counters", {"ngram": {counter: None}}) == checks.FAIL, counter  # a point's missing
+    nothing = {"drafts": None, "draft_tokens": None, "accepted_tokens": None}
+    assert _status(raw, "spec_counters", {"baseline--open": nothing}) == checks.PASS  # a baseline without counters
+    assert _status(raw, "spec_counters", {"ngram": {"k": None}}) == checks.PASS  # no k: no bound to check against
+    assert _status(raw, "spec_counters", {"ngram": {"accepted_per_position": None}}) == checks.PASS
+    cell = raw.filter((pl.col("campaign_id") == C) & (pl.col("cell_name") == "ngram")).row(0, named=True)
+    assert _status(raw, "spec_counters", {"ngram": {"accepted_per_position": [cell["accepted_tokens"] + 1]}}) \
+        == checks.FAIL  # one position only, and it does not add up
+
+
+def test_power_range_fails_without_a_mean_power_under_a_meter(raw):
+    assert _status(raw, "power_range", {"ngram": {"mean_power_w": None}}) == checks.FAIL
+
+
+def test_batch_shape_reports_the_relative_deviation(raw):
+    assert _judge(raw, "batch_shape", {"syn--L4": {"requests_completed": 79}})["value"] == 1 / 80
