@@ -155,7 +155,7 @@ def test_a_synthetic_scheme_without_a_list_runs_every_acceptance_vector():
 def test_identity_names_a_schemes_own_drafter_and_a_closed_loops_concurrency():
     # Read by hand from the shipped configs: the EAGLE3 scheme of the Qwen3-8B config names its drafter; the
     # matched open-loop config has a closed loop at concurrency 3.
-    schemes = cells.build(config.load(REPO / "config/h200-schemes-qwen3-8b.yaml"))
+    schemes = cells.build(config.load(REPO / "validation/h200-2026-12/config/h200-schemes-qwen3-8b.yaml"))
     eagle = next(c for c in schemes if c.method == "eagle3")
     assert eagle.identity()["draft_model"] == "config/models/qwen3-8b-eagle3"
     base = next(c for c in schemes if c.method == "baseline")
