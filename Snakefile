@@ -14,7 +14,13 @@ include: "rules/report.smk"
 include: "rules/hardware.smk"
 
 
+onstart:
+    # The validated config the runner and resolve_models read: written when a run starts, never while the
+    # workflow is parsed or dry-run (ADR 0140).
+    _config.write_resolved(CONFIG, CONFIG_JSON)
+
+
 rule all:
+    default_target: True
     input:
         get_final_outputs(),
-    default_target: True

@@ -12,12 +12,11 @@ import sys
 
 import yaml
 
-
 # The paper's five text types (random tokens stand in: planning and analysis do not read prompts).
 CORPUS_NAMES = ("code", "conversation", "longdoc", "news_en", "news_rm")
 
 
-def grid(pairs: int, batch_sizes: list[int], corpora: int, seeds: int, closing: bool) -> dict:
+def grid(pairs: int, batch_sizes: list[int], corpora: int, seeds: int, closing: bool, share: bool = False) -> dict:
     models = {
         f"pair{i:02d}": {
             "target": {"model": "config/models/qwen2.5-3b", "load_format": "dummy"},
@@ -43,7 +42,7 @@ def grid(pairs: int, batch_sizes: list[int], corpora: int, seeds: int, closing: 
         "seeds": list(range(seeds)),
         "cuda_graphs": [True, False],
         "workloads": {"closed": {"kind": "closed_batch", "prompt_len": 512, "output_len": 512}},
-        "protocol": {"closing_baseline": closing},
+        "protocol": {"closing_baseline": closing, "share_engines": share},
     }
 
 
@@ -54,8 +53,10 @@ def main() -> None:
     ap.add_argument("--corpora", type=int, default=5)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--closing-baseline", action="store_true")
+    ap.add_argument("--share-engines", action="store_true", help="protocol.share_engines: one job per engine group")
     a = ap.parse_args()
-    cfg = grid(a.pairs, [int(b) for b in a.batch_sizes.split(",")], a.corpora, a.seeds, a.closing_baseline)
+    cfg = grid(a.pairs, [int(b) for b in a.batch_sizes.split(",")], a.corpora, a.seeds, a.closing_baseline,
+               a.share_engines)
     yaml.safe_dump(cfg, sys.stdout, sort_keys=False)
 
 

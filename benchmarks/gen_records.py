@@ -62,7 +62,7 @@ def measure(cell: _cells.Cell, config_hash: str, violation_rate: float) -> dict:
     """One cell's record: a roofline step model plus noise, deterministic per cell id."""
     r = _rng(cell.campaign_id, cell.name)  # cell_id is content-addressed: equal across identical pairs
     camp = _rng(cell.campaign_id)
-    corpus_i = list(("code", "conversation", "longdoc", "news_en", "news_rm")).index(cell.corpus)
+    corpus_i = ["code", "conversation", "longdoc", "news_en", "news_rm"].index(cell.corpus)
     B, out_len, prompt_len = cell.batch_size, cell.spec["workload"]["output_len"], cell.spec["workload"]["prompt_len"]
     k = cell.k or 0
     spec = cell.method != "baseline"
@@ -94,7 +94,7 @@ def measure(cell: _cells.Cell, config_hash: str, violation_rate: float) -> dict:
             left -= take
     gpu = camp.randrange(8)
     host = f"gh{camp.randrange(40):03d}"
-    start = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=camp.randrange(10**6) + 120 * cell.run_order_index)
+    start = dt.datetime(2026, 12, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=camp.randrange(10**6) + 120 * cell.run_order_index)
     row = cell.identity() | {
         "config_hash": config_hash, "git_commit": "0" * 40, "version_param": 1,
         "acceptance_mechanism": "model" if spec else "none",

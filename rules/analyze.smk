@@ -5,19 +5,21 @@ import glob
 rule aggregate:
     """Every cell record in one table, each cell paired with its campaign's opening and closing baselines."""
     input:
-        get_record_paths(),
+        # Every record, or with sharing the done files of the group jobs that write them (ADR 0140).
+        get_measured_inputs("record"),
     output:
         "results/records.parquet",
     log:
         "results/logs/aggregate.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
+        records=get_record_list,
         config_hash=CONFIG_HASH,
         # Rows of record files unchanged since the last aggregate (path + size + mtime + ctime + inode);
         # a config edit re-runs this rule, and re-parsing 13,860 files would cost ~10 s (ADR 0028).
         cache="results/.specjoule/records-cache.parquet",
-    localrule: True
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../scripts/aggregate.py"
 
@@ -37,14 +39,13 @@ rule roofline:
         hardware="results/hardware.parquet",
     log:
         "results/logs/roofline.log",
-    params:
-        hardware_dir="results/hardware",
-        # The fallback for a GPU without a calibration; a measured balance point always wins (ADR 0102).
-        balance_fallback=CONFIG["report"].get("balance_point_op_per_byte"),
-        config_hash=CONFIG_HASH,
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        # The fallback for a GPU without a calibration; a measured balance point always wins (ADR 0102).
+        balance_fallback=CONFIG["report"].get("balance_point_op_per_byte"),
+        config_hash=CONFIG_HASH,
     script:
         "../scripts/roofline.py"
 
@@ -59,14 +60,14 @@ rule checks:
         markdown="results/checks.md",
     log:
         "results/logs/checks.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         checks=CONFIG["checks"],
         # interval level and reference evidence: read by the spread checks (ADR 0081, 0083)
         report=CONFIG["report"],
         config_hash=CONFIG_HASH,
-    localrule: True
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../scripts/checks.py"
 
@@ -84,13 +85,13 @@ rule derive:
         summary="results/curves_summary.parquet",
     log:
         "results/logs/derive.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         allow_failed_checks=CONFIG["checks"]["allow_failed_checks"],
         interval_level=CONFIG["report"]["interval_level"],
         config_hash=CONFIG_HASH,
-    localrule: True
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../scripts/derive.py"
 
@@ -104,12 +105,12 @@ rule variance:
         "results/variance.parquet",
     log:
         "results/logs/variance.log",
-    params:
-        evidence=[CONFIG["report"]["reference_evidence"]] if CONFIG["report"]["reference_evidence"] else [],
-        config_hash=CONFIG_HASH,
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        evidence=[CONFIG["report"]["reference_evidence"]] if CONFIG["report"]["reference_evidence"] else [],
+        config_hash=CONFIG_HASH,
     script:
         "../scripts/variance.py"
 
@@ -123,13 +124,33 @@ rule reproducibility:
         "results/reproducibility.parquet",
     log:
         "results/logs/reproducibility.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         reference=CONFIG["report"]["reference_evidence"],
         level=CONFIG["report"]["interval_level"],
         tolerance=CONFIG["checks"]["reference_shift_max"],
         config_hash=CONFIG_HASH,
+    script:
+        "../scripts/reproducibility.py"
+
+
+rule matched_latency:
+    """Energy of every arm at each TBT target (config report.tbt_targets_ms), interpolated across its load levels
+    (batch size, concurrency or request rate) and compared with the baseline at the same TBT (ADR 0114)."""
+    input:
+        curves="results/curves.parquet",
+        records="results/records.parquet",
+    output:
+        "results/matched_latency.parquet",
+    log:
+        "results/logs/matched_latency.log",
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        tbt_targets_ms=CONFIG["report"]["tbt_targets_ms"],
+        config_hash=CONFIG_HASH,
     script:
-        "../scripts/reproducibility.py"
+        "../scripts/matched.py"

@@ -1,4 +1,7 @@
-# Config validation, the cell table and the get_* helpers every rule uses.
+# Config validation, the cell table, the engine-group plan and the get_* helpers every rule uses (the rule
+# files hold rules only: `snakemake --lint`).
+import functools
+import shlex
 import sys
 from pathlib import Path
 
@@ -8,6 +11,8 @@ sys.path.insert(0, str(Path(workflow.basedir)))
 
 from specjoule import cells as _cells  # noqa: E402
 from specjoule import config as _config  # noqa: E402
+from specjoule import engine_jobs as _engine_jobs  # noqa: E402
+from specjoule import resolve_models as _resolve  # noqa: E402
 
 # `--configfile` extends a `configfile:` directive key by key, which would mix the demo's models
 # into a user's grid; load the demo only when no config was given.
@@ -22,18 +27,24 @@ try:
     for _configfile in dict.fromkeys(str(f) for f in workflow.configfiles):  # --configfile ones and the demo's
         _config.read_yaml(_configfile)
     # Every parse-time check in one pass (ADR 0130): schema, names, semantics, cross-field, local models and
-    # tokenizers, corpora, the cells and the reference evidence (ADR 0083, 0121, 0122).
+    # tokenizers, corpora, the cells and the reference evidence (ADR 0083, 0121, 0122). It writes nothing.
     CONFIG, CELLS = _config.plan(config, " ".join(str(f) for f in workflow.overwrite_configfiles) or "CONFIG")
 except _config.ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 CONFIG_HASH = _config.config_hash(CONFIG)
-# The validated config, content-addressed, for the cell runner's command line (a shell rule
-# plans much faster than a script rule on large grids: no per-job script-source lookup).
-CONFIG_JSON = _config.write_resolved(CONFIG, f"results/.specjoule/config-{CONFIG_HASH}.json")
+# The validated config, content-addressed, for the cell runner's command line (shell commands plan much
+# faster than script directives on large grids: no per-job script-source lookup). Written when the
+# workflow starts running (onstart, in the Snakefile), never while it is parsed or dry-run (ADR 0140).
+CONFIG_JSON = f"results/.specjoule/config-{CONFIG_HASH}.json"
 # The interpreter running Snakemake has the project installed; under conda deployment the
 # engine env's `python` is used instead.
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 PYTHON = "python" if USE_CONDA else sys.executable
+# The interpreter and the resolved config are spelled into the shell commands that use them: they are
+# not params, because a changed config or venv path must not re-run measured cells (ADR 0140).
+RUNNER = f"exec {shlex.quote(PYTHON)} -m specjoule.runner {shlex.quote(CONFIG_JSON)}"
+RESOLVE_MODELS = f"{shlex.quote(PYTHON)} -m specjoule.resolve_models {shlex.quote(CONFIG_JSON)}"
+CALIBRATE_GPU = f"exec {shlex.quote(PYTHON)} -m specjoule.hardware calibrate"
 
 
 wildcard_constraints:
@@ -77,8 +88,19 @@ def get_cell_runtime_min(wildcards, attempt):
     return max(5, int(get_cell(wildcards).estimated_s / 60 * 1.5 + 5) * attempt)
 
 
+def get_cell_gpus(wildcards):
+    # The GPUs a cell holds: its target's tensor-parallel size. A campaign is one chain of cells on one
+    # pair, so its group job asks for that many (ADR 0051, 0155); the SLURM profile leaves it to this.
+    return get_cell(wildcards).n_gpus
+
+
 def get_engine_env(wildcards):
     return f"../envs/{get_cell(wildcards).engine}.yaml"
+
+
+# The one-cell rule's conda env: per cell with conda deployment; otherwise never used, and a fixed name keeps
+# Snakemake from calling a function per job while planning (a tenth of a 14k-cell plan).
+ENGINE_ENV = get_engine_env if USE_CONDA else "../envs/vllm.yaml"
 
 
 def _freeze_signature(fn):
@@ -90,93 +112,162 @@ def _freeze_signature(fn):
     return fn
 
 
-for _fn in (get_cell_id, get_cell_inputs, get_cell_priority, get_cell_runtime_min, get_engine_env):
+for _fn in (get_cell_id, get_cell_inputs, get_cell_priority, get_cell_runtime_min, get_cell_gpus, get_engine_env):
     _freeze_signature(_fn)
 
 
-# Engine sharing (ADR 0015, 0017): one job per engine group, cut from the cells still to measure.
+# Model resolution before any GPU job (ADR 0121): the manifests resolve_models writes.
+MODEL_MANIFESTS = sorted({_resolve.manifest_path(r) for r in _resolve.model_refs(CONFIG)})
+
+
+@functools.lru_cache(maxsize=None)
+def _manifest_path(ref):
+    # A few distinct models, thousands of cells: hash each model's manifest name once per plan.
+    return _resolve.manifest_path(ref)
+
+
+def get_model_manifests(cells):
+    """The manifests the GPU job of ``cells`` waits for, as ancient inputs: the job runs after
+    resolve_models, and a manifest rewritten when another model is added re-runs no measured cell.
+    (resolve_models.cell_manifest_paths, with each model's manifest name computed once.)"""
+    return [ancient(p) for p in sorted({_manifest_path(r) for c in cells for r in _resolve.cell_refs(c.spec).values()})]
+
+
+def get_cell_model_manifests(wildcards):
+    cell = get_cell(wildcards)
+    manifests = get_model_manifests([cell])
+    if _measured_without_manifests(cell.record_path, manifests):
+        return []
+    return manifests
+
+
+def _measured_without_manifests(record_path, manifests):
+    """Whether a record was measured before model resolution existed: Snakemake recorded its inputs
+    without the manifests, and the `input` rerun trigger would re-measure it if they appeared now.
+    Such a record keeps its recorded inputs; every cell measured since waits for resolve_models."""
+    if not Path(record_path).exists():
+        return False
+    try:
+        from snakemake.io import IOFile
+
+        recorded = workflow.persistence.input(IOFile(record_path))
+    except Exception:  # Snakemake internals moved: wait for the manifests (ordering is the safe side)
+        return False
+    return recorded is not None and not any(str(m) in recorded for m in manifests)
+
+
+_freeze_signature(get_cell_model_manifests)
+
+
+# Engine sharing (ADR 0015, 0017, 0140): one job per engine group, cut from the cells still to measure.
+# A planned table (specjoule.engine_jobs) that the static `run_cell` rule of rules/run.smk reads through
+# its {family} and {group} wildcards; planning only reads the results tree.
 SHARE_ENGINES = bool(CONFIG["protocol"].get("share_engines"))
 if SHARE_ENGINES and CONFIG["prefix_caching"]:
     # The runner refuses it too (one cell's prompts would be served from another's cache); say so now.
-    raise WorkflowError("protocol.share_engines = true with prefix_caching = true: a shared engine would serve one "
-                        "cell's prompts from another's cache; turn one of them off")
-PENDING = CELLS.pending(CONFIG["version"]) if SHARE_ENGINES else set()
+    raise WorkflowError(
+        "protocol.share_engines = true with prefix_caching = true: a shared engine would serve one "
+        "cell's prompts from another's cache; turn one of them off"
+    )
+JOBS = _engine_jobs.plan_jobs(CELLS, CONFIG["version"]) if SHARE_ENGINES else None
 
 
-def get_group_jobs():
-    """(rule name, group, the previous group of its family) for every group with cells to measure.
-
-    Each group takes the records of the group before it in its family's chain as inputs, so a
-    family runs in its pre-registered order, one group at a time, and under SLURM `group:
-    campaign` makes the family one job on one GPU (ADR 0051)."""
-    import re
-
-    jobs, last = [], {}
-    for gid, group in CELLS.engine_groups(only=PENDING).items():
-        name = "run_engines_" + re.sub(r"\W", "_", gid)
-        jobs.append((name, group, last.get(group.family_id), group_marker(group)))
-        last[group.family_id] = group
-    return jobs
+def get_group_job(wildcards):
+    return JOBS.job(wildcards.family, wildcards.group)
 
 
-def group_marker(group):
-    """An input that makes Snakemake run a group planned here even where all its records exist.
-
-    A pending cell's record can exist (measured under another id or version, or after a re-planned
-    cell earlier in its campaign); Snakemake checks only *requested* outputs for being missing, and
-    nothing requests the stamps. The marker is created now, when absent, so it is newer than any
-    such record (mtime trigger); once the group ran, its outputs are newer and the next planning
-    run no longer has the group at all (its cells are done)."""
-    import hashlib
-
-    key = hashlib.sha1(" ".join([str(CONFIG["version"])] + [c.cell_id for c in group.cells]).encode()).hexdigest()[:12]
-    marker = Path(f"results/.specjoule/pending/{group.family_id}/g{group.index:02d}-{key}")
-    if not marker.exists():
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
-    return str(marker)
+def get_group_inputs(wildcards):
+    """The done file of the family's previous planned job (a chain, one SLURM job per family: ADR 0051)."""
+    previous = get_group_job(wildcards).previous
+    return [previous.done_path] if previous else []
 
 
-def inherit_run_cell_settings(rule_name):
-    """Apply `--set-resources run_cell:…` and `--set-threads run_cell=…` (the SLURM profile's GPU,
-    memory and CPU requests, keyed by rule name) to an engine-group rule, whose name differs per group.
-
-    Registers the group rule's name in Snakemake's own parsed override maps (Snakemake 9; private
-    attributes, so tests/test_engine_groups.py checks the effect), read when the rule is declared."""
-    settings = workflow.resource_settings
-    for parsed in (settings._parsed_overwrite_resources, settings._parsed_overwrite_threads):
-        if "run_cell" in parsed:
-            parsed[rule_name] = parsed["run_cell"]
+def get_group_model_manifests(wildcards):
+    # Ancient: the job runs after resolve_models, and a manifest rewritten later re-runs nothing (ADR 0121).
+    return [ancient(p) for p in _engine_jobs.manifests(get_group_job(wildcards).cells)]
 
 
-def group_runtime_min(group):
-    # Members' estimates less the saved starts, with the same margin and retry doubling as run_cell.
-    est = CELLS.group_estimated_s(group)
-
-    def runtime(wildcards, attempt):
-        return max(5, int(est / 60 * 1.5 + 5) * attempt)
-
-    return _freeze_signature(runtime)
+def get_group_cell_ids(wildcards):
+    return [c.cell_id for c in get_group_job(wildcards).cells]
 
 
-def group_shell(group, log):
-    """Remove the members' old stamps, then exec the runner on every member in order (ADR 0056: exec)."""
-    import shlex
+def get_group_records(wildcards):
+    return [c.record_path for c in get_group_job(wildcards).cells]
 
-    q = shlex.quote
-    stale = " ".join(f"{q(str(Path(c.stamp_path('x')).parent))}/{q(c.name)}.????????????-v*" for c in group.cells)
-    records = " ".join(q(c.record_path) for c in group.cells)
-    ids = " ".join(f"--cell-id {q(c.cell_id)}" for c in group.cells)
-    return (f"rm -f {stale}; exec {q(PYTHON)} -m specjoule.runner {q(CONFIG_JSON)} {records} {ids} "
-            f"--log {q(log)} >> {q(log)} 2>&1")
+
+def get_group_command(wildcards):
+    return _engine_jobs.group_shell(get_group_job(wildcards), CONFIG["version"], PYTHON, CONFIG_JSON)
+
+
+def get_group_runtime_min(wildcards, attempt):
+    return _engine_jobs.runtime_min(CELLS, get_group_job(wildcards), attempt)
+
+
+def get_group_gpus(wildcards):
+    # The GPUs the group's cells hold: their target's tensor-parallel size (one pair per family; ADR 0155).
+    return get_group_job(wildcards).cells[0].n_gpus
+
+
+def get_group_env(wildcards):
+    return f"../envs/{get_group_job(wildcards).cells[0].engine}.yaml"
+
+
+for _fn in (
+    get_group_inputs,
+    get_group_model_manifests,
+    get_group_cell_ids,
+    get_group_records,
+    get_group_command,
+    get_group_runtime_min,
+    get_group_gpus,
+    get_group_env,
+):
+    _freeze_signature(_fn)
 
 
 def get_record_paths():
     return [c.record_path for c in CELLS]
 
 
+def get_record_list(wildcards):
+    # A param from a function: Snakemake formats each string of a literal list param per job (14k on a paper grid).
+    return [c.record_path for c in CELLS]
+
+
+def get_timeline_list(wildcards):
+    return [c.timeline_path for c in CELLS]
+
+
+def get_measured_inputs(kind="record"):
+    """What the analysis waits for: every record (timeline) — with sharing, a group job's done file stands for
+    the records (timelines) it writes, which are no rule's declared outputs (ADR 0140)."""
+    if JOBS is None:
+        return [c.record_path if kind == "record" else c.timeline_path for c in CELLS]
+    return JOBS.measured_inputs(CELLS, kind)
+
+
+def write_plan(plan_path, log_path):
+    """Rule `plan`: results/plan.tsv and the summary; predicted energy ratios of cells not yet measured where
+    results/ holds a GPU calibration and baseline records to fit on (issue 18, ADR 0102), printed as
+    PREDICTIONS, never written as records."""
+    from specjoule.analysis import roofline as _roofline
+
+    CELLS.write_plan(plan_path)
+    predicted = _roofline.plan_predictions(CELLS, "results/records.parquet", "results/hardware")
+    with open(log_path, "w") as fh:
+        for text in filter(None, [CELLS.summary(), predicted]):
+            print(text)
+            print(text, file=fh)
+
+
 def get_final_outputs():
     # results/variance.parquet and results/reproducibility.parquet (rules variance, reproducibility) are not
     # listed here: the report takes them as inputs when it renders them (an --allowed-rules run of the report
     # alone must not need them).
-    return ["results/records.parquet", "results/checks.parquet", "results/curves.parquet", "results/report.html"]
+    return [
+        "results/records.parquet",
+        "results/checks.parquet",
+        "results/curves.parquet",
+        "results/report.html",
+        "results/matched_latency.parquet",
+    ]

@@ -13,8 +13,10 @@ rule calibrate_gpu:
         pointer="results/hardware/calibrate_gpu.json",
     log:
         "results/logs/calibrate_gpu.log",
+    conda:
+        "../envs/vllm.yaml"
     resources:
         gpu=1,
         runtime=10,
     shell:
-        "exec {PYTHON} -m specjoule.hardware calibrate --out results/hardware --pointer {output.pointer} > {log} 2>&1"
+        f"{CALIBRATE_GPU} --out results/hardware --pointer {{output.pointer}} > {{log}} 2>&1"

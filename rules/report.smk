@@ -1,6 +1,7 @@
 # Figures and the one-file report; `snakemake --report` picks up the same outputs (captions in report/).
 report: "../report/workflow.rst"
 
+
 # Tables the figures and the report read when a rule of this workflow writes them: derive's summary
 # (means and intervals, ADR 0027, 0090) and the analysis' variance budget (ADR 0094). A table no rule
 # writes is left out, and the report says so, rather than asking for a file nothing makes.
@@ -15,7 +16,8 @@ rule figures:
         records="results/records.parquet",
         curves="results/curves.parquet",
         checks="results/checks.parquet",
-        timelines=[c.timeline_path for c in CELLS],
+        # Every timeline, or with sharing the done files of the group jobs that write them (ADR 0140).
+        timelines=get_measured_inputs("timeline"),
         summary=_SUMMARY,
     output:
         report(
@@ -27,13 +29,14 @@ rule figures:
         ),
     log:
         "results/logs/figures.log",
-    params:
-        config=CONFIG,
-        # vl-convert PNG export costs ~0.2-1 s a figure on 2 cores; SVG is written for every figure.
-        png=["energy_vs_acceptance"],
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        config=CONFIG,
+        timelines=get_timeline_list,
+        # vl-convert PNG export costs ~0.2-1 s a figure on 2 cores; SVG is written for every figure.
+        png=["energy_vs_acceptance"],
     script:
         "../scripts/figures.py"
 
@@ -52,11 +55,11 @@ rule report:
         report("results/report.html", caption="../report/report.rst", category="Report", labels={"file": "report.html"}),
     log:
         "results/logs/report.log",
-    params:
-        config=CONFIG,
-        config_hash=CONFIG_HASH,
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    params:
+        config=CONFIG,
+        config_hash=CONFIG_HASH,
     script:
         "../scripts/report.py"

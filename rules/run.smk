@@ -1,43 +1,44 @@
 if SHARE_ENGINES:
-    # One job per engine group with cells still to measure (ADR 0017): records already measured
-    # are no rule's output, so a group job never re-measures them.
-    for _name, _group, _previous, _marker in get_group_jobs():
-        inherit_run_cell_settings(_name)
-        _log = f"results/logs/engines/{_group.family_id}/g{_group.index:02d}-{_group.phase}.log"
 
-        rule:
-            name:
-                _name
-            input:
-                # The previous group of the family's chain (one of its records is enough: a group job
-                # writes them all; requesting all of them costs planning time), and this group's marker.
-                ([_previous.cells[-1].record_path] if _previous else []) + [_marker],
-                # Its models' manifests: resolve_models runs first (ADR 0121).
-                get_model_manifests(_group.cells),
-            output:
-                records=[c.record_path for c in _group.cells],
-                timelines=[c.timeline_path for c in _group.cells],
-                # Empty files Snakemake writes after success: "measured under this id and version".
-                stamps=[touch(c.stamp_path(CONFIG["version"])) for c in _group.cells],
-            log:
-                _log,
-            params:
-                cell_ids=[c.cell_id for c in _group.cells],
-                version=CONFIG["version"],
-                # Built now: a `shell:` expression is evaluated when the job runs, after the loop ended.
-                command=group_shell(_group, _log),
-            group:
-                "campaign"
-            resources:
-                # `--set-resources run_cell:…` from a profile applies here too (inherit_run_cell_settings).
-                gpu=1,
-                runtime=group_runtime_min(_group),
-            conda:
-                f"../envs/{_group.cells[0].engine}.yaml" if USE_CONDA else None
-            shell:
-                "{params.command}"
+    # One job per engine group with cells to measure (ADR 0017, 0140), read from the planned table JOBS.
+    # Named run_cell like the one-cell job, so that a profile's `--set-resources run_cell:…` and
+    # `--set-threads run_cell=…` (GPU, memory, CPUs) reach it through Snakemake's own mechanism.
+    # Its records are written by the runner, not declared: a rule's outputs cannot vary in number per job;
+    # the done file stands for them (the analysis waits for it) and its removal by Snakemake after a failed
+    # job re-plans every member (ADR 0052 holds).
+    rule run_cell:
+        """One engine start, its group's cells one after another: one window and one atomic record each."""
+        input:
+            # The family's previous planned job: the family runs in its pre-registered order (ADR 0051).
+            get_group_inputs,
+            # Its models' manifests: resolve_models runs first (ADR 0121).
+            get_group_model_manifests,
+        output:
+            # engine_jobs.done_path / GroupJob.log_path (tests/test_engine_groups.py checks they agree).
+            touch("results/.specjoule/groups/{family}/{group}.done"),
+        log:
+            "results/logs/engines/{family}/{group}.log",
+        wildcard_constraints:
+            # Only jobs planned now: a past job's done file is an input the analysis reads, not a target.
+            group=JOBS.group_wildcard_regex(),
+        group:
+            "campaign"
+        conda:
+            get_group_env
+        resources:
+            gpu=get_group_gpus,
+            runtime=get_group_runtime_min,
+        params:
+            # What the job measures, in run order (the runner writes these records and their timelines).
+            records=get_group_records,
+            cell_ids=get_group_cell_ids,
+            version=CONFIG["version"],
+            command=get_group_command,
+        shell:
+            "{params.command}"
 
 else:
+
     # One cell per job, one engine start per cell (the default).
     rule run_cell:
         """One GPU-pinned measurement: engine, workload, meter, one atomic record."""
@@ -50,27 +51,28 @@ else:
             timeline="results/timelines/{campaign}/{cell}.parquet",
         log:
             "results/logs/cells/{campaign}/{cell}.log",
+        priority: get_cell_priority
+        group:
+            "campaign"
+        conda:
+            # Used only with --software-deployment-method conda (rules/common.smk).
+            ENGINE_ENV
+        resources:
+            gpu=get_cell_gpus,
+            runtime=get_cell_runtime_min,
         params:
             # The cell id hashes every measured parameter; `version` forces a deliberate re-run.
             cell_id=get_cell_id,
             version=CONFIG["version"],
-        priority: get_cell_priority
-        group:
-            "campaign"
-        resources:
-            gpu=1,
-            runtime=get_cell_runtime_min,
-        conda:
-            # Only with --software-deployment-method conda: resolving an env per job costs planning time.
-            get_engine_env if USE_CONDA else None
         shell:
             # `exec`: the runner replaces the shell, so a scheduler's SIGTERM (scancel, time limit,
             # preemption) reaches the runner with no shell dying first; Snakemake then waits for the
             # runner to stop its engine instead of exiting and letting SLURM SIGKILL it (ADR 0056).
-            # Every word quoted (`:q`): config names reach this line through the record path; they are limited to
-            # shell-safe characters at parse time, and quoted here all the same (issue 21 item 3, ADR 0131).
-            "exec {PYTHON:q} -m specjoule.runner {CONFIG_JSON:q} {output.record:q} --cell-id {params.cell_id:q} "
-            "--log {log:q} >> {log:q} 2>&1"
+            # RUNNER (interpreter, resolved config) is spelled into the command, not a param: a param
+            # would re-measure every cell whenever the config or the venv path changed (ADR 0140).
+            # Every word quoted: config names reach it through the record path; they are limited to shell-safe
+            # characters at parse time, and quoted here all the same (issue 21 item 3, ADR 0131).
+            f"{RUNNER} {{output.record:q}} --cell-id {{params.cell_id:q}} --log {{log:q}} >> {{log:q}} 2>&1"
 
 
 rule plan:
@@ -79,19 +81,8 @@ rule plan:
         "results/plan.tsv",
     log:
         "results/logs/plan.log",
+    localrule: True
     params:
         config_hash=CONFIG_HASH,
-    localrule: True
     run:
-        CELLS.write_plan(output[0])
-        Path(log[0]).write_text(CELLS.summary() + "\n")
-        print(CELLS.summary())
-        # Predicted energy ratios of cells not yet measured, where results/ holds a GPU calibration and
-        # baseline records to fit on (issue 18, ADR 0102); printed as PREDICTIONS, never written as records.
-        from specjoule.analysis import roofline as _roofline
-
-        _predicted = _roofline.plan_predictions(CELLS, "results/records.parquet", "results/hardware")
-        if _predicted:
-            print(_predicted)
-            with open(log[0], "a") as _fh:
-                _fh.write(_predicted + "\n")
+        write_plan(output[0], log[0])

@@ -11,7 +11,7 @@ def main(smk) -> None:  # smk: the Snakemake script object
     log = script_logger("aggregate", smk.log[0])
     t0 = time.perf_counter()
     try:
-        df = aggregate.aggregate(list(smk.input), cache=smk.params.cache, log=log.info)
+        df = aggregate.aggregate(list(smk.params.records), cache=smk.params.cache, log=log.info)
     except AnalysisError as exc:
         log.error("%s", exc)
         sys.exit(1)

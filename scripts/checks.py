@@ -6,7 +6,14 @@ import time
 
 import polars as pl
 
-from specjoule.analysis import META_CONFIG_HASH, checks, config_hash_of, script_logger, write_parquet_atomic, write_text_atomic
+from specjoule.analysis import (
+    META_CONFIG_HASH,
+    checks,
+    config_hash_of,
+    script_logger,
+    write_parquet_atomic,
+    write_text_atomic,
+)
 
 
 def main(smk) -> None:  # smk: the Snakemake script object

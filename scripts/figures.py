@@ -18,7 +18,7 @@ def main(smk) -> None:  # smk: the Snakemake script object
     curves = pl.read_parquet(smk.input.curves)
     checks = pl.read_parquet(smk.input.checks)
     log.info("read %d records, %d curve points, %d check rows", records.height, curves.height, checks.height)
-    timelines, note = figures.load_timelines(list(smk.input.timelines), records, checks)
+    timelines, note = figures.load_timelines(list(smk.params.timelines), records, checks)
     log.info("timelines: %d binned samples%s", timelines.height, f" ({note})" if note else "")
     summary_paths = list(smk.input.get("summary", []))
     summary = pl.read_parquet(summary_paths[0]) if summary_paths else None

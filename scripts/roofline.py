@@ -8,6 +8,7 @@ import time
 
 import polars as pl
 
+from specjoule import hardware
 from specjoule.analysis import roofline, script_logger
 
 
@@ -15,8 +16,9 @@ def main(smk) -> None:  # smk: the Snakemake script object
     log = script_logger("roofline", smk.log[0])
     t0 = time.perf_counter()
     records = pl.read_parquet(smk.input.records)
-    calibrations = roofline.load_calibrations(smk.params.hardware_dir)
-    log.info("%d calibration(s) in %s: %s", len(calibrations), smk.params.hardware_dir,
+    # The rule's inputs are the calibrations under results/hardware/ (specjoule.hardware.find_calibrations).
+    calibrations = [{**hardware.load(p), "path": str(p)} for p in smk.input.calibrations]
+    log.info("%d calibration(s) in %s: %s", len(calibrations), "results/hardware",
              ", ".join(f"{c['gpu_uuid']} ({c['driver_version']})" for c in calibrations) or "none")
     result = roofline.model_cells(records, roofline.models_lookup, calibrations,
                                   balance_fallback=smk.params.balance_fallback)

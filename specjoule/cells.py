@@ -15,7 +15,6 @@ import csv
 import functools
 import hashlib
 import json
-import os
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import acceptance as acc
+from specjoule import schemes
 
 CELLS_DIR = "results/cells"
 TIMELINES_DIR = "results/timelines"
@@ -81,6 +81,11 @@ class Cell:
     unsupported_reason: str | None = None
 
     @property
+    def n_gpus(self) -> int:
+        """GPUs the cell holds: its target's tensor-parallel size (a drafter runs on the same GPUs; ADR 0155)."""
+        return int(self.spec.get("target", {}).get("tensor_parallel_size", 1))
+
+    @property
     def record_path(self) -> str:
         return f"{CELLS_DIR}/{self.campaign_id}/{self.name}.parquet"
 
@@ -93,7 +98,7 @@ class Cell:
         return f"{LOGS_DIR}/{self.campaign_id}/{self.name}.log"
 
     def stamp_path(self, version: Any) -> str:
-        """Written (empty) after an engine-group job measured this cell under this id and version."""
+        """Stamp of a cell measured by an engine-group job under this id and version (specjoule.engine_jobs)."""
         return f"{STAMPS_DIR}/{self.campaign_id}/{self.name}.{self.cell_id}-v{version}"
 
     def identity(self) -> dict[str, Any]:
@@ -106,7 +111,10 @@ class Cell:
             "engine": self.engine,
             "model_pair": self.model_pair,
             "target_model": self.spec["target"]["model"],
-            "draft_model": (self.spec.get("draft") or {}).get("model"),
+            "tensor_parallel_size": self.n_gpus,
+            # The model that drafts: the scheme's own drafter for eagle3, dflash, dspark (and an mtp assistant);
+            # otherwise the pair's draft as before (draft_model; null for a pair without one).
+            "draft_model": self.spec["scheme"].get("drafter") or (self.spec.get("draft") or {}).get("model"),
             "scheme": self.scheme,
             "method": self.method,
             "k": self.k,
@@ -124,6 +132,7 @@ class Cell:
             "prompt_len": self.spec["workload"]["prompt_len"],
             "output_len": self.spec["workload"]["output_len"],
             "request_rate": self.spec["workload"].get("rate"),
+            "concurrency": self.spec["workload"].get("concurrency"),
             "device": self.device,
             "prefix_caching": self.spec["prefix_caching"],
             "run_order_index": self.run_order_index,
@@ -197,6 +206,13 @@ class CellTable:
         return max(0.0, sum(c.estimated_s for c in group.cells) - saved)
 
     def estimated_gpu_s(self) -> float:
+        """GPU-seconds: each cell's (or shared group's) device time × the GPUs it holds (ADR 0155)."""
+        if not self.share_engines:
+            return sum(c.estimated_s * c.n_gpus for c in self.cells)
+        return sum(self.group_estimated_s(g) * g.cells[0].n_gpus for g in self.engine_groups().values())
+
+    def estimated_device_s(self) -> float:
+        """Wall-clock device seconds when the cells run one after another (equals estimated_gpu_s at TP = 1)."""
         if not self.share_engines:
             return sum(c.estimated_s for c in self.cells)
         return sum(self.group_estimated_s(g) for g in self.engine_groups().values())
@@ -206,17 +222,16 @@ class CellTable:
         return sum(_window_s(c.spec["workload"]) for c in self.cells)
 
     def engine_starts(self) -> int:
-        return len(self.engine_groups()) if self.share_engines else len(self.cells)
-
-    def pending(self, version: Any) -> set[str]:
-        """Record paths an engine-sharing run must (re-)measure; see :func:`pending_records`."""
-        return pending_records(self, version)
+        """Engines the plan starts: a group (or, without sharing, a cell) planned unsupported starts none."""
+        if not self.share_engines:
+            return sum(1 for c in self.cells if not c.unsupported_reason)
+        return sum(1 for g in self.engine_groups().values() if any(not c.unsupported_reason for c in g.cells))
 
     def write_plan(self, path: str | Path) -> None:
         columns = ["campaign_id", "cell_name", "run_order_index", "role", "engine", "model_pair", "scheme",
                    "method", "k", "acceptance_name", "configured_L", "batch_size", "corpus", "seed",
                    "cuda_graphs", "workload", "window_index", "engine_replicate", "cell_id", "record_path",
-                   "estimated_gpu_s", "engine_group", "engine_start", "unsupported"]
+                   "estimated_gpu_s", "engine_group", "engine_start", "unsupported", "n_gpus"]
         # With sharing, a cell's estimate is its share of its group's: the first member carries the
         # engine start, the others do not (the column still sums to estimated_gpu_s()).
         group_of: dict[str, tuple[str, bool]] = {}
@@ -229,15 +244,16 @@ class CellTable:
         with open(path, "w", newline="") as fh:
             w = csv.writer(fh, delimiter="\t", lineterminator="\n")
             w.writerow(columns)
-            for cid, cells in self.campaigns.items():
+            for cells in self.campaigns.values():
                 for c in cells:
                     ident = c.identity()
                     gid, starts = group_of.get(c.record_path, (None, True))
                     est = c.estimated_s if starts else c.estimated_s - saved
                     if c.unsupported_reason:  # written without a lease or an engine start (ADR 0063)
                         est, starts = 0.0, False
-                    w.writerow([ident.get(col) if col in ident else None for col in columns[:-6]]
-                               + [c.cell_id, c.record_path, f"{est:.0f}", gid, int(starts), c.unsupported_reason or ""])
+                    w.writerow([ident.get(col) if col in ident else None for col in columns[:-7]]
+                               + [c.cell_id, c.record_path, f"{est * c.n_gpus:.0f}", gid, int(starts),
+                                  c.unsupported_reason or "", c.n_gpus])
 
     def summary(self) -> str:
         hours = self.estimated_gpu_s() / 3600
@@ -249,8 +265,10 @@ class CellTable:
                       + (", synthetic acceptance swapped in place" if self.swap_acceptance else ""))
         else:
             starts = f"{self.engine_starts()} engine starts: one per cell"
-        gpu_s = self.estimated_gpu_s()
-        share = f", ≈ {100 * self.estimated_window_s() / gpu_s:.0f} % of it inside energy windows" if gpu_s else ""
+        device_s = self.estimated_device_s()
+        share = f", ≈ {100 * self.estimated_window_s() / device_s:.0f} % of it inside energy windows" if device_s else ""
+        if any(c.n_gpus > 1 for c in self.cells):  # tensor-parallel cells hold several GPUs at once (ADR 0155)
+            share = f" ({device_s / 3600:.2f} device-hours one cell at a time{share})"
         unsupported = sum(1 for c in self.cells if c.unsupported_reason)
         skipped = (f"; {unsupported} cell(s) the engine cannot run are written as unsupported records without "
                    f"a GPU (see the plan's unsupported column)") if unsupported else ""
@@ -431,25 +449,36 @@ def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: 
     The id hashes the campaign's shared spec and the arm's own part; the window index enters the hash
     only when it is not 0, so the first window keeps the id the cell had before windows existed."""
     vname, kind, rates, L = arm.variant
-    own: dict[str, Any] = {"scheme": {**arm.scheme, "name": arm.scheme_name}, "role": arm.role,
+    scheme = arm.scheme
+    pair = config["models"][plan.pair_name]
+    drafter = schemes.resolve_drafter(scheme, pair)
+    if drafter and not scheme.get("drafter"):
+        # The pair's own drafter for this method (models.<pair>.drafters): in the cell's scheme, so the id is the
+        # one the same drafter given on the scheme would give.
+        scheme = {**scheme, "drafter": drafter}
+    own: dict[str, Any] = {"scheme": {**scheme, "name": arm.scheme_name}, "role": arm.role,
                            "acceptance_rates": list(rates) if rates else None}
     if arm.window_index:
         own["window_index"] = arm.window_index
     spec = {**plan.spec_base, **own}
-    order_key = _sha(plan.engine_blob + _blob({"scheme": arm.scheme, "rates": rates}), 10)
+    order_key = _sha(plan.engine_blob + _blob({"scheme": scheme, "rates": rates}), 10)
     # A swappable arm's vectors share one engine: its key leaves the rates out; the order key keeps
     # them, so the vectors still run shuffled.
-    swapped = (swap and plan.engine == "vllm" and bool(arm.scheme.get("synthetic"))
+    swapped = (swap and plan.engine == "vllm" and bool(scheme.get("synthetic"))
                and plan.workload["kind"] == "closed_batch" and rates is not None)
-    engine_key = (_sha(plan.engine_blob + _blob({"scheme": arm.scheme, "rates": "swapped"}), 10)
+    engine_key = (_sha(plan.engine_blob + _blob({"scheme": scheme, "rates": "swapped"}), 10)
                   if swapped else order_key)
-    unsupported = (planned_unsupported(plan.engine, plan.spec_base["target"]["model"], arm.scheme)
-                   if config["protocol"].get("unsupported_from_tables", True) else None)
+    unsupported = None
+    if schemes.get(scheme["method"]).needs_drafter and not drafter:
+        unsupported = (f"no {scheme['method']} drafter for model pair {plan.pair_name!r}: give the scheme a drafter "
+                       f"or the pair its own (models.{plan.pair_name}.drafters.{scheme['method']})")
+    elif config["protocol"].get("unsupported_from_tables", True):
+        unsupported = planned_unsupported(plan.engine, plan.spec_base["target"]["model"], scheme)
     cell = Cell(
         cell_id=_sha(base_blob + _blob(own)),
         campaign_id=plan.campaign_id, name=arm.name, role=arm.role, engine=plan.engine, model_pair=plan.pair_name,
-        scheme=arm.scheme_name, method=arm.scheme["method"], k=arm.scheme.get("k"),
-        synthetic=bool(arm.scheme.get("synthetic")), acceptance_name=vname, acceptance_kind=kind,
+        scheme=arm.scheme_name, method=scheme["method"], k=scheme.get("k"),
+        synthetic=bool(scheme.get("synthetic")), acceptance_name=vname, acceptance_kind=kind,
         acceptance_rates=rates, configured_L=L, batch_size=plan.batch_size, corpus=plan.corpus, seed=plan.seed,
         cuda_graphs=plan.cuda_graphs, workload=plan.workload_name, workload_kind=plan.workload["kind"],
         device=config["device"], engine_key=engine_key, run_order_seed=config["protocol"]["run_order_seed"],
@@ -567,56 +596,6 @@ def _point_rank(members: list[Cell], cell: Cell) -> int:
         if c.role == ROLE_POINT and c.engine_key not in keys:
             keys.append(c.engine_key)
     return keys.index(cell.engine_key)
-
-
-def pending_records(table: CellTable, version: Any) -> set[str]:
-    """Record paths an engine-sharing run must (re-)measure (ADR 0017).
-
-    With sharing, group membership is decided here, at planning time, instead of by Snakemake's
-    per-output triggers: a group job re-measures every cell it outputs, so a record that is done
-    must not be an output at all. A cell is done when its record exists and
-    - the stamp for its current id and config version exists (measured by a group job), or
-    - there is no stamp for the record at all (measured one cell per job, without sharing) and the
-      record itself holds the current cell id and version; the stamp is then written, so the
-      record is read once.
-    Then, per campaign, everything from the first cell not done onward is pending too: the
-    campaign's order (opening → points → closing) must hold for what is re-measured, exactly as
-    the chain re-runs a campaign's later cells without sharing (ADR 0051)."""
-    pending: set[str] = set()
-    for campaign, members in table.campaigns.items():
-        stamp_dir = Path(STAMPS_DIR) / campaign
-        try:
-            stamps = set(os.listdir(stamp_dir))
-        except FileNotFoundError:
-            stamps = set()
-        rerun = False
-        for c in members:  # in run order
-            if not rerun:
-                rerun = not _done(c, version, stamps, stamp_dir)
-            if rerun:
-                pending.add(c.record_path)
-    return pending
-
-
-def _done(cell: Cell, version: Any, stamps: set[str], stamp_dir: Path) -> bool:
-    if not os.path.exists(cell.record_path):
-        return False
-    stamp = Path(cell.stamp_path(version)).name
-    if stamp in stamps:
-        return True
-    if any(s.startswith(cell.name + ".") for s in stamps):
-        return False  # measured by a group job under another id or version
-    try:
-        import polars as pl
-
-        row = pl.read_parquet(cell.record_path, columns=["cell_id", "version_param"]).row(0, named=True)
-    except Exception:  # unreadable or empty: measure again rather than trust it
-        return False
-    if row["cell_id"] != cell.cell_id or str(row["version_param"]) != str(version):
-        return False
-    stamp_dir.mkdir(parents=True, exist_ok=True)
-    (stamp_dir / stamp).touch()
-    return True
 
 
 def _with_order(cell: Cell, index: int) -> Cell:

@@ -22,8 +22,10 @@ import yaml
 from specjoule import acceptance as acc
 from specjoule import schemes as scheme_registry
 from specjoule.models import check_models
+
 # The scheme lists live in specjoule/schemes.py (one source of truth, ADR 0075); re-exported here.
-from specjoule.schemes import DRAFT_MODEL_METHODS, DRAFTER_METHODS, METHODS
+from specjoule.schemes import DRAFT_MODEL_METHODS as DRAFT_MODEL_METHODS  # re-exported
+from specjoule.schemes import DRAFTER_METHODS, METHODS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = REPO_ROOT / "config" / "schema.yaml"
@@ -444,10 +446,53 @@ def _check_semantics(config: dict) -> None:
             raise ConfigError(f"corpora.{name}.{exc.key}", exc.value, exc.reason) from None
 
     for name, wl in config["workloads"].items():
-        if wl["kind"] == "open_loop" and "rate" not in wl:
-            raise ConfigError(f"workloads.{name}.rate", None, "open_loop needs a request rate (requests/s)")
-        if wl["kind"] == "closed_batch" and "rate" in wl:
-            raise ConfigError(f"workloads.{name}.rate", wl["rate"], "closed_batch submits B requests together; rate does not apply")
+        _check_workload(name, wl, config)
+
+
+# Per engine: the option that caps the requests it runs at once, and the adapter's default for it (the batch size).
+MAX_RUNNING_OPTION = {"vllm": "max_num_seqs", "sglang": "max_running_requests"}
+OPEN_LOOP_ONLY = ("rate", "schedule", "burstiness")
+
+
+def _check_workload(name: str, wl: dict, config: dict) -> None:
+    key = f"workloads.{name}"
+    kind = wl["kind"]
+    for option in OPEN_LOOP_ONLY:
+        if option in wl and kind != "open_loop":
+            raise ConfigError(f"{key}.{option}", wl[option], f"{option} belongs to open_loop; {kind} has no arrivals")
+    if "concurrency" in wl and kind != "closed_loop":
+        raise ConfigError(f"{key}.concurrency", wl["concurrency"],
+                          f"concurrency belongs to closed_loop (N clients); {kind} does not take it")
+    if kind == "open_loop":
+        if "rate" not in wl:
+            raise ConfigError(f"{key}.rate", None, "open_loop needs a request rate (requests/s)")
+        if "burstiness" in wl and not wl["burstiness"] > 0:
+            raise ConfigError(f"{key}.burstiness", wl["burstiness"],
+                              "burstiness is the gamma shape of the gaps between arrivals: must be > 0 (1 = Poisson)")
+    if kind == "closed_loop":
+        _check_concurrency(key, wl.get("concurrency"), config)
+
+
+def _check_concurrency(key: str, n: Any, config: dict) -> None:
+    if n is None:
+        raise ConfigError(f"{key}.concurrency", None, "closed_loop needs a concurrency (the number of clients)")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"{key}.concurrency", n, "the number of clients must be an integer ≥ 1")
+    for engine in config["engines"]:
+        option = MAX_RUNNING_OPTION.get(engine)
+        cap = (config["engine_options"].get(engine) or {}).get(option) if option else None
+        if cap is not None:
+            if n > int(cap):
+                raise ConfigError(f"{key}.concurrency", n,
+                                  f"above engine_options.{engine}.{option} = {cap}: the engine would queue the clients "
+                                  f"beyond it and run fewer than {n} at once")
+            continue
+        for i, b in enumerate(config["batch_sizes"]):
+            if n > b:
+                raise ConfigError(f"{key}.concurrency", n,
+                                  f"above batch_sizes[{i}] = {b}, which sets {engine}'s {option} when "
+                                  f"engine_options.{engine}.{option} is not given: the engine would run fewer than "
+                                  f"{n} at once; raise the batch size or set {option}")
 
 
 def _check_scheme_inputs(config: dict, name: str, scheme: dict) -> None:
@@ -462,27 +507,31 @@ def _check_scheme_inputs(config: dict, name: str, scheme: dict) -> None:
         missing = [n for n in config["models"] if "draft" not in config["models"][n]]
         if missing:
             raise ConfigError(f"models.{missing[0]}.draft", None, f"scheme {name!r} ({method}) needs a draft model in every pair")
-    if desc.needs_drafter and not drafter:
-        raise ConfigError(f"{key}.drafter", None, f"{method} needs drafter weights (hub id or dir)")
+    sources = scheme_registry.drafter_sources(config, name, scheme)
+    if desc.needs_drafter and not sources:
+        raise ConfigError(f"{key}.drafter", None, f"{method} needs drafter weights (hub id or dir): give the scheme a "
+                          f"`drafter`, or each target its own under models.<pair>.drafters.{method}")
     if drafter and method not in DRAFTER_METHODS:
         raise ConfigError(f"{key}.drafter", drafter, f"{method} takes no drafter of its own "
                           f"(only {', '.join(DRAFTER_METHODS)} do)")
     if desc.needs_target_mtp and not drafter:
         for pair_name, pair in config["models"].items():
+            if (pair.get("drafters") or {}).get(method):
+                continue  # this target's own MTP drafter (an assistant model)
             target_cfg = scheme_registry.read_model_config(pair["target"]["model"])
             if target_cfg is not None and scheme_registry.target_mtp_layers(target_cfg) == 0:
                 raise ConfigError(f"models.{pair_name}.target.model", pair["target"]["model"],
                                   f"scheme {name!r} (mtp) drafts with the target's own MTP layers, and this target's "
                                   f"config.json declares none ({', '.join(scheme_registry.MTP_LAYER_KEYS)}); "
                                   f"vLLM would fail with \"Unsupported speculative method: 'mtp'\"")
-    if desc.is_block and drafter:
-        drafter_cfg = scheme_registry.read_model_config(drafter)
+    for where, source in sources if desc.is_block else []:
+        drafter_cfg = scheme_registry.read_model_config(source)
         want = scheme_registry.block_k(method, drafter_cfg) if drafter_cfg is not None else None
         if want is not None and int(k) != want:
             block = scheme_registry.trained_block(method, drafter_cfg)
-            raise ConfigError(f"{key}.k", k, f"{method} drafter {drafter} was trained with block {block}, so it drafts "
-                              f"k = {want} per round (verify width {want + 1}); a different k changes the block the "
-                              f"drafter fills")
+            raise ConfigError(f"{key}.k", k, f"{method} drafter {source} ({where}) was trained with block {block}, so "
+                              f"it drafts k = {want} per round (verify width {want + 1}); a different k changes the "
+                              f"block the drafter fills")
 
 
 def _check_sglang_acceptance(vname: str, vector: dict, scheme_name: str, method: str, config: dict) -> None:

@@ -29,7 +29,7 @@ import sys
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import yaml
 
@@ -46,7 +46,7 @@ PLAIN_ROLES = {"user": "User", "assistant": "Assistant"}
 _ROLE_ALIASES = {"user": "user", "human": "user", "prompter": "user", "assistant": "assistant", "gpt": "assistant",
                  "bot": "assistant", "model": "assistant"}
 
-Doc = Union[str, list]
+Doc = str | list
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same result, 10× faster
 
 

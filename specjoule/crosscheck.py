@@ -146,7 +146,7 @@ def _thresholds_that_cannot_pass(config: dict) -> None:
 def _unused_acceptance_vectors(config: dict) -> None:
     """Vectors no synthetic scheme measures. With no synthetic scheme at all they are a plan that does not say what
     it runs (a scheme left ``synthetic: false``): an error. Left out of every scheme's explicit ``acceptance`` list,
-    they are a selection (config/h200-diag-graphs.yaml measures one of two on purpose): a warning."""
+    they are a selection (validation/h200-2026-12/config/h200-diag-graphs.yaml measures one of two on purpose): a warning."""
     used: set[str] = set()
     synthetic = [n for n, s in config["schemes"].items() if s.get("synthetic")]
     for name in synthetic:

@@ -30,7 +30,7 @@ def git_commit(repo: str | os.PathLike = REPO_ROOT) -> str:
     """``git rev-parse HEAD`` of the pipeline, or "unknown" outside a git checkout.
 
     ``SPECJOULE_GIT_COMMIT`` is used when there is no checkout to ask: a copied working tree, as on the
-    offline GPU machine (scripts/device), where the H200 records of 2026-11-30 said "unknown"."""
+    offline GPU machine (tools/device), where the H200 records of 2026-11-30 said "unknown"."""
     given = os.environ.get("SPECJOULE_GIT_COMMIT", "").strip()
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,

@@ -45,7 +45,7 @@ class GpuLease:
                 pass
         self._locks.clear()
 
-    def __enter__(self) -> "GpuLease":
+    def __enter__(self) -> GpuLease:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -81,6 +81,14 @@ def acquire(device: str, n_gpus: int = 1, lock_dir: str | None = None, timeout_s
         if len(entries) < n_gpus:
             raise GpuLeaseError(f"CUDA_VISIBLE_DEVICES = {cvd!r} under SLURM job {os.environ['SLURM_JOB_ID']}: "
                                 f"the cell needs {n_gpus} GPU(s); request --gpus={n_gpus}")
+        if len(entries) > n_gpus:
+            # A larger allocation (a site's fixed GRES, a job sized for the grid's largest TP): the cell takes
+            # its first n_gpus and leaves the rest out of sight, so that neither the engine nor the meter
+            # counts a GPU the cell does not use (ADR 0155).
+            cvd = ",".join(e.strip() for e in entries[:n_gpus])
+            os.environ["CUDA_VISIBLE_DEVICES"] = cvd
+            log.info("GPU: SLURM job %s allocated %d GPU(s); the cell uses the first %d",
+                     os.environ["SLURM_JOB_ID"], len(entries), n_gpus)
         log.info("GPU: SLURM job %s allocation used as given: CUDA_VISIBLE_DEVICES=%s",
                  os.environ["SLURM_JOB_ID"], cvd)
         return GpuLease(source="slurm", cuda_visible_devices=cvd)

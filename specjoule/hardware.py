@@ -423,11 +423,11 @@ def measure(seconds: float = 4.0, idle_s: float = 3.0) -> dict[str, Any]:
     kernels = {}
     # The copy runs on the SMs (an elementwise negation: read once, write once): copy_ captured in a
     # graph becomes a copy-engine memcpy node, which moved only 2.7 TB/s on an H200 (ADR 0100).
-    kernels["copy"] = _metered_loop(torch, nvml, gpm, "copy", lambda: torch.neg(src, out=dst),
+    kernels["copy"] = _metered_loop(torch, nvml, gpm, "copy", lambda: torch.neg(src, out=dst),  # noqa: F821 (run before the del)
                                     hbm_bytes=2 * src.numel() * BF16_BYTES, ops=0, seconds=seconds, lead_s=0.4)
-    kernels["reduce"] = _metered_loop(torch, nvml, gpm, "reduce", lambda: torch.sum(src, dim=0, out=out),
+    kernels["reduce"] = _metered_loop(torch, nvml, gpm, "reduce", lambda: torch.sum(src, dim=0, out=out),  # noqa: F821
                                       hbm_bytes=src.numel() * BF16_BYTES, ops=0, seconds=seconds, lead_s=0.4)
-    kernels["matmul"] = _metered_loop(torch, nvml, gpm, "matmul", lambda: torch.matmul(a, b, out=c),
+    kernels["matmul"] = _metered_loop(torch, nvml, gpm, "matmul", lambda: torch.matmul(a, b, out=c),  # noqa: F821
                                       hbm_bytes=3 * MATMUL_N * MATMUL_N * BF16_BYTES, ops=2 * MATMUL_N ** 3,
                                       seconds=seconds, lead_s=0.8)
     # The result is used, so nothing above can be skipped; a non-finite one means broken data.
@@ -451,7 +451,6 @@ def measure(seconds: float = 4.0, idle_s: float = 3.0) -> dict[str, Any]:
 def calibrate(out_dir: str | Path, seconds: float = 4.0, force: bool = False, lease: bool = True) -> Path:
     """Lease a GPU, and measure it unless ``<out>/<uuid>-<driver>.json`` exists (then reuse it)."""
     from specjoule import gpu
-
     from specjoule.meter import MeterError
 
     try:  # before torch: CUDA reads CUDA_VISIBLE_DEVICES once

@@ -609,6 +609,26 @@ def _local_config(key: str, value: str, load_format: str, error: type) -> dict |
         raise error(key, value, str(exc)) from None
 
 
+def tensor_parallel_refusal(raw: dict | None, tp: int) -> str | None:
+    """Why an engine cannot shard this model over ``tp`` GPUs, from its config.json (None: no reason seen).
+
+    Both engines split attention heads evenly over the ranks, and KV heads too, or replicate each KV head
+    over a whole number of ranks when there are fewer of them than ranks (vLLM 0.26.0 ``ModelConfig.
+    verify_with_parallel_config`` and ``get_num_kv_heads``; SGLang 0.5.17 the same): known at parse time."""
+    if raw is None or tp <= 1:
+        return None
+    text = _text_config(raw)
+    heads = text.get("num_attention_heads")
+    if not isinstance(heads, int) or heads <= 0:
+        return None  # MLA and other shapes the engines check themselves
+    kv = text.get("num_key_value_heads") or heads
+    if heads % tp:
+        return f"{heads} attention heads do not split evenly over tensor_parallel_size {tp}"
+    if (kv % tp) if kv >= tp else (tp % kv):
+        return f"{kv} KV heads neither split evenly over nor replicate evenly across tensor_parallel_size {tp}"
+    return None
+
+
 def check_models(config: dict) -> None:
     """Model-dir and drafter checks that can be known at parse time (bad input of issues 16 and 20).
 
@@ -624,19 +644,24 @@ def check_models(config: dict) -> None:
                 continue
             load_format = spec.get("load_format", "auto")
             raw = _local_config(f"models.{name}.{role}.model", spec["model"], load_format, ConfigError)
+            tp_reason = tensor_parallel_refusal(raw, int(spec.get("tensor_parallel_size", 1)))
+            if tp_reason:
+                raise ConfigError(f"models.{name}.{role}.tensor_parallel_size", spec.get("tensor_parallel_size"),
+                                  f"{spec['model']}: {tp_reason}")
             if role == "target":
                 targets[name] = (spec["model"], raw)
                 load_formats.append(load_format)
     # A drafter is loaded the way its target is: real weights unless every target is shape-only.
     drafter_format = "dummy" if load_formats and all(f == "dummy" for f in load_formats) else "auto"
 
-    for sname, scheme in config["schemes"].items():
-        method = scheme["method"]
+    drafters = [(f"schemes.{sname}.drafter", scheme["method"], scheme.get("drafter"))
+                for sname, scheme in config["schemes"].items()]
+    drafters += [(f"models.{pname}.drafters.{method}", method, path)
+                 for pname, pair in config["models"].items() for method, path in (pair.get("drafters") or {}).items()]
+    for key, method, drafter in drafters:
         # mtp on a target without MTP layers: config._check_scheme_inputs says it (specjoule/schemes.py owns schemes).
-        drafter = scheme.get("drafter")
         if method not in ("eagle3", "dflash", "dspark", "mtp") or not drafter:
             continue
-        key = f"schemes.{sname}.drafter"
         raw = _local_config(key, drafter, drafter_format, ConfigError)
         if raw is None:
             continue

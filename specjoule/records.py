@@ -38,7 +38,8 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("engine", _str, "vllm | sglang"),
     ("model_pair", _str, ""),
     ("target_model", _str, ""),
-    ("draft_model", _str, ""),
+    ("draft_model", _str, "the model that drafts: the scheme's drafter (eagle3, dflash, dspark, an mtp assistant; "
+                          "from wave 2) or the pair's draft model"),
     ("scheme", _str, "scheme name from config"),
     ("method", _str, "baseline | ngram | draft_model | eagle3 | mtp | dflash | dspark"),
     ("k", _i64, "draft tokens per round"),
@@ -48,18 +49,19 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("acceptance_kind", _str, "minvar | geometric | rates"),
     ("acceptance_rates", pa.list_(_f64), "unconditional per-position rates"),
     ("configured_L", _f64, "1 + sum(rates)"),
-    ("batch_size", _i64, "closed batch B; open loop: max running requests"),
+    ("batch_size", _i64, "closed batch B; loops: max running requests"),
     ("corpus", _str, ""),
     ("corpus_pool_hash", _str, "content hash of the prompt pool"),
     ("seed", _i64, ""),
     ("cuda_graphs", _bool, ""),
     ("workload", _str, ""),
-    ("workload_kind", _str, "closed_batch | open_loop"),
+    ("workload_kind", _str, "closed_batch | open_loop | closed_loop"),
     ("prompt_len", _i64, "tokens"),
     ("output_len", _i64, "tokens"),
     ("request_rate", _f64, "open loop requests/s"),
     ("device", _str, "cpu | cuda"),
     ("prefix_caching", _bool, ""),
+    ("concurrency", _i64, "closed loop: clients, each sending its next request when its last completes"),
     # environment
     ("engine_version", _str, ""),
     ("torch_version", _str, ""),
@@ -93,6 +95,25 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("warmup_s", _f64, "unsampled warm-up used"),
     ("cooldown_s", _f64, "cooldown used"),
     ("repeats", _i64, "closed batch: generations inside the window"),
+    # loop workloads: what the load generator did (ADR 0110-0112); null for closed batches
+    ("arrival_schedule", _str, "open loop: independent (gaps drawn until the horizon, the count random) | scaled "
+                               "(N gaps scaled so that N arrivals take N / rate, as vllm bench serve)"),
+    ("burstiness", _f64, "open loop: gamma shape of the gaps between arrivals (1 = Poisson)"),
+    ("requests_sent", _i64, "requests the client sent inside the window"),
+    ("realized_request_rate", _f64, "requests_sent / window_s: the arrival rate the window actually got"),
+    ("send_lag_p50_s", _f64, "send time minus due time over the requests sent in the window, nearest-rank: due = "
+                             "the arrival (open loop), the client's previous completion (closed loop)"),
+    ("send_lag_p99_s", _f64, ""),
+    ("send_lag_max_s", _f64, ""),
+    ("inflight_at_start", _i64, "requests in flight at the client at the window's start"),
+    ("inflight_at_end", _i64, "requests in flight at the client at the window's end"),
+    ("mean_inflight", _f64, "time-average of the requests in flight at the client over the window (exact)"),
+    ("snapshot_start_s", _f64, "seconds the /metrics read after the window's start took"),
+    ("snapshot_end_s", _f64, "seconds the /metrics read after the window's end took"),
+    ("edge_committed_tokens", _i64, "committed tokens between the snapshots bracketing the two edges: the "
+                                    "counters at the marks are within this of the exact ones (ADR 0110)"),
+    ("metrics_polls", _i64, "/metrics reads from the loop's start to its end (sampler and edges)"),
+    ("metrics_poll_mean_s", _f64, "mean seconds per /metrics read (its cost to the server, ADR 0110)"),
     # energy
     ("meter", _str, "nvml | none"),
     ("energy_j", _f64, "NVML total-energy delta over the window, summed over GPUs; null if meter none"),
@@ -118,6 +139,9 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("accepted_per_position", pa.list_(_i64), ""),
     ("mean_running_requests", _f64, "concurrency sampled in the window"),
     ("max_running_requests", _f64, ""),
+    ("running_requests_segments", pa.list_(_f64), "loops: mean running-requests reading in each quarter of the "
+                                                  "window (null where none fell): the steady_state check"),
+    ("waiting_requests_mean", _f64, "loops: mean of the engine's waiting-requests gauge in the window"),
     # latency (seconds)
     ("ttft_mean_s", _f64, ""),
     ("ttft_p50_s", _f64, ""),
@@ -127,6 +151,9 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("tpot_p99_s", _f64, ""),
     ("latency_source", _str, "request_metrics (vLLM, per request) | request_timestamps (SGLang meta_info stamps, "
                              "per request) | client_stream (HTTP client, per request) | engine_histogram (bucketed)"),
+    ("starved_requests", _i64, "client_stream: requests whose stream reached the client in bursts (ADR 0110)"),
+    ("latency_unreliable_reason", _str, "why the time-between-tokens columns are null (client starved); null when "
+                                        "they are measured"),
     # derived on the spot
     ("mj_per_committed_token", _f64, "null when energy is not measured"),
     ("realized_L", _f64, "1 + accepted / drafts"),
@@ -169,6 +196,9 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
                               "for a shape-only one; null outside Snakemake (ADR 0121)"),
     ("draft_revision", _str, "the same for the drafter (the pair's draft for draft_model, the scheme's drafter "
                              "otherwise); null for ngram and baseline"),
+    # tensor parallelism (issue 23, ADR 0155)
+    ("tensor_parallel_size", _i64, "the target's tensor-parallel size: GPUs the cell held and metered (energy_j sums "
+                                   "energy_j_per_gpu over them, in gpu_uuids order); null before issue 23 = 1"),
     # faults (issue 21): what a shared cluster did to the cell, appended (older records read back with these null)
     ("other_gpu_process_list", _str, "compute processes not ours on the cell's GPU(s) at its start or window end, "
                                      "'pid N name (MiB) on GPU i; ...' (checks.gpu_in_use: flag; ADR 0133)"),

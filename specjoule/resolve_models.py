@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import tokenizer as tk
-from specjoule.config import REPO_ROOT, ConfigError
+from specjoule.config import ConfigError
 
 MANIFEST_DIR = "results/.specjoule/models"
 MANIFEST_VERSION = 1
@@ -101,6 +101,9 @@ def model_refs(config: dict[str, Any]) -> list[ModelRef]:
         if scheme.get("drafter"):
             for fmt in sorted({drafter_load_format(pair["target"]) for pair in config["models"].values()}):
                 refs.append(ModelRef(f"schemes.{name}.drafter", scheme["drafter"], fmt, None))
+    for pair_name, pair in config["models"].items():  # each target's own drafters (models.<pair>.drafters)
+        for method, drafter in (pair.get("drafters") or {}).items():
+            refs.append(ModelRef(f"models.{pair_name}.drafters.{method}", drafter, drafter_load_format(pair["target"]), None))
     return refs
 
 

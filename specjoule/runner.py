@@ -37,7 +37,7 @@ from specjoule import env as envmod
 from specjoule import gpu, models, records, resolve_models, schemes, workloads
 from specjoule.engines import Engine, EngineHung, EngineUnsupported, make_engine
 from specjoule.engines.base import latency_from_histograms, latency_from_requests
-from specjoule.meter import Meter, NoneMeter, make_meter
+from specjoule.meter import Meter, MeterError, NoneMeter, make_meter
 
 log = logging.getLogger("specjoule.runner")
 LOG_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s"
@@ -414,6 +414,15 @@ def _engine_spec(jobs: list[CellJob]) -> dict:
     return spec
 
 
+def _check_metered_gpus(meter: Meter, n_gpus: int) -> None:
+    """The meter reads exactly the GPUs the cell holds (ADR 0155): one more counts an idle GPU's energy, one
+    fewer misses a tensor-parallel rank's. Fails before the engine starts, not in the analysis."""
+    devices = getattr(meter, "devices", None)
+    if devices and len(devices) != n_gpus:
+        raise MeterError(f"meter {meter.name} reads {len(devices)} GPU(s) ({', '.join(d.uuid for d in devices)}; "
+                         f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}) but the cell holds "
+                         f"{n_gpus} (target tensor_parallel_size): its energy would "
+                         f"{'include a GPU the engine does not use' if len(devices) > n_gpus else 'miss a rank'}")
 def _check_gpu_free(meter: Meter, policy: str) -> None:
     """Another compute process on the cell's GPU when it starts (ADR 0133): refuse (no engine start) or flag
     (measure; the record lists the processes and the other_gpu_processes check fails the cell)."""
@@ -447,6 +456,7 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
         meter = make_meter(spec["meter"], device)
         meter.open()
         log.info("meter: %s", meter.name)
+        _check_metered_gpus(meter, n_gpus)
         _check_gpu_free(meter, gpu_in_use)
         idle_s = float(spec["protocol"].get("idle_s", 0))
         if idle_s > 0 and not isinstance(meter, NoneMeter):
@@ -637,6 +647,7 @@ def _row(cell, result: workloads.WindowResult, mres, engine: Engine, start_s: fl
     else:
         row.update(latency_from_requests(result.requests))
     row["latency_source"] = latency_source
+    row.update(result.columns)  # what the workload measured beyond the counters (loops: ADR 0110)
 
     expected = result.extra.get("expected_committed")
     if expected is not None and row.get("committed_tokens") != expected:

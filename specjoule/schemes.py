@@ -223,3 +223,18 @@ def target_mtp_layers(target_config: dict) -> int:
         if isinstance(mtp, dict) and mtp.get("num_nextn_predict_layers"):
             return int(mtp["num_nextn_predict_layers"])
     return 0
+
+
+def resolve_drafter(scheme: dict, pair: dict) -> str | None:
+    """The drafter a scheme runs on a model pair: the scheme's own ``drafter``, else the pair's ``drafters[method]``
+    (each target its own EAGLE3 head or block drafter), else None."""
+    return scheme.get("drafter") or (pair.get("drafters") or {}).get(scheme.get("method"))
+
+
+def drafter_sources(config: dict, scheme_name: str, scheme: dict) -> list[tuple[str, str]]:
+    """(key path, drafter) of every drafter a scheme may run with: its own, or each pair's for its method."""
+    if scheme.get("drafter"):
+        return [(f"schemes.{scheme_name}.drafter", scheme["drafter"])]
+    method = scheme.get("method")
+    return [(f"models.{p}.drafters.{method}", pair["drafters"][method])
+            for p, pair in config["models"].items() if (pair.get("drafters") or {}).get(method)]

@@ -5,33 +5,36 @@ EOS ignored, greedy; whole generations repeated until the window reaches ``min_w
 ``max_repeats``); the energy window spans whole generations, so the batch shape never changes
 inside it. Request i of repeat r uses prompt ``pool[(r*B + i) % len(pool)]``.
 
-open loop (the blog's protocol): Poisson arrivals at ``rate`` from a seeded generator; warm-up
-(unsampled), the window, then a cooldown during which arrivals continue so that the window's end
-is not a drain. Concurrency is an outcome: ``vllm:num_requests_running`` is sampled through the
-window and recorded.
+open loop (the blog's protocol): arrivals at ``rate`` on a seeded schedule; warm-up (unsampled), the
+window, then a cooldown during which arrivals continue so that the window's end is not a drain.
+Concurrency is an outcome: ``vllm:num_requests_running`` is sampled through the window and recorded.
 
-Counters are window deltas: a snapshot right before the window's first edge and right after its
-last, with the meter's edges in between.
+closed loop (fixed concurrency): ``concurrency`` clients, each sending its next request when its last
+completes; the same warm-up / window / cooldown; arms compare at equal concurrency by construction and
+the record shows the throughput each reached. Both loops run in ``specjoule.loadgen`` (ADR 0110-0112).
+
+Counters are window deltas. Closed batch: a snapshot right before the window's first edge and right
+after its last, with the meter's edges in between (the engine is idle at both). Loops: the engine is
+busy at the edges, so its counters at each edge come from the bracketing snapshot rendered nearer to it
+(ADR 0110).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import random
-import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
+from specjoule import loadgen
 from specjoule.engines.base import CounterDelta, Engine, EngineError, EngineHung, RequestResult
 from specjoule.meter.base import Meter
 
 log = logging.getLogger("specjoule.workload")
 
-SAMPLE_RUNNING_S = 0.25
+KINDS = ("closed_batch", "open_loop", "closed_loop")
+LOOP_KINDS = ("open_loop", "closed_loop")  # a server engine, warm-up / window / cooldown, the load generator
 
 
 @dataclass
@@ -47,6 +50,9 @@ class WindowResult:
     running_samples: list[float]
     delta: CounterDelta
     extra: dict[str, Any] = field(default_factory=dict)
+    # Record columns the workload measured (loops: send lag, realized rate, in flight, edges, steady state;
+    # records.RECORD_FIELDS names them); empty for a closed batch.
+    columns: dict[str, Any] = field(default_factory=dict)
 
     @property
     def window_s(self) -> float:
@@ -54,7 +60,7 @@ class WindowResult:
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def _timeout(spec: dict) -> float:
@@ -68,12 +74,13 @@ STALL_FLOOR_S = 60.0
 
 
 class Watchdog:
-    """How long one batch (or, open loop, one request) may take before the engine counts as hung (ADR 0132).
+    """How long one closed batch may take before the engine counts as hung (ADR 0132).
 
     ``stall_timeout_s`` (protocol.stall_timeout_s) is used as given; unset, a batch may take STALL_FACTOR x the
     slowest batch this engine has finished (at least STALL_FLOOR_S), and the engine's start timeout
     (engine_ready_timeout_s) before its first. One watchdog lives as long as its engine: the cells of a shared
-    engine teach it their batch times, so a replicate window without a warm-up is still guarded."""
+    engine teach it their batch times, so a replicate window without a warm-up is still guarded. (Loops end their
+    window on the clock; a hung server fails them at its next counter read.)"""
 
     def __init__(self, ready_timeout_s: float, stall_timeout_s: float | None = None) -> None:
         self.ready_timeout_s = float(ready_timeout_s)
@@ -163,114 +170,28 @@ def closed_batch(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict
 
 
 def poisson_arrivals(rate: float, duration_s: float, seed: int) -> list[float]:
-    """Arrival offsets (s) of a Poisson process on [0, duration_s), reproducible from ``seed``."""
-    rng = random.Random(f"arrivals:{seed}:{rate}")
-    t, out = 0.0, []
-    while True:
-        t += rng.expovariate(rate)
-        if t >= duration_s:
-            return out
-        out.append(t)
+    """Arrival offsets (s) of a Poisson process on [0, duration_s), reproducible from ``seed`` (the
+    ``independent`` schedule at burstiness 1: every open-loop record before ADR 0110 ran it)."""
+    return loadgen.arrival_offsets(rate, duration_s, seed, "independent", 1.0)
 
 
-def open_loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False,
-              watchdog: Watchdog | None = None) -> WindowResult:
-    """``drain``: wait for the requests still in flight after the cooldown (a shared engine's next
-    cell must not see them); otherwise the engine's teardown ends them. A configured stall timeout bounds each
-    request (requests queue behind each other here, so no bound is learnt from their times)."""
-    if not hasattr(engine, "complete"):
-        raise EngineError("open loop needs a server engine (requests arrive while others run)")
+def loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False) -> WindowResult:
+    """Open or closed loop through a server engine. ``drain``: wait for the requests still in flight after the
+    cooldown (a shared engine's next cell must not see them); otherwise they are cancelled and the engine's
+    teardown ends them."""
     wl = spec["workload"]
-    rate, out_len = float(wl["rate"]), int(wl["output_len"])
-    warmup, window, cooldown = float(wl["warmup_s"]), float(wl["window_s"]), float(wl["cooldown_s"])
-    timeout = _timeout(spec)
-    if watchdog is not None and watchdog.stall_timeout_s is not None:
-        timeout = watchdog.stall_timeout_s
-    arrivals = poisson_arrivals(rate, warmup + window + cooldown, int(spec["seed"]))
-    log.info("open loop: %d arrivals at %.2f/s over %.1f s (warm-up %.1f, window %.1f, cooldown %.1f)",
-             len(arrivals), rate, warmup + window + cooldown, warmup, window, cooldown)
+    out = loadgen.run(engine, meter, pool, spec, drain=drain)
+    return WindowResult(out.t_start, out.t_end, out.wall_start, out.wall_end, float(wl["warmup_s"]),
+                        float(wl["cooldown_s"]), None, out.requests, out.running_samples, out.delta, extra=out.extra,
+                        columns=out.columns)
 
-    done: list[tuple[float, float, RequestResult]] = []
-    done_lock = threading.Lock()
 
-    def one(j: int, submitted: float) -> None:
-        res = engine.complete(pool[j % len(pool)], out_len, timeout)  # type: ignore[attr-defined]
-        with done_lock:
-            done.append((submitted, time.monotonic(), res))
+def open_loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False) -> WindowResult:
+    return loop(engine, meter, pool, spec, drain=drain)
 
-    running: list[float] = []
-    sampling = threading.Event()
-    stop_sampler = threading.Event()
 
-    def sampler() -> None:
-        while not stop_sampler.wait(SAMPLE_RUNNING_S):
-            if sampling.is_set():
-                try:
-                    running.append(engine.snapshot().gauges.get("num_requests_running", 0.0))
-                except EngineError:
-                    return
-
-    pool_exec = ThreadPoolExecutor(max_workers=max(16, min(1024, len(arrivals) + 1)), thread_name_prefix="arrival")
-    futures: list[Future] = []
-    th = threading.Thread(target=sampler, daemon=True)
-    th.start()
-    t0 = time.monotonic()
-    edges = [(warmup, "start"), (warmup + window, "end"), (warmup + window + cooldown, "over")]
-    events = sorted([(a, "arrive", j) for j, a in enumerate(arrivals)] + [(t, e, -1) for t, e in edges],
-                    key=lambda x: (x[0], x[1] != "arrive"))
-    before = after = None
-    t_start = t_end = 0.0
-    wall_start = wall_end = _now()
-    log.info("warm-up: start (%.1f s, unsampled)", warmup)
-    try:
-        for at, what, j in events:
-            delay = t0 + at - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            if what == "arrive":
-                futures.append(pool_exec.submit(one, j, time.monotonic()))
-            elif what == "start":
-                before = engine.snapshot()
-                t_start = meter.mark_window_start()
-                wall_start = _now()
-                sampling.set()
-                log.info("window: start (%.1f s)", window)
-            elif what == "end":
-                # The start mark follows the counter snapshot, so it lands one scrape late: hold the end
-                # until the window has its full length, never less than window_s.
-                short = t_start + window - time.monotonic()
-                if short > 0:
-                    time.sleep(short)
-                t_end = meter.mark_window_end()
-                wall_end = _now()
-                sampling.clear()
-                after = engine.snapshot()
-                log.info("window: end (%.2f s); cooldown: start (%.1f s)", t_end - t_start, cooldown)
-            else:
-                log.info("cooldown: done")
-            if hasattr(engine, "_check_alive"):
-                engine._check_alive()  # a dead server fails the cell now, not at the next edge
-        if drain:
-            left = [f for f in futures if not f.done()]
-            log.info("drain: waiting for %d request(s) still in flight", len(left))
-            deadline = time.monotonic() + timeout
-            for f in left:
-                try:
-                    f.result(timeout=max(0.0, deadline - time.monotonic()))
-                except FuturesTimeout as exc:
-                    raise EngineError(f"drain: requests still in flight after {timeout:.0f} s; the next cell on "
-                                      f"this engine would measure them") from exc
-            log.info("drain: done")
-    finally:
-        stop_sampler.set()
-        th.join(timeout=5)
-        # In-flight requests after the cooldown are outside the window; the engine's teardown ends them.
-        pool_exec.shutdown(wait=False, cancel_futures=True)
-    assert before is not None and after is not None
-    with done_lock:
-        in_window = [r for s, e, r in done if t_start <= e <= t_end]
-    return WindowResult(t_start, t_end, wall_start, wall_end, warmup, cooldown, None, in_window, running,
-                        after.minus(before), extra={"arrivals": len(arrivals)})
+def closed_loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False) -> WindowResult:
+    return loop(engine, meter, pool, spec, drain=drain)
 
 
 def run(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False,
@@ -278,6 +199,6 @@ def run(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: 
     kind = spec["workload"]["kind"]
     if kind == "closed_batch":
         return closed_batch(engine, meter, pool, spec, watchdog=watchdog)
-    if kind == "open_loop":
-        return open_loop(engine, meter, pool, spec, drain=drain, watchdog=watchdog)
-    raise EngineError(f"workload kind = {kind!r}: expected closed_batch or open_loop")
+    if kind in LOOP_KINDS:
+        return loop(engine, meter, pool, spec, drain=drain)
+    raise EngineError(f"workload kind = {kind!r}: expected one of {', '.join(KINDS)}")

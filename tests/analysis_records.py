@@ -74,6 +74,17 @@ def measure(cell: cells.Cell, *, meter: str = "nvml", gpu: str = "GPU-aaaa", hos
         "tpot_mean_s": 0.010 * _point_energy_factor(cell), "tpot_p50_s": 0.010, "tpot_p99_s": 0.013,
         "drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "accepted_per_position": [],
     }
+    if not closed:  # what the load generator records (ADR 0110): on schedule, in a steady state, streamed in time
+        n = wl.get("concurrency")  # closed loop: N clients, N running throughout
+        sent = int(wl["rate"] * window) if n is None else requests
+        row |= {"requests_sent": sent, "realized_request_rate": sent / window, "send_lag_p50_s": 0.0005,
+                "send_lag_p99_s": 0.002, "send_lag_max_s": 0.004, "waiting_requests_mean": 0.0, "starved_requests": 0}
+        if n is None:
+            row |= {"arrival_schedule": "independent", "burstiness": 1.0, "inflight_at_start": 6, "inflight_at_end": 7,
+                    "mean_inflight": 6.0, "running_requests_segments": [6.0, 5.8, 6.2, 6.0]}
+        else:
+            row |= {"inflight_at_start": n, "inflight_at_end": n, "mean_inflight": n - 0.001,
+                    "running_requests_segments": [float(n)] * 4, "mean_running_requests": float(n)}
     if meter != "none":
         row |= {
             "gpu_names": ["NVIDIA H200"], "gpu_uuids": [gpu], "gpu_uuid": gpu, "power_limit_w": 700.0,
@@ -176,3 +187,24 @@ def write_replicated(root: Path, *, windows: int = 1, engine_replicates: int = 1
         records.write_record(row, path)
         paths.append(path)
     return paths
+
+
+def frame_campaigns(cfg: dict | None = None, *, mutate: dict[tuple[str, str], Mutation] | None = None,
+                    drop: set[tuple[str, str]] | None = None, meter: str = "nvml"):
+    """The records write_campaigns would write (same ``mutate`` and ``drop``), as the analysis reads them
+    (record columns and record_path), without the files: through records.derive and records.to_table, so the
+    same schema path and validation (tests/test_check_thresholds.py compares the two)."""
+    import polars as pl
+
+    mutate, drop = mutate or {}, drop or set()
+    rows, paths = [], []
+    for cell in cell_table(cfg):
+        key = (cell.campaign_id, cell.name)
+        if key in drop:
+            continue
+        row = measure(cell, meter=meter)
+        if key in mutate:
+            mutate[key](row)
+        rows.append(records.derive(row))
+        paths.append(cell.record_path)
+    return pl.from_arrow(records.to_table(rows)).with_columns(pl.Series("record_path", paths))

@@ -3,7 +3,7 @@
 It replays recorded reading sequences (GPM metrics per tick, memory utilization) and produces the
 failures a real NVML cannot be made to produce on demand here: GPM unsupported, refused by a VM at
 the support query or at the first sample, or failing in the middle of a run, and bindings too old
-to have GPM at all. The real happy path runs on the GPU (``scripts/device/check_counters.py``).
+to have GPM at all. The real happy path runs on the GPU (``tools/device/check_counters.py``).
 
 GPM semantics kept from the real library: every ``nvmlGpmSampleGet`` is a snapshot taken at the
 current "tick"; ``nvmlGpmMetricsGet`` over two snapshots returns each metric averaged over the
@@ -97,7 +97,12 @@ class FakeNvml:
 
     def __init__(self, *, gpm: str = "ok", ticks: list[dict[str, float]] | None = None,
                  mem_util: list[float] | None = None, n_gpus: int = 1, energy_step_mj: int = 1000,
-                 power_mw: int = 300_000, processes: list[tuple[int, int]] | None = None) -> None:
+                 power_mw: int = 300_000, clock_power_mw: list[int] | None = None,
+                 processes: list[tuple[int, int]] | None = None) -> None:
+        """``clock_power_mw``: one power per GPU; each GPU's energy counter is then start + power × ``now``
+        (seconds of a fake clock the test advances; mW × s = mJ), as a real counter integrates a steady
+        draw — a per-GPU window energy is then known in advance, whatever the reads in between. Every
+        counter read is logged in ``energy_reads`` as (now, handle): which GPUs a window edge read, when."""
         self.processes = list(processes or [])
         self.lost = False
         self.gpm_mode = gpm
@@ -109,6 +114,9 @@ class FakeNvml:
         self.calls: Counter[str] = Counter()
         self._tick = 0
         self._energy = [1_000_000] * n_gpus
+        self.clock_power_mw = clock_power_mw
+        self.now = 0.0
+        self.energy_reads: list[tuple[float, int]] = []
         self._util_i = 0
         self.live_samples = 0
         self.refused_in_use = 0
@@ -131,9 +139,6 @@ class FakeNvml:
         """From now on the GPU is gone: every device call fails (GPU is lost)."""
         self.lost = True
 
-    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list:
-        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.processes]
-
     def nvmlSystemGetProcessName(self, pid: int) -> str:
         try:
             with open(f"/proc/{pid}/comm") as fh:
@@ -144,22 +149,62 @@ class FakeNvml:
     # -- the plain NVML calls the meter makes ---------------------------------------------------
     def nvmlInit(self) -> None: ...
     def nvmlShutdown(self) -> None: ...
-    def nvmlDeviceGetCount(self) -> int: return self.n_gpus
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> int: return i
-    def nvmlDeviceGetUUID(self, h: int) -> str: return f"GPU-fake{h:04d}-0000-0000-0000-000000000000"
-    def nvmlDeviceGetName(self, h: int) -> str: return "NVIDIA H200 (FakeNvml)"
-    def nvmlSystemGetDriverVersion(self) -> str: return "580.159.04-fake"
-    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int: return 700_000
-    def nvmlDeviceGetPowerUsage(self, h: int) -> int: return self.power_mw
-    def nvmlDeviceGetClockInfo(self, h: int, which: int) -> int: return 1980 if which == self.NVML_CLOCK_SM else 3201
-    def nvmlDeviceGetTemperature(self, h: int, which: int) -> int: return 45
-    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int: return 0
+    def _device(self, h: Any) -> int:
+        """A handle this library handed out; anything else is refused as the real binding would (not as an
+        NVMLError, which the meter may treat as a reading the GPU does not give)."""
+        if not (isinstance(h, int) and 0 <= h < self.n_gpus):
+            raise TypeError(f"not a device handle: {h!r}")
+        return h
+
+    def nvmlDeviceGetCount(self) -> int:
+        return self.n_gpus
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return self._device(i)
+
+    def nvmlDeviceGetUUID(self, h: int) -> str:
+        return f"GPU-fake{self._device(h):04d}-0000-0000-0000-000000000000"
+
+    def nvmlDeviceGetName(self, h: int) -> str:
+        self._device(h)
+        return "NVIDIA H200 (FakeNvml)"
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "580.159.04-fake"
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
+        self._device(h)
+        return 700_000
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list:
+        self._device(h)
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.processes]
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        self._device(h)
+        return self.clock_power_mw[h] if self.clock_power_mw is not None else self.power_mw
+
+    def nvmlDeviceGetClockInfo(self, h: int, which: int) -> int:
+        self._device(h)
+        return 1980 if which == self.NVML_CLOCK_SM else 3201
+
+    def nvmlDeviceGetTemperature(self, h: int, which: int) -> int:
+        self._device(h)
+        return 45
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
+        self._device(h)
+        return 0
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        self.energy_reads.append((self.now, self._device(h)))
+        if self.clock_power_mw is not None:
+            return 1_000_000 + round(self.clock_power_mw[h] * self.now)
         self._energy[h] += self.energy_step_mj
         return self._energy[h]
 
     def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
+        self._device(h)
         v = self.mem_util[self._util_i % len(self.mem_util)]
         self._util_i += 1
         return SimpleNamespace(gpu=90.0, memory=v)
@@ -216,3 +261,84 @@ class FakeNvml:
             m.nvmlReturn = 0
             m.value = self.mean_between(a.tick, b.tick, column) if b.tick > a.tick else 0.0
         return request
+
+
+class ReplayNvml(FakeNvml):
+    """FakeNvml that replays a recorded NVML sample sequence, tick by tick, per GPU.
+
+    ``ticks[i][g]`` is what GPU ``g`` reported at tick ``i`` (keys as in records.TIMELINE_SCHEMA: power_w,
+    energy_mj, temperature_c, throttle_reasons, gpu_util_pct, mem_util_pct, sm_clock_mhz, mem_clock_mhz).
+    The driver moves the cursor (``at``); the window-edge energy reads return ``edge_mj`` while it is set,
+    as the real counter is read at the edges between two timeline ticks. Readings are handed out in
+    NVML's own units (mW, mJ, integer °C), so the meter's conversions are what is under test.
+    """
+
+    def __init__(self, ticks: list[list[dict[str, Any]]], *, uuids: list[str] | None = None,
+                 uuid_bytes: bool = False) -> None:
+        n_gpus = len(ticks[0])
+        super().__init__(gpm="no_bindings", n_gpus=n_gpus)
+        self.replay = ticks
+        self.cursor = 0
+        self.edge_mj: list[int] | None = None
+        self.uuids = uuids or [f"GPU-replay{g:02d}-0000-0000-0000-000000000000" for g in range(n_gpus)]
+        self.uuid_bytes = uuid_bytes  # nvidia-ml-py before 11.5 returned bytes
+
+    def at(self, i: int) -> None:
+        self.cursor = i
+
+    def _now(self, h: int, key: str) -> Any:
+        value = self.replay[self.cursor][self._device(h)][key]
+        if value is None:  # a reading this GPU did not give at this tick
+            raise NVMLError_NotSupported()
+        return value
+
+    def nvmlDeviceGetUUID(self, h: int) -> Any:
+        uuid = self.uuids[self._device(h)]
+        return uuid.encode() if self.uuid_bytes else uuid
+
+    def nvmlDeviceGetName(self, h: int) -> Any:
+        name = f"NVIDIA H200 #{self._device(h)}"
+        return name.encode() if self.uuid_bytes else name
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
+        return (700_000, 650_000)[self._device(h)]
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        if self.edge_mj is not None:
+            return self.edge_mj[self._device(h)]
+        return int(self._now(h, "energy_mj"))
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        return int(round(self._now(h, "power_w") * 1000))
+
+    def nvmlDeviceGetTemperature(self, h: int, which: int) -> int:
+        if which != self.NVML_TEMPERATURE_GPU:
+            raise NVMLError(2, "Invalid Argument")
+        return int(self._now(h, "temperature_c"))
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
+        return int(self._now(h, "throttle_reasons"))
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:  # the same bits, the older name
+        return int(self._now(h, "throttle_reasons"))
+
+    def nvmlDeviceGetClockInfo(self, h: int, which: int) -> int:
+        if which not in (self.NVML_CLOCK_SM, self.NVML_CLOCK_MEM):
+            raise NVMLError(2, "Invalid Argument")
+        return int(self._now(h, "sm_clock_mhz" if which == self.NVML_CLOCK_SM else "mem_clock_mhz"))
+
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
+        return SimpleNamespace(gpu=self._now(h, "gpu_util_pct"), memory=self._now(h, "mem_util_pct"))
+
+
+class ReplayClock:
+    """Stands in for the ``time`` module inside specjoule.meter.nvml: the replay sets the clock; sleep advances it."""
+
+    def __init__(self, t: float = 0.0) -> None:
+        self.t = t
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds

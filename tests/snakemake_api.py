@@ -30,7 +30,9 @@ def profile_rerun_triggers() -> frozenset:
 def plan(workdir: Path, configfile: Path, *, pseudo_executor: str = "dryrun", targets=None,
          snakefile: Path | None = None, forceall: bool = False) -> Counter:
     """Dry-run (or touch) the repository's Snakefile in ``workdir``; return {rule: jobs needing a run}
-    plus the set of planned output paths under key ``'_outputs'`` (a Counter of paths)."""
+    plus the set of planned output paths under key ``'_outputs'`` (a Counter of paths), the records the GPU
+    jobs will write under ``'_measures'`` (one cell per job: its output; with shared engines: the group
+    job's members, ADR 0140) and, under ``'_group_jobs'``, each group job's shell command and records."""
     with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
         wapi = api.workflow(
             resource_settings=ResourceSettings(cores=1, resources={"gpu": 1}),
@@ -51,8 +53,13 @@ def plan(workdir: Path, configfile: Path, *, pseudo_executor: str = "dryrun", ta
         else:
             dag_api.execute_workflow(executor="local", pseudo_executor=pseudo_executor)
         jobs = list(wapi._workflow.dag.needrun_jobs(exclude_finished=False))
+        group_jobs = [(str(j.shellcmd), list(j.params.records)) for j in jobs
+                      if j.rule.name == "run_cell" and "records" in j.params.keys()]
     counts = Counter(job.rule.name for job in jobs)
     counts["_outputs"] = Counter(str(f) for job in jobs for f in job.output)
+    counts["_measures"] = Counter([p for p in counts["_outputs"] if p.startswith("results/cells/")]
+                                  + [p for _, records in group_jobs for p in records])
+    counts["_group_jobs"] = group_jobs
     return counts
 
 
@@ -72,15 +79,25 @@ def copy_workflow(dest: Path) -> Path:
 
 def materialize(workdir: Path, configfile: Path, snakefile: Path) -> None:
     """Pretend a full run happened: create every planned output, then let Snakemake's touch
-    executor order their mtimes and record its metadata (params, input sets)."""
-    outputs = plan(workdir, configfile, snakefile=snakefile)["_outputs"]
-    for out in outputs:
+    executor order their mtimes and record its metadata (params, input sets). A shared-engine group
+    job's own writes are done as the job does them: its shell command up to the runner (the members'
+    claim stamps, ADR 0140), then the records and timelines the runner would write."""
+    import subprocess
+
+    planned = plan(workdir, configfile, snakefile=snakefile)
+    for out in planned["_outputs"]:
         path = workdir / out
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.suffix:  # directory outputs (figures)
             path.mkdir(exist_ok=True)
         else:
             path.touch()
+    for command, records in planned["_group_jobs"]:
+        subprocess.run(["bash", "-c", command.split("; exec ")[0]], cwd=workdir, check=True)
+        for record in records:
+            for out in (record, record.replace("results/cells/", "results/timelines/", 1)):
+                (workdir / out).parent.mkdir(parents=True, exist_ok=True)
+                (workdir / out).touch()
     plan(workdir, configfile, snakefile=snakefile, pseudo_executor="touch", forceall=True)
 
 

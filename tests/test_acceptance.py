@@ -88,3 +88,67 @@ def test_resolve_dispatches_and_rejects_unknown():
     assert acc.resolve({"minvar": 2.5}, 3) == ("minvar", pytest.approx([1.0, 0.5, 0.0]))
     with pytest.raises(acc.AcceptanceError, match="unknown kind"):
         acc.resolve({"uniform": 2.0}, 3)
+
+
+# ------------------------------------------------------------------------------------------------
+# exactly at the edges of what a vector may be (the slack is 1e-9, for decimal noise in hand-written YAML)
+
+def test_rates_at_the_edges_of_zero_one_are_accepted_and_clamped():
+    assert acc.validate_rates([1.0 + 1e-9, 0.5, -1e-9], 3) == [1.0, 0.5, 0.0]
+    assert acc.validate_rates([1.0, 1.0, 0.0], 3) == [1.0, 1.0, 0.0]
+    for bad in (1.0 + 3e-9, -3e-9):
+        with pytest.raises(acc.AcceptanceError, match="outside"):
+            acc.validate_rates([bad], 1)
+
+
+def test_equal_rates_are_non_increasing_and_the_slack_covers_decimal_noise():
+    assert acc.validate_rates([0.5, 0.5, 0.5 + 1e-9], 3) == [0.5, 0.5, 0.5 + 1e-9]
+    with pytest.raises(acc.AcceptanceError) as err:
+        acc.validate_rates([0.5, 0.7, 0.1], 3)
+    assert str(err.value) == ("rate 0.7 at position 1 exceeds 0.5 at position 0: unconditional acceptance cannot "
+                              "increase along the draft")
+    with pytest.raises(acc.AcceptanceError, match=r"^rate 0.4 at position 2 exceeds 0.3 at position 1:"):
+        acc.validate_rates([0.9, 0.3, 0.4], 3)
+
+
+def test_mean_length_at_its_bounds_and_just_past_them():
+    assert acc.minimum_variance(1.0 - 1e-9, 3) == [0.0, 0.0, 0.0]
+    assert acc.minimum_variance(4.0 + 1e-9, 3) == [1.0, 1.0, 1.0]
+    assert acc.geometric(1.0, 3) == pytest.approx([0.0] * 3, abs=1e-12) and acc.geometric(4.0, 3) == pytest.approx([1.0] * 3, abs=1e-12)
+    with pytest.raises(acc.AcceptanceError) as err:
+        acc.minimum_variance(4.5, 3)
+    assert str(err.value) == "mean acceptance length 4.5 is outside [1, k+1] = [1, 4]"
+    with pytest.raises(acc.AcceptanceError, match=r"= \[1, 4\]$"):
+        acc.geometric(1.0 - 3e-9, 3)
+
+
+def test_minvar_drops_a_fraction_below_the_noise_and_keeps_decimal_values_exact():
+    assert acc.minimum_variance(2.0 + 5e-10, 3) == [1.0, 0.0, 0.0]  # noise, not a 5e-10 acceptance
+    assert acc.minimum_variance(3.4, 5) == [1.0, 1.0, 0.4, 0.0, 0.0]  # 0.4 exactly, not 0.3999999999999999
+
+
+def test_resolve_needs_exactly_one_kind():
+    for spec in ({}, {"minvar": 2.0, "rates": [1.0]}):
+        with pytest.raises(acc.AcceptanceError) as err:
+            acc.resolve(spec, 1)
+        assert str(err.value) == f"needs exactly one of minvar, geometric, rates; got {sorted(spec)}"
+    assert acc.resolve({"geometric": 1.75}, 2) == ("geometric", pytest.approx([0.5, 0.25], abs=1e-12))
+    assert acc.resolve({"rates": [0.9, 0.5]}, 2) == ("rates", [0.9, 0.5])
+
+
+def test_conditional_rates_undo_the_prefix_product():
+    # p = [0.9, 0.45, 0.09]: accept 1 with 0.9, 2 with 0.45 = 0.9 × 0.5, 3 with 0.09 = 0.45 × 0.2
+    assert acc.conditional_rates([0.9, 0.45, 0.09]) == pytest.approx([0.9, 0.5, 0.2])
+    assert acc.conditional_rates([1.0, 0.0, 0.0]) == [1.0, 0.0, 0.0]  # after a certain rejection, 0 (not 0/0)
+    assert acc.conditional_rates([]) == []
+
+
+@given(k=ks, data=st.data())
+def test_conditional_rates_multiply_back_to_the_vector(k, data):
+    rates = sorted(data.draw(st.lists(st.floats(0.01, 1), min_size=k, max_size=k)), reverse=True)
+    cond = acc.conditional_rates(rates)
+    product = 1.0
+    for p, c in zip(rates, cond):
+        product *= c
+        assert product == pytest.approx(p, rel=1e-9)
+        assert 0.0 <= c <= 1.0 + 1e-12

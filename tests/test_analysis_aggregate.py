@@ -29,11 +29,12 @@ def test_pairs_every_cell_with_opening_and_closing(tmp_path):
     closing = _row(df, ar.CLOSED, "baseline--close")
     assert (point["opening_cell_name"], point["closing_cell_name"], point["baseline_n"]) == ("baseline--open", "baseline--close", 2)
     # The baseline a point is compared with is the mean of opening and closing (ADR 0021).
-    assert point["baseline_mj_per_committed_token"] == pytest.approx(
-        (opening["mj_per_committed_token"] + closing["mj_per_committed_token"]) / 2)
-    assert closing["mj_per_committed_token"] == pytest.approx(opening["mj_per_committed_token"] * 1.1)
-    assert point["baseline_tpot_mean_s"] == pytest.approx((0.010 + 0.012) / 2)
-    assert point["s_per_committed_token"] == pytest.approx(point["window_s"] / point["committed_tokens"])
+    # Crafted: 300 W × 20 s over 5120 tokens = 1171.875 mJ per token opening, 10 % more closing (1289.0625).
+    assert opening["mj_per_committed_token"] == pytest.approx(1171.875)
+    assert closing["mj_per_committed_token"] == pytest.approx(1289.0625)
+    assert point["baseline_mj_per_committed_token"] == pytest.approx(1230.46875)
+    assert point["baseline_tpot_mean_s"] == pytest.approx(0.011)  # 0.010 s opening, 0.012 s closing
+    assert point["s_per_committed_token"] == pytest.approx(0.00390625)  # 20 s / 5120 tokens
     assert not df["pair_cross_gpu"].any()
     assert df["record_path"].str.ends_with(".parquet").all()
 

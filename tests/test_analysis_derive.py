@@ -6,13 +6,15 @@ import polars as pl
 import pytest
 
 import analysis_records as ar
-from specjoule.analysis import aggregate, checks, derive
+from specjoule.analysis import AnalysisError, aggregate, checks, derive
 
 TH = checks.Thresholds.from_config({})
 
 
 def _tables(tmp, cfg=None, meter="nvml", **kw) -> tuple[pl.DataFrame, pl.DataFrame]:
-    recs = aggregate.aggregate(ar.write_campaigns(tmp, cfg=cfg, meter=meter, **kw))
+    """Paired records and their checks. The crafted records are built in memory (ar.frame_campaigns: the rows
+    write_campaigns writes, shown equal in tests/test_check_thresholds.py); ``tmp`` is unused, kept for callers."""
+    recs = aggregate.aggregate_frame(ar.frame_campaigns(cfg, meter=meter, **kw))
     return recs, checks.run_checks(recs, TH, ar.CONFIG_HASH)
 
 
@@ -35,10 +37,12 @@ def test_curves_columns_and_numbers(clean):
     assert set(curves["cell_name"]) == {"ngram", "syn--L2", "syn--L4"}
     r = _row(curves, ar.CLOSED, "syn--L4")
     point, opening, closing = (_row(recs, ar.CLOSED, n) for n in ("syn--L4", "baseline--open", "baseline--close"))
-    base = (opening["mj_per_committed_token"] + closing["mj_per_committed_token"]) / 2
-    assert r["baseline_mj_per_committed_token"] == pytest.approx(base)
-    assert r["energy_ratio"] == pytest.approx(point["mj_per_committed_token"] / base) == pytest.approx(0.7)  # seed 0
-    assert r["mj_per_accepted_token"] == pytest.approx(point["energy_j"] * 1000 / point["accepted_tokens"])
+    # The crafted baselines: 300 W for 20 s over 10 × 8 × 64 = 5120 tokens → 6 000 000 mJ / 5120 = 1171.875 mJ
+    assert opening["mj_per_committed_token"] == closing["mj_per_committed_token"] == 1171.875
+    assert r["baseline_mj_per_committed_token"] == pytest.approx(1171.875)
+    assert r["energy_ratio"] == pytest.approx(0.7)  # the L4 point draws 0.7 × 300 W (seed 0)
+    # Per accepted token: the same energy over the accepted tokens instead of the committed ones.
+    assert r["mj_per_accepted_token"] == pytest.approx(0.7 * 1171.875 * 5120 / point["accepted_tokens"])
     assert r["realized_L"] == pytest.approx(4.0) and r["accepted_per_verification"] == pytest.approx(3.0)
     # draft_model proposes k every round: B × (k + 1) tokens per verification pass.
     assert r["tokens_per_verify_pass"] == pytest.approx(8 * (4 + 1))
@@ -103,6 +107,14 @@ def test_mixed_meter_campaign_gets_no_energy(tmp_path):
     curves = derive.derive(recs, ck)
     closed = curves.filter(pl.col("campaign_id") == ar.CLOSED)
     assert closed["energy_ratio"].is_null().all() and closed["energy_refused_reason"].is_not_null().all()
+    # Every energy column of the refused campaign's rows, including the points that did measure energy (the
+    # configuration's mean and interval on the row come from the seeds whose campaigns passed: n = 2 of 3).
+    syn = _row(curves, ar.CLOSED, "syn--L4")
+    row_level = ("mj_per_committed_token", "baseline_mj_per_committed_token", "energy_ratio", "mj_per_accepted_token",
+                 "baseline_window_mj_per_committed_token")
+    assert all(syn[c] is None for c in row_level), {c: syn[c] for c in row_level}
+    assert syn["energy_ratio_n"] == 2
+    assert _row(recs, ar.CLOSED, "syn--L4")["mj_per_committed_token"] is not None  # measured, then refused
     assert curves.filter(pl.col("campaign_id") == ar.OPEN)["energy_ratio"].is_not_null().all()
 
 
@@ -163,3 +175,106 @@ def test_exact_bootstrap_matches_monte_carlo():
     # Weights of the enumerated resamples are a probability distribution.
     counts, w = derive._compositions(4)
     assert len(counts) == 35 and w.sum() == pytest.approx(1.0) and (counts.sum(axis=1) == 4).all()
+
+
+# ------------------------------------------------------------------------------------------------
+# the refusal message, flags that concern a row, and the edges of derive
+
+def test_the_refusal_names_each_campaign_and_its_checks_in_order_and_counts_the_rest():
+    fails = pl.DataFrame({"campaign_id": [f"camp{i:02d}" for i in range(22, 0, -1)] + ["camp05"],
+                          "check": ["temperature"] * 22 + ["baseline_drift"]})
+    msg = derive._refusal_message(fails)
+    lines = msg.split("\n")
+    assert lines[0] == ("derive refuses 22 campaign(s) with a failed pre-registered check (see results/checks.md; "
+                        "set checks.allow_failed_checks: true to derive them anyway, marked):")
+    assert lines[1] == "  campaign camp01: failed check(s) temperature"
+    assert lines[5] == "  campaign camp05: failed check(s) temperature, baseline_drift"  # in the order they failed
+    assert lines[20] == "  campaign camp20: failed check(s) temperature"
+    assert lines[21:] == ["  … and 2 more campaign(s)"]
+    exactly_20 = derive._refusal_message(fails.filter(pl.col("campaign_id") <= "camp20"))
+    assert "more campaign" not in exactly_20 and len(exactly_20.split("\n")) == 21
+    assert derive._refusal_message(fails.filter(pl.col("campaign_id") <= "camp21")).endswith(
+        "  campaign camp20: failed check(s) temperature\n  … and 1 more campaign(s)")
+
+
+def test_a_flag_on_a_baseline_concerns_every_point_of_its_campaign_and_no_other(tmp_path):
+    # The opening baseline of the closed campaign draws too little power: power_regime flags it (ADR 0022).
+    recs, ck = _tables(tmp_path, drop={(ar.OPEN, "baseline--close")},
+                       mutate={(ar.CLOSED, "baseline--open"): ar.setter(mean_power_w=84.0),
+                               (ar.OPEN, "baseline--open"): ar.setter(mean_power_w=84.0)})
+    curves = derive.derive(recs, ck, allow_failed_checks=True)
+    for cell in ("ngram", "syn--L2", "syn--L4"):
+        assert "power_regime" in _row(curves, ar.CLOSED, cell)["flags"]
+        assert "power_regime" in _row(curves, ar.OPEN, cell)["flags"]  # a campaign without a closing baseline
+    others = curves.filter(~pl.col("campaign_id").is_in([ar.CLOSED, ar.OPEN]))
+    assert others.height and others["flags"].list.len().sum() == 0
+
+
+def test_a_flag_on_a_closing_baseline_concerns_the_points_too(tmp_path):
+    recs, ck = _tables(tmp_path, mutate={(ar.CLOSED, "baseline--close"): ar.setter(mean_power_w=84.0)})
+    curves = derive.derive(recs, ck, allow_failed_checks=True)
+    assert all("power_regime" in _row(curves, ar.CLOSED, c)["flags"] for c in ("ngram", "syn--L2", "syn--L4"))
+
+
+def test_stale_checks_name_at_most_five_campaigns(clean):
+    recs, ck = clean
+    missing = sorted(set(recs["campaign_id"]))[:6]
+    with pytest.raises(AnalysisError) as err:
+        derive.derive(recs, ck.filter(~pl.col("campaign_id").is_in(missing)))
+    assert str(err.value) == (f"no check results for campaign(s) {', '.join(missing[:5])}: checks.parquet is stale "
+                              f"or from another records.parquet")
+
+
+def test_records_without_points_give_an_empty_table_with_the_curve_columns(clean):
+    recs, ck = clean
+    curves = derive.derive(recs.filter(pl.col("role") != "point"), ck)
+    assert curves.height == 0 and tuple(curves.columns) == derive.CURVE_COLUMNS
+    assert dict(curves.schema) == derive.curve_schema()
+
+
+def test_a_campaign_the_energy_check_never_ran_on_keeps_its_rows_without_energy(clean):
+    recs, ck = clean
+    curves = derive.derive(recs, ck.filter(~((pl.col("check") == checks.ENERGY_CHECK)
+                                              & (pl.col("campaign_id") == ar.CLOSED))))
+    closed = curves.filter(pl.col("campaign_id") == ar.CLOSED)
+    assert closed.height == 3 and closed["energy_ratio"].is_null().all()
+    assert set(closed["energy_refused_reason"]) == {"energy_measured not evaluated for this campaign"}
+    assert curves.filter(pl.col("campaign_id") == ar.OPEN)["energy_refused_reason"].is_null().all()
+
+
+def test_an_unpaired_point_stays_a_curve_row_without_a_baseline(tmp_path):
+    recs, ck = _tables(tmp_path, mutate={(ar.CLOSED, "syn--L4"): ar.setter(batch_size=16)})
+    curves = derive.derive(recs, ck, allow_failed_checks=True)
+    r = _row(curves, ar.CLOSED, "syn--L4")
+    assert r["baseline_mj_per_committed_token"] is None and r["energy_ratio"] is None
+    assert r["baseline_async_scheduling"] is None and "baseline_present" in r["failed_checks"]
+
+
+def test_a_closed_batch_verifies_its_batch_size_whatever_concurrency_was_sampled(tmp_path):
+    # Closed batch: B is fixed by construction (8), the sampled 7.5 is not the batch; 8 × (1 + 4 drafted) = 40.
+    recs, ck = _tables(tmp_path, mutate={(ar.CLOSED, "syn--L4"): ar.setter(mean_running_requests=7.5)})
+    curves = derive.derive(recs, ck, allow_failed_checks=True)
+    assert _row(curves, ar.CLOSED, "syn--L4")["tokens_per_verify_pass"] == pytest.approx(40.0)
+
+
+def test_per_pass_and_per_accepted_columns_need_drafts_and_accepted_tokens(tmp_path):
+    no_drafts = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "accepted_per_position": [0, 0, 0]}
+    one = {"drafts": 1, "draft_tokens": 2, "accepted_tokens": 1, "accepted_per_position": [1, 0, 0]}
+    recs, ck = _tables(tmp_path, mutate={(ar.CLOSED, "ngram"): ar.setter(**no_drafts),
+                                         (ar.OPEN, "ngram"): ar.setter(**one)})
+    curves = derive.derive(recs, ck, allow_failed_checks=True)
+    idle = _row(curves, ar.CLOSED, "ngram")
+    assert idle["tokens_per_verify_pass"] is None and idle["mj_per_accepted_token"] is None  # null, not NaN or inf
+    single = _row(curves, ar.OPEN, "ngram")
+    assert single["tokens_per_verify_pass"] == pytest.approx(6.0 * 3)  # one draft of 2 tokens, B_eff 6
+    assert single["mj_per_accepted_token"] == pytest.approx(single["mj_per_committed_token"] * 5760)  # 1 accepted
+
+
+def test_curves_are_sorted_and_their_intervals_use_the_level_asked_for(clean):
+    recs, ck = clean
+    curves = derive.derive(recs, ck)
+    keys = list(zip(curves["campaign_id"], curves["cell_name"]))
+    assert keys == sorted(keys)
+    narrow = derive.derive(recs, ck, level=0.5)
+    r95, r50 = _row(curves, ar.CLOSED, "syn--L4"), _row(narrow, ar.CLOSED, "syn--L4")
+    assert r50["energy_ratio_ci_high"] - r50["energy_ratio_ci_low"] < r95["energy_ratio_ci_high"] - r95["energy_ratio_ci_low"]

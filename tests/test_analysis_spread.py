@@ -73,15 +73,19 @@ def test_windows_pair_each_point_with_the_mean_of_each_side(tmp_path):
     for c in CAMPAIGNS:
         o = sum(raw[(c, n)]["mj_per_committed_token"] for n in names["open"]) / 3
         cl = sum(raw[(c, n)]["mj_per_committed_token"] for n in names["close"]) / 3
+        # _bracket_drift scales the opening windows by 1, 1.01, 1.02 (mean 1.01), the closing ones by 1, 1.004,
+        # 1.008 (mean 1.004), from one unscaled value m: baseline m × 1.007, drift 0.006 / 1.007.
+        m = raw[(c, "baseline--open")]["mj_per_committed_token"]
+        assert (o, cl) == pytest.approx((m * 1.01, m * 1.004))
         for point in ("syn--L2", "syn--L2--w2", "syn--L4--w1"):
             r = df.filter((pl.col("campaign_id") == c) & (pl.col("cell_name") == point)).row(0, named=True)
-            assert r["baseline_mj_per_committed_token"] == pytest.approx((o + cl) / 2)
-            assert r["opening_mj_per_committed_token"] == pytest.approx(o)
+            assert r["baseline_mj_per_committed_token"] == pytest.approx(m * 1.007)
+            assert r["opening_mj_per_committed_token"] == pytest.approx(m * 1.01)
             assert (r["opening_n"], r["closing_n"], r["baseline_n"]) == (3, 3, 6)
             assert r["opening_cell_name"] == "baseline--open" and r["opening_cell_names"] == names["open"]
             assert r["closing_cell_names"] == names["close"] and not r["pair_cross_gpu"]
         drift = _row(result, "baseline_drift", c)
-        assert drift["value"] == pytest.approx(abs(o - cl) / ((o + cl) / 2))
+        assert drift["value"] == pytest.approx(0.006 / 1.007)
         assert "means of 3 opening and 3 closing windows" in drift["detail"]
         assert drift["cell_names"] == names["open"] + names["close"]
     assert set(result["status"]) <= {checks.PASS, checks.NA}, result.filter(pl.col("status") != checks.PASS)
@@ -129,8 +133,9 @@ def test_single_window_records_give_identical_results():
     for col in ("status", "value", "threshold", "detail", "cell_names"):
         assert joined.filter(pl.col(col).ne_missing(pl.col(f"{col}_now"))).height == 0, col
     new_checks = result.filter(~pl.col("check").is_in(committed["check"].unique().implode()))
-    assert set(new_checks["check"]) == {"interval_width", "reproduces_reference", "model_residual"}
-    assert set(new_checks["status"]) == {checks.NA}  # one window, one seed, no reference
+    assert set(new_checks["check"]) == {"interval_width", "reproduces_reference", "model_residual", "steady_state",
+                                        "send_lag", "latency_reliable", "gpu_energy_balance"}
+    assert set(new_checks["status"]) == {checks.NA}  # one window, one seed, no reference, no tensor_parallel_size
     curves = derive.derive(df, result)
     old_curves = pl.read_parquet(folder / "results" / "curves.parquet")
     assert_frame_equal(old_curves.sort("campaign_id", "cell_name"),
@@ -312,6 +317,12 @@ def test_interval_width_flags_a_point_too_wide_to_rank_against_its_neighbour(tmp
     assert all(("interval_width" in f) == (n == "syn--L2") for n, f in zip(curves["point_name"], curves["flags"]))
     loose = _checks(df, dataclasses.replace(TH, interval_width_max=float(row["value"]) * 1.01))
     assert set(loose.filter(pl.col("check") == "interval_width")["status"]) == {checks.PASS}
+    # Exactly at the threshold passes, just past it flags (the value is the worst extent of the campaign).
+    worst = max(_row(result, "interval_width", c)["value"] for c in CAMPAIGNS)
+    at = _checks(df, dataclasses.replace(TH, interval_width_max=worst), only=["interval_width"])
+    assert set(at["status"]) == {checks.PASS}
+    past = _checks(df, dataclasses.replace(TH, interval_width_max=worst * 0.999), only=["interval_width"])
+    assert checks.FLAG in set(past["status"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -397,6 +408,12 @@ def test_reproduces_reference_flags_only_the_configuration_that_moved(tmp_path):
         row = _row(result, "reproduces_reference", c)
         assert row["status"] == checks.FLAG and row["cell_names"] == ["syn--L4"], row
         assert row["value"] == pytest.approx(0.25) and "interval" in row["detail"]
+    # A shift exactly at reference_shift_max reproduces; just past it (its interval excluding 0) it does not.
+    shift = max(_row(result, "reproduces_reference", c)["value"] for c in CAMPAIGNS)
+    at = _checks(df, dataclasses.replace(th, reference_shift_max=shift), only=["reproduces_reference"])
+    assert set(at["status"]) == {checks.PASS}
+    past = _checks(df, dataclasses.replace(th, reference_shift_max=shift * 0.999), only=["reproduces_reference"])
+    assert set(past["status"]) == {checks.FLAG}
     # The same run against itself, and against a reference 3 % off (inside the tolerance), reproduces.
     ar.write_replicated(tmp_path / "near", cfg=SPREAD, effect=lambda row, cell, r, w: ar.scale_energy(
         row, 1.03 if cell.role == "point" else 1.0))

@@ -133,7 +133,7 @@ def test_unknown_key_names_the_key_and_what_is_allowed():
     raw = demo()
     raw["workloads"]["closed"]["ouput_len"] = 8
     err = refused(raw, "workloads.closed.ouput_len")
-    assert "allowed here: cooldown_s, kind, max_repeats" in err.reason
+    assert "allowed here: burstiness, concurrency, cooldown_s, kind" in err.reason
 
 
 def test_missing_required_key_is_named_itself():

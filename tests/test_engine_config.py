@@ -132,13 +132,13 @@ def test_may_differ_is_validated_by_the_schema():
 def test_round_time_ms_definition():
     base = {"method": "baseline", "workload_kind": "closed_batch", "batch_size": 8, "window_s": 20.0,
             "committed_tokens": 5120, "accepted_tokens": 0}
-    assert records.round_time_ms(base) == pytest.approx(1000 * 20.0 * 8 / 5120)  # 640 steps of 31.25 ms
-    # A round that accepts 2 of its drafts commits 3 tokens per request: a third of the steps.
-    spec = base | {"method": "draft_model", "accepted_tokens": 5120 * 2 // 3 + 1}
-    assert records.round_time_ms(spec) == pytest.approx(1000 * 20.0 * 8 / (5120 - spec["accepted_tokens"]))
-    # Open loop: the sampled concurrency is B_eff.
+    assert records.round_time_ms(base) == pytest.approx(31.25)  # 5120 tokens / 8 requests = 640 steps in 20 s
+    # A round that accepts 3 of its drafts commits 4 tokens per request: a quarter of the steps (160), 4 × as long.
+    spec = base | {"method": "draft_model", "accepted_tokens": 3840}
+    assert records.round_time_ms(spec) == pytest.approx(125.0)
+    # Open loop: the sampled concurrency is B_eff: 5120 / 2.5 = 2048 steps in 20 s.
     open_ = base | {"workload_kind": "open_loop", "mean_running_requests": 2.5}
-    assert records.round_time_ms(open_) == pytest.approx(1000 * 20.0 * 2.5 / 5120)
+    assert records.round_time_ms(open_) == pytest.approx(9.765625)
     assert records.round_time_ms(spec | {"accepted_tokens": None}) is None  # not measured: null, not a guess
     assert records.round_time_ms(open_ | {"mean_running_requests": None}) is None
     assert records.derive(base)["round_time_ms"] == pytest.approx(31.25)

@@ -60,7 +60,10 @@ def test_server_never_ready_fails_within_timeout_and_writes_nothing(tmp_path):
     with pytest.raises(EngineError, match=r"did not answer /health within 4 s"):
         runner.run_cell(cell, rec, tl, log_path=log, server_command=cmd)
     elapsed = time.monotonic() - t0
-    assert elapsed < 4 + 20, elapsed  # the timeout, plus SIGTERM grace and SIGKILL
+    # The 4 s timeout and the kill path (5 s SIGTERM grace, 5 s after SIGKILL) take at most 14 s; the rest is
+    # Python starting the runner and the fake on a loaded 2-core machine. A bound that catches a hang, not a
+    # benchmark: what the test pins is the error above and that nothing of the group is left.
+    assert elapsed < 4 + 10 + 60, elapsed
     assert not rec.exists() and not tl.exists()
     pgids = _pgids(log)
     assert len(pgids) == 1

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from snakemake_api import REPO, materialize, plan, write_config
-from specjoule import cells, config, records, resolve_models
+from specjoule import cells, config, engine_jobs, records, resolve_models
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
@@ -29,15 +29,18 @@ def shared_raw(batch_sizes=(2, 4), share: bool = True) -> dict:
 
 
 def group_jobs(counts) -> int:
-    return sum(n for rule, n in counts.items() if rule.startswith("run_engines_"))
+    """Jobs whose output is an engine-group job's done file (ADR 0140)."""
+    return sum(1 for p in counts["_outputs"] if p.startswith(engine_jobs.GROUPS_DIR + "/"))
 
 
 def record_outputs(counts) -> set[str]:
-    return {p for p in counts["_outputs"] if p.startswith("results/cells/")}
+    """The records the planned GPU jobs will write."""
+    return set(counts["_measures"])
 
 
 def dag_of(workdir: Path, configfile: Path, snakefile: Path | None = None):
-    """The engine-group jobs of a dry run with each job's inputs and outputs (real Snakemake API)."""
+    """The engine-group jobs of a dry run with each job's inputs, outputs, shell command, group, runtime and
+    the records it measures (real Snakemake API)."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.enums import Quietness
     from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings, StorageSettings
@@ -48,9 +51,9 @@ def dag_of(workdir: Path, configfile: Path, snakefile: Path | None = None):
                             storage_settings=StorageSettings(), snakefile=snakefile or REPO / "Snakefile",
                             workdir=workdir)
         wapi.dag(dag_settings=DAGSettings()).execute_workflow(executor="local", pseudo_executor="dryrun")
-        jobs = [j for j in wapi._workflow.dag.needrun_jobs(exclude_finished=False) if j.rule.name.startswith("run_engines_")]
-        return [(j.rule.name, [str(f) for f in j.input], [str(f) for f in j.output], str(j.shellcmd),
-                 j.group, j.resources.get("runtime")) for j in jobs]
+        jobs = [j for j in wapi._workflow.dag.needrun_jobs(exclude_finished=False) if j.rule.name == "run_cell"]
+        return [(j.wildcards.group, [str(f) for f in j.input], [str(f) for f in j.output], str(j.shellcmd),
+                 j.group, j.resources.get("runtime"), list(j.params.records)) for j in jobs]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -130,27 +133,31 @@ def test_dry_run_has_one_job_per_group_chained_in_order(tmp_path):
     cfg = write_config(tmp_path / "share.yaml", shared_raw())
     table = cells.build(config.load(cfg))
     groups = list(table.engine_groups().values())
-    jobs = {name: (inp, out, cmd, grp, rt) for name, inp, out, cmd, grp, rt in dag_of(tmp_path, cfg)}
+    jobs = {name: rest for name, *rest in dag_of(tmp_path, cfg)}
     assert len(jobs) == len(groups) == 4
     previous: list[str] = []
     for g in groups:
-        name = next(n for n in jobs if n.endswith(g.group_id.replace("-", "_").replace(".", "_")))
-        inp, out, cmd, grp, runtime = jobs[name]
+        name = next(n for n in jobs if n.startswith(f"g{g.index:02d}-"))
+        inp, out, cmd, grp, runtime, measured = jobs[name]
         records_out = [c.record_path for c in g.cells]
-        assert [o for o in out if o.startswith("results/cells/")] == records_out
-        # Chained to the group before it through one of its records (a group job writes all of them).
-        assert [i for i in inp if i.startswith("results/cells/")] == previous[-1:], f"{name} is not chained"
-        # Its pending marker, and its models' manifests: the job waits for resolve_models (ADR 0121).
-        markers = [i for i in inp if i.startswith("results/.specjoule/pending/")]
+        # One static rule; the job's output is its done file, its members are the group's, in run order.
+        assert out == [f"{engine_jobs.GROUPS_DIR}/{g.family_id}/{name}.done"] and measured == records_out
+        # Chained to the group before it through that job's done file.
+        assert [i for i in inp if i.startswith(engine_jobs.GROUPS_DIR)] == previous, f"{name} is not chained"
+        # Its models' manifests: the job waits for resolve_models (ADR 0121).
         manifests = [i for i in inp if i.startswith("results/.specjoule/models/")]
-        assert len(markers) == 1 and manifests == resolve_models.cell_manifest_paths(g.cells[0].spec)
-        assert len(inp) == len(previous[-1:]) + 1 + len(manifests)
-        # The runner gets the members in run order, each with the id the plan gave it.
+        assert manifests == resolve_models.cell_manifest_paths(g.cells[0].spec)
+        assert len(inp) == len(previous) + len(manifests)
+        # The runner gets the members in run order, each with the id the plan gave it; the job first claims them.
         assert cmd.index(records_out[0]) < cmd.index(records_out[-1])
         assert all(f"--cell-id {c.cell_id}" in cmd for c in g.cells) and "exec " in cmd and "--log" in cmd
+        version = config.load(cfg)["version"]
+        claims = cmd.split("; exec ")[0]
+        assert all(f"{cells.STAMPS_DIR}/{c.campaign_id}/{engine_jobs.claim_name(c, version, name)}" in claims
+                   for c in g.cells)
         assert grp == "campaign"
         assert runtime == max(5, int(table.group_estimated_s(g) / 60 * 1.5 + 5))
-        previous = records_out
+        previous = out
     off = plan(tmp_path / "off", write_config(tmp_path / "off.yaml", shared_raw(share=False)))
     assert off["run_cell"] == 8 and group_jobs(off) == 0
 
@@ -163,7 +170,7 @@ def test_profile_settings_for_run_cell_apply_to_group_jobs(tmp_path):
                           "--set-threads", "run_cell=2"], capture_output=True, text=True, check=True)
     import re
 
-    blocks = re.findall(r"rule run_engines_\w+:(.*?)(?=\n\s*\[|\nJob stats)", out.stdout, re.S)
+    blocks = re.findall(r"rule run_cell:(.*?)(?=\n\s*\[|\nJob stats)", out.stdout, re.S)
     assert len(blocks) == 4
     for b in blocks:
         assert "threads: 2" in b and "gpu=1" in b and "gpu_model=h200" in b and "mem_mb=1234" in b, b
@@ -227,12 +234,12 @@ def test_switching_sharing_on_keeps_records_measured_without_it(workflow, tmp_pa
         (work / c.timeline_path).touch()
     # One record holds another id (a parameter changed since it was measured): its campaign re-plans from it.
     pl.DataFrame({"cell_id": ["000000000000"], "version_param": [version]}).write_parquet(work / stale.record_path)
+    before = {p: p.stat().st_mtime_ns for p in (work / "results").rglob("*")}
     planned = record_outputs(plan(work, write_config(tmp_path / "share.yaml", raw), snakefile=snakefile))
     campaign = table.campaigns[stale.campaign_id]
     assert planned == {c.record_path for c in campaign[stale.run_order_index:]}
-    # The verified records got a stamp, so the next planning run does not read them again.
-    stamps = list((work / cells.STAMPS_DIR).rglob("*-v*"))
-    assert len(stamps) == len(table) - len(planned)
+    # Planning verified the records by reading them and wrote nothing (ADR 0140).
+    assert {p: p.stat().st_mtime_ns for p in (work / "results").rglob("*")} == before
 
 
 # ------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ def test_commit_from_the_checkout(monkeypatch):
 
 
 def test_commit_of_a_copied_tree_comes_from_the_variable(tmp_path, monkeypatch):
-    # a working tree copied without .git, as the device tool and scripts/device/background.sh make
+    # a working tree copied without .git, as the device tool and tools/device/background.sh make
     monkeypatch.delenv("SPECJOULE_GIT_COMMIT", raising=False)
     assert env.git_commit(tmp_path) == "unknown"
     monkeypatch.setenv("SPECJOULE_GIT_COMMIT", "0700e9c")

@@ -35,8 +35,8 @@ def test_shipped_config_hash_is_stable(path):
 
 
 def test_hash_neutral_key_is_hashed_when_set():
-    raw = config.read_yaml(REPO / "config/h200-engines-one-gpu.yaml")
-    assert config.config_hash(config.validate({**raw, "engine_replicates": 2})) != GOLDEN_HASHES["config/h200-engines-one-gpu.yaml"]
+    raw = config.read_yaml(REPO / "validation/h200-2026-12/config/h200-engines-one-gpu.yaml")
+    assert config.config_hash(config.validate({**raw, "engine_replicates": 2})) != GOLDEN_HASHES["validation/h200-2026-12/config/h200-engines-one-gpu.yaml"]
 
 
 @pytest.mark.parametrize("path", sorted(GOLDEN))
@@ -60,7 +60,7 @@ def _shuffled(obj, rng: random.Random):
     return obj
 
 
-@pytest.mark.parametrize("path", ["config/config.yaml", "config/h200-engines-one-gpu.yaml"])
+@pytest.mark.parametrize("path", ["config/config.yaml", "validation/h200-2026-12/config/h200-engines-one-gpu.yaml"])
 def test_cell_ids_do_not_depend_on_key_order(path):
     raw = config.read_yaml(REPO / path)
     want = {p: v[0] for p, v in GOLDEN[path].items()}

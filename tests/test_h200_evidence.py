@@ -18,6 +18,8 @@ from specjoule.analysis import aggregate, derive
 from specjoule.analysis.checks import Thresholds, run_checks
 
 ROOT = Path(__file__).resolve().parent.parent
+# Configs of runs on the H200 live next to their evidence (ADR 0141).
+RUN_CONFIGS = ROOT / "validation" / "h200-2026-12" / "config"
 SESSION = ROOT / "validation" / "h200-2026-12" / "session-2026-11-30c"
 RECORDS = sorted((SESSION / "results" / "cells").glob("*/*.parquet"))
 SESSION_1201 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01"
@@ -79,7 +81,7 @@ def test_checks_rederived_from_the_records_match_the_committed_verdicts():
 
 
 def test_analysis_config_differs_from_the_campaign_config_only_in_engines():
-    measured = yaml.safe_load((ROOT / "config" / "h200-engines.yaml").read_text())
+    measured = yaml.safe_load((RUN_CONFIGS / "h200-engines.yaml").read_text())
     analysed = yaml.safe_load((SESSION / "config-analysis.yaml").read_text())
     assert measured["engines"] == ["vllm", "sglang"] and analysed["engines"] == ["sglang"]
     measured.pop("engines"), analysed.pop("engines")
@@ -91,7 +93,7 @@ def test_analysis_config_differs_from_the_campaign_config_only_in_engines():
 
 def test_1201_configs_are_the_preregistered_ones():
     for folder, name in ((CLOSED, "h200-validation-swap.yaml"), (OPEN_LOOP, "h200-openloop-short.yaml")):
-        assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes(), name
+        assert (folder / name).read_bytes() == (RUN_CONFIGS / name).read_bytes(), name
 
 
 def test_1201_closed_grid_swap_took_and_only_the_ngram_l6_arm_fails():
@@ -129,7 +131,7 @@ def test_1201_open_loop_failures_stay_failed():
     assert running["draft--mv1"] > 5 * running["baseline--open"]
 
 
-# --- session of 2026-12-01 (late): vLLM and SGLang on one GPU (config/h200-engines-one-gpu.yaml, issue 9) -----------
+# --- session of 2026-12-01 (late): vLLM and SGLang on one GPU (validation/h200-2026-12/config/h200-engines-one-gpu.yaml, issue 9) -----------
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +142,7 @@ def engines_1gpu() -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def test_1201b_config_is_the_preregistered_one():
     name = "h200-engines-one-gpu.yaml"
-    assert (ENGINES_1GPU / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    assert (ENGINES_1GPU / name).read_bytes() == (RUN_CONFIGS / name).read_bytes()
 
 
 def test_1201b_both_engines_on_one_gpu_pass_every_check(engines_1gpu):
@@ -203,3 +205,59 @@ def test_1201c_sglang_open_loop_cell_counts_what_it_served():
     assert row["realized_L"] == row["configured_L"] == 6.0
     assert row["window_s"] >= workload["window_s"] and row["meter"] == "nvml" and row["energy_j"] > 0
     assert 0 < row["mean_running_requests"] <= row["batch_size"]
+
+
+# --- session-2026-12-01d: the paper's schemes on vLLM (issue 16, breadth) ---------------------------------------
+SCHEMES_1201D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01d"
+
+
+@pytest.mark.parametrize("family,config_name", [("qwen3-8b", "h200-schemes-qwen3-8b.yaml"),
+                                                ("mimo-mtp", "h200-schemes-mimo-mtp.yaml")])
+def test_1201d_configs_are_the_preregistered_ones(family, config_name):
+    assert (SCHEMES_1201D / family / config_name).read_bytes() == (RUN_CONFIGS / config_name).read_bytes()
+
+
+@pytest.fixture(scope="module")
+def schemes_1201d() -> tuple[pl.DataFrame, pl.DataFrame]:
+    return _verdict(SCHEMES_1201D / "qwen3-8b", "h200-schemes-qwen3-8b.yaml")
+
+
+def test_1201d_eagle3_dflash_dspark_pass_every_check(schemes_1201d):
+    df, checks = schemes_1201d
+    assert df.height == 11 and set(df["method"]) == {"baseline", "eagle3", "dflash", "dspark"}
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert set(checks.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched"}
+    points = df.filter(pl.col("role") == "point")
+    # synthetic min-variance vectors at whole L are deterministic: realized equals configured exactly
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    # the measured verify width is the scheme's k + 1, and a block drafter drafts in one pass
+    widths = dict(points.group_by("method").agg(pl.col("verify_width").unique()).iter_rows())
+    assert {m: sorted(w) for m, w in widths.items()} == {"eagle3": [4.0], "dflash": [16.0], "dspark": [8.0]}
+    passes = dict(points.group_by("method").agg(pl.col("draft_passes_per_round").unique()).iter_rows())
+    assert {m: sorted(p) for m, p in passes.items()} == {"eagle3": [3.0], "dflash": [1.0], "dspark": [1.0]}
+    assert (df["energy_j"] > 0).all() and (df["gpu_uuid"].n_unique() == 1)
+
+
+def test_1201d_readme_ratio_table_is_the_records(schemes_1201d):
+    """Every ratio the README quotes, recomputed from the records (mJ/token over the mean of the two baselines)."""
+    df, _ = schemes_1201d
+    base = df.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
+    readme = (SCHEMES_1201D / "README.md").read_text()
+    rows = {"eagle3": "| EAGLE3 head (3) |", "dflash": "| DFlash block 16 (15) |", "dspark": "| DSpark block 7 (7) |"}
+    for method, prefix in rows.items():
+        line = next(ln for ln in readme.splitlines() if ln.startswith(prefix))
+        pts = df.filter(pl.col("method") == method).sort("configured_L")
+        for ratio in (pts["mj_per_committed_token"] / base).to_list():
+            assert f"{ratio:.3f}×" in line, (method, ratio, line)
+
+
+def test_1201d_mtp_family_is_incomplete_and_says_so():
+    folder = SCHEMES_1201D / "mimo-mtp"
+    df, checks = _verdict(folder, "h200-schemes-mimo-mtp.yaml")
+    assert sorted(df["cell_name"]) == ["baseline--open", "mtp--mv3", "mtp--mv4"]
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    drift = checks.filter(pl.col("check") == "baseline_drift")
+    assert drift["status"].to_list() == ["not_applicable"]
+    assert "incomplete" in (SCHEMES_1201D / "README.md").read_text()
+    mtp = df.filter(pl.col("method") == "mtp")
+    assert (mtp["realized_L"] == mtp["configured_L"]).all() and (mtp["verify_width"] == 4.0).all()

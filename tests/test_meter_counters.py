@@ -3,7 +3,7 @@
 The result path is the real NvmlMeter; only the library under it is the fake, to replay recorded
 GPM readings and to inject what a real NVML will not do on demand: GPM unsupported, refused by a
 VM, failing mid-run. Expected values are computed here from the recorded ticks, not by the meter's
-code. The happy path on a real GPU: scripts/device/check_counters.py.
+code. The happy path on a real GPU: tools/device/check_counters.py.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def test_gpm_failing_mid_run_stops_and_nulls_the_window(monkeypatch):
     res, tl = _window(m, ticks=5)
     m.close()
     assert all(getattr(res, c) is None for c in GPM_COLUMNS)  # no partial window value
-    assert "GPM read in the timeline failed: Unknown Error" in res.counters_reason
+    assert res.counters_reason == "GPM read in the timeline failed: Unknown Error (NVMLError)"
     dram = tl.column("dram_bw_util_pct").to_pylist()
     assert dram[0] is None and dram[1] is not None and dram[2:] == [None] * 3
     assert tl.num_rows == 5  # the timeline went on without the counters
@@ -133,10 +133,14 @@ def test_one_refused_metric_is_null_the_others_measured(monkeypatch):
 def test_two_gpus_window_is_the_mean_and_one_without_gpm_turns_it_off(monkeypatch):
     fake = FakeNvml(ticks=TICKS, n_gpus=2)
     m = _meter(monkeypatch, fake)
+    start = fake._tick + 1
     res, tl = _window(m)
     m.close()
-    assert res.dram_bw_util_pct is not None and tl.num_rows == 10
-    assert fake.live_samples == 0
+    # Both GPUs sample the same recorded ticks here, so their mean is each one's value (not their sum).
+    end = start + 6
+    for col in GPM_COLUMNS:
+        assert getattr(res, col) == pytest.approx(fake.mean_between(start, end, col)), col
+    assert tl.num_rows == 10 and fake.live_samples == 0
 
 
 def test_gpm_switched_off_by_the_caller(monkeypatch):
@@ -158,7 +162,7 @@ def test_none_meter_says_no_counters():
 
 
 # ------------------------------------------------------------------------------------------------
-# recorded on an H200 (scripts/device/check_counters.py, 2026-12-01)
+# recorded on an H200 (tools/device/check_counters.py, 2026-12-01)
 
 RECORDED = Path(__file__).parent / "data" / "nvml" / "gpm-h200-2026-12-01.json"
 RECORDED_IN_USE = Path(__file__).parent / "data" / "nvml" / "gpm-h200-2026-12-01-in-use.json"
@@ -214,3 +218,55 @@ def test_gpm_held_by_another_client_is_null_with_nvmls_words(monkeypatch):
     assert recorded == "nvmlGpmSampleGet at window start failed: In use by another client (NVMLError_InUse)"
     assert res.counters_reason == recorded
     assert res.dram_bw_util_pct is None and res.counters_source == "utilization" and res.energy_j > 0
+
+
+def test_metrics_refused_over_the_window_are_null_with_nvmls_words(monkeypatch):
+    from tests.fake_nvml import NVMLError
+
+    class RefusesAtTheEnd(FakeNvml):
+        refuse = False
+
+        def nvmlGpmMetricsGet(self, request):
+            if self.refuse:
+                raise NVMLError(999, "Unknown Error")
+            return super().nvmlGpmMetricsGet(request)
+
+    fake = RefusesAtTheEnd(ticks=TICKS)
+    m = _meter(monkeypatch, fake)
+    m.measure_idle(0)
+    m.mark_window_start()
+    m.mark_window_end()
+    fake.refuse = True
+    res = m.result()
+    m.close()
+    assert res.counters_reason == "nvmlGpmMetricsGet over the window failed: Unknown Error (NVMLError)"
+    assert all(getattr(res, c) is None for c in GPM_COLUMNS) and res.energy_j > 0
+
+
+def test_a_missing_edge_sample_gives_nulls_and_says_so(monkeypatch):
+    fake = FakeNvml(ticks=TICKS)
+    m = _meter(monkeypatch, fake)
+    m.measure_idle(0)
+    m.mark_window_start()
+    m.mark_window_end()
+    m._free_gpm(m._gpm_edges.pop("start"))  # as if the start edge had not been sampled
+    res = m.result()
+    assert res.counters_reason == "GPM edge samples missing" and res.dram_bw_util_pct is None
+    m.reset_window()  # frees the end edge too: only the readers' own previous samples stay
+    assert m._gpm_edges == {} and fake.live_samples == 0
+    m.close()
+    assert fake.live_samples == 0
+
+
+def test_an_edge_taken_twice_frees_the_first_sample(monkeypatch):
+    fake = FakeNvml(ticks=TICKS)
+    m = _meter(monkeypatch, fake)
+    m.measure_idle(0)
+    m.mark_window_start()
+    held = fake.live_samples
+    m.mark_window_start()  # a restarted window: the first start sample is freed, not leaked
+    assert fake.live_samples == held
+    m.mark_window_end()
+    m.result()
+    m.close()
+    assert fake.live_samples == 0

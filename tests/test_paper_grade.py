@@ -59,7 +59,7 @@ def test_the_window_threshold_is_where_one_nvml_update_is_half_a_percent():
 
 def test_shipped_h200_config_is_warned_about_by_key_and_value(caplog):
     with caplog.at_level(logging.WARNING, logger="specjoule.config"):
-        config.load(REPO / "config/h200-engines-one-gpu.yaml")
+        config.load(REPO / "validation/h200-2026-12/config/h200-engines-one-gpu.yaml")
     text = caplog.text
     assert "workloads.closed.output_len = 256" in text and "seeds = [0]" in text
     assert "min_window_s" not in text  # its windows and window check are already 20 s
@@ -72,7 +72,7 @@ def test_the_cpu_demo_is_not_warned_about(caplog):
 
 
 def test_paper_grade_true_refuses_a_shortfall_naming_key_and_value():
-    raw = config.read_yaml(REPO / "config/h200-engines-one-gpu.yaml")
+    raw = config.read_yaml(REPO / "validation/h200-2026-12/config/h200-engines-one-gpu.yaml")
     with pytest.raises(config.ConfigError) as info:
         config.validate({**raw, "paper_grade": True})
     assert info.value.key == "workloads.closed.output_len" and info.value.value == 256
@@ -80,7 +80,7 @@ def test_paper_grade_true_refuses_a_shortfall_naming_key_and_value():
 
 
 def test_paper_grade_false_is_silent_and_true_passes_a_paper_grade_config(caplog):
-    raw = config.read_yaml(REPO / "config/h200-engines-one-gpu.yaml")
+    raw = config.read_yaml(REPO / "validation/h200-2026-12/config/h200-engines-one-gpu.yaml")
     with caplog.at_level(logging.WARNING, logger="specjoule.config"):
         config.validate({**raw, "paper_grade": False})
     assert "paper grade" not in caplog.text
@@ -99,7 +99,7 @@ def test_open_loop_and_window_check_shortfalls_are_named():
 
 
 def test_paper_grade_is_hash_neutral_at_its_default_and_hashed_when_set():
-    raw = config.read_yaml(REPO / "config/h200-engines-one-gpu.yaml")
+    raw = config.read_yaml(REPO / "validation/h200-2026-12/config/h200-engines-one-gpu.yaml")
     plain = config.config_hash(config.validate(raw))
     assert config.config_hash(config.validate({**raw, "paper_grade": None})) == plain
     assert config.config_hash(config.validate({**raw, "paper_grade": False})) != plain

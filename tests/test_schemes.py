@@ -277,13 +277,13 @@ def test_drafter_on_a_scheme_without_one(models):
     assert e.value.key == "schemes.s.drafter"
 
 
-# -- the GPU smoke's argument handling (scripts/device/smoke_schemes.py; runs on the H200, not here) ----------
+# -- the GPU smoke's argument handling (tools/device/smoke_schemes.py; runs on the H200, not here) ----------
 
 
 def _smoke():
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "device" / "smoke_schemes.py"
+    path = Path(__file__).resolve().parents[1] / "tools" / "device" / "smoke_schemes.py"
     spec = importlib.util.spec_from_file_location("smoke_schemes", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules["smoke_schemes"] = mod  # dataclasses look their module up by name

@@ -1,7 +1,7 @@
 """SGLang adapter (ADR 0016) without a GPU: argument construction, config errors, the meta_info →
 counter arithmetic, /metrics parsing and the engine environment.
 
-Parsing tests read the raw outputs captured on an H200 by scripts/device/smoke_sglang.py, committed under
+Parsing tests read the raw outputs captured on an H200 by tools/device/smoke_sglang.py, committed under
 tests/data/sglang/; while a file is missing they FAIL and say which (never skipped, never invented).
 Field names are checked against tests/data/sglang/server_args_fields-0.5.17.txt (extracted from the 0.5.17
 wheel's server_args.py) and, once captured, the device's probe.json (the installed parser's own options).
@@ -21,7 +21,7 @@ from specjoule.engines import sglang as sg
 from specjoule.engines.base import EngineUnsupported
 
 DATA = Path(__file__).parent / "data" / "sglang"
-SMOKE = "scripts/device/smoke_sglang.py --out DIR"
+SMOKE = "tools/device/smoke_sglang.py --out DIR"
 
 
 def fixture(name: str) -> Path:

@@ -48,7 +48,8 @@ def test_profile_takes_cluster_settings_from_the_environment(monkeypatch):
     assert bare["retries"] == "1"
     # Nothing cluster-specific is invented when nothing is set: SLURM's defaults apply.
     assert not any(r.startswith(("slurm_account=", "slurm_partition=")) for r in bare["default-resources"])
-    assert "run_cell:gpu=1" in bare["set-resources"]
+    # The GPU count is the rule's (each cell's tensor_parallel_size: 1 for these; ADR 0155), not the profile's.
+    assert not any(r.startswith("run_cell:gpu=") for r in bare["set-resources"])
     assert not any(r.startswith("run_cell:gpu_model=") for r in bare["set-resources"])
     assert "run_cell:cpus_per_gpu=8" in bare["set-resources"]
     # The auto-loaded profiles/default wins key by key: the cluster profile must not set its keys.
@@ -60,7 +61,7 @@ def test_profile_takes_cluster_settings_from_the_environment(monkeypatch):
                          SPECJOULE_SLURM_JOBS="8")
     assert "slurm_account=proj42" in site["default-resources"]
     assert "slurm_partition=gpu-h200" in site["default-resources"]
-    assert {"run_cell:gpu_model=h200", "run_cell:mem_mb=120000", "run_cell:gpu=1"} <= set(site["set-resources"])
+    assert {"run_cell:gpu_model=h200", "run_cell:mem_mb=120000"} <= set(site["set-resources"])
     assert site["jobs"] == "8"
 
     gres = parse_profile(monkeypatch, SPECJOULE_SLURM_GRES="gpu:h200:1", SPECJOULE_SLURM_GPU_MODEL="h200")

@@ -77,7 +77,11 @@ def test_real_vllm_refusing_an_architecture_writes_an_unsupported_record(tmp_pat
     (model / "config.json").write_text(json.dumps(cfg))
     raw = config.read_yaml(REPO / "config" / "config.yaml")
     raw["models"] = {"tiny": {**raw["models"]["tiny"], "target": {**raw["models"]["tiny"]["target"], "model": str(model)}}}
+    # The bundled registry tables would plan this cell unsupported without an engine (tested above); off, so the
+    # engine itself is asked and refuses in its own words.
+    raw["protocol"] = {**raw.get("protocol", {}), "unsupported_from_tables": False}
     cell = next(c for c in cells.build(config.validate(raw)) if c.name == "baseline--open")
+    assert cell.unsupported_reason is None
     log = tmp_path / "cell.log"
     row = runner.run_cell(cell, tmp_path / "r.parquet", tmp_path / "t.parquet", log_path=log, config_hash="h",
                           git_commit="c", version_param=1)

@@ -84,7 +84,7 @@ def sglang_architectures(wheel: Path) -> dict[str, str]:
     return out
 
 
-def _class_graph(zf: zipfile.ZipFile, pattern: re.Pattern, marks: "callable") -> tuple[dict, set]:
+def _class_graph(zf: zipfile.ZipFile, pattern: re.Pattern, marks: callable) -> tuple[dict, set]:
     """Bases of every class in the model files (by simple name) and the classes a file marks directly."""
     bases: dict[str, set[str]] = {}
     marked: set[str] = set()

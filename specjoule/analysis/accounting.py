@@ -19,7 +19,7 @@ from specjoule.analysis import aggregate
 
 _SECONDS = ("held_s", "engine_start_s", "warmup_s", "windows_s", "other_s")
 _SCHEMA = {"engine_instance": pl.String, "engine": pl.String, "device": pl.String, "cells": pl.Int64,
-           **{c: pl.Float64 for c in _SECONDS}, "window_share": pl.Float64}
+           **dict.fromkeys(_SECONDS, pl.Float64), "window_share": pl.Float64}
 ACCOUNT_COLUMNS = tuple(_SCHEMA)
 
 

@@ -73,8 +73,12 @@ def scan_records(paths: Sequence[str | Path]) -> pl.LazyFrame:
 
 
 def device_key(prefix: str = "") -> pl.Expr:
-    """GPU UUID(s) when there are any; on a GPU-less host the host itself is the device."""
+    """GPU UUID(s) when there are any; on a GPU-less host the host itself is the device.
+
+    A tensor-parallel cell's device is the *set* of its GPUs: the same GPUs listed in another order
+    (CUDA_VISIBLE_DEVICES as a scheduler gave it) are the same device (ADR 0155)."""
     uuid = pl.col(f"{prefix}gpu_uuid").cast(pl.String)  # an all-null column of a hand-built frame has no dtype
+    uuid = uuid.str.split(",").list.sort().list.join(",")
     uuid = pl.when(uuid.str.len_chars() > 0).then(uuid)
     host = pl.lit("host:") + pl.col(f"{prefix}hostname").cast(pl.String)
     return pl.coalesce(uuid, host)
@@ -180,7 +184,7 @@ def _file_keys(paths: Sequence[str | Path]) -> pl.DataFrame:
         except OSError as exc:
             raise AnalysisError(f"cannot stat cell record {p}: {exc}") from exc
         rows.append((str(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
-    return pl.DataFrame(rows, schema={"record_path": pl.String, **{k: pl.Int64 for k in _FILE_KEY}}, orient="row")
+    return pl.DataFrame(rows, schema={"record_path": pl.String, **dict.fromkeys(_FILE_KEY, pl.Int64)}, orient="row")
 
 
 def _read(paths: Sequence[str | Path]) -> pl.DataFrame:
@@ -206,8 +210,8 @@ def _read_cached(paths: Sequence[str | Path], cache: Path, log: Callable[[str], 
             log(f"record cache {cache} unreadable ({exc}); reading every record")
             cached = None
     hit = (cached.join(keys, on=["record_path", *_FILE_KEY], how="semi") if cached is not None
-           else pl.DataFrame(schema={k: v for k, v in zip(expected, [*RECORD_POLARS_SCHEMA.dtypes(), pl.String,
-                                                                     *(pl.Int64,) * len(_FILE_KEY)])}))
+           else pl.DataFrame(schema=dict(zip(expected, [*RECORD_POLARS_SCHEMA.dtypes(), pl.String,
+                                                           *(pl.Int64,) * len(_FILE_KEY)]))))
     missing = keys.join(hit.select("record_path"), on="record_path", how="anti")
     fresh = _read(missing["record_path"].to_list()).join(missing, on="record_path", how="left") if missing.height else None
     log(f"{hit.height} record(s) from cache, {missing.height} read from disk")

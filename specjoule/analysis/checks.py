@@ -52,6 +52,9 @@ class Thresholds:
     acceptance_length_tolerance: float
     committed_spread_max: float
     concurrency_spread_max: float
+    steady_state_band: float
+    max_backlog_growth: float
+    max_send_lag_s: float
     min_window_s: float
     min_energy_updates: int
     max_temperature_c: float
@@ -69,6 +72,7 @@ class Thresholds:
     interval_level: float = 0.95
     reference_evidence: str | None = None
     model_residual_max: float = 0.25  # issue 18 (ADR 0102); no schema default, see config/schema.yaml
+    gpu_energy_imbalance_max: float = 0.10  # issue 23 (ADR 0156); the schema's default, hash_neutral
     # Not a threshold: the runner's pre-registered policy for a GPU already in use at a cell's start (ADR 0133).
     gpu_in_use: str = "flag"
 
@@ -79,7 +83,7 @@ class Thresholds:
         props = _config._schema()["properties"]
         # A threshold added after configs were pre-registered may have no schema default (filling one in would
         # change those configs' hash unless marked hash_neutral); the dataclass default then applies.
-        defaults = {k: v["default"] for k, v in props["checks"]["properties"].items() if "default" in v}
+        defaults = {k: v["default"] for k, v in props["checks"]["properties"].items() if "default" in v} | LATE_DEFAULTS
         given = dict(checks or {})
         names = {f.name for f in dataclasses.fields(cls)} - set(REPORT_CONTEXT)
         unknown = sorted(set(given) - names)
@@ -98,6 +102,11 @@ class Thresholds:
 
 # Fields of Thresholds read from the config's `report` section, not from `checks`.
 REPORT_CONTEXT: tuple[str, ...] = ("interval_level", "reference_evidence")
+
+# Thresholds added after configs were run: the schema gives them no default (a filled default would change every
+# older config's hash and flag its records under `preregistration`); these apply when a config does not set them.
+LATE_DEFAULTS: dict[str, Any] = {"steady_state_band": 0.1, "max_backlog_growth": 0.1, "max_send_lag_s": 0.05}
+
 
 CheckFn = Callable[[pl.DataFrame, Thresholds, "str | None"], pl.DataFrame]
 
@@ -258,7 +267,8 @@ def baseline_drift(df: pl.DataFrame, th: Thresholds, config_hash: str | None) ->
         _lit_f(th.baseline_drift_max).alias("threshold"), detail.alias("detail")))
 
 
-@check("same_gpu", "campaign", "every arm of a campaign measured on one GPU (UUID; on a GPU-less host, the host)")
+@check("same_gpu", "campaign", "every arm of a campaign measured on one GPU (UUID; on a GPU-less host, the host); "
+                               "a tensor-parallel campaign on one set of GPUs, in any order (ADR 0155)")
 def same_gpu(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
     out = df.group_by("campaign_id").agg(
         C("device_key").drop_nulls().unique().sort().alias("keys"),
@@ -313,6 +323,7 @@ def committed_spread(df: pl.DataFrame, th: Thresholds, config_hash: str | None) 
         ((C("q").max() - C("q").min()) / C("q").mean()).alias("value"),
         C("q").null_count().alias("n_null"), C("q").min().alias("lo"), C("q").max().alias("hi"),
         closed.first().alias("closed"),
+        (C("workload_kind") == "closed_loop").first().alias("closed_loop"),
         (C("batch_size") * C("output_len")).first().alias("expected"),
         C("cell_name").sort_by("run_order_index").alias("cell_names"),
     )
@@ -322,14 +333,21 @@ def committed_spread(df: pl.DataFrame, th: Thresholds, config_hash: str | None) 
                 .when(C("closed")).then(pl.format("{}: {} .. {} across arms (B × output_len = {}), spread {} %",
                                                   what, _r(C("lo"), 6), _r(C("hi"), 6), C("expected"), _r(C("value") * 100, 3)))
                 .otherwise(pl.format("{}: {} .. {} across arms, spread {} %", what, C("lo"), C("hi"), _r(C("value") * 100, 3))))
+    # A closed loop fixes the concurrency and lets the work done vary: throughput is its outcome (ADR 0111).
+    fixed_concurrency = C("closed_loop").fill_null(False)
     return _campaign_rows("committed_spread", out.with_columns(
-        pl.when(fail).then(pl.lit(FAIL)).otherwise(pl.lit(PASS)).alias("status"),
-        _lit_f(th.committed_spread_max).alias("threshold"), detail.alias("detail")))
+        pl.when(fixed_concurrency).then(pl.lit(NA)).when(fail).then(pl.lit(FAIL)).otherwise(pl.lit(PASS)).alias("status"),
+        pl.when(~fixed_concurrency).then(C("value")).alias("value"),
+        _lit_f(th.committed_spread_max).alias("threshold"),
+        pl.when(fixed_concurrency).then(pl.lit("closed loop: the concurrency is fixed and the committed tokens are the "
+                                               "outcome (steady_state and batch_shape compare the arms)"))
+          .otherwise(detail).alias("detail")))
 
 
 @check("batch_shape", "campaign",
-       "arms ran at the same batch shape: open loop, mean running requests within the threshold of the baseline "
-       "mean (concurrency is an outcome there); closed batch, exactly batch_size requests per generation")
+       "arms ran at the same batch shape: open and closed loop, mean running requests within the threshold of the "
+       "baseline mean (an outcome in open loop, the clients' number in closed loop); closed batch, exactly "
+       "batch_size requests per generation")
 def batch_shape(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
     closed = C("workload_kind") == "closed_batch"
     expected = (C("repeats") * C("batch_size")).cast(pl.Float64)
@@ -711,6 +729,36 @@ def energy_counter_advance(df: pl.DataFrame, th: Thresholds, config_hash: str | 
                          threshold=float(th.min_energy_updates), worst="min")
 
 
+@check("gpu_energy_balance", "cell",
+       "with a meter: one energy reading per GPU the cell held (tensor_parallel_size; else fail), and flag "
+       "(not fail) a spread (max - min) / mean of the per-GPU energies above gpu_energy_imbalance_max: the ranks do the same work, so a wide spread is a GPU the engine left idle, "
+       "another process, or a throttled board (ADR 0156)")
+def gpu_energy_balance(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    per = C("energy_j_per_gpu")
+    n = per.list.len()
+    # Records before issue 23 have no tensor_parallel_size (they ran on one GPU): nothing to count against.
+    tp = C("tensor_parallel_size") if "tensor_parallel_size" in df.columns else pl.lit(None, pl.Int64)
+    spread = (per.list.max() - per.list.min()) / per.list.mean()
+    miscount = per.is_null() | (n != tp) | C("energy_j").is_null()
+    # One GPU passes on its reading alone (its energy is the cell's); the spread only says something at TP > 1.
+    status = (pl.when(meter_none | tp.is_null()).then(pl.lit(NA))
+                .when(miscount).then(pl.lit(FAIL))
+                .when(spread > th.gpu_energy_imbalance_max).then(pl.lit(FLAG)).otherwise(pl.lit(PASS)))
+    detail = (pl.when(meter_none).then(pl.lit("meter none: no energy counter"))
+                .when(tp.is_null()).then(pl.lit("tensor_parallel_size not recorded (a record before issue 23, "
+                                                "measured on one GPU)"))
+                .when(per.is_null() | C("energy_j").is_null())
+                .then(pl.format("{}: per-GPU energy not recorded on a cell of tensor_parallel_size {}", C("cell_name"), tp))
+                .when(n != tp).then(pl.format("{}: {} GPU(s) metered, tensor_parallel_size {}: {}", C("cell_name"), n, tp,
+                                              pl.when(n > tp).then(pl.lit("energy includes a GPU outside the cell"))
+                                              .otherwise(pl.lit("energy misses a rank"))))
+                .when(status == FLAG).then(pl.format("{}: per-GPU energy {} J, spread {} % of their mean",
+                                                     C("cell_name"), per.list.eval(pl.element().round_sig_figs(4))
+                                                     .cast(pl.List(pl.String)).list.join(" / "), _r(spread * 100, 3))))
+    return _reduce_cells(df, "gpu_energy_balance", status=status, value=pl.when(status != NA).then(spread),
+                         detail=detail, threshold=th.gpu_energy_imbalance_max)
+
+
 @check("power_range", "cell", "with a meter: mean power within [idle - slack, power limit + slack]")
 def power_range(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
     p, idle, limit = C("mean_power_w"), C("idle_power_w"), C("power_limit_w")
@@ -774,6 +822,94 @@ def failed_requests(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -
                 .when(status == FAIL).then(pl.format("{}: {} failed request(s)", C("cell_name"), f)))
     return _reduce_cells(df, "failed_requests", status=status, value=f, detail=detail,
                          threshold=float(th.max_failed_requests))
+
+
+LOOP_KINDS = ("open_loop", "closed_loop")
+is_loop = C("workload_kind").is_in(list(LOOP_KINDS))
+# Loop records measured before the load generator recorded what it did (ADR 0110) carry none of its columns.
+before_loadgen = C("realized_request_rate").is_null() & C("requests_sent").is_null()
+
+
+@check("steady_state", "cell",
+       "loops ran in a steady state, detected, not assumed: closed loop, the running-requests reading of every "
+       "quarter of the window within steady_state_band of the concurrency; open loop, the requests in flight grew "
+       "by at most max_backlog_growth of the requests sent in the window (else the server does not sustain the "
+       "rate); closed batches are fixed by construction (batch_shape)")
+def steady_state(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    kind = C("workload_kind")
+    n = C("concurrency").cast(pl.Float64)
+    segs = C("running_requests_segments")
+    quarters = segs.list.len().fill_null(0)
+    read = segs.list.drop_nulls().list.len().fill_null(0)
+    dev_closed = pl.max_horizontal((segs.list.max() - n).abs(), (segs.list.min() - n).abs()) / n
+    growth = (C("inflight_at_end") - C("inflight_at_start")).cast(pl.Float64) / C("requests_sent")
+    closed_loop, open_loop = kind == "closed_loop", kind == "open_loop"
+    value = pl.when(closed_loop).then(dev_closed).when(open_loop).then(growth)
+    threshold = pl.when(closed_loop).then(_lit_f(th.steady_state_band)).when(open_loop).then(_lit_f(th.max_backlog_growth))
+    missing_closed = closed_loop & ((quarters == 0) | (read < quarters))
+    missing_open = open_loop & (C("requests_sent").fill_null(0) == 0)
+    na = ~is_loop | (open_loop & before_loadgen)
+    bad = missing_closed | missing_open | (value > threshold + 1e-12).fill_null(False)
+    status = pl.when(na).then(pl.lit(NA)).when(bad).then(pl.lit(FAIL)).otherwise(pl.lit(PASS))
+    waiting = C("waiting_requests_mean").fill_null(0.0)
+    cause_closed = (
+        pl.when(waiting >= 0.5).then(pl.format("the engine kept {} request(s) waiting on average: it ran fewer than "
+                                               "{} at once (KV cache or max_num_seqs)", _r(waiting, 3), C("concurrency")))
+          .when(C("mean_inflight") < n * (1 - th.steady_state_band))
+          .then(pl.format("the clients kept {} in flight on average, not {} (send lag p99 {} s)",
+                          _r(C("mean_inflight"), 3), C("concurrency"), _r(C("send_lag_p99_s"), 3)))
+          .when(C("mean_running_requests") < n * (1 - th.steady_state_band))
+          .then(pl.format("the clients kept {} in flight and the engine queued none, but it ran {} on average: the "
+                          "requests spent the rest in the server's front end (HTTP, tokenization, streaming)",
+                          _r(C("mean_inflight"), 3), _r(C("mean_running_requests"), 3)))
+          .otherwise(pl.lit("the running requests moved through the window")))
+    detail = (pl.when(~is_loop).then(pl.lit("closed batch: the batch shape is fixed by construction (batch_shape)"))
+                .when(open_loop & before_loadgen).then(pl.lit("open-loop record from before the load generator "
+                                                              "recorded requests in flight (ADR 0110)"))
+                .when(missing_closed).then(pl.format("{}: running requests read in {} of {} quarters of the window: "
+                                                     "steady state not shown", C("cell_name"), read, pl.lit(4)))
+                .when(missing_open).then(pl.format("{}: no request sent inside the window", C("cell_name")))
+                .when(closed_loop & bad).then(pl.format("{}: running requests per quarter {} .. {} vs concurrency {}: {}",
+                                                        C("cell_name"), _r(segs.list.min(), 3), _r(segs.list.max(), 3),
+                                                        C("concurrency"), cause_closed))
+                .when(open_loop & bad).then(pl.format(
+                    "{}: requests in flight grew from {} to {} over the window ({} sent): the server does not sustain "
+                    "{} requests/s (mean running {}, mean waiting {})", C("cell_name"), C("inflight_at_start"),
+                    C("inflight_at_end"), C("requests_sent"), _r(C("request_rate"), 4),
+                    _r(C("mean_running_requests"), 3), _r(waiting, 3))))
+    return _reduce_cells(df, "steady_state", status=status, value=value, detail=detail, threshold=threshold)
+
+
+@check("send_lag", "cell",
+       "loops: the 99th percentile of the send lag in the window (send time less due time: the arrival in open loop, "
+       "the client's previous completion in closed loop) at most max_send_lag_s; else the client, not the server, "
+       "set the load")
+def send_lag(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    lag = C("send_lag_p99_s")
+    na = ~is_loop | before_loadgen | (C("requests_sent").fill_null(0) == 0)
+    bad = lag.is_null() | (lag > th.max_send_lag_s)
+    status = pl.when(na).then(pl.lit(NA)).when(bad).then(pl.lit(FAIL)).otherwise(pl.lit(PASS))
+    detail = (pl.when(~is_loop).then(pl.lit("closed batch: every request is submitted at once"))
+                .when(before_loadgen).then(pl.lit("loop record from before the send lag was recorded (ADR 0110)"))
+                .when(na).then(pl.lit("no request sent inside the window (see steady_state)"))
+                .when(lag.is_null()).then(pl.format("{}: send lag not recorded", C("cell_name")))
+                .when(bad).then(pl.format("{}: send lag p99 {} s, max {} s over {} requests sent in the window",
+                                          C("cell_name"), _r(lag, 3), _r(C("send_lag_max_s"), 3), C("requests_sent"))))
+    return _reduce_cells(df, "send_lag", status=status, value=pl.when(~na).then(lag), detail=detail,
+                         threshold=th.max_send_lag_s)
+
+
+@check("latency_reliable", "cell",
+       "flag (not fail) a cell whose streamed per-token times collapsed at a starved client: its time-between-tokens "
+       "columns are null and latency_unreliable_reason says why (ADR 0110)")
+def latency_reliable(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    reason = C("latency_unreliable_reason")
+    na = reason.is_null() & C("starved_requests").is_null()
+    status = pl.when(reason.is_not_null()).then(pl.lit(FLAG)).when(na).then(pl.lit(NA)).otherwise(pl.lit(PASS))
+    detail = (pl.when(reason.is_not_null()).then(pl.format("{}: {}", C("cell_name"), reason))
+                .when(na).then(pl.lit("latency not streamed at a client, or recorded before starvation was detected")))
+    return _reduce_cells(df, "latency_reliable", status=status, value=C("starved_requests"), detail=detail,
+                         threshold=None)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -28,8 +28,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from specjoule.analysis import AnalysisError
-from specjoule.analysis import evidence, spread
+from specjoule.analysis import AnalysisError, evidence, spread
 
 C = pl.col
 

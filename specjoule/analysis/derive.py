@@ -21,10 +21,18 @@ import polars as pl
 
 from specjoule.analysis import META_CONFIG_HASH, AnalysisError, spread
 from specjoule.analysis.checks import ENERGY_CHECK, FAIL, FLAG, PASS
+
 # The ADR 0027 bootstrap now lives in spread (checks use it too); its names stay importable from here.
 from specjoule.analysis.spread import (  # noqa: F401
-    BOOTSTRAP_LEVEL, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, EXACT_BOOTSTRAP_MAX, SUMMARY_KEYS, _bootstrap_means,
-    _compositions, _exact_bootstrap_means, bootstrap_interval,
+    BOOTSTRAP_LEVEL,
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    EXACT_BOOTSTRAP_MAX,
+    SUMMARY_KEYS,
+    _bootstrap_means,
+    _compositions,
+    _exact_bootstrap_means,
+    bootstrap_interval,
 )
 
 C = pl.col
@@ -43,6 +51,9 @@ CURVE_COLUMNS: tuple[str, ...] = (
     # Replicates (ADR 0080, 0081): the record's place among its configuration's repeats, the baselines of its
     # own window, and the configuration's n, mean and interval (the same on every row of a configuration).
     "window_index", "engine_replicate", "point_name",
+    # The paper's per-pass quantities and the target's family (issue 16): what the per-pass figure and the scheme
+    # tables group and plot by, carried from each point's record.
+    "verify_width", "drafted_per_committed", "draft_passes_per_round", "target_family", "target_moe",
     "baseline_window_mj_per_committed_token", "baseline_window_tpot_mean_s", "interval_level",
     *(f"{m.name}_{s}" for m in spread.SUMMARY_METRICS for s in ("n", "mean", "ci_low", "ci_high")),
 )
@@ -263,6 +274,6 @@ def write_documented(df: pl.DataFrame, path: str | Path, metadata: dict[str, str
 
     table = df.to_arrow()
     fields = [f.with_metadata({"doc": docs[f.name]}) if f.name in docs else f for f in table.schema]
-    schema = pa.schema(fields, metadata={**(table.schema.metadata or {}), **{k: v for k, v in metadata.items()}})
+    schema = pa.schema(fields, metadata={**(table.schema.metadata or {}), **metadata})
     with atomic_path(path) as tmp:
         pq.write_table(table.cast(schema), tmp)

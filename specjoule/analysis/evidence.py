@@ -190,7 +190,7 @@ def check_reference(config: dict, cells) -> None:
     if not planned.height:
         raise ConfigError("report.reference_evidence", path, "this config has no speculative cell to compare")
     ref = ref.filter(C("role") == "point")
-    keys = [c for c in PLAN_KEY]
+    keys = list(PLAN_KEY)
     ours = planned.select(pl.concat_str([_as_text(c, planned.schema[c]) for c in keys], separator="|").alias("k"))
     theirs = ref.select(pl.concat_str([_as_text(c, ref.schema[c]) for c in keys], separator="|").alias("k"))
     if not ours.join(theirs, on="k", how="semi").height:

@@ -590,6 +590,10 @@ def _drafter_role(method: str) -> str:
 
 
 def _work_for(row: Mapping[str, Any], lookup: ShapeLookup, cache: dict) -> CellWork:
+    tp = row.get("tensor_parallel_size") or 1
+    if tp > 1:  # neither a baseline to fit on nor a cell to predict (ADR 0155)
+        raise NotModelled(f"tensor-parallel cell (TP = {tp}): the roofline prices one GPU's weight and KV traffic; "
+                          f"split weights and the all-reduces between GPUs are not modelled")
     target = _shape_for(lookup, cache, row.get("target_model"), "target")
     method = row.get("method") or "baseline"
     drafter = None

@@ -232,8 +232,8 @@ class RoundStats:
     start: float
     end: float
     requests: int | None
-    gpu_ms: dict[str, float] = field(default_factory=lambda: {p: 0.0 for p in (*PHASES, "other")})
-    span_ms: dict[str, float] = field(default_factory=lambda: {p: 0.0 for p in PHASES})
+    gpu_ms: dict[str, float] = field(default_factory=lambda: dict.fromkeys((*PHASES, "other"), 0.0))
+    span_ms: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     busy_ms: float = 0.0
     graph_launches: dict[str, int] = field(default_factory=dict)
     kernel_launches: dict[str, int] = field(default_factory=dict)

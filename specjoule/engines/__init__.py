@@ -3,15 +3,23 @@
 vLLM and SGLang alike (``specjoule.engines.vllm`` / ``.sglang``):
 closed batch → offline (``vllm.LLM`` / ``sglang.Engine`` in a child process group), unless the cell attaches to a
 shared server (``server_url``) — then the batch goes over HTTP;
-open loop → a ``vllm serve`` / ``sglang.launch_server`` subprocess (arrivals need a server that accepts requests while busy).
+open loop and closed loop → a ``vllm serve`` / ``sglang.launch_server`` subprocess (requests arrive while others run).
 """
 
 from __future__ import annotations
 
 import os
 
-from specjoule.engines.base import (BatchResult, CounterDelta, CounterSnapshot, Engine, EngineError, EngineHung,
-                                    EngineUnsupported, RequestResult)
+from specjoule.engines.base import (
+    BatchResult,
+    CounterDelta,
+    CounterSnapshot,
+    Engine,
+    EngineError,
+    EngineHung,
+    EngineUnsupported,
+    RequestResult,
+)
 
 __all__ = ["BatchResult", "CounterDelta", "CounterSnapshot", "Engine", "EngineError", "EngineHung", "EngineUnsupported",
            "RequestResult", "make_engine"]
@@ -24,13 +32,13 @@ def make_engine(spec: dict, log_file: str | os.PathLike | None = None, *, server
     if engine == "sglang":
         from specjoule.engines.sglang import SglangOfflineEngine, SglangServerEngine
 
-        if server_url or server_command or force_server or spec["workload"]["kind"] == "open_loop":
+        if server_url or server_command or force_server or spec["workload"]["kind"] in ("open_loop", "closed_loop"):
             return SglangServerEngine(spec, log_file, ready_timeout_s=timeout, command=server_command, url=server_url)
         return SglangOfflineEngine(spec, log_file, ready_timeout_s=timeout)
     if engine != "vllm":
         raise EngineUnsupported(f"engine = {engine!r}: no adapter for it in this build (vllm, sglang)")
     from specjoule.engines.vllm import VllmOfflineEngine, VllmServerEngine
 
-    if server_url or server_command or force_server or spec["workload"]["kind"] == "open_loop":
+    if server_url or server_command or force_server or spec["workload"]["kind"] in ("open_loop", "closed_loop"):
         return VllmServerEngine(spec, log_file, ready_timeout_s=timeout, command=server_command, url=server_url)
     return VllmOfflineEngine(spec, log_file, ready_timeout_s=timeout)

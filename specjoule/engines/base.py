@@ -43,6 +43,10 @@ class RequestResult:
     ttft_s: float | None = None
     tpot_s: float | None = None  # (last token - first token) / (output tokens - 1)
     error: str | None = None
+    # Streamed at an HTTP client only: chunks that carried tokens, and the gaps between them shorter than
+    # BURST_GAP_S (a starved client reads a buffered stream in one go: its per-token times collapse, ADR 0110).
+    token_chunks: int | None = None
+    burst_gaps: int | None = None
 
 
 @dataclass
@@ -82,7 +86,7 @@ class Histogram:
     sum: float
     buckets: dict[float, float]  # upper bound → cumulative count (Prometheus semantics)
 
-    def minus(self, other: "Histogram | None") -> "Histogram":
+    def minus(self, other: Histogram | None) -> Histogram:
         if other is None:
             return self
         return Histogram(self.count - other.count, self.sum - other.sum,
@@ -123,7 +127,7 @@ class CounterSnapshot:
     histograms: dict[str, Histogram]
     gauges: dict[str, float]
 
-    def minus(self, before: "CounterSnapshot") -> "CounterDelta":
+    def minus(self, before: CounterSnapshot) -> CounterDelta:
         c = {k: v - before.counters.get(k, 0.0) for k, v in self.counters.items()}
         f = {k: v - before.finished.get(k, 0.0) for k, v in self.finished.items()}
         n = max(len(self.accepted_per_pos), len(before.accepted_per_pos))
@@ -131,6 +135,39 @@ class CounterSnapshot:
         app = [a - b for a, b in zip(pad(self.accepted_per_pos), pad(before.accepted_per_pos))]
         h = {k: v.minus(before.histograms.get(k)) for k, v in self.histograms.items()}
         return CounterDelta(c, f, app, h, self.t_monotonic - before.t_monotonic)
+
+
+@dataclass
+class TimedSnapshot:
+    """A counter snapshot read over HTTP while the engine runs: the engine rendered it at some instant between
+    ``sent`` and ``received`` (monotonic), not at either; ``mid`` estimates when (ADR 0110)."""
+
+    sent: float
+    received: float
+    snapshot: CounterSnapshot
+
+    @property
+    def mid(self) -> float:
+        return (self.sent + self.received) / 2
+
+    @property
+    def duration_s(self) -> float:
+        return self.received - self.sent
+
+
+def counters_at(t: float, before: TimedSnapshot, after: TimedSnapshot | None) -> CounterSnapshot:
+    """The engine's counters at instant ``t``, from the snapshots read before and after it (ADR 0110).
+
+    Counters only grow, so the value at ``t`` lies between the two snapshots exactly. Of the two, the one rendered
+    nearer to ``t`` (render time estimated by ``mid``) stands for it: integer counts, so the counters stay
+    consistent with each other (accepted = Σ per position, draft tokens ≤ k × drafts — a linear interpolation
+    rounded counter by counter would not), and the choice is unbiased where the old rule (always the snapshot
+    before the start, always the one after the end) overstated the window by both reads' durations. Without a
+    snapshot after ``t`` the one before stands for it."""
+    chosen = before if after is None or abs(t - before.mid) <= abs(after.mid - t) else after
+    c = chosen.snapshot
+    return CounterSnapshot(t, dict(c.counters), dict(c.finished), list(c.accepted_per_pos), dict(c.histograms),
+                           dict(c.gauges))
 
 
 # finished_reason values that mean "the request did what it was asked"
@@ -169,13 +206,49 @@ class CounterDelta:
         return out
 
 
-def latency_from_requests(requests: list[RequestResult]) -> dict[str, float | None]:
-    ttft = sorted(r.ttft_s for r in requests if r.ok and r.ttft_s is not None)
-    tpot = sorted(r.tpot_s for r in requests if r.ok and r.tpot_s is not None)
-    return {
+# A gap between two token-bearing reads of one stream shorter than this is not an engine step (the fastest decode
+# step measured on the H200 is several ms): the client read several buffered chunks in one go (ADR 0110).
+BURST_GAP_S = 0.0005
+# A request is starved when at least this share of its gaps are bursts; a window's TBT/TPOT are unreliable when
+# more than STARVED_REQUEST_SHARE of its requests are (ADR 0110).
+STARVED_GAP_SHARE = 0.5
+STARVED_REQUEST_SHARE = 0.05
+
+
+def starved(r: RequestResult) -> bool:
+    """The stream of ``r`` reached the client in bursts: its per-token times are the client's, not the engine's."""
+    if r.token_chunks is None or r.burst_gaps is None or r.token_chunks < 3:
+        return False
+    return r.burst_gaps >= STARVED_GAP_SHARE * (r.token_chunks - 1)
+
+
+def latency_from_requests(requests: list[RequestResult]) -> dict[str, float | str | int | None]:
+    """Per-request latency statistics (percentiles nearest-rank, ADR 0013).
+
+    Requests streamed at a client are judged for starvation (ADR 0110): when more than STARVED_REQUEST_SHARE of
+    them were read in bursts, the time-between-tokens columns are null and ``latency_unreliable_reason`` says why;
+    TTFT stays (a starved client reads the first token late, so it is an upper bound, and the reason says that too).
+    """
+    ok = [r for r in requests if r.ok]
+    ttft = sorted(r.ttft_s for r in ok if r.ttft_s is not None)
+    tpot = sorted(r.tpot_s for r in ok if r.tpot_s is not None)
+    out: dict[str, float | str | int | None] = {
         "ttft_mean_s": _mean(ttft), "ttft_p50_s": _pct(ttft, 0.5), "ttft_p99_s": _pct(ttft, 0.99),
         "tpot_mean_s": _mean(tpot), "tpot_p50_s": _pct(tpot, 0.5), "tpot_p99_s": _pct(tpot, 0.99),
     }
+    streamed = [r for r in ok if r.token_chunks is not None]
+    if not streamed:
+        return out  # offline metrics or older adapters: nothing to judge; the starvation columns stay null
+    n_starved = sum(starved(r) for r in streamed)
+    out["starved_requests"] = n_starved
+    if n_starved > STARVED_REQUEST_SHARE * len(streamed):
+        out.update(tpot_mean_s=None, tpot_p50_s=None, tpot_p99_s=None)
+        out["latency_unreliable_reason"] = (
+            f"stream read in bursts: {n_starved} of {len(streamed)} requests (at least "
+            f"{STARVED_GAP_SHARE:.0%} of their gaps between token reads under {BURST_GAP_S * 1e3:g} ms); "
+            f"the client or the server front end was starved; time between tokens not measurable, TTFT an upper "
+            f"bound")
+    return out
 
 
 def latency_from_histograms(delta: CounterDelta) -> dict[str, float | None]:
@@ -201,11 +274,25 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def _pct(xs: list[float], q: float) -> float | None:
-    """Nearest-rank percentile on sorted data (no interpolation: every value was observed)."""
+def _pct(xs: list[float], q: float, method: str = "nearest_rank") -> float | None:
+    """Percentile ``q`` (0..1) of sorted data.
+
+    ``nearest_rank`` (the records', ADR 0013): the smallest observed value with at least q·n values at or below it
+    — every value was observed. ``linear``: numpy's default (``np.percentile``), interpolating between the two
+    closest ranks — what ``vllm bench serve`` reports, used where the two are compared (ADR 0110)."""
     if not xs:
         return None
-    return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))]
+    if method == "nearest_rank":
+        return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))]
+    if method == "linear":
+        pos = q * (len(xs) - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(xs) - 1)
+        return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    raise ValueError(f"percentile method {method!r}: expected nearest_rank or linear")
+
+
+percentile = _pct
 
 
 class Engine(abc.ABC):
@@ -250,7 +337,7 @@ class Engine(abc.ABC):
         adapters whose engine has a profiler hook override this."""
         raise EngineUnsupported(f"{type(self).__name__} has no profiler hook")
 
-    def __enter__(self) -> "Engine":
+    def __enter__(self) -> Engine:
         return self
 
     def __exit__(self, *exc) -> None:

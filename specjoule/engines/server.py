@@ -23,11 +23,78 @@ from concurrent.futures import wait as futures_wait
 from typing import Any
 
 from specjoule.engines import proc
-from specjoule.engines.base import BatchResult, Engine, EngineError, EngineHung, sample_running
+from specjoule.engines.base import (
+    BURST_GAP_S,
+    BatchResult,
+    CounterSnapshot,
+    Engine,
+    EngineError,
+    EngineHung,
+    RequestResult,
+    TimedSnapshot,
+    sample_running,
+)
 
 log = logging.getLogger("specjoule.engine")
 
 TEARDOWN_GRACE_S = 10.0
+
+
+class StreamTally:
+    """What one streamed response says, object by object — the engine-specific part of reading a stream.
+
+    ``feed`` returns the tokens an object carried (0 for a usage-only or keep-alive object); ``output_tokens``
+    the final count (the engine's own when it sent one); ``close`` runs once the stream ended normally."""
+
+    finish_reason: str | None = None
+
+    def feed(self, obj: dict) -> int:
+        raise NotImplementedError
+
+    def output_tokens(self, counted: int) -> int:
+        return counted
+
+    def close(self) -> None:
+        pass
+
+
+class StreamTimer:
+    """Client-side times of one streamed request (ADR 0013, 0110): TTFT from the send to the first object that
+    carried tokens, TPOT = (last − first) / (tokens − 1), and the gaps between token-bearing objects shorter than
+    BURST_GAP_S — read back to back from a buffer, which is how a starved client's per-token times collapse.
+    The definitions are ``vllm bench serve``'s (its latency ends at the last object with choices, too)."""
+
+    def __init__(self, sent: float) -> None:
+        self.sent = sent
+        self.first: float | None = None
+        self.last: float | None = None
+        self.tokens = 0
+        self.chunks = 0
+        self.bursts = 0
+
+    def tokens_at(self, k: int, now: float) -> None:
+        if k <= 0:
+            return
+        if self.first is None:
+            self.first = now
+        elif now - self.last < BURST_GAP_S:  # type: ignore[operator]
+            self.bursts += 1
+        self.last = now
+        self.tokens += k
+        self.chunks += 1
+
+    def result(self, prompt_len: int, output_len: int, tally: StreamTally, error: str | None = None) -> RequestResult:
+        n = tally.output_tokens(self.tokens) if error is None else self.tokens
+        reason = tally.finish_reason
+        if error is not None:
+            return RequestResult(prompt_len, n, reason, False, error=error, token_chunks=self.chunks,
+                                 burst_gaps=self.bursts)
+        ttft = (self.first - self.sent) if self.first is not None else None
+        tpot = (self.last - self.first) / (n - 1) if (self.first is not None and n > 1) else None  # type: ignore[operator]
+        ok = reason in ("length", "stop") and n == output_len
+        return RequestResult(prompt_len, n, reason, ok, ttft_s=ttft, tpot_s=tpot,
+                             error=None if ok else f"finish_reason={reason}, {n} tokens, expected {output_len}",
+                             token_chunks=self.chunks, burst_gaps=self.bursts)
 
 
 class ServerProcessEngine(Engine):
@@ -125,6 +192,52 @@ class ServerProcessEngine(Engine):
         if dead:
             raise EngineError(f"{self.label} server process died: {', '.join(dead)}; last log lines:\n"
                               f"{proc.tail(self.log_file)}")
+
+    # counters
+    def metrics_text(self) -> str:
+        """The server's ``/metrics`` page (Prometheus text)."""
+        try:
+            with urllib.request.urlopen(self.url + "/metrics", timeout=30.0) as r:
+                return r.read().decode()
+        except (urllib.error.URLError, OSError) as exc:
+            self._check_alive()
+            raise EngineError(f"{self.label} server {self.url}/metrics did not answer: {exc}") from exc
+
+    def parse_metrics(self, text: str, lean: bool = False) -> CounterSnapshot:
+        """``lean``: only what a loop window needs (the counters of a record, the running and waiting gauges) —
+        an adapter may then skip the rest, histograms above all, to keep the client's share of the CPU small."""
+        raise NotImplementedError
+
+    def snapshot(self) -> CounterSnapshot:
+        return self.parse_metrics(self.metrics_text())
+
+    def timed_snapshot(self, lean: bool = False) -> TimedSnapshot:
+        """A snapshot with the interval in which the server rendered it: from sending the request to receiving
+        the page (parsing, which is ours, comes after), ADR 0110."""
+        sent = time.monotonic()
+        text = self.metrics_text()
+        received = time.monotonic()
+        return TimedSnapshot(sent, received, self.parse_metrics(text, lean))
+
+    def stream_request(self, prompt: list[int], output_len: int) -> tuple[str, dict]:
+        """(path, JSON body) of one streamed, greedy, EOS-ignoring request for exactly ``output_len`` tokens."""
+        raise NotImplementedError
+
+    def new_tally(self) -> StreamTally:
+        raise NotImplementedError
+
+    def complete(self, prompt: list[int], output_len: int, timeout_s: float) -> RequestResult:
+        """One streamed request over a new connection (the closed-batch path); TTFT and TPOT measured here."""
+        path, body = self.stream_request(prompt, output_len)
+        tally = self.new_tally()
+        timer = StreamTimer(time.monotonic())
+        try:
+            for obj in self._post_stream(path, body, timeout_s):
+                timer.tokens_at(tally.feed(obj), time.monotonic())
+        except Exception as exc:  # noqa: BLE001 - a failed request is data, not a crash
+            return timer.result(len(prompt), output_len, tally, error=f"{type(exc).__name__}: {exc}")
+        tally.close()
+        return timer.result(len(prompt), output_len, tally)
 
     def _post_stream(self, path: str, body: dict, timeout_s: float) -> Iterator[dict]:
         """POST ``body`` to ``path`` and yield each server-sent ``data:`` object until ``[DONE]``; raise

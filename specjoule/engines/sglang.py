@@ -65,11 +65,18 @@ from typing import Any
 
 from specjoule import schemes
 from specjoule.engines import proc
-from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine
-from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
-from specjoule.engines.base import (BatchResult, CounterDelta, CounterSnapshot, EngineError,
-                                    EngineUnsupported, Histogram, RequestResult)
+from specjoule.engines.base import (
+    BatchResult,
+    CounterDelta,
+    CounterSnapshot,
+    EngineError,
+    EngineUnsupported,
+    Histogram,
+    RequestResult,
+)
+from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine, StreamTally
 from specjoule.engines.vllm import _model_path
+from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
 
 log = logging.getLogger("specjoule.engine")
 
@@ -91,7 +98,9 @@ SIMULATE_ENV = ("SGLANG_SIMULATE_ACC_LEN", "SGLANG_SIMULATE_ACC_METHOD", "SGLANG
 # env_<NAME>, except the simulate ones: those are the arm's own (synthetic acceptance), recorded as
 # speculative_simulate_* so that the campaign check (analysis/checks.py, ENGINE_CONFIG_ARM_PREFIXES)
 # treats them like the other speculative_* keys instead of failing every synthetic arm on them.
-ENGINE_ENV_VARS = ("SGLANG_USE_SGL_FA3_KERNEL",)
+ENGINE_ENV_VARS = ("SGLANG_USE_SGL_FA3_KERNEL",
+                   # how a tensor-parallel engine all-reduces (ADR 0155): part of what its energy measured
+                   "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST")
 
 # -- arguments (pure: testable without sglang) -------------------------------------------------
 
@@ -295,10 +304,9 @@ def engine_env(spec: dict | None = None, base: dict[str, str] | None = None) -> 
 def probe() -> dict[str, Any]:
     """What the importable SGLang can do. Imports sglang (and torch) — never in the cell process."""
     import argparse
+    import importlib.util
 
     import sglang
-
-    import importlib.util
 
     info: dict[str, Any] = {"engine_version": getattr(sglang, "__version__", None)}
     # --enable-metrics needs prometheus_client (a declared sglang dependency the offline bundle may lack)
@@ -396,7 +404,9 @@ _CONFIG_KEYS = ("disable_cuda_graph", "attention_backend", "decode_attention_bac
                 "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
                 "speculative_num_draft_tokens", "speculative_draft_model_path", "speculative_draft_load_format",
                 "speculative_attention_mode", "speculative_draft_attention_backend", "enable_metrics",
-                "cuda_graph_max_bs", "cuda_graph_bs", "enable_torch_compile", "kv_cache_dtype")
+                "cuda_graph_max_bs", "cuda_graph_bs", "enable_torch_compile", "kv_cache_dtype",
+                "disable_custom_all_reduce", "enforce_disable_flashinfer_allreduce_fusion",
+                "flashinfer_allreduce_fusion_backend", "enable_symm_mem", "enable_torch_symm_mem")
 
 
 def config_from_server_info(info: dict, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -627,6 +637,8 @@ def snapshot_from_prometheus(text: str, k: int | None, truncated: float = 0.0) -
         counters["spec_decode_num_accepted_tokens"] = committed + truncated
     if "num_running_reqs" in gauges:
         gauges["num_requests_running"] = gauges["num_running_reqs"]  # the name workloads.open_loop samples
+    if "num_queue_reqs" in gauges:
+        gauges["num_requests_waiting"] = gauges["num_queue_reqs"]  # vLLM's name, which the loop workloads read
     hists = {n: v for n, v in hists.items() if v["buckets"] or v["count"]}
     return CounterSnapshot(time.monotonic(), counters, finished, [],
                            {n: Histogram(v["count"], v["sum"], v["buckets"]) for n, v in hists.items()}, gauges)
@@ -801,6 +813,28 @@ def _probe_subprocess(env: dict[str, str], timeout_s: float = 300.0) -> dict[str
     return json.loads(line)
 
 
+class SglangStreamTally(StreamTally):
+    """Streamed ``/generate`` objects: the tokens an object carried are the growth of
+    ``meta_info.completion_tokens`` (works whether output_ids stream cumulatively or not); at the end the last
+    ``meta_info`` goes to the engine's truncation tally (``on_close``)."""
+
+    def __init__(self, on_close) -> None:
+        self.meta: dict = {}
+        self.count = 0
+        self.on_close = on_close
+
+    def feed(self, obj: dict) -> int:
+        self.meta = obj.get("meta_info") or self.meta
+        self.finish_reason = finish_type(self.meta.get("finish_reason"))
+        c = int(self.meta.get("completion_tokens") or 0)
+        grew = max(0, c - self.count)
+        self.count = max(self.count, c)
+        return grew
+
+    def close(self) -> None:
+        self.on_close(self.meta)
+
+
 class SglangServerEngine(ServerProcessEngine):
     """``python -m sglang.launch_server`` on 127.0.0.1, in its own process group (``server.ServerProcessEngine``)."""
 
@@ -870,33 +904,11 @@ class SglangServerEngine(ServerProcessEngine):
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             return resp.read()
 
-    def complete(self, prompt: list[int], output_len: int, timeout_s: float) -> RequestResult:
-        """One streamed ``/generate``; TTFT and TPOT measured here, at the client, from the chunks whose
-        ``meta_info.completion_tokens`` grew (works whether output_ids stream cumulatively or not)."""
-        body = {"input_ids": list(prompt), "sampling_params": _sampling_params(output_len), "stream": True}
-        t0 = time.monotonic()
-        first = last = None
-        n = 0
-        meta: dict = {}
-        try:
-            for obj in self._post_stream("/generate", body, timeout_s):
-                meta = obj.get("meta_info") or meta
-                c = int(meta.get("completion_tokens") or 0)
-                if c > n:
-                    now = time.monotonic()
-                    first = first if first is not None else now
-                    last = now
-                    n = c
-        except Exception as exc:  # noqa: BLE001 - a failed request is data, not a crash
-            return RequestResult(len(prompt), n, finish_type(meta.get("finish_reason")), False,
-                                 error=f"{type(exc).__name__}: {exc}")
-        reason = finish_type(meta.get("finish_reason"))
-        self._count_truncation(meta)
-        ttft = (first - t0) if first is not None else None
-        tpot = (last - first) / (n - 1) if (first is not None and n > 1) else None
-        ok = reason in ("length", "stop") and n == output_len
-        return RequestResult(len(prompt), n, reason, ok, ttft_s=ttft, tpot_s=tpot,
-                             error=None if ok else f"finish_reason={reason}, {n} tokens, expected {output_len}")
+    def stream_request(self, prompt: list[int], output_len: int) -> tuple[str, dict]:
+        return "/generate", {"input_ids": list(prompt), "sampling_params": _sampling_params(output_len), "stream": True}
+
+    def new_tally(self) -> SglangStreamTally:
+        return SglangStreamTally(self._count_truncation)
 
     def _count_truncation(self, meta: dict) -> None:
         if self.k is None or meta.get("spec_num_correct_drafts") is None or not meta.get("spec_verify_ct"):
@@ -905,16 +917,7 @@ class SglangServerEngine(ServerProcessEngine):
         with self._tally:
             self._truncated += int(meta["spec_num_correct_drafts"]) - committed
 
-    def metrics_text(self) -> str:
-        with urllib.request.urlopen(self.url + "/metrics", timeout=30.0) as r:
-            return r.read().decode()
-
-    def snapshot(self) -> CounterSnapshot:
-        try:
-            text = self.metrics_text()
-        except (urllib.error.URLError, OSError) as exc:
-            self._check_alive()
-            raise EngineError(f"SGLang server {self.url}/metrics did not answer: {exc}") from exc
+    def parse_metrics(self, text: str, lean: bool = False) -> CounterSnapshot:  # lean: the whole page (not measured)
         with self._tally:
             truncated = self._truncated
         return snapshot_from_prometheus(text, self.k, truncated)

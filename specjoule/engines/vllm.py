@@ -36,10 +36,17 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import acceptance, schemes
-from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine
+from specjoule.engines.base import (
+    BatchResult,
+    CounterSnapshot,
+    EngineError,
+    EngineUnsupported,
+    Histogram,
+    RequestResult,
+    sample_running,
+)
+from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine, StreamTally
 from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
-from specjoule.engines.base import (BatchResult, CounterSnapshot, EngineError, EngineUnsupported,
-                                    Histogram, RequestResult, sample_running)
 
 log = logging.getLogger("specjoule.engine")
 
@@ -112,7 +119,9 @@ def check_supported(spec: dict, info: dict) -> None:
 
 # Environment variables that change how vLLM builds the engine; recorded as set (absent when unset).
 ENGINE_ENV_VARS = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ATTENTION_BACKEND", "VLLM_ENABLE_V1_MULTIPROCESSING",
-                   "VLLM_CPU_KVCACHE_SPACE", "VLLM_USE_BREAKABLE_CUDAGRAPH")
+                   "VLLM_CPU_KVCACHE_SPACE", "VLLM_USE_BREAKABLE_CUDAGRAPH",
+                   # how a tensor-parallel engine all-reduces (ADR 0155): part of what its energy measured
+                   "VLLM_ALLREDUCE_USE_SYMM_MEM", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST")
 
 
 def _json_value(v: Any) -> Any:
@@ -159,6 +168,7 @@ def config_from_vllm_config(vc: Any) -> dict[str, Any]:
     _read(out, "cudagraph_mode", comp, "cudagraph_mode")
     _read(out, "cudagraph_capture_sizes", comp, "cudagraph_capture_sizes")
     _read(out, "max_cudagraph_capture_size", comp, "max_cudagraph_capture_size")
+    _read(out, "fuse_allreduce_rms", getattr(comp, "pass_config", None), "fuse_allreduce_rms")
     model = getattr(vc, "model_config", None)
     _read(out, "enforce_eager", model, "enforce_eager")
     _read(out, "dtype", model, "dtype")
@@ -256,7 +266,7 @@ def swap_synthetic_rates(worker: Any, rates: list[float]) -> list[float]:
     try:
         from vllm.v1.spec_decode.utils import unconditional_to_conditional_rates as convert
     except ImportError:
-        convert = getattr(sys.modules[type(sampler).__module__], "unconditional_to_conditional_rates")
+        convert = sys.modules[type(sampler).__module__].unconditional_to_conditional_rates
     tensor.copy_(torch.tensor(convert([float(r) for r in rates]), dtype=tensor.dtype, device=tensor.device))
     spec = getattr(getattr(worker, "vllm_config", None), "speculative_config", None)
     if spec is not None:
@@ -391,7 +401,11 @@ def speculative_config(spec: dict) -> dict | None:
             raise EngineError(f"scheme {scheme['name']!r} ({method}) needs the pair's draft model")
         cfg["model"] = _model_path(draft["model"])
         if draft.get("tensor_parallel_size"):
-            cfg["draft_tensor_parallel_size"] = int(draft["tensor_parallel_size"])
+            draft_tp = int(draft["tensor_parallel_size"])
+            target_tp = int(spec["target"].get("tensor_parallel_size", 1))
+            # vLLM 0.26.0's draft_model proposer refuses a draft TP other than the target's ("must be the
+            # same"); the schema's default 1 therefore means "as the target" on a tensor-parallel target (ADR 0155).
+            cfg["draft_tensor_parallel_size"] = target_tp if draft_tp == 1 else draft_tp
     elif desc.needs_drafter or (desc.drafter_optional and scheme.get("drafter")):
         if not scheme.get("drafter"):
             raise EngineError(f"scheme {scheme['name']!r} ({method}) needs a drafter (schemes.{scheme['name']}.drafter)")
@@ -467,6 +481,9 @@ def engine_kwargs(spec: dict) -> dict[str, Any]:
         raise EngineError(f"engine_options.vllm.max_num_seqs = {max_seqs} is below batch size {batch}: "
                           f"the closed batch could not run all requests together")
     kw["max_num_seqs"] = int(max_seqs) if max_seqs is not None else batch
+    if isinstance(kw.get("compilation_config"), dict) and isinstance(options.get("compilation_config"), dict):
+        # Graphs off and a config's own compilation settings (e.g. pass_config for tensor parallelism): both.
+        options["compilation_config"] = {**kw["compilation_config"], **options["compilation_config"]}
     kw.update(options)
     return kw
 
@@ -544,6 +561,25 @@ def snapshot_from_metrics(metrics: list) -> CounterSnapshot:
     return CounterSnapshot(time.monotonic(), counters, finished, per_pos, hists, gauges)
 
 
+# The families a loop window reads (CounterDelta.columns, the running and waiting gauges): a ``/metrics`` page of the
+# CPU server is ~50 kB, mostly histogram buckets; parsing all of it took ~6 ms of the client's CPU per read (GIL held,
+# the event loop waiting), these lines ~0.3 ms (ADR 0110).
+LEAN_FAMILIES = ("num_requests_running", "num_requests_waiting", "generation_tokens", "prompt_tokens",
+                 "spec_decode_num_drafts", "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens",
+                 "request_success")
+
+
+def lean_metrics(text: str) -> str:
+    """The lines of LEAN_FAMILIES (samples and their TYPE/HELP lines) from a vLLM ``/metrics`` page."""
+    keep = tuple(f"vllm:{f}" for f in LEAN_FAMILIES)
+    out = []
+    for line in text.splitlines():
+        body = line[7:] if line.startswith(("# TYPE ", "# HELP ")) else line
+        if body.startswith(keep) and "_bucket" not in body:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def snapshot_from_prometheus(text: str) -> CounterSnapshot:
     """From a server's ``/metrics`` (Prometheus text: ``_total`` counters, cumulative buckets)."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -607,7 +643,7 @@ class VllmOfflineEngine(WorkerProcessEngine):
 
     def log_started(self) -> None:
         log.info("engine: vLLM offline worker pid %d (own process group) starting: %s", self.proc.pid,
-                 json.dumps({k: v for k, v in self.kwargs.items()}, default=str))
+                 json.dumps(dict(self.kwargs), default=str))
 
     def generate_batch(self, prompts: list[list[int]], output_len: int, timeout_s: float) -> BatchResult:
         msg = self._request(("generate", prompts, int(output_len)), timeout_s, f"generating a batch of {len(prompts)}")
@@ -756,6 +792,29 @@ def worker_main(fd: int) -> int:
 # -- server engine -----------------------------------------------------------------------------
 
 
+class VllmStreamTally(StreamTally):
+    """``/v1/completions`` server-sent objects: each choice carries its ``token_ids`` (several when a step
+    committed several, or when the server merged steps for a slow reader); the final usage object the count."""
+
+    def __init__(self) -> None:
+        self.usage: dict | None = None
+
+    def feed(self, obj: dict) -> int:
+        if obj.get("usage"):
+            self.usage = obj["usage"]
+        k = 0
+        for ch in obj.get("choices") or []:
+            ids = ch.get("token_ids")
+            k += len(ids) if ids is not None else 1
+            self.finish_reason = ch.get("finish_reason") or self.finish_reason
+        return k
+
+    def output_tokens(self, counted: int) -> int:
+        if self.usage and self.usage.get("completion_tokens") is not None:
+            return int(self.usage["completion_tokens"])
+        return counted
+
+
 class VllmServerEngine(ServerProcessEngine):
     """``vllm serve`` as a subprocess on 127.0.0.1, in its own process group (``server.ServerProcessEngine``).
 
@@ -812,46 +871,17 @@ class VllmServerEngine(ServerProcessEngine):
             log.warning("engine: could not read torch/CUDA versions: %s", exc)
         return info
 
-    def complete(self, prompt: list[int], output_len: int, timeout_s: float) -> RequestResult:
-        """One streamed completion; TTFT and TPOT measured here, at the client."""
-        body = {"model": SERVED_NAME, "prompt": list(prompt), "max_tokens": output_len, "min_tokens": output_len,
-                "temperature": 0.0, "ignore_eos": True, "stream": True, "return_token_ids": True,
-                "stream_options": {"include_usage": True}}
-        t0 = time.monotonic()
-        first = last = None
-        n_ids = 0
-        reason = None
-        usage: dict | None = None
-        try:
-            for obj in self._post_stream("/v1/completions", body, timeout_s):
-                if obj.get("usage"):
-                    usage = obj["usage"]
-                for ch in obj.get("choices") or []:
-                    ids = ch.get("token_ids")
-                    k = len(ids) if ids is not None else 1
-                    if k:
-                        now = time.monotonic()
-                        first = first if first is not None else now
-                        last = now
-                        n_ids += k
-                    reason = ch.get("finish_reason") or reason
-        except Exception as exc:  # noqa: BLE001 - a failed request is data, not a crash
-            return RequestResult(len(prompt), n_ids, reason, False, error=f"{type(exc).__name__}: {exc}")
-        n = int(usage["completion_tokens"]) if usage and usage.get("completion_tokens") is not None else n_ids
-        ttft = (first - t0) if first is not None else None
-        tpot = (last - first) / (n - 1) if (first is not None and n > 1) else None
-        ok = reason in ("length", "stop") and n == output_len
-        return RequestResult(len(prompt), n, reason, ok, ttft_s=ttft, tpot_s=tpot,
-                             error=None if ok else f"finish_reason={reason}, {n} tokens, expected {output_len}")
+    def stream_request(self, prompt: list[int], output_len: int) -> tuple[str, dict]:
+        return "/v1/completions", {
+            "model": SERVED_NAME, "prompt": list(prompt), "max_tokens": output_len, "min_tokens": output_len,
+            "temperature": 0.0, "ignore_eos": True, "stream": True, "return_token_ids": True,
+            "stream_options": {"include_usage": True}}
 
-    def snapshot(self) -> CounterSnapshot:
-        try:
-            with urllib.request.urlopen(self.url + "/metrics", timeout=30.0) as r:
-                text = r.read().decode()
-        except (urllib.error.URLError, OSError) as exc:
-            self._check_alive()
-            raise EngineError(f"vLLM server {self.url}/metrics did not answer: {exc}") from exc
-        return snapshot_from_prometheus(text)
+    def new_tally(self) -> VllmStreamTally:
+        return VllmStreamTally()
+
+    def parse_metrics(self, text: str, lean: bool = False) -> CounterSnapshot:
+        return snapshot_from_prometheus(lean_metrics(text) if lean else text)
 
 
 def main(argv: list[str]) -> int:

@@ -88,7 +88,7 @@ class Meter(abc.ABC):
     @abc.abstractmethod
     def stop_sampling(self) -> None: ...
 
-    def reset_window(self) -> None:
+    def reset_window(self) -> None:  # noqa: B027 — a default no-op, not abstract: most meters keep no window state
         """Forget the last window and its samples (the next cell on a shared engine starts clean)."""
 
     def other_processes(self) -> list[dict[str, Any]]:
@@ -103,10 +103,10 @@ class Meter(abc.ABC):
     def timeline(self) -> pa.Table:
         """The samples as a records.TIMELINE_SCHEMA table (empty for the none meter)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 — a default no-op, not abstract: the none meter holds nothing
         """Release the library; safe to call twice and after a failed open."""
 
-    def __enter__(self) -> "Meter":
+    def __enter__(self) -> Meter:
         self.open()
         return self
 

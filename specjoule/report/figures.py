@@ -89,7 +89,7 @@ class FigureInputs:
         return point_stats(df, keys, values, self.summary, extra_means=extra_means)
 
     @classmethod
-    def from_config(cls, config: dict, **tables: Any) -> "FigureInputs":
+    def from_config(cls, config: dict, **tables: Any) -> FigureInputs:
         """Inputs with the report/checks sections and the config's own order of grid names."""
         order = {"engine": list(config.get("engines", [])), "model_pair": list(config.get("models", {})),
                  "workload": list(config.get("workloads", {})), "corpus": list(config.get("corpora", {})),
@@ -353,12 +353,13 @@ def _apply_filters(chart: alt.Chart, slicer: Slicer) -> alt.Chart:
 
 
 def _compose(panels: list[alt.TopLevelMixin], slicer: Slicer, *, title: str, subtitle: list[str], columns: int = 3,
-             shared_y: bool = True) -> alt.TopLevelMixin:
+             shared_y: bool = True, shared_x: bool = True) -> alt.TopLevelMixin:
     if len(panels) == 1:
         body = panels[0]
     else:
         # Panels share the value axis so they compare at a glance (category axes stay per panel).
-        body = alt.concat(*panels, columns=columns).resolve_scale(x="shared", y="shared" if shared_y else "independent")
+        body = alt.concat(*panels, columns=columns).resolve_scale(x="shared" if shared_x else "independent",
+                                                                   y="shared" if shared_y else "independent")
     if slicer.header is not None:
         body = alt.vconcat(slicer.header, body, spacing=4)
     sub = [s for s in subtitle if s]
@@ -562,6 +563,10 @@ def _saving(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(saving_pct=(1 - pl.col("energy_ratio")) * 100)
 
 
+# Above this many (GPU, pair) panels, saving vs batch selects the GPU in a drop-down instead.
+MAX_GPU_PANELS = 12
+
+
 def saving_vs_batch(inputs: FigureInputs) -> alt.TopLevelMixin:
     c = _energy_curves(inputs)
     batches = sorted(c["batch_size"].unique().to_list())
@@ -570,14 +575,18 @@ def saving_vs_batch(inputs: FigureInputs) -> alt.TopLevelMixin:
     c = _saving(_with_gpu(c, inputs.records)).with_columns(arm=_arm_label())
     keys = ["engine", "model_pair", "gpu", "workload", "corpus", "cuda_graphs", "batch_size", "arm"]
     means = _interval_text(inputs.stats(c, keys, ["saving_pct", "energy_ratio"]), "energy_ratio", "ratio_text")
-    means, slicer = make_slicer(means, ["engine", "workload", "corpus", "cuda_graphs"], name="sb", order=inputs.axis_order)
+    # One panel per GPU and pair while that stays readable; a grid spread over many GPUs (a cluster run) selects
+    # the GPU in a drop-down instead: the same per-GPU means, without thousands of panels to lay out (issue 22).
+    per_gpu_panels = means.select("gpu", "model_pair").n_unique() <= MAX_GPU_PANELS
+    slice_dims = ["engine", "workload", "corpus", "cuda_graphs"] + ([] if per_gpu_panels else ["gpu"])
+    means, slicer = make_slicer(means, slice_dims, name="sb", order=inputs.axis_order)
     x = alt.X("batch_size:Q", title="batch size", scale=alt.Scale(type="log", base=2, nice=False, padding=10),
               axis=alt.Axis(values=batches, format="d"))
     y_title = "energy saving vs paired baseline (%)"
     y = alt.Y("saving_pct:Q", title=y_title)
     color = alt.Color("arm:N", title="scheme", scale=alt.Scale(scheme="tableau20"))
     panels = []
-    for label, grp in _panel_groups(means, ["gpu", "model_pair"]):
+    for label, grp in _panel_groups(means, ["gpu", "model_pair"] if per_gpu_panels else ["model_pair"]):
         grp = _slim(grp, ["gpu", "batch_size", "arm", "saving_pct", "saving_pct_lo", "saving_pct_hi", "energy_ratio",
                           "n_seeds", "ratio_text", "support"])
         pts = _apply_filters(alt.Chart(grp), slicer)
@@ -632,7 +641,10 @@ def acceptance_by_corpus(inputs: FigureInputs) -> alt.TopLevelMixin:
             title=label))
     sub = ["bars: mean over cells (seeds, batch sizes, graph modes); whiskers: min–max; "
            "accepted per verification = L − 1; synthetic-acceptance cells left out"]
-    return _compose(panels, slicer, title="Acceptance length by corpus and scheme", subtitle=sub, shared_y=True)
+    # Category x per panel: a band scale shared across panels sized by step fails to lay out in Vega-Lite 6 ("layout
+    # size is step although width/height is not step": seen with 11 pairs, issue 22).
+    return _compose(panels, slicer, title="Acceptance length by corpus and scheme", subtitle=sub, shared_y=True,
+                    shared_x=False)
 
 
 # --- 4. TBT vs energy per token, TBT targets and the best configuration meeting each --------------
@@ -969,7 +981,7 @@ def concurrency_per_arm(inputs: FigureInputs) -> alt.TopLevelMixin:
 def timeline_campaigns(records: pl.DataFrame, checks: pl.DataFrame | None, max_campaigns: int = TIMELINE_MAX_CAMPAIGNS) -> list[str]:
     """Which campaigns' timelines to draw: failed first, then flagged, then in campaign order."""
     all_ids = sorted(records["campaign_id"].unique().to_list()) if records.height else []
-    rank = {cid: 2 for cid in all_ids}
+    rank = dict.fromkeys(all_ids, 2)
     if checks is not None and checks.height:
         for status, r in (("flag", 1), ("fail", 0)):
             for cid in checks.filter(pl.col("status") == status)["campaign_id"].drop_nulls().to_list():

@@ -25,7 +25,7 @@ import polars as pl
 
 from specjoule.analysis import accounting
 from specjoule.report import figures as figs
-from specjoule.report import numbers, schemes
+from specjoule.report import numbers, parallel, schemes
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_TABLE_ROWS = 400
@@ -354,6 +354,24 @@ def tbt_table(inp: ReportInputs) -> Table | None:
                           note="TBT = mean time between tokens, seed means; targets from config report.tbt_targets_ms")
 
 
+def tp_table(inp: ReportInputs) -> Table | None:
+    """TP = 1 against TP = 2 (or any TPs measured) at the same arm (report.parallel, ADR 0157); only where TP varies."""
+    t = parallel.tp_comparison(inp.records, inp.checks)
+    if t.height == 0:
+        return None
+    t = t.select("engine", pl.col("target_model").alias("target"), "workload", "corpus", "cuda_graphs",
+                 pl.col("batch_size").alias("B"), "scheme", pl.col("acceptance_name").alias("acceptance"),
+                 pl.col("tp").alias("TP"), pl.col("n").alias("records"),
+                 pl.col("mj_per_token").round(2).alias("mJ/token"),
+                 pl.col("mj_vs_reference").round(3).alias("mJ/token vs smallest TP"),
+                 pl.col("energy_ratio").round(4).alias("ratio to its baseline"),
+                 pl.col("per_gpu_energy_split").alias("energy per GPU"))
+    return _table_from_df("Tensor parallelism: energy per committed token at each TP of the same arm", t,
+                          note="means over replicates; energy summed over the cell's GPUs; ratio = point / the baseline "
+                               "of its own campaign (same TP); energy per GPU = each GPU's mean share, in metered order; "
+                               "campaigns that failed a check are left out")
+
+
 def device_time_table(records: pl.DataFrame) -> Table | None:
     """Held device time vs time inside energy windows, per engine launch (analysis.accounting, ADR 0038)."""
     t = accounting.device_time(records)
@@ -578,6 +596,9 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
     if len(c.get("seeds", [])) < 2:
         out.append(Caveat("info", "one seed per configuration: no spread across seeds is shown"))
     out += _interval_caveats(inp)
+    v1_draft = _vllm_v1_draft_model(r)
+    if v1_draft:
+        out.append(Caveat("warn", v1_draft))
     if c.get("device") == "cuda" and c.get("cuda_graphs") == [False]:
         out.append(Caveat("warn", "CUDA graphs off in every cell: speculation is credited with launch overhead that "
                                   "graph capture would remove"))
@@ -595,6 +616,30 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
         out.append(Caveat("info", f"{len(not_drawn)} of {len(inp.manifest.get('figures', []))} figures not drawn; "
                                   "each says why in one line"))
     return out
+
+
+def _vllm_v1_draft_model(r: pl.DataFrame) -> str | None:
+    """vLLM 0.26's draft_model arm runs Model Runner V1 without async scheduling (ADR 0029, 0096): say so, from the
+    records' engine_config, with the measured round against its baseline's step, wherever such an arm was measured."""
+    if "engine_config" not in r.columns:
+        return None
+    arms = r.filter((pl.col("engine") == "vllm") & (pl.col("method") == "draft_model") & pl.col("engine_config").is_not_null())
+    if arms.height == 0:
+        return None
+    runner = arms["engine_config"].str.json_path_match("$.model_runner")
+    asy = arms["engine_config"].str.json_path_match("$.async_scheduling")
+    v1 = arms.filter((runner == "v1") & (asy != "true"))
+    if v1.height == 0:
+        return None
+    rounds = v1["round_time_ms"].drop_nulls()
+    base = r.filter((pl.col("engine") == "vllm") & (pl.col("method") == "baseline"))["round_time_ms"].drop_nulls()
+    measured = (f" Here its rounds took {rounds.min():.1f}–{rounds.max():.1f} ms against a {base.median():.1f} ms "
+                f"baseline step." if rounds.len() and base.len() else "")
+    return ("vLLM 0.26's draft_model speculation ran on its older Model Runner V1 with synchronous scheduling and "
+            "piecewise CUDA graphs for the draft model (attention outside the graph, every draft pass driven from "
+            f"Python; ADR 0096).{measured} These ratios measure vLLM 0.26's implementation of draft-model speculation "
+            "as much as the method; its EAGLE3, MTP, DFlash and DSpark arms run Model Runner V2 with async "
+            "scheduling and are not affected.")
 
 
 # --- assembly -------------------------------------------------------------------------------------------------
@@ -662,7 +707,7 @@ def render(inp: ReportInputs) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=jinja2.select_autoescape(["j2", "html"]),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     checks = checks_view(inp.checks)
-    tables = [t for t in (failed_table(inp), configuration_table(inp), tbt_table(inp),
+    tables = [t for t in (failed_table(inp), configuration_table(inp), tbt_table(inp), tp_table(inp),
                           device_time_table(inp.records)) if t]
     if inp.summary is not None and inp.summary.height:
         tables.append(_table_from_df("Summary with intervals (curves_summary)", inp.summary,
@@ -674,7 +719,7 @@ def render(inp: ReportInputs) -> str:
         (engine_figures if f["name"] in ENGINE_FIGURES else figures).append(entry)
     ctx = {
         "title": f"specjoule report — {inp.config.get('name', '')}",
-        "generated_at": inp.generated_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": inp.generated_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "glance": glance(inp, checks),
         "measured": measured(inp),
         "run_order": run_order(inp.records),

