@@ -176,7 +176,7 @@ def _target_positions(pair: dict) -> tuple[int | None, str]:
         raw, path = models.read_config(ref)
     except models.ModelShapeError:
         return None, ""
-    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    text: dict = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
     if text.get("rope_scaling") or raw.get("rope_scaling"):
         return None, ""
     value = text.get("max_position_embeddings", raw.get("max_position_embeddings"))
@@ -230,7 +230,7 @@ def _batch_against_engine_limits(config: dict) -> None:
 def _dtype_bytes(model: dict, raw: dict) -> int:
     dtype = str(model.get("dtype", "auto")).lower()
     if dtype == "auto":
-        text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+        text: dict = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
         dtype = str(text.get("torch_dtype") or raw.get("torch_dtype") or raw.get("dtype") or "bfloat16").lower()
     return _DTYPE_BYTES.get(dtype.replace("torch.", ""), 2)
 

@@ -185,7 +185,7 @@ def slurm_restart_count() -> int | None:
     return int(m[1]) if m else None
 
 
-def _requeue_copy(job: "CellJob", slurm_job: str) -> tuple[Path, Path]:
+def _requeue_copy(job: CellJob, slurm_job: str) -> tuple[Path, Path]:
     base = Path(REQUEUE_DIR) / slurm_job / job.cell.campaign_id
     return base / f"{job.cell.name}.parquet", base / f"{job.cell.name}.timeline.parquet"
 
@@ -203,7 +203,7 @@ def _link_or_copy(src: str | os.PathLike, dst: Path) -> None:
     os.replace(tmp, dst)
 
 
-def keep_for_requeue(job: "CellJob") -> None:
+def keep_for_requeue(job: CellJob) -> None:
     """Under SLURM, keep a link to the cell's record where a requeued run of this job finds it: Snakemake removes
     a job's outputs before running it, and the requeued job runs every cell of its campaign again (ADR 0134)."""
     slurm_job = os.environ.get("SLURM_JOB_ID")
@@ -233,7 +233,7 @@ def current_device(device: str) -> dict[str, Any]:
     return out
 
 
-def restorable(job: "CellJob", here: dict[str, Any], config_hash: str | None, version_param: Any) -> Path | None:
+def restorable(job: CellJob, here: dict[str, Any], config_hash: str | None, version_param: Any) -> Path | None:
     """The record this job wrote for the cell before SLURM requeued it, if it may stand: same cell id, config and
     version, measured on this very device (host and GPU UUIDs; a campaign is compared on one GPU). Else None."""
     slurm_job = os.environ.get("SLURM_JOB_ID")
