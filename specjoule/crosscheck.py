@@ -119,7 +119,7 @@ def _windows_against_the_window_check(config: dict, raw: dict) -> None:
                               f"{_default_note(config, raw, 'checks', 'min_window_s')}: the window check "
                               f"would discard every cell of this workload; lengthen the window, or pre-register a "
                               f"shorter checks.min_window_s before anything runs")
-        if wl["kind"] == "open_loop" and _metered(config):
+        if wl["kind"] != "closed_batch" and _metered(config):  # a loop's window is exactly window_s long
             possible = int(wl["window_s"] / NVML_UPDATE_S) + 1
             if checks["min_energy_updates"] > possible:
                 raise ConfigError("checks.min_energy_updates", checks["min_energy_updates"],

@@ -133,8 +133,10 @@ def test_the_rule_writes_the_table_from_crafted_records(tmp_path):
     work.mkdir()
     copy_workflow(work)
     cfg = copy.deepcopy(ar.GPU_CONFIG)
+    # The window check pre-registered at the crafted window's length: a shorter window than the check is refused
+    # when the plan is parsed (ADR 0130).
     cfg.update(batch_sizes=BATCHES, workloads={"closed": cfg["workloads"]["closed"]}, report={"tbt_targets_ms": [7.0]},
-               checks={"allow_failed_checks": True})
+               checks={"allow_failed_checks": True, "min_window_s": cfg["workloads"]["closed"]["min_window_s"]})
     (work / "crafted.yaml").write_text(yaml.safe_dump(cfg))
     _setup(work)  # writes results/cells/... under work (the pipeline's layout)
     snakemake = str(Path(sys.executable).parent / "snakemake")
