@@ -228,12 +228,14 @@ def fill(directory: Path) -> Path:
 
 @pytest.mark.engine
 def test_results_disk_full_while_the_record_is_written(work, small_results_disk):
-    raw = grid(min_window_s=2)
+    raw = grid(min_window_s=3)
     cfg, cell = write(work, raw)
     log = work / "cell.log"
     filled: list[Path] = []
-    # The disk fills while the cell measures (another job's output, say): the record's write meets ENOSPC.
-    when_logged(log, "window: end", lambda: filled.append(fill(small_results_disk)))
+    # The disk fills while the cell measures (another job's output, say): the record's write meets ENOSPC. Filled
+    # at the window's start, not its end: the record is written milliseconds after "window: end", before a watcher
+    # polling every 0.2 s on a loaded host is sure to have filled it (a CI run lost that race).
+    when_logged(log, "window: start", lambda: filled.append(fill(small_results_disk)))
     with pytest.raises(OSError) as info:
         run(cfg, cell, log)
     assert info.value.errno == errno.ENOSPC and filled

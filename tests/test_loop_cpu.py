@@ -27,6 +27,9 @@ pytestmark = pytest.mark.engine
 N = 3
 OUT = 128
 WINDOW = 6.0
+# Longer than the end mark's allowed lateness, so an end marked at the horizon (a bug) cannot pass as lateness.
+CLOSED_COOLDOWN = 3.0
+END_MARK_LATENESS_S = 2.0
 RATE = 8.0
 
 
@@ -48,7 +51,7 @@ def _cells() -> dict[str, cells.Cell]:
     raw["batch_sizes"] = [8]
     raw["workloads"] = {
         "conc": {"kind": "closed_loop", "concurrency": N, "prompt_len": 32, "output_len": OUT, "warmup_s": 2.0,
-                 "window_s": WINDOW, "cooldown_s": 1.0},
+                 "window_s": WINDOW, "cooldown_s": CLOSED_COOLDOWN},
         "rate": {"kind": "open_loop", "rate": RATE, "schedule": "scaled", "burstiness": 1.0, "prompt_len": 32,
                  "output_len": 32, "warmup_s": 1.0, "window_s": WINDOW, "cooldown_s": 1.0},
     }
@@ -86,8 +89,10 @@ def _latency_measured_or_said_unreliable(r: dict) -> None:
 def test_closed_loop_keeps_n_in_flight_and_never_runs_more(measured):
     r = measured["rows"]["conc"]
     assert r["workload_kind"] == "closed_loop" and r["concurrency"] == N and r["request_rate"] is None
-    # Never shorter; the end mark may come late when the host's CPU is oversubscribed (0.45 s seen here, recorded).
-    assert WINDOW <= r["window_s"] < WINDOW + 1.0
+    # Never shorter; the end mark may come late when the host's CPU is oversubscribed (0.45 s seen here, 1.10 s in a
+    # CI run beside another test suite): harmless, both edges are marked where they happened and the record says so.
+    # Ending at the clients' horizon instead (window + cooldown) would not pass.
+    assert WINDOW <= r["window_s"] < WINDOW + END_MARK_LATENESS_S < WINDOW + CLOSED_COOLDOWN
     assert r["requests_failed"] == 0 and r["requests_completed"] > 0
     # The clients: N in flight all the time (the next request leaves as the last one ends), exactly measured.
     assert N * 0.95 <= r["mean_inflight"] <= N and r["inflight_at_start"] == r["inflight_at_end"] == N
