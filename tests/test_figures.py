@@ -169,6 +169,33 @@ def test_saving_vs_batch_has_one_panel_per_gpu(gpu_figs):
     assert len(body["concat"]) == 2
 
 
+def _panel(title: str, values: list[float], **props: object) -> F.alt.LayerChart:
+    data = pl.DataFrame({"x": values, "y": [v * 2 for v in values]})
+    return F.alt.layer(F.alt.Chart(data).mark_point().encode(x=F.alt.X("x:Q"), y=F.alt.Y("y:Q")), title=title, **props)
+
+
+def test_composed_figure_validates_every_distinct_panel():
+    """Validation checks each distinct panel shape once (issue 22): an invalid panel after many valid ones of
+    another shape still fails, and without validation the same spec is returned."""
+    slicer = F.Slicer([], [], None, [])
+    good = [_panel(f"pair {i}", [1.0 + i, 2.0]) for i in range(5)]
+    fine = F.ComposedChart(good, slicer, "t", ["sub"]).to_dict()
+    assert len(fine["concat"]) == 5 and fine["title"]["subtitle"] == ["sub"]
+    assert len(fine["datasets"]) == 5  # one dataset per panel, named as Altair names them
+    bad = F.ComposedChart([*good, _panel("bad", [3.0], height="very tall")], slicer, "t", [])
+    with pytest.raises(Exception, match="very tall"):
+        bad.to_dict()
+    assert len(bad.to_dict(validate=False)["concat"]) == 6
+
+
+def test_distinct_views_keep_one_view_per_shape():
+    view = {"data": {"name": "data-a"}, "mark": "point", "title": "pair a"}
+    same_shape = {"data": {"name": "data-b"}, "mark": "point", "title": "pair b"}
+    other = {"data": {"name": "data-c"}, "mark": "line", "title": "pair c"}
+    cut = F._distinct_views({"concat": [view, same_shape, other], "title": "t"})
+    assert cut["concat"] == [same_shape, other] and cut["title"] == "t"
+
+
 def test_saving_vs_batch_over_many_gpus_selects_the_gpu_instead_of_a_panel_each(gpu, monkeypatch):
     """A cluster run spreads campaigns over hundreds of GPUs: one panel per (GPU, pair) would lay out thousands of
     charts (minutes to build, issue 22); above MAX_GPU_PANELS the GPU is a drop-down, the per-GPU means unchanged."""

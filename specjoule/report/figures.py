@@ -103,7 +103,7 @@ class FigureDef:
     name: str
     title: str
     caption: str
-    build: Callable[[FigureInputs], alt.TopLevelMixin]
+    build: Callable[[FigureInputs], ComposedChart]
     needs_energy: bool
 
 
@@ -112,7 +112,7 @@ class Figure:
     name: str
     title: str
     caption: str
-    chart: alt.TopLevelMixin | None = None
+    chart: ComposedChart | None = None
     reason: str | None = None  # set when the figure could not be drawn
 
     @property
@@ -170,9 +170,9 @@ def _errorbars(pts: alt.Chart, value: str, *, x: Any = None, y: Any = None, titl
     valid = f"isValid(datum['{value}_lo']) && isValid(datum['{value}_hi'])"
     enc: dict[str, Any] = {}
     if horizontal:
-        enc = {"y": y, "x": alt.X(f"{value}_lo:Q", title=title), "x2": f"{value}_hi:Q"}
+        enc = {"y": y, "x": alt.X(f"{value}_lo:Q", title=title), "x2": alt.X2(f"{value}_hi:Q")}
     else:
-        enc = {"x": x, "y": alt.Y(f"{value}_lo:Q", title=title), "y2": f"{value}_hi:Q"}
+        enc = {"x": x, "y": alt.Y(f"{value}_lo:Q", title=title), "y2": alt.Y2(f"{value}_hi:Q")}
     if color is not None:
         enc["color"] = color
     return pts.transform_filter(valid).mark_errorbar(ticks=True).encode(**enc)
@@ -286,6 +286,15 @@ class Slicer:
     header: alt.Chart | None  # "showing: corpus code · CUDA graphs on", live in the interactive view
     constant: list[str]  # "corpus code" for axes with one value (said in the subtitle)
 
+    @cached_property
+    def transforms(self) -> list[Any]:
+        """The filters as Vega-Lite filter transforms, built once: Altair parses a predicate each time
+        transform_filter is called, and a many-panel figure filters every layer of every panel."""
+        chart = alt.Chart()
+        for f in self.filters:
+            chart = chart.transform_filter(f)
+        return list(chart.transform) if self.filters else []
+
 
 def _dim_label_expr(dim: str) -> pl.Expr:
     if dim == "cuda_graphs":
@@ -347,31 +356,105 @@ def _slim(df: pl.DataFrame, cols: Sequence[str]) -> pl.DataFrame:
 
 
 def _apply_filters(chart: alt.Chart, slicer: Slicer) -> alt.Chart:
-    for f in slicer.filters:
-        chart = chart.transform_filter(f)
-    return chart
+    """The chart with the slicer's filters appended to its transforms (what transform_filter does, per filter)."""
+    if not slicer.filters:
+        return chart
+    out = chart.copy(deep=False)
+    out.transform = [*([] if out.transform is alt.Undefined else out.transform), *slicer.transforms]
+    return out
+
+
+# The top-level schema a composed spec is checked against, by its composition key.
+_TOP_LEVEL_SPECS: dict[str, Any] = {"vconcat": alt.TopLevelVConcatSpec, "hconcat": alt.TopLevelHConcatSpec,
+                                    "concat": alt.TopLevelConcatSpec, "layer": alt.TopLevelLayerSpec,
+                                    "facet": alt.TopLevelFacetSpec, "unit": alt.TopLevelUnitSpec}
+
+
+@dataclass
+class ComposedChart:
+    """A figure: its panels (Altair charts) under one title, with the slicer's selectors and the shared config.
+
+    Altair copies a chart's whole tree each time a chart is composed, configured or converted (every
+    ``concat``, ``properties``, ``configure_*`` and each nesting level of ``to_dict``), which made a
+    many-panel figure of a paper-scale grid cost seconds. Here each panel is converted once, its data
+    moved into the shared ``datasets`` as Altair names them, and the top level is assembled as Altair
+    lays it out — the same Vega-Lite spec (issue 22)."""
+
+    panels: list[alt.TopLevelMixin]
+    slicer: Slicer
+    title: str
+    subtitle: list[str]
+    columns: int = 3
+    shared_y: bool = True
+    shared_x: bool = True
+
+    def to_dict(self, validate: bool = True) -> dict[str, Any]:
+        """The Vega-Lite spec; ``validate`` checks it against the schema as Altair does (datasets aside)."""
+        context: dict[str, Any] = {"datasets": {}, "top_level": False}
+        panels = [p.to_dict(validate=False, context=context) for p in self.panels]
+        if len(panels) == 1:
+            body = panels[0]
+        else:
+            # Panels share the value axis so they compare at a glance (category axes stay per panel).
+            body = {"concat": panels, "columns": self.columns,
+                    "resolve": {"scale": {"x": "shared" if self.shared_x else "independent",
+                                          "y": "shared" if self.shared_y else "independent"}}}
+        if self.slicer.header is not None:
+            header = self.slicer.header.to_dict(validate=False, context=context)
+            body = {"vconcat": [header, body], "spacing": 4}
+        sub = [s for s in self.subtitle if s]
+        if self.slicer.constant:
+            sub.append("grid: " + " · ".join(self.slicer.constant))
+        body["title"] = alt.TitleParams(text=self.title, subtitle=sub, anchor="start").to_dict()
+        if self.slicer.params:
+            # Plain variable parameters at the top level (Altair 6 cannot name them through nested facets).
+            body["params"] = [p.param.to_dict() for p in self.slicer.params]
+        body["config"] = {"legend": {"orient": "right"}, "view": {"strokeOpacity": 0.4}}
+        if validate:  # what Chart.to_dict(validate=True) checks: the spec, not the datasets
+            _TOP_LEVEL_SPECS[next((k for k in _TOP_LEVEL_SPECS if k in body), "unit")].validate(_distinct_views(body))
+        spec = alt.utils.update_nested(alt.theme.get()(), body, copy=True)
+        spec["$schema"] = alt.SCHEMA_URL
+        if context["datasets"]:
+            spec["datasets"] = context["datasets"]
+        return spec
+
+
+def _blank_names(view: Any) -> Any:
+    """The view with every data name and plain-text title blanked."""
+    if isinstance(view, list):
+        return [_blank_names(v) for v in view]
+    if not isinstance(view, dict):
+        return view
+    return {k: ("" if k == "title" and isinstance(v, str) else
+                {**v, "name": ""} if k == "data" and isinstance(v, dict) and isinstance(v.get("name"), str) else
+                _blank_names(v)) for k, v in view.items()}
+
+
+def _view_shape(view: Any) -> str:
+    """Two views of one shape (equal but for data names and plain-text titles) are valid alike."""
+    return json.dumps(_blank_names(view), sort_keys=True, default=str)
+
+
+def _distinct_views(spec: Any) -> Any:
+    """The spec with each composition list (concat, layer …) cut to its distinct view shapes, for schema
+    validation: every item of such a list is checked on its own and a data name or title is any string,
+    so the cut spec is valid exactly when the whole one is — and a 66-panel figure is checked in one panel's
+    time rather than 66."""
+    if isinstance(spec, list):
+        return [_distinct_views(v) for v in spec]
+    if not isinstance(spec, dict):
+        return spec
+    out = {}
+    for k, v in spec.items():
+        if k in ("concat", "vconcat", "hconcat", "layer") and isinstance(v, list):
+            v = list({_view_shape(x): x for x in v}.values())
+        out[k] = _distinct_views(v)
+    return out
 
 
 def _compose(panels: list[alt.TopLevelMixin], slicer: Slicer, *, title: str, subtitle: list[str], columns: int = 3,
-             shared_y: bool = True, shared_x: bool = True) -> alt.TopLevelMixin:
-    if len(panels) == 1:
-        body = panels[0]
-    else:
-        # Panels share the value axis so they compare at a glance (category axes stay per panel).
-        body = alt.concat(*panels, columns=columns).resolve_scale(x="shared" if shared_x else "independent",
-                                                                   y="shared" if shared_y else "independent")
-    if slicer.header is not None:
-        body = alt.vconcat(slicer.header, body, spacing=4)
-    sub = [s for s in subtitle if s]
-    if slicer.constant:
-        sub.append("grid: " + " · ".join(slicer.constant))
-    body = body.properties(title=alt.TitleParams(text=title, subtitle=sub, anchor="start"))
-    if slicer.params:
-        # Plain variable parameters at the top level (add_params would try to hoist them
-        # through nested facets, which Altair 6 cannot name).
-        body = body.copy()
-        body.params = [p.param for p in slicer.params]
-    return body.configure_legend(orient="right").configure_view(strokeOpacity=0.4)
+             shared_y: bool = True, shared_x: bool = True) -> ComposedChart:
+    return ComposedChart(panels, slicer, title, subtitle, columns, shared_y, shared_x)
 
 
 def _panel_groups(df: pl.DataFrame, by: Sequence[str]) -> list[tuple[str, pl.DataFrame]]:
@@ -404,7 +487,7 @@ def _baseline_band(inputs: FigureInputs, curves: pl.DataFrame, keys: list[str]) 
         base_mean=pl.col("mj_per_committed_token").mean(), base_n=pl.len())
 
 
-def energy_vs_acceptance(inputs: FigureInputs) -> alt.TopLevelMixin:
+def energy_vs_acceptance(inputs: FigureInputs) -> ComposedChart:
     c = _energy_curves(inputs).filter(pl.col("realized_L").is_not_null() & (pl.col("method") != "baseline"))
     if c.height == 0:
         raise CannotDraw("no speculative point has both energy and a realized acceptance length")
@@ -431,18 +514,18 @@ def energy_vs_acceptance(inputs: FigureInputs) -> alt.TopLevelMixin:
         y = alt.Y("mj_per_committed_token:Q", title="mJ per committed token", scale=alt.Scale(zero=False))
         x = alt.X("realized_L:Q", title="realized mean acceptance length L", scale=alt.Scale(zero=False, nice=False, padding=12))
         band_layer = _apply_filters(alt.Chart(b).mark_rect(color=BASELINE_COLOR, opacity=0.18), slicer).encode(
-            y=alt.Y("base_lo:Q"), y2="base_hi:Q",
+            y=alt.Y("base_lo:Q"), y2=alt.Y2("base_hi:Q"),
             tooltip=[alt.Tooltip("base_lo:Q", title="baseline min", format=".1f"),
                      alt.Tooltip("base_hi:Q", title="baseline max", format=".1f"),
                      alt.Tooltip("base_n:Q", title="baseline runs")])
         base_rule = _apply_filters(alt.Chart(b).mark_rule(color=BASELINE_COLOR, strokeDash=[4, 3]), slicer).encode(
-            y="base_mean:Q")
+            y=alt.Y("base_mean:Q"))
         base_text = _apply_filters(alt.Chart(b).mark_text(align="right", dy=-6, x="width", color="#555", fontSize=10,
                                                           text="baseline, no speculation (band: opening–closing)"),
-                                   slicer).encode(y="base_hi:Q")
+                                   slicer).encode(y=alt.Y("base_hi:Q"))
         pts = _apply_filters(alt.Chart(grp), slicer)
         color = alt.Color("arm:N", title="arm", scale=alt.Scale(scheme="set1"))
-        lines = pts.mark_line(opacity=0.7).encode(x=x, y=y, color=color, detail="arm:N", order="realized_L:Q")
+        lines = pts.mark_line(opacity=0.7).encode(x=x, y=y, color=color, detail=alt.Detail("arm:N"), order=alt.Order("realized_L:Q"))
         dots = pts.mark_point(filled=True, size=60).encode(
             x=x, y=y, color=color, shape=alt.Shape("arm:N", legend=None),
             tooltip=[alt.Tooltip("arm:N"), alt.Tooltip("scheme:N"), alt.Tooltip("acceptance_name:N", title="vector"),
@@ -455,7 +538,7 @@ def energy_vs_acceptance(inputs: FigureInputs) -> alt.TopLevelMixin:
                   _errorbars(pts, "mj_per_committed_token", x=x, title="mJ per committed token", color=color),
                   _errorbars(pts, "realized_L", y=y, title="realized mean acceptance length L", color=color,
                              horizontal=True)]
-        panels.append(alt.layer(*layers).properties(width=420, height=300, title=label or ""))
+        panels.append(alt.layer(*layers, width=420, height=300, title=label or ""))
     sub = ["points: means over replicates; " + band_note(means, "mj_per_committed_token")
            + "; same L, two arms: does dispersion of acceptance matter?"]
     return _compose(panels, slicer, title="Energy per committed token vs realized acceptance length", subtitle=sub)
@@ -469,7 +552,7 @@ def _config_order(inputs: FigureInputs, dim: str, present: Iterable[Any]) -> lis
     return order + sorted((x for x in present if x not in order), key=str)
 
 
-def energy_vs_accepted_per_pass(inputs: FigureInputs) -> alt.TopLevelMixin:
+def energy_vs_accepted_per_pass(inputs: FigureInputs) -> ComposedChart:
     """One line per scheme, one panel per family × target model × engine (engines side by side), the
     baseline as a band from its opening and closing runs; interval bars both ways (ADR 0092)."""
     c = _energy_curves(inputs).filter((pl.col("method") != "baseline")
@@ -526,23 +609,23 @@ def energy_vs_accepted_per_pass(inputs: FigureInputs) -> alt.TopLevelMixin:
                 pts = _apply_filters(alt.Chart(), slicer)
                 layers = [
                     _apply_filters(alt.Chart(b).mark_rect(color=BASELINE_COLOR, opacity=0.18), slicer).encode(
-                        y=alt.Y("base_lo:Q", title=y_title), y2="base_hi:Q",
+                        y=alt.Y("base_lo:Q", title=y_title), y2=alt.Y2("base_hi:Q"),
                         tooltip=[alt.Tooltip("base_lo:Q", title="baseline min", format=".1f"),
                                  alt.Tooltip("base_hi:Q", title="baseline max", format=".1f"),
                                  alt.Tooltip("base_n:Q", title="baseline runs")]),
                     _apply_filters(alt.Chart(b).mark_rule(color=BASELINE_COLOR, strokeDash=[4, 3]), slicer).encode(
-                        y="base_mean:Q"),
+                        y=alt.Y("base_mean:Q")),
                     _apply_filters(alt.Chart(b).mark_text(align="right", dy=-6, x="width", color="#555", fontSize=10,
                                                           text="baseline (band: opening–closing runs)"),
-                                   slicer).encode(y="base_hi:Q"),
-                    pts.mark_line(opacity=0.75).encode(x=x, y=y, color=color, detail=["engine:N", "scheme:N", "acceptance:N"],
-                                                       order="accepted_per_verification:Q"),
+                                   slicer).encode(y=alt.Y("base_hi:Q")),
+                    pts.mark_line(opacity=0.75).encode(x=x, y=y, color=color, detail=[alt.Detail("engine:N"), alt.Detail("scheme:N"), alt.Detail("acceptance:N")],
+                                                       order=alt.Order("accepted_per_verification:Q")),
                     pts.mark_point(filled=True, size=60).encode(x=x, y=y, color=color, shape=shape, tooltip=tip),
                     _errorbars(pts, "mj_per_committed_token", x=x, title=y_title, color=color),
                     _errorbars(pts, "accepted_per_verification", y=y, title="accepted tokens per verify pass (per request)",
                                color=color, horizontal=True),
                 ]
-                panels.append(alt.layer(*layers, data=grp).properties(width=300, height=230, title=title))
+                panels.append(alt.layer(*layers, data=grp, width=300, height=230, title=title))
     sub = ["one line per scheme; a point per acceptance setting (means over replicates); below the band: a saving per "
            "committed token",
            "the verify width each scheme ran is in the tooltip (block drafters verify their whole block)",
@@ -554,7 +637,7 @@ def energy_vs_accepted_per_pass(inputs: FigureInputs) -> alt.TopLevelMixin:
 def _empty_panel(title: str, text: str) -> alt.Chart:
     """A panel that keeps the family × engine grid aligned and says why it is empty."""
     return (alt.Chart(alt.Data(values=[{"t": text}])).mark_text(fontSize=11, color="#666")
-            .encode(text="t:N").properties(width=300, height=230, title=title))
+            .encode(text=alt.Text("t:N")).properties(width=300, height=230, title=title))
 
 
 # --- 2. saving vs batch size per scheme (per GPU when there are several) --------------------------
@@ -567,7 +650,7 @@ def _saving(df: pl.DataFrame) -> pl.DataFrame:
 MAX_GPU_PANELS = 12
 
 
-def saving_vs_batch(inputs: FigureInputs) -> alt.TopLevelMixin:
+def saving_vs_batch(inputs: FigureInputs) -> ComposedChart:
     c = _energy_curves(inputs)
     batches = sorted(c["batch_size"].unique().to_list())
     if len(batches) < 2:
@@ -590,23 +673,23 @@ def saving_vs_batch(inputs: FigureInputs) -> alt.TopLevelMixin:
         grp = _slim(grp, ["gpu", "batch_size", "arm", "saving_pct", "saving_pct_lo", "saving_pct_hi", "energy_ratio",
                           "n_seeds", "ratio_text", "support"])
         pts = _apply_filters(alt.Chart(grp), slicer)
-        zero = alt.Chart(alt.Data(values=[{"y": 0}])).mark_rule(color="#333").encode(y="y:Q")
+        zero = alt.Chart(alt.Data(values=[{"y": 0}])).mark_rule(color="#333").encode(y=alt.Y("y:Q"))
         layers = [zero,
                   pts.mark_line().encode(x=x, y=y, color=color),
                   pts.mark_point(filled=True, size=50).encode(
                       x=x, y=y, color=color,
-                      tooltip=["arm:N", "batch_size:Q", alt.Tooltip("saving_pct:Q", format=".1f", title="saving %"),
+                      tooltip=[alt.Tooltip("arm:N"), alt.Tooltip("batch_size:Q"), alt.Tooltip("saving_pct:Q", format=".1f", title="saving %"),
                                alt.Tooltip("ratio_text:N", title="× baseline"), alt.Tooltip("support:N", title="behind it"),
-                               "gpu:N"]),
+                               alt.Tooltip("gpu:N")]),
                   _errorbars(pts, "saving_pct", x=x, title=y_title, color=color)]
-        panels.append(alt.layer(*layers).properties(width=340, height=260, title=label))
+        panels.append(alt.layer(*layers, width=340, height=260, title=label))
     sub = ["above 0: speculation saves energy per committed token; below: it costs; " + band_note(means, "saving_pct")]
     return _compose(panels, slicer, title="Energy saving vs batch size, per scheme", subtitle=sub)
 
 
 # --- 3. acceptance length by corpus × scheme ------------------------------------------------------
 
-def acceptance_by_corpus(inputs: FigureInputs) -> alt.TopLevelMixin:
+def acceptance_by_corpus(inputs: FigureInputs) -> ComposedChart:
     c = _points(inputs)
     spec = c.filter((pl.col("method") != "baseline") & pl.col("realized_L").is_not_null())
     if spec.height == 0:
@@ -627,16 +710,16 @@ def acceptance_by_corpus(inputs: FigureInputs) -> alt.TopLevelMixin:
                   sort=inputs.axis_order.get("corpus") or "ascending")
         off = alt.XOffset("scheme:N")
         color = alt.Color("scheme:N", title="scheme", scale=alt.Scale(scheme="dark2"))
-        tip = ["corpus:N", "scheme:N", alt.Tooltip("realized_L:Q", format=".3f", title="L"),
+        tip = [alt.Tooltip("corpus:N"), alt.Tooltip("scheme:N"), alt.Tooltip("realized_L:Q", format=".3f", title="L"),
                alt.Tooltip("accepted_per_verification:Q", format=".3f", title="accepted / verification"),
                alt.Tooltip("lo:Q", format=".3f", title="min"), alt.Tooltip("hi:Q", format=".3f", title="max"),
                alt.Tooltip("n_cells:Q", title="cells"), alt.Tooltip("batches:N", title="batch sizes")]
         # Bars start at L = 1 (nothing accepted), the floor of the quantity, not at 0.
-        bars = pts.mark_bar(opacity=0.85).encode(x=x, xOffset=off, y=y, y2=alt.datum(1), color=color, tooltip=tip)
-        whiskers = pts.mark_rule(color="#222").encode(x=x, xOffset=off, y="lo:Q", y2="hi:Q")
-        text = pts.mark_text(dy=-7, fontSize=10, color="#222").encode(x=x, xOffset=off, y="hi:Q",
+        bars = pts.mark_bar(opacity=0.85).encode(x=x, xOffset=off, y=y, y2=alt.Y2Datum(1), color=color, tooltip=tip)
+        whiskers = pts.mark_rule(color="#222").encode(x=x, xOffset=off, y=alt.Y("lo:Q"), y2=alt.Y2("hi:Q"))
+        text = pts.mark_text(dy=-7, fontSize=10, color="#222").encode(x=x, xOffset=off, y=alt.Y("hi:Q"),
                                                                         text=alt.Text("realized_L:Q", format=".2f"))
-        panels.append(alt.layer(bars, whiskers, text).properties(
+        panels.append(alt.layer(bars, whiskers, text,
             width=alt.Step(28) if grp["scheme"].n_unique() * grp["corpus"].n_unique() > 6 else 300, height=240,
             title=label))
     sub = ["bars: mean over cells (seeds, batch sizes, graph modes); whiskers: min–max; "
@@ -708,7 +791,7 @@ def tbt_targets_table(inputs: FigureInputs) -> pl.DataFrame:
     return best_under_targets(configs, targets, ["engine", "model_pair", "workload", "corpus", "cuda_graphs"])
 
 
-def tbt_vs_energy(inputs: FigureInputs) -> alt.TopLevelMixin:
+def tbt_vs_energy(inputs: FigureInputs) -> ComposedChart:
     c = _energy_curves(inputs)
     if c["tpot_mean_s"].drop_nulls().len() == 0:
         raise CannotDraw("no cell reported time between tokens")
@@ -733,25 +816,25 @@ def tbt_vs_energy(inputs: FigureInputs) -> alt.TopLevelMixin:
                                                    "mj_per_committed_token_hi", "n_seeds", "support"])), slicer)
         layers = [pts.mark_point(filled=True, size=55, opacity=0.85).encode(
             x=x, y=y, color=color, shape=alt.Shape("batch_size:O", title="batch"),
-            tooltip=["arm:N", "batch_size:Q", alt.Tooltip("tbt_ms:Q", format=".2f", title="TBT ms"),
+            tooltip=[alt.Tooltip("arm:N"), alt.Tooltip("batch_size:Q"), alt.Tooltip("tbt_ms:Q", format=".2f", title="TBT ms"),
                      alt.Tooltip("mj_per_committed_token:Q", format=".1f", title="mJ/token"),
                      alt.Tooltip("support:N", title="behind it")]),
                   _errorbars(pts, "mj_per_committed_token", x=x, title="mJ per committed token (log)", color=color),
                   _errorbars(pts, "tbt_ms", y=y, title="mean time between tokens (ms)", color=color, horizontal=True)]
         if targets:
             tdf = pl.DataFrame({"target_ms": targets, "tlabel": [f"target {t:g} ms" for t in targets]})
-            layers.append(alt.Chart(tdf).mark_rule(color="#d62728", strokeDash=[6, 3]).encode(x="target_ms:Q"))
+            layers.append(alt.Chart(tdf).mark_rule(color="#d62728", strokeDash=[6, 3]).encode(x=alt.X("target_ms:Q")))
             layers.append(alt.Chart(tdf).mark_text(color="#d62728", angle=270, align="right", baseline="bottom",
-                                                   y=4, dx=0, fontSize=10).encode(x="target_ms:Q", text="tlabel:N"))
+                                                   y=4, dx=0, fontSize=10).encode(x=alt.X("target_ms:Q"), text=alt.Text("tlabel:N")))
             if best.height:
                 bsel = _slim(best.filter(pl.col("model_pair").is_in(grp["model_pair"].unique().to_list())),
                              [*group, "target_ms", "met", "tbt_ms", "mj_per_committed_token", "label"])
                 met = _apply_filters(alt.Chart(bsel.filter(pl.col("met"))), slicer)
                 layers.append(met.mark_point(shape="circle", size=320, strokeWidth=2.5, color="#d62728", filled=False)
-                              .encode(x="tbt_ms:Q", y="mj_per_committed_token:Q",
+                              .encode(x=alt.X("tbt_ms:Q"), y=alt.Y("mj_per_committed_token:Q"),
                                       tooltip=[alt.Tooltip("label:N", title="lowest energy meeting target")]))
                 layers.append(met.mark_text(align="left", dx=12, dy=-10, fontSize=10, color="#d62728")
-                              .encode(x="tbt_ms:Q", y="mj_per_committed_token:Q", text="label:N"))
+                              .encode(x=alt.X("tbt_ms:Q"), y=alt.Y("mj_per_committed_token:Q"), text=alt.Text("label:N")))
                 unmet = bsel.filter(~pl.col("met"))
                 if unmet.height:
                     # One line per slice (pixel-placed: a second y field would fight the log scale).
@@ -759,8 +842,8 @@ def tbt_vs_energy(inputs: FigureInputs) -> alt.TopLevelMixin:
                         label=pl.col("label").str.join("; ")).select("label", *[f"sel_{d}" for d in slice_dims])
                     layers.append(_apply_filters(alt.Chart(unmet), slicer)
                                   .mark_text(align="left", x=6, y=10, fontSize=11, color="#d62728")
-                                  .encode(text="label:N"))
-        panels.append(alt.layer(*layers).properties(width=460, height=320, title=label))
+                                  .encode(text=alt.Text("label:N")))
+        panels.append(alt.layer(*layers, width=460, height=320, title=label))
     sub = ["configurations: scheme × acceptance × batch (means over replicates), baselines included; "
            "circled: the lowest-energy configuration meeting each TBT target (config report.tbt_targets_ms)",
            band_note(configs, "mj_per_committed_token")]
@@ -769,7 +852,7 @@ def tbt_vs_energy(inputs: FigureInputs) -> alt.TopLevelMixin:
 
 # --- 5. saving vs tokens per verify pass, balance point marked (the roofline view) ----------------
 
-def saving_vs_tokens_per_pass(inputs: FigureInputs) -> alt.TopLevelMixin:
+def saving_vs_tokens_per_pass(inputs: FigureInputs) -> ComposedChart:
     c = _energy_curves(inputs).filter(pl.col("tokens_per_verify_pass").is_not_null())
     if c.height == 0:
         raise CannotDraw("no point reports tokens per verify pass")
@@ -793,19 +876,19 @@ def saving_vs_tokens_per_pass(inputs: FigureInputs) -> alt.TopLevelMixin:
         grp = _slim(grp, ["arm", "scheme", "batch_size", "tokens_per_verify_pass", "saving_pct", "saving_pct_lo",
                           "saving_pct_hi", "n_seeds", "ratio_text", "support", *PER_PASS_TOOLTIPS])
         pts = _apply_filters(alt.Chart(grp), slicer)
-        layers = [alt.Chart(alt.Data(values=[{"y": 0}])).mark_rule(color="#333").encode(y="y:Q"),
+        layers = [alt.Chart(alt.Data(values=[{"y": 0}])).mark_rule(color="#333").encode(y=alt.Y("y:Q")),
                   pts.mark_point(filled=True, size=55, opacity=0.85).encode(
                       x=x, y=y, color=color, shape=alt.Shape("batch_size:O", title="batch"),
-                      tooltip=["arm:N", "batch_size:Q", alt.Tooltip("saving_pct:Q", format=".1f", title="saving %"),
+                      tooltip=[alt.Tooltip("arm:N"), alt.Tooltip("batch_size:Q"), alt.Tooltip("saving_pct:Q", format=".1f", title="saving %"),
                                alt.Tooltip("ratio_text:N", title="× baseline"), *per_pass,
                                alt.Tooltip("support:N", title="behind it")]),
                   _errorbars(pts, "saving_pct", x=x, title="energy saving vs paired baseline (%)", color=color)]
         if balance:
             bdf = pl.DataFrame({"x": [float(balance)], "label": [f"balance point {balance:g} op/B"]})
-            layers.append(alt.Chart(bdf).mark_rule(color="#9467bd", strokeWidth=2).encode(x="x:Q"))
+            layers.append(alt.Chart(bdf).mark_rule(color="#9467bd", strokeWidth=2).encode(x=alt.X("x:Q")))
             layers.append(alt.Chart(bdf).mark_text(color="#9467bd", align="left", dx=4, y=8, fontSize=10)
-                          .encode(x="x:Q", text="label:N"))
-        panels.append(alt.layer(*layers).properties(width=460, height=300, title=label))
+                          .encode(x=alt.X("x:Q"), text=alt.Text("label:N")))
+        panels.append(alt.layer(*layers, width=460, height=300, title=label))
     sub = [f"balance point from config report.balance_point_op_per_byte = {balance:g}" if balance else
            "no balance point configured (report.balance_point_op_per_byte)",
            "right of it, verified tokens cost arithmetic time the weight read no longer hides; "
@@ -838,7 +921,7 @@ def capture_bias_table(inputs: FigureInputs) -> pl.DataFrame:
         bias_pp_hi=pl.col("saving_pct_hi_off") - pl.col("saving_pct_lo_on"))
 
 
-def cuda_graphs(inputs: FigureInputs) -> alt.TopLevelMixin:
+def cuda_graphs(inputs: FigureInputs) -> ComposedChart:
     c = _points(inputs)
     modes = sorted(set(c["cuda_graphs"].drop_nulls().to_list())) if c.height else []
     if len(modes) < 2:
@@ -875,21 +958,21 @@ def cuda_graphs(inputs: FigureInputs) -> alt.TopLevelMixin:
         yy = alt.Y("config:N", title=None, sort=alt.EncodingSortField("batch_size", order="ascending"),
                    axis=alt.Axis(labelLimit=320))
         link = _apply_filters(alt.Chart(grp), slicer).mark_rule(color="#999", strokeWidth=2).encode(
-            y=yy, x=alt.X("saving_on:Q", title="energy saving vs paired baseline (%)"), x2="saving_off:Q",
-            tooltip=["config:N", alt.Tooltip("saving_on:Q", format=".1f", title="saving, graphs on"),
+            y=yy, x=alt.X("saving_on:Q", title="energy saving vs paired baseline (%)"), x2=alt.X2("saving_off:Q"),
+            tooltip=[alt.Tooltip("config:N"), alt.Tooltip("saving_on:Q", format=".1f", title="saving, graphs on"),
                      alt.Tooltip("saving_off:Q", format=".1f", title="saving, graphs off"),
                      alt.Tooltip("bias_pp:Q", format=".1f", title="capture bias (pp)"),
                      alt.Tooltip("support_on:N", title="behind graphs on"),
                      alt.Tooltip("support_off:N", title="behind graphs off")])
         dot_data = _apply_filters(alt.Chart(lg), slicer)
-        dots = dot_data.mark_point(filled=True, size=60).encode(y=yy, x="saving_pct:Q", color=graph_color,
-                                                                tooltip=["config:N", "graphs:N", alt.Tooltip(
+        dots = dot_data.mark_point(filled=True, size=60).encode(y=yy, x=alt.X("saving_pct:Q"), color=graph_color,
+                                                                tooltip=[alt.Tooltip("config:N"), alt.Tooltip("graphs:N"), alt.Tooltip(
                                                                     "saving_pct:Q", format=".1f", title="saving %"),
                                                                     alt.Tooltip("support:N", title="behind it")])
         whiskers = _errorbars(dot_data, "saving_pct", y=yy, title="energy saving vs paired baseline (%)",
                               color=graph_color, horizontal=True)
-        zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#333").encode(x="x:Q")
-        left = alt.layer(zero, link, dots, whiskers).properties(width=340, height=height,
+        zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#333").encode(x=alt.X("x:Q"))
+        left = alt.layer(zero, link, dots, whiskers, width=340, height=height,
                                                                  title=f"{family} · {kind}: saving both ways")
         bias_layers = []
         ref = PAPER_CAPTURE_BIAS_PP.get(True if kind == "MoE" else False if kind == "dense" else None)
@@ -897,16 +980,16 @@ def cuda_graphs(inputs: FigureInputs) -> alt.TopLevelMixin:
             lo, hi, text = ref
             rdf = alt.Data(values=[{"lo": lo, "hi": hi, "text": text}])
             bias_layers.append(alt.Chart(rdf).mark_rect(color="#2ca02c", opacity=0.15).encode(
-                x="lo:Q", x2="hi:Q", tooltip=[alt.Tooltip("text:N", title="reference")]))
+                x=alt.X("lo:Q"), x2=alt.X2("hi:Q"), tooltip=[alt.Tooltip("text:N", title="reference")]))
         bias_pts = _apply_filters(alt.Chart(grp), slicer)
         bx = alt.X("bias_pp:Q", title="capture bias: saving off − on (pp)", scale=alt.Scale(zero=True))
         bias_layers += [bias_pts.mark_bar(color="#ff7f0e", opacity=0.75, height=alt.RelativeBandSize(0.6)).encode(
-                            y=yy, x=bx, x2=alt.datum(0),
-                            tooltip=["config:N", alt.Tooltip("bias_pp:Q", format=".1f", title="capture bias (pp)"),
+                            y=yy, x=bx, x2=alt.X2Datum(0),
+                            tooltip=[alt.Tooltip("config:N"), alt.Tooltip("bias_pp:Q", format=".1f", title="capture bias (pp)"),
                                      alt.Tooltip("bias_pp_lo:Q", format=".1f", title="low end (pp)"),
                                      alt.Tooltip("bias_pp_hi:Q", format=".1f", title="high end (pp)")]),
                         _errorbars(bias_pts, "bias_pp", y=yy, title="capture bias: saving off − on (pp)", horizontal=True)]
-        right = alt.layer(*bias_layers).properties(width=260, height=height, title=alt.TitleParams(
+        right = alt.layer(*bias_layers, width=260, height=height, title=alt.TitleParams(
             f"{family} · {kind}: capture bias", subtitle=[f"green: {ref[2]}"] if ref else ["no reference: MoE not recorded"],
             subtitleColor="#2a7a2a"))
         rows.append(alt.hconcat(left, right).resolve_scale(y="shared", x="independent", color="shared"))
@@ -937,7 +1020,7 @@ def concurrency_spread(records: pl.DataFrame) -> pl.DataFrame:
     return out
 
 
-def concurrency_per_arm(inputs: FigureInputs) -> alt.TopLevelMixin:
+def concurrency_per_arm(inputs: FigureInputs) -> ComposedChart:
     recs = inputs.records
     if recs.height == 0 or not (recs["workload_kind"] == "open_loop").any():
         raise CannotDraw("no open-loop workload in the grid (a closed batch fixes concurrency by construction)")
@@ -960,16 +1043,16 @@ def concurrency_per_arm(inputs: FigureInputs) -> alt.TopLevelMixin:
     if tol:
         layers.append(pts.transform_aggregate(b="mean(baseline_concurrency)").transform_calculate(
             lo=f"datum.b * (1 - {tol})", hi=f"datum.b * (1 + {tol})")
-            .mark_rect(color=BASELINE_COLOR, opacity=0.15).encode(x="lo:Q", x2="hi:Q"))
+            .mark_rect(color=BASELINE_COLOR, opacity=0.15).encode(x=alt.X("lo:Q"), x2=alt.X2("hi:Q")))
     layers += [pts.mark_bar(height=alt.RelativeBandSize(0.7)).encode(
                    x=x, y=y, color=alt.Color("role:N", title="role", scale=alt.Scale(
                        domain=["opening_baseline", "point", "closing_baseline"], range=["#7f7f7f", "#1f77b4", "#404040"])),
-                   tooltip=["cell_name:N", "run_order_index:Q",
+                   tooltip=[alt.Tooltip("cell_name:N"), alt.Tooltip("run_order_index:Q"),
                             alt.Tooltip("mean_running_requests:Q", format=".2f", title="running requests"),
                             alt.Tooltip("diff_pct:Q", format="+.1f", title="% vs baseline")]),
                pts.mark_text(align="left", dx=4, fontSize=10).encode(
                    x=x, y=y, text=alt.Text("diff_pct:Q", format="+.1f"))]
-    chart = alt.layer(*layers).properties(width=420, height=alt.Step(18))
+    chart = alt.layer(*layers, width=420, height=alt.Step(18))
     sub = [f"largest difference from the baselines: {worst['max_abs']:.1f} % ({worst['campaign_id']})"
            + (f"; band: baseline ± {tol * 100:g} % (config checks.concurrency_spread_max)" if tol else ""),
            "open loop: concurrency is an outcome; arms at different concurrency are not comparable"]
@@ -1023,7 +1106,7 @@ def load_timelines(paths: Iterable[str | Path], records: pl.DataFrame, checks: p
     return df, note
 
 
-def power_timeline(inputs: FigureInputs) -> alt.TopLevelMixin:
+def power_timeline(inputs: FigureInputs) -> ComposedChart:
     t = inputs.timelines
     if t is None or t.height == 0:
         if _no_energy(inputs):
@@ -1047,8 +1130,8 @@ def power_timeline(inputs: FigureInputs) -> alt.TopLevelMixin:
         y=alt.Y("power_w:Q", title="power (W)"),
         color=alt.Color("phase:N", title="phase", scale=alt.Scale(domain=["warm-up", "window", "cool-down"],
                                                                   range=["#bbbbbb", "#d62728", "#888888"])),
-        detail="gpu_index:N",
-        tooltip=[alt.Tooltip("t_rel_s:Q", format=".1f"), alt.Tooltip("power_w:Q", format=".0f"), "gpu_index:N"],
+        detail=alt.Detail("gpu_index:N"),
+        tooltip=[alt.Tooltip("t_rel_s:Q", format=".1f"), alt.Tooltip("power_w:Q", format=".0f"), alt.Tooltip("gpu_index:N")],
     ).properties(width=230, height=110)
     facet = base.facet(facet=alt.Facet("cell:N", title=None, header=alt.Header(labelFontSize=10)), columns=4)
     for f in slicer.filters:
@@ -1134,7 +1217,7 @@ def engine_comparison_table(inputs: FigureInputs) -> pl.DataFrame:
     ).sort([*keys, "engine_a", "engine_b"], nulls_last=True)
 
 
-def engine_comparison(inputs: FigureInputs) -> alt.TopLevelMixin:
+def engine_comparison(inputs: FigureInputs) -> ComposedChart:
     c = _points(inputs)
     engines = _engines(inputs, c)
     if len(engines) < 2:
@@ -1184,15 +1267,15 @@ def engine_comparison(inputs: FigureInputs) -> alt.TopLevelMixin:
                                       ("mj_per_committed_token", "mJ per committed token", "baseline")):
             y = alt.Y(f"{y_field}:Q", title=y_title, scale=alt.Scale(zero=False))
             if ref == "one":
-                ref_layer = alt.Chart(alt.Data(values=[{"y": 1}])).mark_rule(color=BASELINE_COLOR, strokeDash=[4, 3]).encode(y="y:Q")
+                ref_layer = alt.Chart(alt.Data(values=[{"y": 1}])).mark_rule(color=BASELINE_COLOR, strokeDash=[4, 3]).encode(y=alt.Y("y:Q"))
             else:  # each engine's own baseline, dashed in its colour
                 ref_layer = pts.transform_aggregate(b="mean(baseline_mj_per_committed_token)", groupby=["engine"]).mark_rule(
                     strokeDash=[4, 3], opacity=0.8).encode(y=alt.Y("b:Q", title=y_title), color=color)
             panel = [ref_layer,
-                     pts.mark_line().encode(x=x, y=y, color=color, detail="engine:N", order="configured_L:Q"),
+                     pts.mark_line().encode(x=x, y=y, color=color, detail=alt.Detail("engine:N"), order=alt.Order("configured_L:Q")),
                      pts.mark_point(filled=True, size=60).encode(x=x, y=y, color=color, shape=shape, tooltip=tip),
                      _errorbars(pts, y_field, x=x, title=y_title, color=color)]
-            layers.append(alt.layer(*panel).properties(width=300, height=220, title=title))
+            layers.append(alt.layer(*panel, width=300, height=220, title=title))
         ratio_panels.append(layers[0])
         mj_panels.append(layers[1])
     body = alt.vconcat(alt.hconcat(*ratio_panels).resolve_scale(y="shared"),
