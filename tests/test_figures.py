@@ -196,6 +196,32 @@ def test_distinct_views_keep_one_view_per_shape():
     assert cut["concat"] == [same_shape, other] and cut["title"] == "t"
 
 
+def test_static_exports_draw_the_default_slice_from_its_rows_alone(gpu_figs):
+    """SVG and PNG show the selectors' default slice: rendered from only its rows (issue 22) they are the same
+    pictures as from the whole spec, and the cut is real (the grid varies corpus, workload and graphs)."""
+    dropped = 0
+    for name, fig in gpu_figs.items():
+        if not fig.drawn:
+            continue
+        spec = fig.spec()
+        static = F.static_view(spec)
+        rows = lambda s: sum(len(v) for v in s.get("datasets", {}).values() if isinstance(v, list))  # noqa: E731
+        dropped += rows(spec) - rows(static)
+        assert vlc.vegalite_to_svg(static, vl_version=F.VEGALITE_VERSION) == \
+            vlc.vegalite_to_svg(spec, vl_version=F.VEGALITE_VERSION), name
+    assert dropped > 0
+
+
+def test_static_view_keeps_rows_a_view_reads_unfiltered():
+    spec = {"params": [{"name": "p_corpus", "value": "code", "bind": {"input": "select"}}],
+            "vconcat": [{"data": {"name": "a"}, "mark": "point", "transform": [{"filter": "(datum['sel_corpus'] === p_corpus)"}]},
+                        {"data": {"name": "b"}, "mark": "point", "transform": [{"filter": "(datum['sel_corpus'] === p_corpus)"}]},
+                        {"data": {"name": "b"}, "mark": "rule"}],
+            "datasets": {"a": [{"sel_corpus": "code"}, {"sel_corpus": "news"}], "b": [{"sel_corpus": "code"}, {"sel_corpus": "news"}]}}
+    static = F.static_view(spec)
+    assert static["datasets"] == {"a": [{"sel_corpus": "code"}], "b": spec["datasets"]["b"]}
+
+
 def test_saving_vs_batch_over_many_gpus_selects_the_gpu_instead_of_a_panel_each(gpu, monkeypatch):
     """A cluster run spreads campaigns over hundreds of GPUs: one panel per (GPU, pair) would lay out thousands of
     charts (minutes to build, issue 22); above MAX_GPU_PANELS the GPU is a drop-down, the per-GPU means unchanged."""
@@ -396,6 +422,18 @@ def test_cpu_report_says_energy_not_measured(cpu, tmp_path):
     assert "energy_measured failed on 1 campaign(s)" in html
     # energy_measured refuses only energy: the glance must not call that "all passed" nor a refusal.
     assert "no campaign refused" in html and "all passed" not in html
+
+
+def test_report_expands_the_cell_table_once_per_config(gpu):
+    """The report asks three times for the planned cells (issue 22): one expansion per config content."""
+    import copy
+
+    from specjoule.report import schemes
+
+    table = schemes.planned_cells(gpu.config)
+    assert schemes.planned_cells(copy.deepcopy(gpu.config)) is table
+    fewer = {**copy.deepcopy(gpu.config), "seeds": gpu.config["seeds"][:1]}
+    assert len(gpu.config["seeds"]) > 1 and 0 < len(schemes.planned_cells(fewer)) < len(table)
 
 
 def test_fmt_never_prints_nan_as_a_number():

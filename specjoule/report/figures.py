@@ -12,6 +12,7 @@ prints the slice on the chart (ADR 0032).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -741,9 +742,10 @@ def _configurations(inputs: FigureInputs, c: pl.DataFrame) -> pl.DataFrame:
     pts = c.select([*keys, "campaign_id", "seed", pl.col("scheme"), _arm_label().alias("arm"), *cfg, *reps,
                     (pl.col("tpot_mean_s") * 1000).alias("tbt_ms"), "mj_per_committed_token",
                     pl.lit(True).alias("speculative")])
-    base = (c.group_by("campaign_id").agg(*[pl.col(k).first() for k in [*keys, "seed", *reps]],
-                                          tbt_ms=pl.col("baseline_tpot_mean_s").first() * 1000,
-                                          mj_per_committed_token=pl.col("baseline_mj_per_committed_token").first())
+    # In the curves' order: the same tables give the same figure, byte for byte.
+    base = (c.group_by("campaign_id", maintain_order=True).agg(*[pl.col(k).first() for k in [*keys, "seed", *reps]],
+                                                               tbt_ms=pl.col("baseline_tpot_mean_s").first() * 1000,
+                                                               mj_per_committed_token=pl.col("baseline_mj_per_committed_token").first())
             .with_columns(scheme=pl.lit("baseline"), arm=pl.lit("baseline"), speculative=pl.lit(False),
                           method=pl.lit("baseline")))
     both = pl.concat([pts, base], how="diagonal_relaxed").filter(
@@ -1364,6 +1366,59 @@ def reason_svg(title: str, reason: str) -> str:
             f'<text x="10" y="42" font-family="sans-serif" font-size="12" fill="#555">{escape(reason)}</text></svg>')
 
 
+# The filter a slicer adds to every view it slices: make_slicer's ``alt.datum[sel_<dim>] == <param>``.
+_SLICE_FILTER = re.compile(r"^\(datum\['(sel_\w+)'\] === (\w+)\)$")
+
+
+def _slice_filters(spec: dict) -> dict[str, dict[str, str]]:
+    """Dataset name → {slice column: the selector's default} for the filters every view reading it applies."""
+    defaults = {p["name"]: p["value"] for p in spec.get("params", []) if "bind" in p and "value" in p}
+    shared: dict[str, dict[str, str]] = {}
+
+    def walk(node: Any, data: str | None, cols: dict[str, str]) -> None:
+        if isinstance(node, list):
+            for n in node:
+                walk(n, data, cols)
+            return
+        if not isinstance(node, dict):
+            return
+        own = node.get("data")
+        if isinstance(own, dict) and "name" in own:  # its own data: the ancestors' transforms do not apply
+            data, cols = own["name"], {}
+        cols = dict(cols)
+        for t in node.get("transform", []):
+            if "filter" not in t:
+                break  # a filter after another transform sees derived rows: not counted
+            m = _SLICE_FILTER.match(t["filter"]) if isinstance(t["filter"], str) else None
+            if m and isinstance(defaults.get(m.group(2)), str):
+                cols[m.group(1)] = defaults[m.group(2)]
+        if "mark" in node and data is not None:
+            prev = shared.get(data)
+            shared[data] = cols if prev is None else {k: v for k, v in prev.items() if cols.get(k) == v}
+        for key in ("layer", "concat", "vconcat", "hconcat", "spec"):
+            if key in node:
+                walk(node[key], data, cols)
+
+    walk({k: v for k, v in spec.items() if k != "datasets"}, None, {})
+    return shared
+
+
+def static_view(spec: dict) -> dict:
+    """The spec with each dataset cut to the rows of the selectors' default slice, for the static exports (SVG,
+    PNG), which show only that slice. Every view reading such a dataset filters on the slice columns first, so
+    no scale, legend or mark sees the other rows and the picture is the same (tests compare the SVGs); a
+    paper-scale figure then renders from hundreds of rows instead of thousands. A row is dropped only where a
+    slice column every reader filters on holds another string; other datasets are left whole."""
+    keep = _slice_filters(spec)
+    datasets = {}
+    for name, rows in spec.get("datasets", {}).items():
+        cols = keep.get(name)
+        if cols and isinstance(rows, list):
+            rows = [r for r in rows if not any(isinstance(r.get(c), str) and r[c] != v for c, v in cols.items())]
+        datasets[name] = rows
+    return {**spec, "datasets": datasets} if "datasets" in spec else spec
+
+
 def export(figures: Sequence[Figure], outdir: str | Path, *, png: Sequence[str] = (), html: bool = True,
            log: Callable[[str], None] = lambda _: None) -> dict:
     """Write ``<name>.vl.json`` (spec), ``.svg`` for every figure, ``.html`` (self-contained,
@@ -1383,7 +1438,8 @@ def export(figures: Sequence[Figure], outdir: str | Path, *, png: Sequence[str] 
             (outdir / f"{fig.name}.vl.json").write_text(json.dumps(spec, separators=(",", ":")))
             entry["files"].append(f"{fig.name}.vl.json")
             t0 = time.perf_counter()
-            (outdir / f"{fig.name}.svg").write_text(vlc.vegalite_to_svg(spec, vl_version=VEGALITE_VERSION))
+            static = static_view(spec)
+            (outdir / f"{fig.name}.svg").write_text(vlc.vegalite_to_svg(static, vl_version=VEGALITE_VERSION))
             entry["export_s"]["svg"] = round(time.perf_counter() - t0, 3)
             entry["files"].append(f"{fig.name}.svg")
             if html:
@@ -1394,7 +1450,7 @@ def export(figures: Sequence[Figure], outdir: str | Path, *, png: Sequence[str] 
                 entry["files"].append(f"{fig.name}.html")
             if fig.name in png:
                 t0 = time.perf_counter()
-                (outdir / f"{fig.name}.png").write_bytes(vlc.vegalite_to_png(spec, vl_version=VEGALITE_VERSION, scale=2))
+                (outdir / f"{fig.name}.png").write_bytes(vlc.vegalite_to_png(static, vl_version=VEGALITE_VERSION, scale=2))
                 entry["export_s"]["png"] = round(time.perf_counter() - t0, 3)
                 entry["files"].append(f"{fig.name}.png")
             log(f"{fig.name}: drawn; export {entry['export_s']}")

@@ -208,9 +208,7 @@ def _replicate_line(records: pl.DataFrame) -> str:
 def _planned_without_record(config: dict, records: pl.DataFrame) -> tuple[int, int] | None:
     """(planned cells whose id no record carries, planned cells), or None when none is missing."""
     try:
-        from specjoule import cells
-
-        planned = {c.cell_id for c in cells.build(config)}
+        planned = {c.cell_id for c in schemes.planned_cells(config)}
     except Exception:  # a config the cell table cannot expand is reported, not fatal for the report
         return None
     have = set(records["cell_id"].to_list()) if records.height and "cell_id" in records.columns else set()
@@ -245,9 +243,7 @@ def _interval_caveats(inp: ReportInputs) -> list[Caveat]:
 
 def _planned(config: dict) -> int | None:
     try:
-        from specjoule import cells
-
-        return len(cells.build(config))
+        return len(schemes.planned_cells(config))
     except Exception:  # a config the cell table cannot expand is reported, not fatal for the report
         return None
 
@@ -255,11 +251,16 @@ def _planned(config: dict) -> int | None:
 def run_order(records: pl.DataFrame, max_campaigns: int = 200) -> Table:
     rows = []
     if records.height:
-        for (cid,), grp in records.sort("run_order_index").group_by(["campaign_id"], maintain_order=True):
-            seed = _join(_uniq(grp, "run_order_seed"))
-            start = grp["window_start"].min() if "window_start" in grp.columns else None
-            rows.append([cid, seed, fmt(start.isoformat(timespec="seconds") if start is not None else None),
-                         " → ".join(grp["cell_name"].to_list())])
+        # One aggregation, not a table operation per campaign (a paper-scale grid has thousands of campaigns).
+        seeds = (pl.col("run_order_seed").drop_nulls().unique() if "run_order_seed" in records.columns
+                 else pl.lit(None).drop_nulls())
+        start = pl.col("window_start").min() if "window_start" in records.columns else pl.lit(None)
+        per_campaign = records.sort("run_order_index").group_by("campaign_id", maintain_order=True).agg(
+            seeds=seeds, start=start, names=pl.col("cell_name"))
+        for cid, seed_values, first, names in per_campaign.iter_rows():
+            seed = _join(sorted({v for v in seed_values if v != ""}, key=str))
+            rows.append([cid, seed, fmt(first.isoformat(timespec="seconds") if first is not None else None),
+                         " → ".join(names)])
     rows.sort(key=lambda x: x[0])
     note = ""
     if len(rows) > max_campaigns:

@@ -9,8 +9,10 @@ records (``status``, ``unsupported_reason``, ``target_family``) and the cell tab
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -102,20 +104,24 @@ def comparison(inputs: FigureInputs, axis: str) -> pl.DataFrame:
     else:
         pts = pts.filter(pl.col("accepted_per_verification").is_not_null()).with_columns(x=pl.col("accepted_per_verification"))
     rows = []
-    for key, grp in pts.group_by(list(GROUP_KEYS), maintain_order=True):
+    # Grouped in Python over the rows: a table operation per group costs more than the work on a few points.
+    value_cols = ("x", "energy_ratio", "energy_ratio_lo", "energy_ratio_hi", "energy_ratio_band", "support")
+    groups: dict[tuple, list[dict]] = {}
+    for r in pts.select(*GROUP_KEYS, "arm", "configured_L", *value_cols).iter_rows(named=True):
+        groups.setdefault(tuple(r[k] for k in GROUP_KEYS), []).append(r)
+    for key, grp in groups.items():
         group = dict(zip(GROUP_KEYS, key))
-        synthetic = grp.filter(pl.col("configured_L").is_not_null())
-        targets = set(synthetic["configured_L"].to_list()) if axis == "L" else \
-            {round(v - 1, 6) for v in synthetic["configured_L"].to_list()}
+        synthetic_L = [r["configured_L"] for r in grp if r["configured_L"] is not None]
+        targets = set(synthetic_L) if axis == "L" else {round(v - 1, 6) for v in synthetic_L}
         if axis == "apv":
             # A model-acceptance scheme's own value is a match point of its own unless a grid point
             # already lies within the tolerance of it (it is then measured there).
-            for v in sorted(round(v, 2) for v in grp.filter(pl.col("configured_L").is_null())["x"].to_list()):
+            for v in sorted(round(r["x"], 2) for r in grp if r["configured_L"] is None):
                 if all(abs(v - t) > tolerance for t in targets):
                     targets.add(v)
-        by_arm = {arm: list(g.select("x", "energy_ratio", "energy_ratio_lo", "energy_ratio_hi", "energy_ratio_band",
-                                     "support").iter_rows())
-                  for (arm,), g in grp.group_by(["arm"], maintain_order=True)}
+        by_arm: dict[str, list[tuple]] = {}
+        for r in grp:
+            by_arm.setdefault(r["arm"], []).append(tuple(r[c] for c in value_cols))
         for t in sorted(targets):
             for arm, arm_pts in by_arm.items():
                 m = match_at(arm_pts, t, tolerance)
@@ -167,8 +173,11 @@ def comparison_table(inputs: FigureInputs, axis: str, scheme_order: Sequence[str
         return ((fam == FAMILY_UNKNOWN, fam), pair_rank.get(pair, len(pair_rank)), str(pair),
                 engine_rank.get(engine, len(engine_rank)), str(engine), *[str(x) for x in rest[:-1]], rest[-1])
 
-    for key, grp in sorted(long.group_by([*key_cols, "target"], maintain_order=True), key=order_key):
-        by_arm = {r["arm"]: r for r in grp.iter_rows(named=True)}
+    groups: dict[tuple, list[dict]] = {}
+    for r in long.iter_rows(named=True):
+        groups.setdefault(tuple(r[k] for k in (*key_cols, "target")), []).append(r)
+    for key, grp in sorted(groups.items(), key=order_key):
+        by_arm = {r["arm"]: r for r in grp}
         if all(by_arm.get(a, {}).get("ratio") is None for a in arms):
             continue
         cells = [cell_text(by_arm[a]["ratio"], by_arm[a]["lo"], by_arm[a]["hi"], by_arm[a]["band"], by_arm[a]["interpolated"])
@@ -230,12 +239,26 @@ def _families(records: pl.DataFrame) -> dict[str, str]:
     return dict(fam.iter_rows())
 
 
+_CELL_TABLES: dict[str, Any] = {}  # config content → its cell table (the last few configs)
+
+
+def planned_cells(config: dict) -> Any:
+    """The config's cell table (specjoule.cells.build), built once per config content: the report asks for it in
+    three places, and a paper-scale grid takes about a second to expand. Raises what build raises."""
+    from specjoule import cells
+
+    key = json.dumps(config, sort_keys=True, default=str)
+    if key not in _CELL_TABLES:
+        if len(_CELL_TABLES) >= 4:
+            _CELL_TABLES.pop(next(iter(_CELL_TABLES)))
+        _CELL_TABLES[key] = cells.build(config)
+    return _CELL_TABLES[key]
+
+
 def planned_points(config: dict) -> set[tuple[str, str, str]] | None:
     """(scheme, model pair, engine) of every planned speculative cell; None when the config does not expand."""
     try:
-        from specjoule import cells
-
-        return {(c.scheme, c.model_pair, c.engine) for c in cells.build(config) if c.role == "point"}
+        return {(c.scheme, c.model_pair, c.engine) for c in planned_cells(config) if c.role == "point"}
     except Exception:  # a config the cell table cannot expand is reported, not fatal for the report
         return None
 
