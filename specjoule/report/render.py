@@ -23,6 +23,7 @@ from typing import Any
 import jinja2
 import polars as pl
 
+from specjoule import axes
 from specjoule.analysis import accounting
 from specjoule.report import figures as figs
 from specjoule.report import numbers, parallel, schemes
@@ -224,8 +225,7 @@ def _interval_caveats(inp: ReportInputs) -> list[Caveat]:
     pts = fi.points.filter(pl.col("energy_ratio").is_not_null()) if fi.points.height else fi.points
     if pts.height == 0:
         return []
-    st = fi.stats(pts, ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme",
-                        "acceptance_name"], ["energy_ratio"])
+    st = fi.stats(pts, [*axes.SLICE_KEYS, *axes.ARM_NAMES], ["energy_ratio"])
     n = st.height
     with_ci = int((st["energy_ratio_band"] == "ci").sum())
     levels = sorted(set(st.filter(pl.col("energy_ratio_band") == "ci")["interval_level"].drop_nulls().to_list()))
@@ -317,7 +317,7 @@ def configuration_table(inp: ReportInputs) -> Table | None:
         .otherwise(pl.col("scheme") + pl.lit(" · ") + pl.col("acceptance_name")),
         tbt_ms=pl.col("tpot_mean_s") * 1000,
         flag_list=pl.col("flags").list.join(","), failed_list=pl.col("failed_checks").list.join(","))
-    keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "arm"]
+    keys = [*axes.SLICE_KEYS, "arm"]
     st = fi.stats(c, keys, ["energy_ratio", "realized_L", "mj_per_committed_token"])
     extra = (c.group_by(keys, maintain_order=True)
              .agg(baseline_mj=pl.col("baseline_mj_per_committed_token").mean(), tbt_ms=pl.col("tbt_ms").mean(),
@@ -346,7 +346,7 @@ def tbt_table(inp: ReportInputs) -> Table | None:
     t = figs.tbt_targets_table(inp.figure_inputs())
     if t.height == 0:
         return None
-    t = t.select("engine", "model_pair", "workload", "corpus", "cuda_graphs", "target_ms", "met", "arm", "batch_size_best",
+    t = t.select(*(k for k in axes.SLICE_KEYS if k != "batch_size"), "target_ms", "met", "arm", "batch_size_best",
                  pl.col("tbt_ms").round(2), pl.col("mj_per_committed_token").round(2).alias("mj_per_token"),
                  "baseline_batch_size", pl.col("baseline_mj").round(2),
                  pl.col("saving_vs_best_baseline_pct").round(1).alias("saving_vs_best_baseline_%"))
@@ -666,7 +666,7 @@ def headline_ratios(inp: ReportInputs) -> tuple[tuple[str, str, str] | None, tup
     pts = fi.points.filter(pl.col("energy_ratio").is_not_null()) if fi.points.height else fi.points
     if pts.height == 0:
         return None, None
-    keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme", "acceptance_name"]
+    keys = [*axes.SLICE_KEYS, *axes.ARM_NAMES]
     st = fi.stats(pts, keys, ["energy_ratio"]).sort("energy_ratio", "engine", "model_pair", "scheme", nulls_last=True)
 
     def describe(r: dict) -> tuple[str, str, str]:

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from specjoule import axes
 from specjoule.report import numbers
 from specjoule.report.figures import ARM_LABELS, FAMILY_UNKNOWN, CannotDraw, FigureInputs, _energy_curves, _with_family
 
 # Rows of the comparison: one per family, target model, engine, batch and the other grid axes.
-GROUP_KEYS: tuple[str, ...] = ("family", "model_pair", "engine", "batch_size", "workload", "corpus", "cuda_graphs")
+GROUP_KEYS: tuple[str, ...] = ("family", *axes.leading(axes.SLICE_KEYS, "model_pair", "engine", "batch_size"))
 AXES = {"L": "configured L", "apv": "accepted per verify pass"}
 EXACT_L_TOLERANCE = 1e-9  # configured L values are grid values: a match is exact
 NOT_MEASURED = "not measured"
@@ -235,7 +236,7 @@ def planned_points(config: dict) -> set[tuple[str, str, str]] | None:
     try:
         from specjoule import cells
 
-        return {(c.scheme, c.model_pair, c.engine) for c in cells.build(config) if c.role == "point"}
+        return {(c.scheme, c.model_pair, c.engine) for c in cells.build(config) if c.role == axes.ROLE_POINT}
     except Exception:  # a config the cell table cannot expand is reported, not fatal for the report
         return None
 
@@ -252,7 +253,7 @@ def scheme_matrix(records: pl.DataFrame, config: dict) -> Matrix | None:
     """Scheme × (family · engine): measured / unsupported (the engine's reason) / not run / not in
     the grid, per target model where a family holds several."""
     planned = planned_points(config) or set()
-    recs = records.filter(pl.col("role") == "point") if records.height and "role" in records.columns else records
+    recs = records.filter(pl.col("role") == axes.ROLE_POINT) if records.height and "role" in records.columns else records
     seen: dict[tuple[str, str, str], set[str]] = {}
     reasons: dict[tuple[str, str, str], list[str]] = {}
     if recs.height:
