@@ -48,6 +48,20 @@ class ModelSpec:
         return int(self.entry.get("tensor_parallel_size", 1))
 
     @property
+    def declared_tensor_parallel_size(self) -> int | None:
+        """As the entry gives it (None when left out: a spec written by hand)."""
+        tp = self.entry.get("tensor_parallel_size")
+        return int(tp) if tp else None
+
+    @property
+    def dtype(self) -> str:
+        return str(self.entry.get("dtype", "auto"))
+
+    @property
+    def tokenizer(self) -> str | None:
+        return self.entry.get("tokenizer") or None
+
+    @property
     def revision(self) -> str | None:
         return self.entry.get("revision")
 
@@ -173,6 +187,13 @@ class SchemeSpec:
     @property
     def k(self) -> int | None:
         return int(self.entry["k"]) if self.entry.get("k") is not None else None
+
+    @property
+    def draft_tokens(self) -> int:
+        """k of a speculative scheme (the config refuses one without it at parse time)."""
+        if self.k is None:
+            raise ValueError(f"scheme {self.name!r} ({self.method}) has no k")
+        return self.k
 
     @property
     def synthetic(self) -> bool:

@@ -165,14 +165,14 @@ def test_hub_id_resolves_from_the_cache_offline_and_the_runner_loads_the_snapsho
 
     cell = next(c for c in cells.build(validated) if c.spec["scheme"]["method"] == "draft_model")
     spec, revisions = rm.localize(cell.spec, work)
-    assert spec["target"]["model"] == hub["path"] and spec["draft"]["model"] == str(DRAFT)
+    assert spec.engine.target.model == hub["path"] and spec.engine.draft.model == str(DRAFT)
     assert cell.spec["target"]["model"] == "specjoule-test/trained-target"  # the cell's own spec is untouched
     assert revisions == {"target_revision": COMMIT, "draft_revision": local["revision"]}
     ngram = next(c for c in cells.build(validated) if c.spec["scheme"]["method"] == "ngram")
     assert rm.localize(ngram.spec, work)[1] == {"target_revision": COMMIT, "draft_revision": None}
     # Outside a workflow (no manifests) nothing is guessed.
-    assert rm.localize(cell.spec, tmp_path / "elsewhere") == (cell.spec, {"target_revision": None,
-                                                                          "draft_revision": None})
+    assert rm.localize(cell.spec, tmp_path / "elsewhere") == (cell.setup, {"target_revision": None,
+                                                                           "draft_revision": None})
 
 
 def test_local_revision_follows_the_weights_bytes(tmp_path):

@@ -29,8 +29,8 @@ import polars as pl
 
 from specjoule import axes
 from specjoule.analysis import AnalysisError
-from specjoule.axes import ROLE_CLOSING, ROLE_OPENING, ROLE_POINT
 from specjoule.analysis.spread import is_measured
+from specjoule.axes import ROLE_CLOSING, ROLE_OPENING, ROLE_POINT
 
 PASS, FAIL, FLAG, NA = "pass", "fail", "flag", "not_applicable"
 STATUSES = (FAIL, FLAG, PASS, NA)

@@ -29,8 +29,8 @@ import polars as pl
 
 from specjoule import axes
 from specjoule.analysis import META_CONFIG_HASH, write_parquet_atomic
-from specjoule.axes import ROLE_CLOSING, ROLE_OPENING
 from specjoule.analysis.derive import BOOTSTRAP_SEED, bootstrap_interval
+from specjoule.axes import ROLE_CLOSING, ROLE_OPENING
 
 C = pl.col
 
