@@ -14,9 +14,10 @@ Role names of a campaign's cells live here too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 # -- roles of a campaign's cells --------------------------------------------------------------------
 
@@ -114,11 +115,14 @@ def primary_columns(axes: Iterable[Axis], without: Iterable[str] = ()) -> tuple[
     return tuple(a.name for a in axes if a.name not in drop)
 
 
-def record_ordered(columns: Iterable[str]) -> tuple[str, ...]:
-    """Columns in the order of the record schema (tables that follow the record: curves, summary)."""
-    from specjoule.records import RECORD_FIELDS
+def record_ordered(columns: Iterable[str], record_columns: Sequence[str] | None = None) -> tuple[str, ...]:
+    """Columns in the order of the record schema (tables that follow the record: curves, summary). An axis
+    column must be a record column (specjoule.records: appended, as every new column is)."""
+    if record_columns is None:
+        from specjoule.records import RECORD_COLUMNS
 
-    position = {name: i for i, (name, *_) in enumerate(RECORD_FIELDS)}
+        record_columns = RECORD_COLUMNS
+    position = {name: i for i, name in enumerate(record_columns)}
     cols = tuple(columns)
     unknown = [c for c in cols if c not in position]
     if unknown:
@@ -126,31 +130,82 @@ def record_ordered(columns: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(cols, key=position.__getitem__))
 
 
+@dataclass(frozen=True)
+class KeyLists:
+    """Every grouping-key list the analysis and the report use, as functions of a declaration."""
+
+    # A record pairs with the baselines of its own campaign: its id and every campaign-scope axis (aggregate).
+    pair: tuple[str, ...]
+    # A configuration: every key column of a non-replicate axis, in record order (spread, derive, report.spread).
+    configuration: tuple[str, ...]
+    # A curve point's identity: its configuration and the seed it was measured under (derive).
+    curve: tuple[str, ...]
+    # Points along L: a configuration less its acceptance vector (checks).
+    series: tuple[str, ...]
+    # A figure's slice: the campaign's configuration axes in reading order (report.figures, report.render).
+    slice: tuple[str, ...]
+    # Every key column of a configuration in reading order (figure tooltips and matching).
+    reading: tuple[str, ...]
+    # The key columns of the configuration axes that vary inside a campaign, and their primary columns.
+    arm: tuple[str, ...]
+    arm_names: tuple[str, ...]
+    # Axes a window replicate shares with the window before it on one engine (runner.same_engine_state).
+    same_engine_state: tuple[str, ...]
+    # Figure and report labels.
+    labels: dict[str, str]
+
+    @classmethod
+    def of(cls, declared: Sequence[Axis], record_columns: Sequence[str] | None = None) -> KeyLists:
+        config_axes = configuration(declared)
+        campaign_axes = [a for a in grid(declared) if a.scope == "campaign"]
+        arm_axes = [a for a in config_axes if a.scope == "arm"]
+        acceptance = [a for a in declared if a.name == ACCEPTANCE.name]
+        seed = [a for a in declared if a.name == SEED.name]
+        return cls(
+            pair=("campaign_id", *primary_columns(campaign_axes)),
+            configuration=record_ordered(key_columns(config_axes), record_columns),
+            curve=record_ordered(key_columns((*config_axes, *seed)), record_columns),
+            series=record_ordered(key_columns(a for a in config_axes if a not in acceptance), record_columns),
+            slice=primary_columns(a for a in config_axes if a.scope == "campaign"),
+            reading=key_columns(config_axes),
+            arm=key_columns(arm_axes),
+            arm_names=primary_columns(arm_axes),
+            same_engine_state=primary_columns(a for a in grid(declared) if a.name != WINDOW.name),
+            labels={a.name: a.label for a in declared},
+        )
+
+
 # -- derived key lists ------------------------------------------------------------------------------
-# Everything below is a function of AXES; tests/test_axes.py checks each against the declaration.
+# Every name below is a function of AXES; tests/test_axes.py checks each module's lists against it. They
+# are made on first use: record order needs specjoule.records (pyarrow), which planning never imports.
 
-# What a campaign shares: a record pairs with the baselines of its own campaign (analysis.aggregate).
-CAMPAIGN_AXES: tuple[Axis, ...] = tuple(a for a in grid() if a.scope == "campaign")
-PAIR_KEYS: tuple[str, ...] = ("campaign_id", *primary_columns(CAMPAIGN_AXES))
-# A configuration: every key column of a non-replicate axis, in record order (spread, derive, report.spread).
-CONFIGURATION_KEYS: tuple[str, ...] = record_ordered(key_columns(configuration()))
-# A curve's identity columns: the configuration and the seed it was measured under.
-CURVE_KEYS: tuple[str, ...] = record_ordered(key_columns((*configuration(), SEED)))
-# Points along L: a configuration less its acceptance vector (analysis.checks).
-SERIES_KEYS: tuple[str, ...] = record_ordered(key_columns(a for a in configuration() if a is not ACCEPTANCE))
-# A figure's slice: the campaign's configuration axes in reading order (report.figures, report.render).
-SLICE_KEYS: tuple[str, ...] = primary_columns(a for a in configuration() if a.scope == "campaign")
-# Every key column of a configuration in reading order (figure tooltips and matching).
-READING_KEYS: tuple[str, ...] = key_columns(configuration())
-# An arm of a campaign: its configuration axes that vary inside the campaign.
-ARM_KEYS: tuple[str, ...] = key_columns(a for a in configuration() if a.scope == "arm")
-# The primary columns of those arm axes: what names an arm in a report table (scheme, acceptance vector).
-ARM_NAMES: tuple[str, ...] = primary_columns(a for a in configuration() if a.scope == "arm")
-# Axes a window replicate shares with the window before it on one engine (runner.same_engine_state).
-SAME_ENGINE_STATE: tuple[str, ...] = primary_columns(a for a in grid() if a is not WINDOW)
+KEYS: KeyLists
+PAIR_KEYS: tuple[str, ...]
+CONFIGURATION_KEYS: tuple[str, ...]
+CURVE_KEYS: tuple[str, ...]
+SERIES_KEYS: tuple[str, ...]
+SLICE_KEYS: tuple[str, ...]
+READING_KEYS: tuple[str, ...]
+ARM_KEYS: tuple[str, ...]
+ARM_NAMES: tuple[str, ...]
+SAME_ENGINE_STATE: tuple[str, ...]
+LABELS: dict[str, str]
+_DERIVED = {"PAIR_KEYS": "pair", "CONFIGURATION_KEYS": "configuration", "CURVE_KEYS": "curve",
+            "SERIES_KEYS": "series", "SLICE_KEYS": "slice", "READING_KEYS": "reading", "ARM_KEYS": "arm",
+            "ARM_NAMES": "arm_names", "SAME_ENGINE_STATE": "same_engine_state", "LABELS": "labels"}
 
-# Figure and report labels of the axes; the other dimensions figures slice by are not grid axes.
-LABELS: dict[str, str] = {a.name: a.label for a in AXES}
+
+@functools.cache
+def _keys() -> KeyLists:
+    return KeyLists.of(AXES)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "KEYS":
+        return _keys()
+    if name in _DERIVED:
+        return getattr(_keys(), _DERIVED[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def leading(keys: Iterable[str], *first: str) -> tuple[str, ...]:

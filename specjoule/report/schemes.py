@@ -19,7 +19,9 @@ from specjoule.report import numbers
 from specjoule.report.figures import ARM_LABELS, FAMILY_UNKNOWN, CannotDraw, FigureInputs, _energy_curves, _with_family
 
 # Rows of the comparison: one per family, target model, engine, batch and the other grid axes.
-GROUP_KEYS: tuple[str, ...] = ("family", *axes.leading(axes.SLICE_KEYS, "model_pair", "engine", "batch_size"))
+# Rows lead with these; the other slice axes follow, shown only where they vary (comparison_table).
+LEADING_KEYS: tuple[str, ...] = ("model_pair", "engine", "batch_size")
+GROUP_KEYS: tuple[str, ...] = ("family", *axes.leading(axes.SLICE_KEYS, *LEADING_KEYS))
 AXES = {"L": "configured L", "apv": "accepted per verify pass"}
 EXACT_L_TOLERANCE = 1e-9  # configured L values are grid values: a match is exact
 NOT_MEASURED = "not measured"
@@ -154,8 +156,8 @@ def comparison_table(inputs: FigureInputs, axis: str, scheme_order: Sequence[str
     present = list(dict.fromkeys(long["arm"].to_list()))
     order = {s: i for i, s in enumerate(scheme_order)}
     arms = sorted(present, key=lambda a: (order.get(a.split(" (")[0], len(order)), a))
-    varying = [k for k in ("workload", "corpus", "cuda_graphs") if long[k].n_unique() > 1]
-    key_cols = ["family", "model_pair", "engine", "batch_size", *varying]
+    varying = [k for k in GROUP_KEYS if k not in ("family", *LEADING_KEYS) and long[k].n_unique() > 1]
+    key_cols = ["family", *LEADING_KEYS, *varying]
     labels = {"family": "family", "model_pair": "target", "engine": "engine", "batch_size": "B", "workload": "workload",
               "corpus": "corpus", "cuda_graphs": "CUDA graphs"}
     rows = []
