@@ -503,9 +503,11 @@ def localize(spec: CellSpec | Mapping[str, Any], workdir: str | Path = ".") -> t
         revisions[column] = man["revision"]
         if man["source"] != "hub":
             continue
+        # The record role "draft" is the pair's draft only for draft_model; for a head or block drafter it is the
+        # scheme's drafter, even when the pair also has a draft (for its draft_model arms).
         if role == "target":
             out = out.with_engine(target=out.engine.target.with_model(man["path"]))
-        elif role == "draft" and out.engine.draft is not None:
+        elif ref.key == "draft" and out.engine.draft is not None:
             out = out.with_engine(draft=out.engine.draft.with_model(man["path"]))
         else:
             out = out.with_scheme(out.scheme.with_drafter(man["path"]))
