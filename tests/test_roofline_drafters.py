@@ -123,3 +123,21 @@ def test_records_without_a_drafter_take_the_configs_or_say_none():
            "draft_model": None, "batch_size": 1, "prompt_len": 512, "output_len": 512}
     with pytest.raises(rf.NotModelled, match="no drafter shape is known"):
         rf._work_for(row, rf.models_lookup, {}, None)
+
+
+def test_cli_reproduces_the_committed_mimo_mtp_tables(tmp_path, capsys):
+    """The README's exact command for the incomplete MiMo campaign writes the committed tables again."""
+    repo = MODELS.parents[1]
+    run = repo / "validation" / "h200-2026-12" / "session-2026-12-01d" / "mimo-mtp"
+    committed = repo / "validation" / "h200-2026-12" / "roofline" / "session-2026-12-01d" / "mimo-mtp"
+    rf.main([str(run / "results" / "records.parquet"), "--hardware", str(repo / "validation" / "h200-2026-12" / "hardware"),
+             "--config", str(run / "h200-schemes-mimo-mtp.yaml"), "--out", str(tmp_path)])
+    assert "3 of 3 cells modelled" in capsys.readouterr().out
+    import polars as pl
+    from polars.testing import assert_frame_equal
+
+    for name in ("roofline", "roofline_fit", "roofline_time", "crossover"):
+        assert_frame_equal(pl.read_parquet(tmp_path / f"{name}.parquet"), pl.read_parquet(committed / f"{name}.parquet"))
+    cells = pl.read_parquet(committed / "roofline.parquet").filter(pl.col("method") == "mtp")
+    assert cells["drafter_source"].to_list() == ["target (its MTP layers)"] * 2
+    assert cells["draft_bytes_per_round"].to_list() == pytest.approx([5.0e9] * 2, rel=0.01)

@@ -1174,3 +1174,37 @@ def plan_predictions(cells: Iterable[Any], records_path: str, hardware_dir: str,
             f"calibration), ADR 0102:")
     more = [f"  … and {n_pred - limit} more"] if n_pred > limit else []
     return "\n".join([head, *lines, *more])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m specjoule.analysis.roofline RECORDS --hardware DIR [--config CFG] --out DIR``: the rule's
+    library call on a records.parquet the workflow cannot re-aggregate (an incomplete campaign's committed
+    records), writing the same five tables."""
+    import argparse
+    from pathlib import Path
+
+    import yaml
+
+    from specjoule import hardware as hw
+
+    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0] if main.__doc__ else None)
+    ap.add_argument("records")
+    ap.add_argument("--hardware", required=True, help="a folder of GPU-*.json calibrations")
+    ap.add_argument("--config", help="the config that ran the records (its drafters, for records naming none)")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    calibrations = [{**hw.load(p), "path": str(p)} for p in sorted(Path(a.hardware).glob("GPU-*.json"))]
+    drafters = configured_drafters(yaml.safe_load(Path(a.config).read_text())) if a.config else None
+    result = model_cells(pl.read_parquet(a.records), models_lookup, calibrations, drafters=drafters)
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    names = {"cells": "roofline", "fit": "roofline_fit", "time": "roofline_time", "crossover": "crossover",
+             "hardware": "hardware"}
+    write_tables(result, {k: f"{a.out}/{v}.parquet" for k, v in names.items()}, None)
+    modelled = result.cells.filter(C("model_status") == "modelled")
+    print(f"{modelled.height} of {result.cells.height} cells modelled; residuals: "
+          + ", ".join(f"{r['cell_name']} {r['residual']:+.3f}" for r in modelled.iter_rows(named=True)
+                      if r["residual"] is not None))
+
+
+if __name__ == "__main__":
+    main()
