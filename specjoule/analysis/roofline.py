@@ -1148,7 +1148,7 @@ def plan_predictions(cells: Iterable[Any], records_path: str, hardware_dir: str,
         try:
             spec_w = cell_work(row, _shape_for(lookup, cache, row["target_model"], "target"),
                                None if row["method"] in HOST_METHODS else
-                               _shape_for(lookup, cache, row.get("draft_model"), _drafter_role(row["method"])),
+                               _shape_for(lookup, cache, drafter_path(row)[0], _drafter_role(row["method"])),
                                accepted_length=row.get("configured_L"))
             base_w = cell_work(row | {"method": "baseline", "k": None}, _shape_for(lookup, cache, row["target_model"],
                                                                                   "target"), None)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -103,7 +103,7 @@ def _side_rows(cells: pl.DataFrame, checks: pl.DataFrame | None) -> list[dict[st
     for _key, g in cells.group_by(keys, maintain_order=True):
         first = g.row(0, named=True)
         baseline = first["scheme"] == "baseline" or g["role"].is_in(["opening_baseline", "closing_baseline"]).all()
-        ratio = None if baseline else g["_ratio"].drop_nulls().mean()
+        ratio = None if baseline else cast("float | None", g["_ratio"].drop_nulls().mean())
         rows.append({
             "arm": "baseline" if baseline else _arm(first), "workload": first["workload"], "load": _load(first),
             "campaign_id": first["campaign_id"], "cells": g.height,
