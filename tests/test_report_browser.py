@@ -117,8 +117,8 @@ def test_schemes_report_draws_the_papers_figure_and_the_scheme_tables(chromium, 
     print(f"\nschemes report {path.stat().st_size} bytes, drawn in {result.elapsed_s:.1f} s")
     assert result.render_done and result.all_errors == [] and result.external_requests == []
     drawn = [f["name"] for f in manifest["figures"] if f["drawn"]]
-    assert drawn[0] == "energy_vs_accepted_per_pass" and "cuda_graphs" in drawn and len(drawn) == 8
-    assert result.charts_expected == result.charts_drawn == result.svg_charts == 8
+    assert drawn[0] == "energy_vs_accepted_per_pass" and "cuda_graphs" in drawn and "energy_decomposition" in drawn and len(drawn) == 9
+    assert result.charts_expected == result.charts_drawn == result.svg_charts == 9
     assert sorted(result.not_drawn) == ["concurrency_per_arm", "power_timeline"]
     assert_not_blank(result.screenshot, result.chart_boxes)
 

@@ -105,28 +105,35 @@ def figure_data(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def decomposition_chart(table: pl.DataFrame) -> alt.TopLevelMixin:
+    """One panel (engine · model pair · B) at a time, picked in a drop-down (the static export shows the first,
+    and says so): a grid of many targets and batch sizes stays one readable chart (ADR 0032's selectors)."""
     data = figure_data(table)
+    panels = list(dict.fromkeys(data["panel"].to_list()))
     domain = [*COMPONENTS, "predicted", "baseline"]
     colors = [*COMPONENT_COLORS, PREDICTED_COLOR, BASELINE_COLOR]
-    base = alt.Chart(data.to_pandas() if hasattr(data, "to_pandas") else data)
+    pick = alt.param(name="decomposition_panel", value=panels[0],
+                     bind=alt.binding_select(options=panels, name="panel: "))
+    offset = alt.XOffset("bar:N", sort=["measured", "predicted", "baseline"])
+    base = alt.Chart(data.to_pandas()).transform_filter(alt.datum.panel == pick)
     bars = base.mark_bar().encode(
-        x=alt.X("cell:N", title=None, sort=None),
-        xOffset=alt.XOffset("bar:N", sort=["measured", "predicted", "baseline"]),
+        x=alt.X("cell:N", title=None, sort=None), xOffset=offset,
         y=alt.Y("sum(mj):Q", title="mJ per committed token"),
         color=alt.Color("component:N", scale=alt.Scale(domain=domain, range=colors), title="energy"),
         order=alt.Order("order:Q"),
-        tooltip=["engine:N", "panel:N", "cell:N", "bar:N", "component:N", alt.Tooltip("mj:Q", format=".1f"), "residual:N"])
+        tooltip=["engine:N", "panel:N", "cell:N", "bar:N", "component:N", alt.Tooltip("mj:Q", format=".1f"),
+                 "residual:N"])
     text = base.transform_filter(alt.datum.bar == "measured").transform_aggregate(
         total="sum(mj)", groupby=["panel", "cell", "bar", "residual"]).mark_text(dy=-6, fontSize=10).encode(
-        x=alt.X("cell:N", sort=None), xOffset=alt.XOffset("bar:N", sort=["measured", "predicted", "baseline"]),
-        y="total:Q", text="residual:N")
-    return (alt.layer(bars, text).facet(column=alt.Column("panel:N", title=None))
-            .resolve_scale(y="independent", x="independent")
-            .properties(title={"text": "Where a speculative cell's joules go: measured split, predicted, baseline",
+        x=alt.X("cell:N", sort=None), xOffset=offset, y="total:Q", text="residual:N")
+    shown = f"panel: {panels[0]}" + (f" (one of {len(panels)}; pick another in the interactive view)"
+                                     if len(panels) > 1 else "")
+    return (alt.layer(bars, text).add_params(pick)
+            .properties(width=alt.Step(36), height=260,
+                        title={"text": "Where a speculative cell's joules go: measured split, predicted, baseline",
                                "subtitle": ["measured mJ per committed token split by the roofline model's shares "
                                             "(verify, draft, idle/host-wait); beside it the model's prediction and "
                                             "the baseline's measured energy; the residual (measured / predicted − 1) "
-                                            "on the measured bar"]}))
+                                            "on the measured bar", shown]}))
 
 
 def decomposition_figure(inputs: Any) -> alt.TopLevelMixin:
