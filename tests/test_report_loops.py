@@ -63,7 +63,7 @@ def test_both_sides_with_running_requests_ratios_and_checks():
     assert by_arm["baseline"]["cells"] == 2 and by_arm["baseline"]["mean_running_requests"] == pytest.approx(3.3)
     assert by_arm["draft · mv1"]["mean_running_requests"] == pytest.approx(28.3)
     assert by_arm["draft · mv1"]["ratio"] == pytest.approx(275.0 / 360.0)
-    assert by_arm["draft · mv1"]["checks"] == "batch_shape fail"
+    assert by_arm["draft · mv1"]["checks"] == "batch_shape fail" and by_arm["baseline"]["checks"] == "reference"
     m = {r["arm"]: r for r in matched.rows}
     assert m["draft · mv1"]["ratio"] == pytest.approx(480.0 / 365.0) and m["draft · mv1"]["sign"] == "cost"
     assert m["draft · mv1"]["checks"] == "batch_shape pass, steady_state pass"  # baseline_drift is not a loop check
@@ -100,7 +100,7 @@ def test_families_are_kept_apart():
     comps = {c.family["engine"]: c for c in loops.loop_comparison(pl.concat([_records(), other]), _checks())}
     assert set(comps) == {"vllm", "sglang"}
     # sglang's campaigns have no checks of their own: nothing borrowed from vLLM's.
-    assert {r["checks"] for r in comps["sglang"].sides["open_loop"].rows} == {"not checked"}
+    assert {r["checks"] for r in comps["sglang"].sides["open_loop"].rows} == {"not checked", "reference"}
     assert "batch_shape fail" in {r["checks"] for r in comps["vllm"].sides["open_loop"].rows}
 
 

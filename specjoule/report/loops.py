@@ -87,6 +87,11 @@ def _check_words(campaign: str, cells: list[str], checks: pl.DataFrame | None) -
     return ", ".join(sorted(set(out))) or "not checked"
 
 
+def _baseline_words(words: str, baseline: bool) -> str:
+    # batch_shape judges the arms against the baseline: a baseline no check names is its reference, not unchecked.
+    return "reference" if baseline and words == "not checked" else words
+
+
 def _with_columns(records: pl.DataFrame) -> pl.DataFrame:
     need = {"request_rate": pl.Float64, "concurrency": pl.Int64, "mean_running_requests": pl.Float64,
             "baseline_mj_per_committed_token": pl.Float64, "acceptance_name": pl.String, "status": pl.String,
@@ -111,7 +116,7 @@ def _side_rows(cells: pl.DataFrame, checks: pl.DataFrame | None) -> list[dict[st
             "mj_per_token": g["mj_per_committed_token"].drop_nulls().mean(),
             "baseline_mj_per_token": g["baseline_mj_per_committed_token"].drop_nulls().mean(),
             "ratio": ratio, "sign": "—" if baseline else _sign(ratio),
-            "checks": _check_words(first["campaign_id"], g["cell_name"].to_list(), checks),
+            "checks": _baseline_words(_check_words(first["campaign_id"], g["cell_name"].to_list(), checks), baseline),
             "_arm_key": None if baseline else (first["scheme"], first.get("acceptance_name")),
         })
     rows.sort(key=lambda r: (r["arm"] != "baseline", r["arm"], r["workload"]))
