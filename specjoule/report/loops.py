@@ -208,9 +208,11 @@ def side_table_rows(side: Side) -> list[list[str]]:
 
 
 def sign_lines(comp: FamilyComparison) -> list[str]:
-    return [f"{s['arm']}: open loop {'—' if s['open_ratio'] is None else format(s['open_ratio'], '.3f') + '×'}, "
-            f"matched concurrency {'—' if s['matched_ratio'] is None else format(s['matched_ratio'], '.3f') + '×'}"
-            f" — {s['verdict']}" for s in comp.signs]
+    def ratio(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.3f}×"
+
+    return [f"{s['arm']}: open loop {ratio(s['open_ratio'])}, matched concurrency {ratio(s['matched_ratio'])} — "
+            f"{s['verdict']}" for s in comp.signs]
 
 
 def to_markdown(comparisons: list[FamilyComparison]) -> str:
