@@ -1251,7 +1251,20 @@ FIGURES: tuple[FigureDef, ...] = (
               "draft position; SGLang simulates a mean accept length per step: not the same mechanism.",
               engine_comparison, True),
 )
+FIGURES += (
+    FigureDef("energy_decomposition", "Where a speculative cell's joules go (roofline model)",
+              "Per speculative cell the measured mJ per committed token split into verify, draft and idle/host-wait "
+              "by the roofline model's shares, beside the model's predicted energy and the baseline's measured "
+              "energy; the residual (measured / predicted − 1) on the measured bar (ADR 0102, 0177).",
+              lambda inputs: _roofline_report().decomposition_figure(inputs), True),
+)
 FIGURE_NAMES = tuple(f.name for f in FIGURES)
+
+
+def _roofline_report():  # imported late: specjoule.report.roofline imports this module
+    from specjoule.report import roofline
+
+    return roofline
 
 
 def build_all(inputs: FigureInputs, names: Sequence[str] | None = None) -> list[Figure]:

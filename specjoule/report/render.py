@@ -26,11 +26,13 @@ import polars as pl
 from specjoule import axes
 from specjoule.analysis import accounting
 from specjoule.report import figures as figs
-from specjoule.report import numbers, parallel, schemes
+from specjoule.report import loops, numbers, parallel, schemes
+from specjoule.report import roofline as roofline_report
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_TABLE_ROWS = 400
 ENGINE_FIGURES = ("engine_comparison",)
+ROOFLINE_FIGURES = ("energy_decomposition",)  # drawn in the roofline section, beside its tables
 STATUS_ORDER = {"fail": 0, "flag": 1, "pass": 2, "not_applicable": 3}
 
 
@@ -45,6 +47,7 @@ class ReportInputs:
     specs: dict[str, dict]
     summary: pl.DataFrame | None = None
     variance: pl.DataFrame | None = None  # results/variance.parquet, when the workflow writes it
+    crossover: pl.DataFrame | None = None  # results/crossover.parquet (rule roofline), when the workflow writes it
     paths: dict[str, str] = field(default_factory=dict)  # input name → path, for the reader
     generated_at: str = ""
 
@@ -712,11 +715,12 @@ def render(inp: ReportInputs) -> str:
     if inp.summary is not None and inp.summary.height:
         tables.append(_table_from_df("Summary with intervals (curves_summary)", inp.summary,
                                      source="results/curves_summary.parquet"))
-    figures, engine_figures = [], []
+    figures, engine_figures, roofline_figures = [], [], []
     for f in inp.manifest.get("figures", []):
         entry = {**f, "spec_json": _script_json(inp.specs[f["name"]]) if f["drawn"] else None}
-        # The engine comparison sits in its own section, beside its table.
-        (engine_figures if f["name"] in ENGINE_FIGURES else figures).append(entry)
+        # The engine comparison and the decomposition sit in their own sections, beside their tables.
+        (engine_figures if f["name"] in ENGINE_FIGURES else
+         roofline_figures if f["name"] in ROOFLINE_FIGURES else figures).append(entry)
     ctx = {
         "title": f"specjoule report — {inp.config.get('name', '')}",
         "generated_at": inp.generated_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -732,6 +736,8 @@ def render(inp: ReportInputs) -> str:
         "tables": tables,
         "schemes": scheme_section(inp),
         "variance": variance_table(inp.variance),
+        "roofline": {"figures": roofline_figures, **roofline_report.section(inp.curves, inp.crossover)},
+        "loops": loops.section(inp.records, inp.checks, inp.config),
         "paths": inp.paths,
         "bundle": javascript_bundle(inp.manifest.get("vega_lite_version", figs.VEGALITE_VERSION)),
     }
