@@ -23,11 +23,15 @@ from typing import Any, cast
 
 import polars as pl
 
+from specjoule import axes
+
 C = pl.col
 OPEN, CLOSED = "open_loop", "closed_loop"
 SIDE_TITLES = {OPEN: "open loop (fixed arrival rate)", CLOSED: "matched concurrency (fixed clients)"}
 # Cells sharing these ran the same model, lengths and engine: the arms can be compared across workloads.
-FAMILY_KEYS: tuple[str, ...] = ("engine", "model_pair", "corpus", "cuda_graphs", "prompt_len", "output_len")
+# (a campaign's slice less the workload and the load, which differ between the sides, plus the lengths)
+FAMILY_KEYS: tuple[str, ...] = (*(k for k in axes.SLICE_KEYS if k not in ("workload", "batch_size")),
+                                "prompt_len", "output_len")
 ARM_KEYS: tuple[str, ...] = ("scheme", "acceptance_name")
 # The checks that say whether a side's comparison stands: the batch-shape confound (open loop) and the
 # steady state of the fixed-concurrency loop (ADR 0111).

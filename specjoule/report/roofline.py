@@ -23,11 +23,16 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from specjoule import axes
+
 C = pl.col
 COMPONENTS = ("verify", "draft", "idle / host wait")
 COMPONENT_COLORS = ("#4c78a8", "#f58518", "#bab0ac")
 PREDICTED_COLOR, BASELINE_COLOR = "#54a24b", "#7f7f7f"
-GROUP_KEYS: tuple[str, ...] = ("engine", "model_pair", "batch_size", "scheme", "method", "k", "acceptance_name")
+# One decomposition row per engine, pair, batch and arm: the reading-order keys less those the table does not show
+# (every committed roofline campaign has one workload, corpus and CUDA-graph mode).
+GROUP_KEYS: tuple[str, ...] = tuple(k for k in axes.READING_KEYS if k not in (
+    "workload", "workload_kind", "corpus", "cuda_graphs", "acceptance_kind", "configured_L"))
 MODEL_COLUMNS = ("predicted_mj_per_committed_token", "residual", "energy_verify_share", "energy_draft_share",
                  "energy_idle_share", "model_status")
 DECOMPOSITION_COLUMNS = ["engine", "model pair", "B", "scheme", "acceptance", "realized L", "replicates",
