@@ -45,6 +45,8 @@ rule roofline:
     params:
         # The fallback for a GPU without a calibration; a measured balance point always wins (ADR 0102).
         balance_fallback=CONFIG["report"].get("balance_point_op_per_byte"),
+        # The config's drafter per (pair, scheme), for records that name none (ADR 0176).
+        drafter_config={"models": CONFIG["models"], "schemes": CONFIG["schemes"]},
         config_hash=CONFIG_HASH,
     script:
         "../scripts/roofline.py"

@@ -130,7 +130,9 @@ def get_model_manifests(cells):
     """The manifests the GPU job of ``cells`` waits for, as ancient inputs: the job runs after
     resolve_models, and a manifest rewritten when another model is added re-runs no measured cell.
     (resolve_models.cell_manifest_paths, with each model's manifest name computed once.)"""
-    return [ancient(p) for p in sorted({_manifest_path(r) for c in cells for r in _resolve.cell_refs(c.spec).values()})]
+    return [
+        ancient(p) for p in sorted({_manifest_path(r) for c in cells for r in _resolve.cell_refs(c.setup).values()})
+    ]
 
 
 def get_cell_model_manifests(wildcards):

@@ -8,6 +8,7 @@ report: "../report/workflow.rst"
 _WRITTEN = {str(f) for r in workflow.rules for f in r.output}
 _SUMMARY = [p for p in ("results/curves_summary.parquet", "results/summary.parquet") if p in _WRITTEN][:1]
 _VARIANCE = [p for p in ("results/variance.parquet",) if p in _WRITTEN]
+_CROSSOVER = [p for p in ("results/crossover.parquet",) if p in _WRITTEN]  # rule roofline (ADR 0177)
 
 
 rule figures:
@@ -51,6 +52,7 @@ rule report:
         figures="results/figures",
         summary=_SUMMARY,
         variance=_VARIANCE,
+        crossover=_CROSSOVER,
     output:
         report("results/report.html", caption="../report/report.rst", category="Report", labels={"file": "report.html"}),
     log:

@@ -17,6 +17,7 @@ def main(smk) -> None:  # smk: the Snakemake script object
     manifest, specs = figures.read_manifest(smk.input.figures)
     summary_paths = list(smk.input.get("summary", []))
     variance_paths = list(smk.input.get("variance", []))
+    crossover_paths = list(smk.input.get("crossover", []))
     inputs = render.ReportInputs(
         config=smk.params.config,
         config_hash=smk.params.config_hash,
@@ -25,6 +26,7 @@ def main(smk) -> None:  # smk: the Snakemake script object
         curves=pl.read_parquet(smk.input.curves),
         summary=pl.read_parquet(summary_paths[0]) if summary_paths else None,
         variance=pl.read_parquet(variance_paths[0]) if variance_paths else None,
+        crossover=pl.read_parquet(crossover_paths[0]) if crossover_paths else None,
         manifest=manifest,
         specs=specs,
         paths={k: str(v) for k, v in smk.input.items()},

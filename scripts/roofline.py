@@ -21,7 +21,8 @@ def main(smk) -> None:  # smk: the Snakemake script object
     log.info("%d calibration(s) in %s: %s", len(calibrations), "results/hardware",
              ", ".join(f"{c['gpu_uuid']} ({c['driver_version']})" for c in calibrations) or "none")
     result = roofline.model_cells(records, roofline.models_lookup, calibrations,
-                                  balance_fallback=smk.params.balance_fallback)
+                                  balance_fallback=smk.params.balance_fallback,
+                                  drafters=roofline.configured_drafters(smk.params.drafter_config))
     roofline.write_tables(result, dict(smk.output), smk.params.config_hash)
     cells = result.cells
     modelled = cells.filter(pl.col("model_status") == "modelled")

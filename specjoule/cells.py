@@ -22,18 +22,29 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import acceptance as acc
-from specjoule import schemes
+from specjoule import axes, schemes
+from specjoule.cellspec import (
+    AcceptanceSpec,
+    ArmSpec,
+    CampaignSpec,
+    CellSpec,
+    CorpusSpec,
+    EngineSpec,
+    ModelSpec,
+    ProtocolSpec,
+    SchemeSpec,
+    WorkloadSpec,
+)
 
 CELLS_DIR = "results/cells"
 TIMELINES_DIR = "results/timelines"
 LOGS_DIR = "results/logs/cells"
 
-ROLE_OPENING = "opening_baseline"
-ROLE_CLOSING = "closing_baseline"
-ROLE_POINT = "point"
+# Role names are declared with the axes (specjoule.axes); kept here for the modules that read them from cells.
+ROLE_OPENING, ROLE_CLOSING, ROLE_POINT = axes.ROLE_OPENING, axes.ROLE_CLOSING, axes.ROLE_POINT
 # Where the group jobs of an engine-sharing run leave their "measured under this id" stamps (ADR 0017).
 STAMPS_DIR = "results/.specjoule/measured"
-PHASES = (ROLE_OPENING, ROLE_POINT, ROLE_CLOSING)
+PHASES = axes.PHASES
 
 
 def _blob(obj: Any) -> str:
@@ -68,10 +79,11 @@ class Cell:
     workload_kind: str
     device: str
     engine_key: str  # cells with equal keys can share one running engine
+    # What the runner and engine read, typed (specjoule.cellspec); ``spec`` is its dict form.
+    setup: CellSpec = field(compare=False, hash=False)
     run_order_index: int = 0
     run_order_seed: int = 0
     estimated_s: float = 0.0
-    spec: dict = field(default_factory=dict, compare=False, hash=False)
     # Campaigns that differ only in batch size, corpus and seed (ADR 0017); not part of the identity.
     family_id: str = ""
     # Replicate axes (ADR 0064): in the identity only when not 0.
@@ -80,10 +92,15 @@ class Cell:
     # Known at planning time (specjoule.support): the engine cannot run this cell; not part of the identity.
     unsupported_reason: str | None = None
 
+    @functools.cached_property
+    def spec(self) -> dict:
+        """The cell's dict form (CellSpec.as_dict): the engine worker's input and what the cell id hashes."""
+        return self.setup.as_dict()
+
     @property
     def n_gpus(self) -> int:
         """GPUs the cell holds: its target's tensor-parallel size (a drafter runs on the same GPUs; ADR 0155)."""
-        return int(self.spec.get("target", {}).get("tensor_parallel_size", 1))
+        return self.setup.engine.n_gpus
 
     @property
     def record_path(self) -> str:
@@ -110,11 +127,11 @@ class Cell:
             "role": self.role,
             "engine": self.engine,
             "model_pair": self.model_pair,
-            "target_model": self.spec["target"]["model"],
+            "target_model": self.setup.engine.target.model,
             "tensor_parallel_size": self.n_gpus,
             # The model that drafts: the scheme's own drafter for eagle3, dflash, dspark (and an mtp assistant);
             # otherwise the pair's draft as before (draft_model; null for a pair without one).
-            "draft_model": self.spec["scheme"].get("drafter") or (self.spec.get("draft") or {}).get("model"),
+            "draft_model": self.setup.scheme.drafter or (self.setup.engine.draft.model if self.setup.engine.draft else None),
             "scheme": self.scheme,
             "method": self.method,
             "k": self.k,
@@ -129,12 +146,12 @@ class Cell:
             "cuda_graphs": self.cuda_graphs,
             "workload": self.workload,
             "workload_kind": self.workload_kind,
-            "prompt_len": self.spec["workload"]["prompt_len"],
-            "output_len": self.spec["workload"]["output_len"],
-            "request_rate": self.spec["workload"].get("rate"),
-            "concurrency": self.spec["workload"].get("concurrency"),
+            "prompt_len": self.setup.workload.prompt_len,
+            "output_len": self.setup.workload.output_len,
+            "request_rate": self.setup.workload.rate,
+            "concurrency": self.setup.workload.concurrency,
             "device": self.device,
-            "prefix_caching": self.spec["prefix_caching"],
+            "prefix_caching": self.setup.engine.prefix_caching,
             "run_order_index": self.run_order_index,
             "run_order_seed": self.run_order_seed,
             "window_index": self.window_index,
@@ -219,7 +236,7 @@ class CellTable:
 
     def estimated_window_s(self) -> float:
         """Energy-window seconds the plan holds (each cell's minimum window)."""
-        return sum(_window_s(c.spec["workload"]) for c in self.cells)
+        return sum(c.setup.workload.energy_window_s for c in self.cells)
 
     def engine_starts(self) -> int:
         """Engines the plan starts: a group (or, without sharing, a cell) planned unsupported starts none."""
@@ -276,13 +293,9 @@ class CellTable:
                 f"configurations, estimated {hours:.2f} GPU-hours{share} ({starts}){skipped}")
 
 
-def _window_s(workload: dict) -> float:
-    return float(workload["min_window_s"] if workload["kind"] == "closed_batch" else workload["window_s"])
-
-
-def _estimate_s(workload: dict, protocol: dict) -> float:
-    base = protocol["engine_start_s"] + protocol["idle_s"] + workload["warmup_s"] + _window_s(workload)
-    return base if workload["kind"] == "closed_batch" else base + workload["cooldown_s"]
+def _estimate_s(workload: WorkloadSpec, protocol: dict) -> float:
+    base = protocol["engine_start_s"] + protocol["idle_s"] + workload.warmup_s + workload.energy_window_s
+    return base if workload.kind == "closed_batch" else base + workload.cooldown_s
 
 
 def _scheme_variants(name: str, scheme: dict, config: dict) -> list[tuple[str | None, str | None, tuple | None, float | None]]:
@@ -320,13 +333,7 @@ class CampaignPlan:
     engine: str
     pair_name: str
     workload_name: str
-    workload: dict
-    batch_size: int
-    corpus: str
-    seed: int
-    cuda_graphs: bool
-    engine_replicate: int
-    spec_base: dict
+    setup: CampaignSpec  # what its cells share, typed; its dict form is the campaign's hash input
     engine_blob: str  # hash input of the engine-shaping parameters (engine keys)
     estimated_s: float
 
@@ -344,7 +351,8 @@ def expand(config: dict) -> Iterator[tuple[str, list[CampaignPlan]]]:
     for engine in config["engines"]:
         for pair_name, pair in config["models"].items():
             for wl_name, wl in config["workloads"].items():
-                est = _estimate_s(wl, protocol)
+                workload = WorkloadSpec(wl)
+                est = _estimate_s(workload, protocol)
                 for graphs in config["cuda_graphs"]:
                     for rep in range(int(config.get("engine_replicates", 1))):
                         rsuffix = "-" + replicate_suffix(rep, "r") if rep else ""
@@ -352,28 +360,26 @@ def expand(config: dict) -> Iterator[tuple[str, list[CampaignPlan]]]:
                         engine_base = {"engine": engine, "pair": pair, "graphs": graphs, "device": config["device"],
                                        "prefix_caching": config["prefix_caching"], "opts": engine_opts.get(engine, {})}
                         engine_blob = _blob(engine_base)
+                        engine_spec = EngineSpec(
+                            engine=engine, target=ModelSpec(pair["target"]),
+                            draft=ModelSpec(pair["draft"]) if pair.get("draft") is not None else None,
+                            max_model_len=pair.get("max_model_len"), cuda_graphs=graphs, device=config["device"],
+                            prefix_caching=config["prefix_caching"], options=engine_opts.get(engine, {}))
                         plans = []
                         for batch in config["batch_sizes"]:
                             for corpus_name, corpus in config["corpora"].items():
                                 for seed in config["seeds"]:
                                     campaign = (f"{engine}-{pair_name}-{wl_name}-b{batch}-{corpus_name}-s{seed}"
                                                 f"-cg{int(graphs)}{rsuffix}")
-                                    spec_base = {
-                                        "engine": engine, "target": pair["target"], "draft": pair.get("draft"),
-                                        "max_model_len": pair.get("max_model_len"), "batch_size": batch,
-                                        "corpus": corpus_name, "corpus_spec": corpus,
-                                        "pool_size": corpus.get("pool_size", config["pool_size"]),
-                                        "seed": seed, "cuda_graphs": graphs, "workload": wl, "device": config["device"],
-                                        "prefix_caching": config["prefix_caching"],
-                                        "engine_options": engine_opts.get(engine, {}),
-                                        "protocol": {k: protocol[k] for k in ("idle_s", "engine_ready_timeout_s")},
-                                        "meter": config["meter"],
-                                    }
-                                    if rep:  # in the hashed spec only when it is not 0: older ids stay
-                                        spec_base["engine_replicate"] = rep
-                                    plans.append(CampaignPlan(campaign, family, engine, pair_name, wl_name, wl, batch,
-                                                              corpus_name, seed, graphs, rep, spec_base, engine_blob,
-                                                              est))
+                                    setup = CampaignSpec(
+                                        engine=engine_spec, workload=workload,
+                                        corpus=CorpusSpec(corpus_name, corpus.get("pool_size", config["pool_size"]),
+                                                          corpus),
+                                        batch_size=batch, seed=seed,
+                                        protocol=ProtocolSpec(protocol["idle_s"], protocol["engine_ready_timeout_s"]),
+                                        meter=config["meter"], engine_replicate=rep)
+                                    plans.append(CampaignPlan(campaign, family, engine, pair_name, wl_name, setup,
+                                                              engine_blob, est))
                         yield family, plans
 
 
@@ -456,16 +462,14 @@ def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: 
         # The pair's own drafter for this method (models.<pair>.drafters): in the cell's scheme, so the id is the
         # one the same drafter given on the scheme would give.
         scheme = {**scheme, "drafter": drafter}
-    own: dict[str, Any] = {"scheme": {**scheme, "name": arm.scheme_name}, "role": arm.role,
-                           "acceptance_rates": list(rates) if rates else None}
-    if arm.window_index:
-        own["window_index"] = arm.window_index
-    spec = {**plan.spec_base, **own}
+    arm_spec = ArmSpec(role=arm.role, scheme=SchemeSpec({**scheme, "name": arm.scheme_name}),
+                       acceptance=AcceptanceSpec(tuple(rates) if rates else None), window_index=arm.window_index)
+    campaign = plan.setup
     order_key = _sha(plan.engine_blob + _blob({"scheme": scheme, "rates": rates}), 10)
     # A swappable arm's vectors share one engine: its key leaves the rates out; the order key keeps
     # them, so the vectors still run shuffled.
     swapped = (swap and plan.engine == "vllm" and bool(scheme.get("synthetic"))
-               and plan.workload["kind"] == "closed_batch" and rates is not None)
+               and campaign.workload.kind == "closed_batch" and rates is not None)
     engine_key = (_sha(plan.engine_blob + _blob({"scheme": scheme, "rates": "swapped"}), 10)
                   if swapped else order_key)
     unsupported = None
@@ -473,17 +477,18 @@ def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: 
         unsupported = (f"no {scheme['method']} drafter for model pair {plan.pair_name!r}: give the scheme a drafter "
                        f"or the pair its own (models.{plan.pair_name}.drafters.{scheme['method']})")
     elif config["protocol"].get("unsupported_from_tables", True):
-        unsupported = planned_unsupported(plan.engine, plan.spec_base["target"]["model"], scheme)
+        unsupported = planned_unsupported(plan.engine, campaign.engine.target.model, scheme)
     cell = Cell(
-        cell_id=_sha(base_blob + _blob(own)),
+        cell_id=_sha(base_blob + _blob(arm_spec.as_dict())),
         campaign_id=plan.campaign_id, name=arm.name, role=arm.role, engine=plan.engine, model_pair=plan.pair_name,
         scheme=arm.scheme_name, method=scheme["method"], k=scheme.get("k"),
         synthetic=bool(scheme.get("synthetic")), acceptance_name=vname, acceptance_kind=kind,
-        acceptance_rates=rates, configured_L=L, batch_size=plan.batch_size, corpus=plan.corpus, seed=plan.seed,
-        cuda_graphs=plan.cuda_graphs, workload=plan.workload_name, workload_kind=plan.workload["kind"],
-        device=config["device"], engine_key=engine_key, run_order_seed=config["protocol"]["run_order_seed"],
-        estimated_s=0.0 if unsupported else plan.estimated_s, spec=spec, family_id=plan.family_id,
-        window_index=arm.window_index, engine_replicate=plan.engine_replicate, unsupported_reason=unsupported,
+        acceptance_rates=rates, configured_L=L, batch_size=campaign.batch_size, corpus=campaign.corpus.name,
+        seed=campaign.seed, cuda_graphs=campaign.engine.cuda_graphs, workload=plan.workload_name,
+        workload_kind=campaign.workload.kind, device=config["device"], engine_key=engine_key,
+        run_order_seed=config["protocol"]["run_order_seed"], estimated_s=0.0 if unsupported else plan.estimated_s,
+        setup=CellSpec(campaign, arm_spec), family_id=plan.family_id, window_index=arm.window_index,
+        engine_replicate=campaign.engine_replicate, unsupported_reason=unsupported,
     )
     return cell, order_key
 
@@ -544,7 +549,7 @@ def build(config: dict) -> CellTable:
     for family, plans in expand(config):
         family_order = FamilyOrder(family, order_seed)
         for plan in plans:
-            base_blob = _blob(plan.spec_base)  # hashed once per campaign; each cell adds only its own part
+            base_blob = _blob(plan.setup.as_dict())  # hashed once per campaign; each cell adds only its own part
             order_keys: dict[str, str] = {}
             members = []
             for arm in arms:

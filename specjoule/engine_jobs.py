@@ -198,4 +198,4 @@ def runtime_min(table: CellTable, job: GroupJob, attempt: int) -> int:
 def manifests(cells: Iterable[Cell]) -> list[str]:
     from specjoule import resolve_models
 
-    return sorted({p for c in cells for p in resolve_models.cell_manifest_paths(c.spec)})
+    return sorted({p for c in cells for p in resolve_models.cell_manifest_paths(c.setup)})

@@ -31,6 +31,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
+from specjoule.cellspec import CellSpec
 from specjoule.engines.base import EngineError, RequestResult, TimedSnapshot, counters_at, percentile
 from specjoule.engines.server import StreamTimer
 from specjoule.meter.base import Meter
@@ -197,23 +198,24 @@ async def _sleep_until(t: float) -> None:
 class Loop:
     """One open- or closed-loop window on a server engine (``run`` blocks until it is over)."""
 
-    def __init__(self, engine: Any, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False,
+    def __init__(self, engine: Any, meter: Meter, pool: list[list[int]], spec: CellSpec, drain: bool = False,
                  sample_s: float | None = SAMPLE_RUNNING_S) -> None:
         if not pool:
             raise EngineError("loop workload: the prompt pool is empty")
-        wl = spec["workload"]
+        wl = spec.workload
         self.engine, self.meter, self.pool, self.spec, self.drain = engine, meter, pool, spec, drain
-        self.kind = wl["kind"]
-        self.output_len = int(wl["output_len"])
-        self.warmup, self.window, self.cooldown = float(wl["warmup_s"]), float(wl["window_s"]), float(wl["cooldown_s"])
+        self.kind = wl.kind
+        self.output_len = wl.output_len
+        self.warmup, self.window, self.cooldown = wl.warmup_s, wl.window_s, wl.cooldown_s
         self.horizon = self.warmup + self.window + self.cooldown
-        self.timeout = float(spec.get("protocol", {}).get("engine_ready_timeout_s", 900))
+        self.timeout = float(spec.protocol.engine_ready_timeout_s)
         self.sample_s = sample_s  # None: no sampler; the counters at the marks then come from the edge reads alone
-        self.concurrency = int(wl["concurrency"]) if self.kind == "closed_loop" else None
-        self.rate = float(wl["rate"]) if self.kind == "open_loop" else None
-        self.schedule = wl.get("schedule", DEFAULT_SCHEDULE)
-        self.burstiness = float(wl.get("burstiness", DEFAULT_BURSTINESS))
-        self.arrivals = (arrival_offsets(self.rate, self.horizon, int(spec["seed"]), self.schedule, self.burstiness)
+        self.concurrency = wl.concurrency if self.kind == "closed_loop" else None
+        self.rate = wl.rate if self.kind == "open_loop" else None
+        # Left out of the config: the load generator's defaults (not in the cell id, ADR 0110).
+        self.schedule = wl.schedule or DEFAULT_SCHEDULE
+        self.burstiness = wl.burstiness if wl.burstiness is not None else DEFAULT_BURSTINESS
+        self.arrivals = (arrival_offsets(self.rate, self.horizon, int(spec.seed), self.schedule, self.burstiness)
                          if self.rate is not None else [])
         self.sent: list[Sent] = []
         self.snaps: list[TimedSnapshot] = []
@@ -458,9 +460,9 @@ def _bracket_width(before: TimedSnapshot, after: TimedSnapshot | None) -> int | 
     return int(round(tokens(after) - tokens(before)))
 
 
-def run(engine: Any, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False) -> LoopOutcome:
+def run(engine: Any, meter: Meter, pool: list[list[int]], spec: CellSpec, drain: bool = False) -> LoopOutcome:
     if not hasattr(engine, "stream_request"):
-        raise EngineError(f"{spec['workload']['kind']} needs a server engine (requests arrive while others run)")
+        raise EngineError(f"{spec.workload.kind} needs a server engine (requests arrive while others run)")
     return Loop(engine, meter, pool, spec, drain=drain).run()
 
 

@@ -135,6 +135,24 @@ class DrafterShape:
     # Embedding and full-vocabulary lm_head tensors the engine shares with the target when their shapes
     # match (vLLM 0.26.0 spec_decode/{eagle,dflash}/utils.py); a published checkpoint may still store them.
     params_shareable: int = 0
+    # What one drafter pass reads and multiplies (the roofline of issue 18, ADR 0176). The part of
+    # params_shareable that is the target's full-vocabulary lm_head, read whole every pass (0 with a head of
+    # its own); the rest of params_shareable is the embedding, of which a pass reads only its tokens' rows.
+    shared_lm_head_params: int = 0
+    # Tensors in ``params`` read only by row (DSpark's markov_w1 token table): not a matmul, not read whole.
+    lookup_params: int = 0
+    # Tensors in ``params`` applied once per round to the target's hidden states, not on every pass
+    # (EAGLE3's fc over the auxiliary layers; vLLM 0.26.0 combine_hidden_states before the first step).
+    params_once_per_round: int = 0
+    num_attention_heads: int | None = None
+    num_kv_heads: int | None = None
+    head_dim: int | None = None
+
+    def kv_bytes(self, context_len: int, dtype_bytes: int = 2) -> int:
+        """Cache bytes one sequence of ``context_len`` tokens holds in the drafter's own layers."""
+        if self.num_kv_heads is None or self.head_dim is None:
+            raise ModelShapeError("num_key_value_heads/head_dim", self.path, "unknown for this drafter")
+        return self.num_layers * 2 * self.num_kv_heads * self.head_dim * context_len * dtype_bytes
 
     def weight_bytes(self, dtype_bytes: int = 2) -> int:
         """Bytes the drafter adds beyond the target (its own tensors, not the shareable ones)."""
@@ -501,12 +519,21 @@ def describe_drafter(model: str | Path) -> DrafterShape:
         s = describe(model)
         return DrafterShape(path=s.path, kind=kind, architecture=arch, block_size=None, target_layer_ids=None,
                             num_layers=s.num_layers, hidden_size=s.hidden_size, draft_vocab_size=s.vocab_size,
-                            params=s.params_total)  # a separate model shares nothing with the target
+                            params=s.params_total,  # a separate model shares nothing with the target
+                            num_attention_heads=s.num_attention_heads, num_kv_heads=s.num_kv_heads,
+                            head_dim=s.head_dim)
     if kind == "mtp":
         s = describe(model)
         return DrafterShape(path=s.path, kind=kind, architecture=arch, block_size=None, target_layer_ids=None,
                             num_layers=s.mtp_layers, hidden_size=s.hidden_size, draft_vocab_size=s.vocab_size,
-                            params=s.params_mtp)
+                            params=s.params_mtp,
+                            # The MTP module embeds its input token and scores with the target's embedding and
+                            # lm_head (vLLM 0.26.0 mimo_mtp.py loads both from the checkpoint: "the shared
+                            # embedding/head"); a tied checkpoint has one matrix for both.
+                            params_shareable=(1 if s.tie_word_embeddings else 2) * s.vocab_size * s.hidden_size,
+                            shared_lm_head_params=s.vocab_size * s.hidden_size,
+                            num_attention_heads=s.num_attention_heads, num_kv_heads=s.num_kv_heads,
+                            head_dim=s.head_dim)
     cfg = _text_config(raw)
     f = _Fields(cfg, path)
     H, L, V = f.int("hidden_size"), f.int("num_hidden_layers"), f.int("vocab_size")
@@ -531,15 +558,20 @@ def describe_drafter(model: str | Path) -> DrafterShape:
         rest = (L - 1) * (_gqa_attention_params(H, nh, kvh, hd, bias=bias, qk_norm=False) + _mlp_params(H, inter) + 2 * H)
         fc = (n_aux * target_h * H) if kind == "eagle3" else 2 * H * H
         params = layer0 + rest + fc + H
+        once = fc if kind == "eagle3" else 0
+        lookup = 0
         block = None
     else:  # dflash / dspark: Qwen3 layers over [context KV ; block]; embed and lm_head are the target's.
         if not ids:
             raise ModelShapeError("dflash_config.target_layer_ids", path, "missing (the fc input is len(ids) x hidden)")
         per_layer = _gqa_attention_params(H, nh, kvh, hd, bias=bias, qk_norm=True) + _mlp_params(H, inter) + 2 * H
         params = L * per_layer + len(ids) * target_h * H + 2 * H  # layers, fc, hidden_norm, norm
+        once = 0  # one pass per round: its fc is read once either way
+        lookup = 0
         if kind == "dspark":
             rank = f.int("markov_rank")  # required: vLLM 0.26.0's Qwen3 DSpark reads it
             params += V * rank + draft_vocab * rank  # markov_w1 (embed) and markov_w2 (head)
+            lookup = V * rank
     # A reduced draft vocabulary has its own lm_head; a full one is the target's (shared). The embedding
     # always has the target's vocabulary.
     own_head = draft_vocab * H if draft_vocab != V else 0
@@ -547,7 +579,9 @@ def describe_drafter(model: str | Path) -> DrafterShape:
     return DrafterShape(path=str(path.parent), kind=kind, architecture=arch,
                         block_size=int(block) if block else None, target_layer_ids=ids, num_layers=L,
                         hidden_size=H, draft_vocab_size=draft_vocab, params=params + own_head,
-                        params_shareable=shareable)
+                        params_shareable=shareable, shared_lm_head_params=0 if own_head else V * H,
+                        lookup_params=lookup,
+                        params_once_per_round=once, num_attention_heads=nh, num_kv_heads=kvh, head_dim=hd)
 
 
 # ------------------------------------------------------------------------------------- parse-time checks

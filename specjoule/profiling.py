@@ -32,9 +32,12 @@ import logging
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from specjoule.cellspec import CellSpec
 
 log = logging.getLogger("specjoule.profiling")
 
@@ -103,14 +106,15 @@ def engine_group_cells(table: Any, cell: Any) -> list[Any]:
     return [cell]
 
 
-def uses_stack(spec: dict, settings: ProfileSettings) -> bool:
+def uses_stack(spec: CellSpec | Mapping[str, Any], settings: ProfileSettings) -> bool:
     """Python frames are needed only where the engine labels nothing (ADR 0095: vLLM's Model Runner V2); they
     cost host time on every call, so not elsewhere."""
     if settings.with_stack is not None:
         return bool(settings.with_stack)
-    if spec["engine"] == "sglang":
+    spec = CellSpec.of(spec)
+    if spec.engine.engine == "sglang":
         return False
-    return spec["scheme"]["method"] not in VLLM_LABELLED_METHODS
+    return spec.scheme.method not in VLLM_LABELLED_METHODS
 
 
 def merge_overrides(options: dict, overrides: dict) -> dict:
@@ -124,24 +128,22 @@ def merge_overrides(options: dict, overrides: dict) -> dict:
     return out
 
 
-def engine_spec(table: Any, cell: Any, trace_dir: Path, settings: ProfileSettings) -> dict:
+def engine_spec(table: Any, cell: Any, trace_dir: Path, settings: ProfileSettings) -> CellSpec:
     """The spec the engine is built from: as the measurement built it (the engine group's first cell, room for
     its largest batch: ``runner._engine_spec``), the overrides, and the engine's profiler switched on."""
     group = engine_group_cells(table, cell)
-    spec = copy.deepcopy(dict(group[0].spec))
-    spec["batch_size"] = max(int(c.spec["batch_size"]) for c in group)
-    options = merge_overrides(spec.get("engine_options") or {}, settings.overrides)
-    if spec["engine"] == "vllm":
+    spec = group[0].setup.replace(batch_size=max(c.batch_size for c in group))
+    options = merge_overrides(dict(spec.engine.options), settings.overrides)
+    if spec.engine.engine == "vllm":
         options["profiler_config"] = {
             "profiler": "torch", "torch_profiler_dir": str(trace_dir.resolve()),
-            "torch_profiler_with_stack": uses_stack(cell.spec, settings),
+            "torch_profiler_with_stack": uses_stack(cell.setup, settings),
             "torch_profiler_record_shapes": False, "torch_profiler_use_gzip": True,
             # The per-op table vLLM prints on stop walks every event: seconds of device time for nothing we read.
             "torch_profiler_dump_cuda_time_total": False,
         }
         options["env"] = {**(options.get("env") or {}), **VLLM_LABEL_ENV}
-    spec["engine_options"] = options
-    return spec
+    return spec.with_engine(options=options)
 
 
 def profile_output_len(cell: Any, rounds: int) -> int:
@@ -149,7 +151,7 @@ def profile_output_len(cell: Any, rounds: int) -> int:
     configured acceptance length (1 where it is not known: then fewer rounds, never more); never longer than
     the cell's own output length."""
     mean_len = float(cell.configured_L) if cell.configured_L else 1.0
-    return max(2, min(int(cell.spec["workload"]["output_len"]), 1 + math.ceil(rounds * mean_len)))
+    return max(2, min(cell.setup.workload.output_len, 1 + math.ceil(rounds * mean_len)))
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -235,8 +237,8 @@ def profile_cell(table: Any, cell: Any, out_dir: str | os.PathLike, settings: Pr
     spec = engine_spec(table, cell, trace_dir, settings)
     output_len = profile_output_len(cell, settings.rounds)
     batch = int(cell.batch_size)
-    timeout_s = float(spec.get("protocol", {}).get("engine_ready_timeout_s", 900))
-    pool, pool_hash = load_prompts(cell.spec)
+    timeout_s = float(spec.protocol.engine_ready_timeout_s)
+    pool, pool_hash = load_prompts(cell.setup)
 
     def prompts_for(r: int) -> list[list[int]]:
         return [pool[(r * batch + i) % len(pool)] for i in range(batch)]
@@ -245,24 +247,23 @@ def profile_cell(table: Any, cell: Any, out_dir: str | os.PathLike, settings: Pr
         "cell_id": cell.cell_id, "campaign_id": cell.campaign_id, "cell_name": cell.name, "engine": cell.engine,
         "scheme": cell.scheme, "method": cell.method, "k": cell.k, "batch_size": batch,
         "acceptance_name": cell.acceptance_name, "configured_L": cell.configured_L, "device": cell.device,
-        "cuda_graphs": cell.cuda_graphs, "prompt_len": cell.spec["workload"]["prompt_len"],
-        "profile_output_len": output_len, "cell_output_len": cell.spec["workload"]["output_len"],
-        "corpus_pool_hash": pool_hash, "settings": {**asdict(settings), "with_stack": uses_stack(cell.spec, settings)},
+        "cuda_graphs": cell.cuda_graphs, "prompt_len": cell.setup.workload.prompt_len,
+        "profile_output_len": output_len, "cell_output_len": cell.setup.workload.output_len,
+        "corpus_pool_hash": pool_hash, "settings": {**asdict(settings), "with_stack": uses_stack(cell.setup, settings)},
         "engine_overrides": settings.overrides or None, "git_commit": envmod.git_commit(),
         **{k: v for k, v in envmod.capture(cell.engine).items() if k in ("hostname", "host_cpu_model", "host_cpu_count")},
     }
-    lease = gpu.acquire(cell.device, n_gpus=int(spec["target"].get("tensor_parallel_size", 1)), lock_dir=lock_dir)
+    lease = gpu.acquire(cell.device, n_gpus=spec.engine.n_gpus, lock_dir=lock_dir)
     meter = None
     engine = None
     timeline = None
     t_begin = time.monotonic()
     try:
-        meter = make_meter(spec["meter"], cell.device)
+        meter = make_meter(spec.campaign.meter, cell.device)
         meter.open()
         engine = make_engine(spec, out / ENGINE_LOG)
         result["engine_start_s"] = engine.start()
-        if cell.acceptance_rates is not None and tuple(cell.acceptance_rates) != tuple(
-                spec.get("acceptance_rates") or ()):
+        if cell.acceptance_rates is not None and tuple(cell.acceptance_rates) != (spec.acceptance.rates or ()):
             engine.set_synthetic_rates(list(cell.acceptance_rates))  # the measurement's swap (ADR 0039)
         info = engine.info()  # after the swap: its engine_config names the rates this profile ran with
         result["engine_version"] = info.get("engine_version")
@@ -277,7 +278,7 @@ def profile_cell(table: Any, cell: Any, out_dir: str | os.PathLike, settings: Pr
         result["reference"] = _timed_batches(engine, prompts_for, (1, settings.reference_s), output_len, timeout_s,
                                              cell)
         started = engine.profile("start", str(trace_dir.resolve()) if cell.engine == "sglang" else None,
-                                 {"prefix": "specjoule", "with_stack": uses_stack(cell.spec, settings)})
+                                 {"prefix": "specjoule", "with_stack": uses_stack(cell.setup, settings)})
         result["profiler_start_s"] = started.get("seconds")
         result["profiled"] = _timed_batches(engine, prompts_for, (settings.batches, 0.0), output_len, timeout_s, cell)
         stopped = engine.profile("stop", str(trace_dir.resolve()) if cell.engine == "sglang" else None, {})

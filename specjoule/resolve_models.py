@@ -28,19 +28,19 @@ those checks only on what it fetched from the hub.
 
 from __future__ import annotations
 
-import copy
 import fnmatch
 import functools
 import hashlib
 import json
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specjoule import tokenizer as tk
+from specjoule.cellspec import CellSpec
 from specjoule.config import ConfigError
 
 MANIFEST_DIR = "results/.specjoule/models"
@@ -107,7 +107,7 @@ def model_refs(config: dict[str, Any]) -> list[ModelRef]:
     return refs
 
 
-def drafter_load_format(target: dict[str, Any]) -> str:
+def drafter_load_format(target: Mapping[str, Any]) -> str:
     """A scheme's drafter is loaded the way its target is (one engine, one load_format): shape-only
     with a dummy target, real weights otherwise."""
     return "dummy" if target.get("load_format", "auto") == "dummy" else "auto"
@@ -462,23 +462,22 @@ def write_manifests(manifests: dict[str, dict[str, Any]], workdir: str | Path = 
 # -- what the GPU jobs read --------------------------------------------------------------------------
 
 
-def cell_refs(spec: dict[str, Any]) -> dict[str, ModelRef]:
+def cell_refs(spec: CellSpec | Mapping[str, Any]) -> dict[str, ModelRef]:
     """The models a cell loads, by record role: ``target`` and the drafter as ``draft`` (the pair's
     draft for draft_model, the scheme's drafter for eagle3/mtp/dflash/dspark; none for ngram and
     baseline)."""
+    spec = CellSpec.of(spec)
     out = {}
-    t = spec["target"]
-    out["target"] = ModelRef("target", t["model"], t.get("load_format", "auto"), t.get("revision"))
-    scheme = spec["scheme"]
-    if scheme["method"] == "draft_model" and spec.get("draft"):
-        d = spec["draft"]
-        out["draft"] = ModelRef("draft", d["model"], d.get("load_format", "auto"), d.get("revision"))
-    elif scheme.get("drafter"):
-        out["draft"] = ModelRef("drafter", scheme["drafter"], drafter_load_format(t), None)
+    t, d, scheme = spec.engine.target, spec.engine.draft, spec.scheme
+    out["target"] = ModelRef("target", t.model, t.load_format, t.revision)
+    if scheme.method == "draft_model" and d is not None:
+        out["draft"] = ModelRef("draft", d.model, d.load_format, d.revision)
+    elif scheme.drafter:
+        out["draft"] = ModelRef("drafter", scheme.drafter, drafter_load_format(t.entry), None)
     return out
 
 
-def cell_manifest_paths(spec: dict[str, Any]) -> list[str]:
+def cell_manifest_paths(spec: CellSpec | Mapping[str, Any]) -> list[str]:
     """The manifests a cell's job waits for (inputs of the GPU rules)."""
     return sorted({manifest_path(r) for r in cell_refs(spec).values()})
 
@@ -488,13 +487,13 @@ def read_manifest(ref: ModelRef, workdir: str | Path = ".") -> dict[str, Any] | 
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def localize(spec: dict[str, Any], workdir: str | Path = ".") -> tuple[dict[str, Any], dict[str, str | None]]:
+def localize(spec: CellSpec | Mapping[str, Any], workdir: str | Path = ".") -> tuple[CellSpec, dict[str, str | None]]:
     """(the spec with hub models replaced by their fetched snapshot directories, the record's
     ``target_revision`` and ``draft_revision``) from the manifests ``resolve_models`` wrote.
 
     Without a manifest (a cell run by hand, outside Snakemake) the spec is unchanged and the revision
     null: unknown, never guessed."""
-    out = copy.deepcopy(spec)  # the caller may keep it; the cell's own spec stays as planned
+    out = CellSpec.of(spec)  # frozen: the cell's own spec stays as planned
     revisions: dict[str, str | None] = {"target_revision": None, "draft_revision": None}
     for role, ref in cell_refs(spec).items():
         man = read_manifest(ref, workdir)
@@ -504,12 +503,14 @@ def localize(spec: dict[str, Any], workdir: str | Path = ".") -> tuple[dict[str,
         revisions[column] = man["revision"]
         if man["source"] != "hub":
             continue
+        # The record role "draft" is the pair's draft only for draft_model; for a head or block drafter it is the
+        # scheme's drafter, even when the pair also has a draft (for its draft_model arms).
         if role == "target":
-            out["target"]["model"] = man["path"]
-        elif role == "draft" and out.get("draft"):
-            out["draft"]["model"] = man["path"]
+            out = out.with_engine(target=out.engine.target.with_model(man["path"]))
+        elif ref.key == "draft" and out.engine.draft is not None:
+            out = out.with_engine(draft=out.engine.draft.with_model(man["path"]))
         else:
-            out["scheme"]["drafter"] = man["path"]
+            out = out.with_scheme(out.scheme.with_drafter(man["path"]))
     return out, revisions
 
 

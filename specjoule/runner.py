@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specjoule import axes, gpu, models, records, resolve_models, schemes, workloads
 from specjoule import env as envmod
-from specjoule import gpu, models, records, resolve_models, schemes, workloads
+from specjoule.cellspec import CellSpec
 from specjoule.engines import Engine, EngineHung, EngineUnsupported, make_engine
 from specjoule.engines.base import latency_from_histograms, latency_from_requests
 from specjoule.meter import Meter, MeterError, NoneMeter, make_meter
@@ -101,20 +102,19 @@ def cell_log(log_path: str | os.PathLike | None) -> Iterator[None]:
         handler.close()
 
 
-def load_prompts(spec: dict) -> tuple[list[list[int]], str]:
+def load_prompts(spec: CellSpec) -> tuple[list[list[int]], str]:
     """The cell's prompt pool (token ids) and its content hash, from the corpus registry."""
     from specjoule import corpora
 
-    pool = corpora.load_pool(spec)
+    pool = corpora.load_pool(spec.as_dict())
     return pool.token_ids, pool.content_hash
 
 
-def acceptance_mechanism(spec: dict) -> str:
-    scheme = spec["scheme"]
-    if scheme["method"] == "baseline":
+def acceptance_mechanism(spec: CellSpec) -> str:
+    if spec.scheme.is_baseline:
         return "none"
-    if scheme.get("synthetic"):
-        return {"vllm": "vllm_synthetic_rates", "sglang": "sglang_simulate_acc_len"}[spec["engine"]]
+    if spec.scheme.synthetic:
+        return {"vllm": "vllm_synthetic_rates", "sglang": "sglang_simulate_acc_len"}[spec.engine.engine]
     return "model"
 
 
@@ -263,12 +263,12 @@ def restorable(job: CellJob, here: dict[str, Any], config_hash: str | None, vers
 def unsupported_row(cell, reason: str, engine_version: str | None = None) -> dict[str, Any]:
     """The record of a cell the engine cannot run: identity and environment, the reason, nothing measured."""
     row: dict[str, Any] = dict(cell.identity())
-    row.update(envmod.capture(cell.spec["engine"]))
+    row.update(envmod.capture(cell.engine))
     if engine_version:
         row["engine_version"] = engine_version
-    row["acceptance_mechanism"] = acceptance_mechanism(cell.spec)
+    row["acceptance_mechanism"] = acceptance_mechanism(cell.setup)
     row.update(status=records.STATUS_UNSUPPORTED, unsupported_reason=reason)
-    row.update(model_columns(cell.spec))
+    row.update(model_columns(cell.setup))
     return row
 
 
@@ -316,7 +316,7 @@ def run_cells(jobs: list[CellJob], *, log_path: str | os.PathLike | None = None,
     if len(keys) > 1:
         raise ValueError(f"run_cells: cells of different engine configurations cannot share an engine: "
                          f"{sorted((j.cell.name, j.cell.engine_key) for j in jobs)}")
-    if len(jobs) > 1 and any(j.cell.spec.get("prefix_caching") for j in jobs):
+    if len(jobs) > 1 and any(j.cell.setup.engine.prefix_caching for j in jobs):
         raise ValueError("run_cells: prefix caching on: a shared engine would serve one cell's prompts "
                          "from another's cache; share engines only with prefix_caching: false")
     commit = git_commit or envmod.git_commit()
@@ -388,7 +388,7 @@ def _resume_after_requeue(jobs: list[CellJob], config_hash: str | None,
     Only a leading run of cells is kept: the campaign's order holds for what is measured again (ADR 0134)."""
     if not os.environ.get("SLURM_JOB_ID") or not slurm_restart_count():
         return jobs, []
-    here = current_device(jobs[0].cell.spec["device"])
+    here = current_device(jobs[0].cell.device)
     kept: list[dict[str, Any]] = []
     for i, job in enumerate(jobs):
         record = restorable(job, here, config_hash, version_param)
@@ -405,13 +405,11 @@ def _resume_after_requeue(jobs: list[CellJob], config_hash: str | None,
     return [], kept
 
 
-def _engine_spec(jobs: list[CellJob]) -> dict:
+def _engine_spec(jobs: list[CellJob]) -> CellSpec:
     """The spec the engine is built from: the first cell's, with room for the largest batch."""
-    spec = dict(jobs[0].cell.spec)
-    spec["batch_size"] = max(int(j.cell.spec["batch_size"]) for j in jobs)
-    if any(j.cell.spec["workload"]["kind"] == "open_loop" for j in jobs):
-        spec["workload"] = next(j.cell.spec["workload"] for j in jobs if j.cell.spec["workload"]["kind"] == "open_loop")
-    return spec
+    spec = jobs[0].cell.setup.replace(batch_size=max(j.cell.batch_size for j in jobs))
+    open_loop = [j.cell.setup.workload for j in jobs if j.cell.workload_kind == "open_loop"]
+    return spec.replace(workload=open_loop[0]) if open_loop else spec
 
 
 def _check_metered_gpus(meter: Meter, n_gpus: int) -> None:
@@ -446,42 +444,42 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
              ) -> Iterator[tuple[CellJob, dict, Any]]:
     # Local copies of hub models that resolve_models fetched (ADR 0121), and their revisions for the record.
     spec, revisions = resolve_models.localize(_engine_spec(jobs))
-    device = spec["device"]
-    n_gpus = int(spec["target"].get("tensor_parallel_size", 1))
+    device = spec.engine.device
+    n_gpus = spec.engine.n_gpus
     lease = gpu.acquire(device, n_gpus=n_gpus, lock_dir=lock_dir)
     leased_at = time.monotonic()  # device time is counted from here (device_held_s, ADR 0038)
     meter: Meter | None = None
     engine: Engine | None = None
     try:
-        meter = make_meter(spec["meter"], device)
+        meter = make_meter(spec.campaign.meter, device)
         meter.open()
         log.info("meter: %s", meter.name)
         _check_metered_gpus(meter, n_gpus)
         _check_gpu_free(meter, gpu_in_use)
-        idle_s = float(spec["protocol"].get("idle_s", 0))
+        idle_s = float(spec.protocol.idle_s)
         if idle_s > 0 and not isinstance(meter, NoneMeter):
             log.info("idle: measuring for %.1f s before the engine starts", idle_s)
         idle_w = meter.measure_idle(idle_s)
         pools = {}
         for j in jobs:
-            pools[j.cell.cell_id] = load_prompts(resolve_models.localize(j.cell.spec)[0])
+            pools[j.cell.cell_id] = load_prompts(resolve_models.localize(j.cell.setup)[0])
             ids, pool_hash = pools[j.cell.cell_id]
             log.info("prompts for %s/%s: %d × %d tokens from corpus %s (pool %s)", j.cell.campaign_id, j.cell.name, len(ids),
-                     len(ids[0]) if ids else 0, j.cell.spec["corpus"], pool_hash[:12])
+                     len(ids[0]) if ids else 0, j.cell.corpus, pool_hash[:12])
         try:
             engine = make_engine(spec, log_path, server_url=server_url, server_command=server_command,
-                                 force_server=force_server or len({j.cell.spec["workload"]["kind"] for j in jobs}) > 1)
+                                 force_server=force_server or len({j.cell.workload_kind for j in jobs}) > 1)
         except EngineUnsupported as exc:
             raise EngineStartUnsupported(str(exc)) from exc
-        log.info("engine: start (%s, %s)", spec["engine"], engine.kind)
+        log.info("engine: start (%s, %s)", spec.engine.engine, engine.kind)
         try:
             try:
                 start_s = engine.start()
             except EngineUnsupported as exc:
                 raise EngineStartUnsupported(str(exc), (engine.info() or {}).get("engine_version")) from exc
-            instance = f"{envmod.capture(spec['engine'])['hostname']}:{getattr(engine, 'pgid', None)}:{time.time():.0f}"
+            instance = f"{envmod.capture(spec.engine.engine)['hostname']}:{getattr(engine, 'pgid', None)}:{time.time():.0f}"
             log.info("engine: ready after %.1f s", start_s)
-            watchdog = workloads.Watchdog(float(spec["protocol"].get("engine_ready_timeout_s", 900)), stall_timeout_s)
+            watchdog = workloads.Watchdog(float(spec.protocol.engine_ready_timeout_s), stall_timeout_s)
             applied = jobs[0].cell.acceptance_rates  # what the engine was built with (_engine_spec)
             previous = None
             for i, j in enumerate(jobs):
@@ -494,10 +492,10 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
                     applied = j.cell.acceptance_rates
                     engine.set_synthetic_rates(list(applied or ()))
                     log.info("engine: synthetic acceptance rates set to %s", list(applied or ()))
-                cell_spec = j.cell.spec
+                cell_spec = j.cell.setup
                 if previous is not None and same_engine_state(previous, j.cell):
                     # The window before ran this very workload on this engine (ADR 0064): it is warm.
-                    cell_spec = {**cell_spec, "workload": {**cell_spec["workload"], "warmup_s": 0}}
+                    cell_spec = cell_spec.replace(workload=cell_spec.workload.without_warmup())
                     log.info("warm-up: skipped, the engine just ran the same workload (%s)", previous.name)
                 meter.reset_window()
                 meter.start_sampling()
@@ -536,32 +534,32 @@ def same_engine_state(previous, cell) -> bool:
     """The cell runs exactly what the cell before it ran on this engine — same batch, prompts, lengths and
     acceptance, only another replicate window — so the engine is warm for it and a warm-up would only add
     device time (ADR 0064). Any other difference (a swapped vector, another batch size) warms up again."""
-    same = ("batch_size", "corpus", "seed", "workload", "acceptance_rates", "scheme")
+    # Every other axis the same (specjoule.axes), the same rates and the very same workload entry.
     return (previous.window_index != cell.window_index
-            and all(getattr(previous, f) == getattr(cell, f) for f in same)
-            and previous.spec["workload"] == cell.spec["workload"])
+            and all(getattr(previous, f) == getattr(cell, f) for f in axes.SAME_ENGINE_STATE)
+            and previous.acceptance_rates == cell.acceptance_rates
+            and previous.setup.workload == cell.setup.workload)
 
 
-def draft_passes(spec: dict) -> float | None:
+def draft_passes(spec: CellSpec) -> float | None:
     """Drafter forward passes per speculation round, from the scheme table (specjoule.schemes)."""
-    method = spec["scheme"]["method"]
-    if method == "baseline":
+    if spec.scheme.is_baseline:
         return None
-    return float(schemes.draft_passes_per_round(method, int(spec["scheme"]["k"])))
+    return float(schemes.draft_passes_per_round(spec.scheme.method, spec.scheme.draft_tokens))
 
 
-def model_columns(spec: dict) -> dict[str, Any]:
+def model_columns(spec: CellSpec | dict) -> dict[str, Any]:
     """Target and drafter shape columns from their config.json (specjoule.models); null for a hub id not on disk."""
+    spec = CellSpec.of(spec)
     out: dict[str, Any] = {}
     try:
-        shape = models.local_shape(spec["target"]["model"])
+        shape = models.local_shape(spec.engine.target.model)
     except models.ModelShapeError as exc:  # the record says what it could not read; the measurement stands
         log.warning("model shape: %s", exc)
         shape = None
     if shape is not None:
         out.update(target_architecture=shape.architecture, target_family=shape.family, target_moe=shape.moe)
-    scheme = spec["scheme"]
-    drafter = scheme.get("drafter") or ((spec.get("draft") or {}).get("model") if scheme["method"] == "draft_model" else None)
+    drafter = spec.drafter_model
     if drafter and models.classify_model_ref(drafter)[0] == "local":
         try:
             raw, _ = models.read_config(drafter)
@@ -569,7 +567,7 @@ def model_columns(spec: dict) -> dict[str, Any]:
             out["draft_architecture"] = str(archs[0]) if archs else None
         except models.ModelShapeError as exc:
             log.warning("drafter shape: %s", exc)
-    elif scheme["method"] == "mtp" and shape is not None:
+    elif spec.scheme.method == "mtp" and shape is not None:
         out["draft_architecture"] = f"{shape.architecture} (MTP layers)"
     return out
 
@@ -605,7 +603,7 @@ def engine_config_columns(cfg: dict[str, Any] | None) -> dict[str, Any]:
 
 def _row(cell, result: workloads.WindowResult, mres, engine: Engine, start_s: float, idle_w: float | None,
          pool_hash: str, instance: str, shared: int) -> dict[str, Any]:
-    spec = cell.spec
+    spec = cell.setup
     info = engine.info()
     row: dict[str, Any] = dict(cell.identity())
     row["status"] = records.STATUS_MEASURED
@@ -613,7 +611,7 @@ def _row(cell, result: workloads.WindowResult, mres, engine: Engine, start_s: fl
     row["corpus_pool_hash"] = pool_hash
     row.update(model_columns(spec))
     row["draft_passes_per_round"] = draft_passes(spec)
-    row.update(envmod.capture(spec["engine"]))
+    row.update(envmod.capture(spec.engine.engine))
     for key in ("engine_version", "torch_version", "cuda_version"):
         if info.get(key):
             row[key] = info[key]
@@ -631,7 +629,7 @@ def _row(cell, result: workloads.WindowResult, mres, engine: Engine, start_s: fl
                repeats=result.repeats)
     row["mean_power_w"] = (mres.energy_j / result.window_s) if mres.energy_j is not None and result.window_s > 0 else None
 
-    speculative = spec["scheme"]["method"] != "baseline"
+    speculative = not spec.scheme.is_baseline
     counters = result.delta.columns(speculative)
     client_failed = sum(1 for r in result.requests if not r.ok)
     # The engine counts aborts/errors; the client also sees requests that never reached it.

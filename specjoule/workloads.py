@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specjoule import loadgen
+from specjoule.cellspec import CellSpec
 from specjoule.engines.base import CounterDelta, Engine, EngineError, EngineHung, RequestResult
 from specjoule.meter.base import Meter
 
@@ -63,9 +64,9 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _timeout(spec: dict) -> float:
+def _timeout(spec: CellSpec) -> float:
     # One bound for "the engine stopped answering": the same as for its start (ADR 0013).
-    return float(spec.get("protocol", {}).get("engine_ready_timeout_s", 900))
+    return float(spec.protocol.engine_ready_timeout_s)
 
 
 # Watchdog defaults (ADR 0132): a batch 10x slower than the slowest this engine has finished is a hang, not noise.
@@ -112,11 +113,11 @@ class Watchdog:
         return res
 
 
-def closed_batch(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict,
+def closed_batch(engine: Engine, meter: Meter, pool: list[list[int]], spec: CellSpec,
                  watchdog: Watchdog | None = None) -> WindowResult:
-    wl = spec["workload"]
-    b, out_len = int(spec["batch_size"]), int(wl["output_len"])
-    min_window, max_repeats, warmup = float(wl["min_window_s"]), int(wl["max_repeats"]), float(wl["warmup_s"])
+    wl = spec.workload
+    b, out_len = int(spec.batch_size), wl.output_len
+    min_window, max_repeats, warmup = wl.min_window_s, wl.max_repeats, wl.warmup_s
     watchdog = watchdog or Watchdog(_timeout(spec))
     n = len(pool)
     if n == 0:
@@ -175,28 +176,27 @@ def poisson_arrivals(rate: float, duration_s: float, seed: int) -> list[float]:
     return loadgen.arrival_offsets(rate, duration_s, seed, "independent", 1.0)
 
 
-def loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False) -> WindowResult:
+def loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: CellSpec, drain: bool = False) -> WindowResult:
     """Open or closed loop through a server engine. ``drain``: wait for the requests still in flight after the
     cooldown (a shared engine's next cell must not see them); otherwise they are cancelled and the engine's
     teardown ends them."""
-    wl = spec["workload"]
+    wl = spec.workload
     out = loadgen.run(engine, meter, pool, spec, drain=drain)
-    return WindowResult(out.t_start, out.t_end, out.wall_start, out.wall_end, float(wl["warmup_s"]),
-                        float(wl["cooldown_s"]), None, out.requests, out.running_samples, out.delta, extra=out.extra,
-                        columns=out.columns)
+    return WindowResult(out.t_start, out.t_end, out.wall_start, out.wall_end, wl.warmup_s, wl.cooldown_s, None,
+                        out.requests, out.running_samples, out.delta, extra=out.extra, columns=out.columns)
 
 
-def open_loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False) -> WindowResult:
+def open_loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: CellSpec, drain: bool = False) -> WindowResult:
     return loop(engine, meter, pool, spec, drain=drain)
 
 
-def closed_loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False) -> WindowResult:
+def closed_loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: CellSpec, drain: bool = False) -> WindowResult:
     return loop(engine, meter, pool, spec, drain=drain)
 
 
-def run(engine: Engine, meter: Meter, pool: list[list[int]], spec: dict, drain: bool = False,
+def run(engine: Engine, meter: Meter, pool: list[list[int]], spec: CellSpec, drain: bool = False,
         watchdog: Watchdog | None = None) -> WindowResult:
-    kind = spec["workload"]["kind"]
+    kind = spec.workload.kind
     if kind == "closed_batch":
         return closed_batch(engine, meter, pool, spec, watchdog=watchdog)
     if kind in LOOP_KINDS:

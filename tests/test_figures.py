@@ -397,7 +397,7 @@ def report_inputs(s: rf.Scenario, figdir: Path) -> R.ReportInputs:
 
 def test_report_lists_failures_first_and_generated_caveats(gpu, gpu_export):
     html = R.render(report_inputs(gpu, gpu_export[0]))
-    assert html.count('<script type="application/json" id="spec-') == 9
+    assert html.count('<script type="application/json" id="spec-') == 10
     assert not re.search(r"""(src|href)=["']https?:""", html), "the report must not reference the network"
     fail_at = html.index('<tr class="fail">')
     flag_at = html.index('<tr class="flag">')
@@ -417,7 +417,7 @@ def test_cpu_report_says_energy_not_measured(cpu, tmp_path):
     F.export(F.build_all(inputs_for(cpu)), tmp_path / "figures", html=False)
     html = R.render(report_inputs(cpu, tmp_path / "figures"))
     assert "meter: none — energy not measured on this machine" in html
-    assert html.count('class="not-drawn" data-not-drawn=') == 9
+    assert html.count('class="not-drawn" data-not-drawn=') == 10
     assert "device: cpu" in html
     assert "energy_measured failed on 1 campaign(s)" in html
     # energy_measured refuses only energy: the glance must not call that "all passed" nor a refusal.
@@ -468,7 +468,10 @@ def test_figures_and_report_from_the_real_analysis(kind, tmp_path):
             f.spec()
     if kind == "gpu":
         drawn = {n for n, f in figs.items() if f.drawn}
-        assert drawn == set(F.FIGURE_NAMES) - {"power_timeline", "engine_comparison"}, {n: f.reason for n, f in figs.items()}
+        # No rule roofline in this chain (no calibration): the decomposition says so instead of drawing.
+        assert drawn == set(F.FIGURE_NAMES) - {"power_timeline", "engine_comparison", "energy_decomposition"}, \
+            {n: f.reason for n, f in figs.items()}
+        assert "no roofline columns" in figs["energy_decomposition"].reason
     else:
         assert figs["acceptance_by_corpus"].drawn and figs["energy_vs_acceptance"].reason.startswith("meter: none")
     F.export(list(figs.values()), tmp_path / "figures", html=False)
@@ -626,7 +629,7 @@ def test_every_figure_keeps_engines_apart(eng_figs):
     one engine at a time (a bound selector), or is per campaign (the campaign id names the engine)."""
     drawn = {n: f for n, f in eng_figs.items() if f.drawn}
     assert set(drawn) == {"energy_vs_accepted_per_pass", "energy_vs_acceptance", "saving_vs_batch", "tbt_vs_energy",
-                          "saving_vs_tokens_per_pass", "power_timeline", "engine_comparison"}
+                          "saving_vs_tokens_per_pass", "power_timeline", "engine_comparison", "energy_decomposition"}
     for name, fig in drawn.items():
         spec = fig.spec()
         params = {p["name"] for p in spec.get("params", [])}
@@ -648,7 +651,7 @@ def test_engines_report_has_the_engines_section(engines, eng_figs, tmp_path):
     F.export(list(eng_figs.values()), tmp_path / "figures", html=False)
     html = R.render(report_inputs(engines, tmp_path / "figures"))
     drawn = sum(f.drawn for f in eng_figs.values())
-    assert html.count('<script type="application/json" id="spec-') == drawn == 7
+    assert html.count('<script type="application/json" id="spec-') == drawn == 8
     assert html.index('<h2 id="figures">') < html.index('<h2 id="engines">') < html.index('id="fig-engine_comparison"') \
         < html.index('id="engine-comparison"') < html.index('<h2 id="tables">')
     table = html[html.index('id="engine-comparison"'):]

@@ -166,7 +166,12 @@ def test_sglang_tally_counts_the_growth_of_completion_tokens():
 def _loop(kind: str = "open_loop") -> loadgen.Loop:
     wl = {"kind": kind, "output_len": 8, "warmup_s": 1.0, "window_s": 10.0, "cooldown_s": 1.0}
     wl |= {"rate": 2.0} if kind == "open_loop" else {"concurrency": 2}
-    loop = loadgen.Loop(engine=None, meter=None, pool=[[1, 2]], spec={"workload": wl, "seed": 0})  # type: ignore[arg-type]
+    # A planned cell's spec with this workload: the loop reads its workload, seed and ready timeout.
+    from specjoule import cells
+    from specjoule.cellspec import WorkloadSpec
+
+    spec = next(iter(cells.build(config.validate(BASE)))).setup.replace(workload=WorkloadSpec(wl), seed=0)
+    loop = loadgen.Loop(engine=None, meter=None, pool=[[1, 2]], spec=spec)  # type: ignore[arg-type]
     loop.t_start, loop.t_end = 100.0, 110.0
     return loop
 

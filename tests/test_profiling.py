@@ -71,9 +71,9 @@ def test_overrides_change_only_what_they_name():
     cell = profiling.select_cells(table, ["sglang-qwen3b-closed-b1-random-s0-cg1/draft--mv3"])[0]
     settings = profiling.ProfileSettings(overrides={"speculative_eagle_topk": 1, "env": {"SGLANG_X": "1"}})
     spec = profiling.engine_spec(table, cell, Path("/tmp/t"), settings)
-    assert "profiler_config" not in spec["engine_options"]  # SGLang's profiler is asked at start_profile
-    assert spec["engine_options"]["env"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0", "SGLANG_X": "1"}
-    assert spec["engine_options"]["speculative_eagle_topk"] == 1
+    assert "profiler_config" not in spec.engine.options  # SGLang's profiler is asked at start_profile
+    assert spec.engine.options["env"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0", "SGLANG_X": "1"}
+    assert spec.engine.options["speculative_eagle_topk"] == 1
     assert cell.spec["engine_options"].get("speculative_eagle_topk") is None  # the plan's cell is untouched
     assert profiling.uses_stack(cell.spec, profiling.ProfileSettings()) is False
 

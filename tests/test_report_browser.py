@@ -79,10 +79,10 @@ def test_gpu_report_draws_every_chart_without_errors(chromium, gpu_report, artif
     assert result.render_done, "the page never set data-render-done"
     assert result.all_errors == []
     assert result.external_requests == []
-    assert len(manifest["figures"]) == len(F.FIGURE_NAMES) == 10
-    assert result.charts_expected == result.charts_drawn == result.svg_charts == 9
+    assert len(manifest["figures"]) == len(F.FIGURE_NAMES) == 11
+    assert result.charts_expected == result.charts_drawn == result.svg_charts == 10
     assert result.not_drawn == ["engine_comparison"]  # one engine in this grid
-    assert len(result.chart_boxes) == 9 and all(b["height"] > 100 for b in result.chart_boxes)
+    assert len(result.chart_boxes) == 10 and all(b["height"] > 100 for b in result.chart_boxes)
     assert_not_blank(result.screenshot, result.chart_boxes)
 
 
@@ -103,8 +103,8 @@ def test_engines_report_draws_the_engine_comparison(chromium, tmp_path, artifact
     (artifacts / "report-engines.png").write_bytes(result.screenshot)
     assert result.render_done and result.all_errors == [] and result.external_requests == []
     drawn = [f["name"] for f in manifest["figures"] if f["drawn"]]
-    assert "engine_comparison" in drawn and len(drawn) == 7
-    assert result.charts_expected == result.charts_drawn == result.svg_charts == 7
+    assert "engine_comparison" in drawn and len(drawn) == 8
+    assert result.charts_expected == result.charts_drawn == result.svg_charts == 8
     assert sorted(result.not_drawn) == sorted(set(F.FIGURE_NAMES) - set(drawn))
     assert_not_blank(result.screenshot, result.chart_boxes)
 
@@ -117,8 +117,8 @@ def test_schemes_report_draws_the_papers_figure_and_the_scheme_tables(chromium, 
     print(f"\nschemes report {path.stat().st_size} bytes, drawn in {result.elapsed_s:.1f} s")
     assert result.render_done and result.all_errors == [] and result.external_requests == []
     drawn = [f["name"] for f in manifest["figures"] if f["drawn"]]
-    assert drawn[0] == "energy_vs_accepted_per_pass" and "cuda_graphs" in drawn and len(drawn) == 8
-    assert result.charts_expected == result.charts_drawn == result.svg_charts == 8
+    assert drawn[0] == "energy_vs_accepted_per_pass" and "cuda_graphs" in drawn and "energy_decomposition" in drawn and len(drawn) == 9
+    assert result.charts_expected == result.charts_drawn == result.svg_charts == 9
     assert sorted(result.not_drawn) == ["concurrency_per_arm", "power_timeline"]
     assert_not_blank(result.screenshot, result.chart_boxes)
 
@@ -166,5 +166,5 @@ def test_report_with_a_chart_vega_cannot_draw_counts_it_as_an_error(chromium, gp
     bad.write_text(html)
     result = chromium.open(bad)
     assert result.render_done
-    assert result.charts_drawn == 8 and result.charts_expected == 9
+    assert result.charts_drawn == 9 and result.charts_expected == 10
     assert any("acceptance_by_corpus" in e for e in result.page_errors), result.page_errors

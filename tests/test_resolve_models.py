@@ -165,14 +165,14 @@ def test_hub_id_resolves_from_the_cache_offline_and_the_runner_loads_the_snapsho
 
     cell = next(c for c in cells.build(validated) if c.spec["scheme"]["method"] == "draft_model")
     spec, revisions = rm.localize(cell.spec, work)
-    assert spec["target"]["model"] == hub["path"] and spec["draft"]["model"] == str(DRAFT)
+    assert spec.engine.target.model == hub["path"] and spec.engine.draft.model == str(DRAFT)
     assert cell.spec["target"]["model"] == "specjoule-test/trained-target"  # the cell's own spec is untouched
     assert revisions == {"target_revision": COMMIT, "draft_revision": local["revision"]}
     ngram = next(c for c in cells.build(validated) if c.spec["scheme"]["method"] == "ngram")
     assert rm.localize(ngram.spec, work)[1] == {"target_revision": COMMIT, "draft_revision": None}
     # Outside a workflow (no manifests) nothing is guessed.
-    assert rm.localize(cell.spec, tmp_path / "elsewhere") == (cell.spec, {"target_revision": None,
-                                                                          "draft_revision": None})
+    assert rm.localize(cell.spec, tmp_path / "elsewhere") == (cell.setup, {"target_revision": None,
+                                                                           "draft_revision": None})
 
 
 def test_local_revision_follows_the_weights_bytes(tmp_path):
@@ -261,3 +261,28 @@ def test_records_measured_before_resolution_existed_are_not_replanned(workflow, 
     rules.write_text(original)
     counts = plan(work, demo, snakefile=snakefile)
     assert counts["run_cell"] == 0, dict(counts)
+
+
+def test_a_head_drafter_from_the_hub_is_localized_into_the_scheme_even_when_the_pair_has_a_draft(tmp_path):
+    """An EAGLE3 cell of a pair that also has a draft model (for its draft_model arms): the fetched snapshot of the
+    scheme's drafter replaces the scheme's drafter, and the pair's draft stays as it was (once, the snapshot went
+    into the pair's draft instead and the engine would have loaded the drafter by its hub id)."""
+    from specjoule import cells
+
+    raw = config.read_yaml(REPO / "validation/h200-2026-12/config/h200-schemes-qwen3-8b.yaml")
+    raw["models"]["qwen3_8b"]["draft"] = {"model": "config/models/qwen2.5-0.5b", "load_format": "dummy"}
+    raw["schemes"]["eagle3"]["drafter"] = "specjoule-test/qwen3-8b-eagle3"
+    validated = config.validate(raw)
+    eagle3 = next(c for c in cells.build(validated) if c.spec["scheme"]["method"] == "eagle3")
+    snapshot = str(tmp_path / "hub" / "snapshots" / COMMIT)
+    for role, ref in rm.cell_refs(eagle3.spec).items():
+        hub = ref.model == "specjoule-test/qwen3-8b-eagle3"
+        manifest = tmp_path / rm.manifest_path(ref)
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        manifest.write_text(json.dumps({"source": "hub" if hub else "local", "revision": COMMIT if hub else "r-" + role,
+                                        "path": snapshot if hub else ref.model}))
+    assert rm.cell_refs(eagle3.spec)["draft"].model == "specjoule-test/qwen3-8b-eagle3"
+    spec, revisions = rm.localize(eagle3.spec, tmp_path)
+    assert spec.scheme.drafter == snapshot
+    assert spec.engine.draft is not None and spec.engine.draft.model == "config/models/qwen2.5-0.5b"
+    assert revisions == {"target_revision": "r-target", "draft_revision": COMMIT}

@@ -82,7 +82,8 @@ def test_moe_pass_counts_by_hand():
 def test_draft_passes_and_widths_per_scheme():
     assert [rf.draft_passes_per_round(m, 5) for m in ("draft_model", "eagle3", "mtp", "dflash", "dspark", "ngram")] \
         == [5, 5, 5, 1, 1, 0]
-    assert rf.draft_tokens_per_pass("dflash", 16) == 16 and rf.draft_tokens_per_pass("eagle3", 5) == 1
+    # vLLM 0.26.0 V2 runner: a block pass runs the anchor + k masks; a head round the verified tokens, then k − 1 steps
+    assert rf.drafter_tokens_per_round("dflash", 15, 16.0) == 16 and rf.drafter_tokens_per_round("eagle3", 3, 4.0) == 6
 
 
 # ------------------------------------------------------------------------------------------------

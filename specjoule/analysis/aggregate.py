@@ -23,16 +23,14 @@ from pathlib import Path
 
 import polars as pl
 
-from specjoule import records
+from specjoule import axes, records
 from specjoule.analysis import META_CONFIG_HASH, AnalysisError, write_parquet_atomic
 from specjoule.analysis.spread import columns_of, is_measured
 
-ROLE_OPENING = "opening_baseline"
-ROLE_CLOSING = "closing_baseline"
-ROLE_POINT = "point"
-
-PAIR_KEYS: tuple[str, ...] = ("campaign_id", "engine", "model_pair", "batch_size", "corpus", "seed",
-                              "cuda_graphs", "workload")
+# Roles and pairing keys are declared with the axes (ADR 0160); re-exported for the analysis modules.
+ROLE_OPENING, ROLE_CLOSING, ROLE_POINT = axes.ROLE_OPENING, axes.ROLE_CLOSING, axes.ROLE_POINT
+# A record pairs with the baselines of its own campaign: the campaign id and every campaign-scope axis.
+PAIR_KEYS: tuple[str, ...] = axes.PAIR_KEYS
 # Metrics carried from each baseline onto every row: opening_*, closing_* and their mean baseline_*.
 BASELINE_METRICS: tuple[str, ...] = ("mj_per_committed_token", "tpot_mean_s", "mean_running_requests",
                                      "tokens_per_s", "s_per_committed_token", "round_time_ms")

@@ -27,9 +27,10 @@ from typing import Any
 
 import polars as pl
 
+from specjoule import axes
 from specjoule.analysis import AnalysisError
-from specjoule.analysis.aggregate import ROLE_CLOSING, ROLE_OPENING, ROLE_POINT
 from specjoule.analysis.spread import is_measured
+from specjoule.axes import ROLE_CLOSING, ROLE_OPENING, ROLE_POINT
 
 PASS, FAIL, FLAG, NA = "pass", "fail", "flag", "not_applicable"
 STATUSES = (FAIL, FLAG, PASS, NA)
@@ -500,8 +501,7 @@ def engine_config_matched(df: pl.DataFrame, th: Thresholds, config_hash: str | N
 
 # Points along L: every identity of a configuration but its acceptance vector (of whatever kind: the
 # energy-vs-acceptance figure ranks minimum-variance and geometric vectors on one axis).
-SERIES_KEYS: tuple[str, ...] = ("engine", "model_pair", "scheme", "method", "k", "batch_size", "corpus", "cuda_graphs",
-                                "workload", "workload_kind")
+SERIES_KEYS: tuple[str, ...] = axes.SERIES_KEYS
 
 
 def _energy_ratio_summary(df: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFrame]:

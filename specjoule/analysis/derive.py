@@ -19,6 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
+from specjoule import axes
 from specjoule.analysis import META_CONFIG_HASH, AnalysisError, spread
 from specjoule.analysis.checks import ENERGY_CHECK, FAIL, FLAG, PASS
 
@@ -38,8 +39,8 @@ from specjoule.analysis.spread import (  # noqa: F401
 C = pl.col
 
 CURVE_COLUMNS: tuple[str, ...] = (
-    "campaign_id", "cell_id", "cell_name", "engine", "model_pair", "scheme", "method", "k", "acceptance_name",
-    "acceptance_kind", "configured_L", "batch_size", "corpus", "seed", "cuda_graphs", "workload", "workload_kind",
+    # A curve point's identity: its campaign and cell, and its configuration with the seed (specjoule.axes).
+    "campaign_id", "cell_id", "cell_name", *axes.CURVE_KEYS,
     "gpu_uuid", "realized_L", "accepted_per_verification", "tokens_per_verify_pass", "mj_per_committed_token",
     "baseline_mj_per_committed_token", "energy_ratio", "mj_per_accepted_token", "tpot_mean_s",
     "baseline_tpot_mean_s", "tbt_ratio", "mean_running_requests", "baseline_mean_running_requests",

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
+from specjoule import axes
 from specjoule.analysis import AnalysisError, aggregate
 from specjoule.analysis.aggregate import aggregate_frame, scan_records
 
@@ -186,10 +187,10 @@ def check_reference(config: dict, cells) -> None:
         ref = read_source(where)
     except AnalysisError as exc:
         raise ConfigError("report.reference_evidence", path, str(exc)) from None
-    planned = pl.DataFrame([c.identity() for c in cells if c.role == "point"], infer_schema_length=None)
+    planned = pl.DataFrame([c.identity() for c in cells if c.role == axes.ROLE_POINT], infer_schema_length=None)
     if not planned.height:
         raise ConfigError("report.reference_evidence", path, "this config has no speculative cell to compare")
-    ref = ref.filter(C("role") == "point")
+    ref = ref.filter(C("role") == axes.ROLE_POINT)
     keys = list(PLAN_KEY)
     ours = planned.select(pl.concat_str([_as_text(c, planned.schema[c]) for c in keys], separator="|").alias("k"))
     theirs = ref.select(pl.concat_str([_as_text(c, ref.schema[c]) for c in keys], separator="|").alias("k"))

@@ -27,14 +27,17 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from specjoule import axes
 from specjoule.analysis import META_CONFIG_HASH, write_parquet_atomic
-from specjoule.analysis.aggregate import ROLE_CLOSING, ROLE_OPENING
 from specjoule.analysis.derive import BOOTSTRAP_SEED, bootstrap_interval
+from specjoule.axes import ROLE_CLOSING, ROLE_OPENING
 
 C = pl.col
 
-SLICE_KEYS: tuple[str, ...] = ("engine", "model_pair", "corpus", "cuda_graphs", "workload_kind", "prompt_len",
-                               "output_len")
+# A slice is matched across load: the load axes (batch size, and the workload whose kind says which load axis
+# it sets) leave the slice; the workload's kind and lengths stay in it.
+SLICE_KEYS: tuple[str, ...] = (*(k for k in axes.SLICE_KEYS if k not in ("workload", "batch_size")),
+                               "workload_kind", "prompt_len", "output_len")
 ARM_KEYS: tuple[str, ...] = ("scheme", "method", "acceptance_name", "configured_L")
 LOAD_AXIS = {"closed_batch": "batch_size", "closed_loop": "concurrency", "open_loop": "request_rate"}
 BASELINE = "baseline"

@@ -151,17 +151,65 @@ def target_pass(shape: Any, batch: float, tokens_per_seq: float, context_len: fl
     return PassCost(bytes_, ops)
 
 
-def head_pass(drafter: Any, batch: float, tokens_per_seq: float, context_len: float) -> PassCost:
-    """One pass of a draft head or block drafter (``DrafterShape``): its own tensors, plus half the
-    tensors it shares with the target (the full-vocabulary lm_head is read each pass, the embedding only
-    n rows); KV at an MHA-sized upper bound of its layers."""
+def _drafter_kv_bytes(drafter: Any, context_len: float) -> float:
+    """One sequence's cache in the drafter's own layers at its real KV width (kv heads × head_dim)."""
+    try:
+        return float(drafter.kv_bytes(max(1, int(round(context_len))), DTYPE_BYTES))
+    except (AttributeError, ValueError) as exc:  # ModelShapeError is a ValueError naming the field
+        raise NotModelled(f"drafter shape {getattr(drafter, 'path', '?')}: no KV width ({exc})") from exc
+
+
+def _drafter_attention_ops(drafter: Any, context_len: float) -> float:
+    heads = _need(drafter, "num_attention_heads", "drafter")
+    head_dim = _need(drafter, "head_dim", "drafter")
+    return 4.0 * context_len * heads * head_dim * _need(drafter, "num_layers", "drafter")
+
+
+def _per_pass_matmul_params(drafter: Any) -> float:
+    """Parameters a head or block drafter reads whole and multiplies on every pass: its own tensors less
+    row-lookup tables and once-per-round tensors, plus the target's lm_head when it has none of its own.
+    The shared embedding (and DSpark's markov_w1) is read only at the pass's token rows: < 0.01 % of the
+    bytes at these batch sizes, left out (ADR 0176)."""
     params = _need(drafter, "params", "drafter")
-    hidden = _need(drafter, "hidden_size", "drafter")
-    layers = _need(drafter, "num_layers", "drafter")
-    read = params + 0.5 * (getattr(drafter, "params_shareable", 0) or 0)
+    return (params - (getattr(drafter, "lookup_params", 0) or 0) - (getattr(drafter, "params_once_per_round", 0) or 0)
+            + (getattr(drafter, "shared_lm_head_params", 0) or 0))
+
+
+def head_pass(drafter: Any, batch: float, tokens_per_seq: float, context_len: float) -> PassCost:
+    """One pass of a head or block drafter (``DrafterShape``) over batch × tokens_per_seq tokens that
+    also applies its once-per-round tensors (the prompt pass): bytes = what it reads whole + its KV;
+    operations = 2 · matmul parameters per token + attention over the context."""
+    once = getattr(drafter, "params_once_per_round", 0) or 0
+    read = _per_pass_matmul_params(drafter) + once
     n = batch * tokens_per_seq
-    kv = batch * context_len * 2 * hidden * layers * DTYPE_BYTES
-    return PassCost(read * DTYPE_BYTES + kv, 2.0 * read * n)
+    kv = batch * _drafter_kv_bytes(drafter, context_len)
+    return PassCost(read * DTYPE_BYTES + kv, (2.0 * read + _drafter_attention_ops(drafter, context_len)) * n)
+
+
+def drafter_tokens_per_round(method: str, k: int | None, verify_width: float) -> float:
+    """Tokens per request a head or block drafter processes in one round (vLLM 0.26.0's V2 runner).
+
+    Heads (EAGLE3, MTP): the first step runs over the tokens the last verify pass committed — the
+    verify width, padded — then k − 1 single-token steps (autoregressive/speculator.py). Block drafters
+    (DFlash, DSpark): one pass over the anchor plus k mask tokens (dflash/speculator.py
+    ``num_query_per_req = 1 + num_speculative_steps``)."""
+    if method in BLOCK_METHODS:
+        return float(k or 0) + 1.0
+    return verify_width + float(k or 1) - 1.0
+
+
+def head_round(drafter: Any, method: str, k: int | None, batch: float, verify_width: float,
+               context_len: float) -> PassCost:
+    """A whole speculation round of a head or block drafter: passes × (what a pass reads whole + KV),
+    the once-per-round tensors once (EAGLE3's fc over the verified tokens' hidden states)."""
+    passes = draft_passes_per_round(method, k)
+    once = getattr(drafter, "params_once_per_round", 0) or 0
+    per_pass = _per_pass_matmul_params(drafter)
+    tokens = batch * drafter_tokens_per_round(method, k, verify_width)
+    kv = batch * _drafter_kv_bytes(drafter, context_len)
+    bytes_ = (passes * per_pass + once) * DTYPE_BYTES + passes * kv
+    ops = (2.0 * per_pass + _drafter_attention_ops(drafter, context_len)) * tokens + 2.0 * once * batch * verify_width
+    return PassCost(bytes_, ops)
 
 
 def drafter_pass(drafter: Any, batch: float, tokens_per_seq: float, context_len: float) -> PassCost:
@@ -179,10 +227,6 @@ def draft_passes_per_round(method: str, k: int | None) -> int:
     if not k:
         raise NotModelled(f"method {method!r} without k")
     return int(k)
-
-
-def draft_tokens_per_pass(method: str, k: int | None) -> float:
-    return float(k) if method in BLOCK_METHODS else 1.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -253,7 +297,12 @@ def cell_work(row: Mapping[str, Any], target: Any, drafter: Any | None,
     if n_draft and drafter is None:
         raise NotModelled(f"method {method!r} runs a drafter on the GPU but no drafter shape is known "
                           f"(draft_model {row.get('draft_model')!r})")
-    draft = drafter_pass(drafter, batch, draft_tokens_per_pass(method, k), context) if n_draft else PassCost(0.0, 0.0)
+    if not n_draft:
+        draft = PassCost(0.0, 0.0)
+    elif hasattr(drafter, "params_active"):  # a draft *model*: k single-token passes
+        draft = drafter_pass(drafter, batch, 1.0, context)
+    else:  # heads and block drafters: the round's cost spread evenly over its passes
+        draft = head_round(drafter, method, k, batch, width, context).times(1.0 / n_draft)
     prompt = target_pass(target, batch, prompt_len, prompt_len / 2.0)
     prompt_draft = 1 if n_draft else 0
     if prompt_draft:
@@ -538,6 +587,8 @@ ROOFLINE_SCHEMA: dict[str, pl.DataType] = {
     "measured_mj_per_committed_token": pl.Float64, "residual": pl.Float64,
     "energy_verify_share": pl.Float64, "energy_draft_share": pl.Float64, "energy_idle_share": pl.Float64,
     "energy_draft_share_matched": pl.Float64, "matched_cell_name": pl.String, "matched_reason": pl.String,
+    # appended (ADR 0176): which drafter shape priced the cell and where its path came from
+    "drafter_path": pl.String, "drafter_source": pl.String,
 }
 FIT_SCHEMA: dict[str, pl.DataType] = {
     "gpu_uuid": pl.String, "hardware_source": pl.String, "calibration_uuid": pl.String, "n_baselines": pl.Int64,
@@ -589,7 +640,37 @@ def _drafter_role(method: str) -> str:
     return "draft_model" if method == "draft_model" else "drafter"
 
 
-def _work_for(row: Mapping[str, Any], lookup: ShapeLookup, cache: dict) -> CellWork:
+DrafterPaths = Mapping[tuple[str, str], str]  # (model_pair, scheme) -> drafter dir, from the config
+
+
+def configured_drafters(config: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """(model_pair, scheme) -> the drafter dir the config gives a GPU-drafted scheme (the scheme's own
+    ``drafter``, else the pair's ``drafters.<method>``): for records written before cells named their
+    drafter in ``draft_model`` (commit b179d2f and older wrote null there for eagle3/dflash/dspark)."""
+    out: dict[tuple[str, str], str] = {}
+    for pair, spec in (config.get("models") or {}).items():
+        for sname, scheme in (config.get("schemes") or {}).items():
+            path = scheme.get("drafter") or (spec.get("drafters") or {}).get(scheme.get("method"))
+            if path:
+                out[(pair, sname)] = str(path)
+    return out
+
+
+def drafter_path(row: Mapping[str, Any], drafters: DrafterPaths | None = None) -> tuple[str | None, str]:
+    """(drafter dir, where it came from) of a GPU-drafted cell: the record's ``draft_model``; else the
+    config's drafter for its pair and scheme; else, for MTP, the target (its MTP layers draft)."""
+    if row.get("draft_model"):
+        return row["draft_model"], "record"
+    configured = (drafters or {}).get((row.get("model_pair"), row.get("scheme")))
+    if configured:
+        return configured, "config (the record names no drafter)"
+    if row.get("method") == "mtp":
+        return row.get("target_model"), "target (its MTP layers)"
+    return None, "none"
+
+
+def _work_for(row: Mapping[str, Any], lookup: ShapeLookup, cache: dict,
+              drafters: DrafterPaths | None = None) -> CellWork:
     tp = row.get("tensor_parallel_size") or 1
     if tp > 1:  # neither a baseline to fit on nor a cell to predict (ADR 0155)
         raise NotModelled(f"tensor-parallel cell (TP = {tp}): the roofline prices one GPU's weight and KV traffic; "
@@ -598,7 +679,8 @@ def _work_for(row: Mapping[str, Any], lookup: ShapeLookup, cache: dict) -> CellW
     method = row.get("method") or "baseline"
     drafter = None
     if method != "baseline" and method not in HOST_METHODS:
-        drafter = _shape_for(lookup, cache, row.get("draft_model"), _drafter_role(method))
+        path, _ = drafter_path(row, drafters)
+        drafter = _shape_for(lookup, cache, path, _drafter_role(method))
     return cell_work(row, target, drafter)
 
 
@@ -647,7 +729,8 @@ class Fitted:
 
 
 def fit(records: pl.DataFrame, lookup: ShapeLookup, calibrations: list[Mapping[str, Any]],
-        resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED, cache: dict | None = None) -> Fitted:
+        resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED, cache: dict | None = None,
+        drafters: DrafterPaths | None = None) -> Fitted:
     """Price every record's work and fit each GPU's coefficients on its measured baseline cells."""
     rows = records.to_dicts()
     cache = {} if cache is None else cache
@@ -662,7 +745,7 @@ def fit(records: pl.DataFrame, lookup: ShapeLookup, calibrations: list[Mapping[s
             except NotModelled as exc:
                 hardware[gpu] = exc
         try:
-            work[r["cell_id"]] = _work_for(r, lookup, cache)
+            work[r["cell_id"]] = _work_for(r, lookup, cache, drafters)
         except NotModelled as exc:
             work[r["cell_id"]] = exc
 
@@ -700,12 +783,16 @@ def fit(records: pl.DataFrame, lookup: ShapeLookup, calibrations: list[Mapping[s
 
 def model_cells(records: pl.DataFrame, lookup: ShapeLookup, calibrations: list[Mapping[str, Any]],
                 balance_fallback: float | None = None, resamples: int = BOOTSTRAP_RESAMPLES,
-                seed: int = BOOTSTRAP_SEED) -> RooflineResult:
-    """Fit on the baselines of each GPU, predict every measured cell, split and cross over."""
-    f = fit(records, lookup, calibrations, resamples, seed)
+                seed: int = BOOTSTRAP_SEED, drafters: DrafterPaths | None = None) -> RooflineResult:
+    """Fit on the baselines of each GPU, predict every measured cell, split and cross over. ``drafters``:
+    the config's drafter per (pair, scheme), for records that name none (``configured_drafters``)."""
+    f = fit(records, lookup, calibrations, resamples, seed, drafters=drafters)
     boot_params = _bootstrap_params(f.boot)
     out_rows = [_cell_row(r, f.work[r["cell_id"]], f.hardware.get(r.get("gpu_uuid")), f.fits, boot_params,
                           f.lookup_fit, balance_fallback) for r in records.to_dicts()]
+    for r, row in zip(records.to_dicts(), out_rows):
+        if (r.get("method") or "baseline") not in ("baseline", *HOST_METHODS):
+            row["drafter_path"], row["drafter_source"] = drafter_path(r, drafters)
     cells = pl.DataFrame(out_rows, schema=ROOFLINE_SCHEMA, orient="row") if out_rows else pl.DataFrame(schema=ROOFLINE_SCHEMA)
     cells = _matched_split(cells, records)
     return RooflineResult(cells, _fit_table(f.obs, f.hardware, f.fits[0], f.boot), _time_table(f.obs, f.fits[1]),
@@ -1061,7 +1148,7 @@ def plan_predictions(cells: Iterable[Any], records_path: str, hardware_dir: str,
         try:
             spec_w = cell_work(row, _shape_for(lookup, cache, row["target_model"], "target"),
                                None if row["method"] in HOST_METHODS else
-                               _shape_for(lookup, cache, row.get("draft_model"), _drafter_role(row["method"])),
+                               _shape_for(lookup, cache, drafter_path(row)[0], _drafter_role(row["method"])),
                                accepted_length=row.get("configured_L"))
             base_w = cell_work(row | {"method": "baseline", "k": None}, _shape_for(lookup, cache, row["target_model"],
                                                                                   "target"), None)
@@ -1087,3 +1174,37 @@ def plan_predictions(cells: Iterable[Any], records_path: str, hardware_dir: str,
             f"calibration), ADR 0102:")
     more = [f"  … and {n_pred - limit} more"] if n_pred > limit else []
     return "\n".join([head, *lines, *more])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m specjoule.analysis.roofline RECORDS --hardware DIR [--config CFG] --out DIR``: the rule's
+    library call on a records.parquet the workflow cannot re-aggregate (an incomplete campaign's committed
+    records), writing the same five tables."""
+    import argparse
+    from pathlib import Path
+
+    import yaml
+
+    from specjoule import hardware as hw
+
+    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0] if main.__doc__ else None)
+    ap.add_argument("records")
+    ap.add_argument("--hardware", required=True, help="a folder of GPU-*.json calibrations")
+    ap.add_argument("--config", help="the config that ran the records (its drafters, for records naming none)")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    calibrations = [{**hw.load(p), "path": str(p)} for p in sorted(Path(a.hardware).glob("GPU-*.json"))]
+    drafters = configured_drafters(yaml.safe_load(Path(a.config).read_text())) if a.config else None
+    result = model_cells(pl.read_parquet(a.records), models_lookup, calibrations, drafters=drafters)
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    names = {"cells": "roofline", "fit": "roofline_fit", "time": "roofline_time", "crossover": "crossover",
+             "hardware": "hardware"}
+    write_tables(result, {k: f"{a.out}/{v}.parquet" for k, v in names.items()}, None)
+    modelled = result.cells.filter(C("model_status") == "modelled")
+    print(f"{modelled.height} of {result.cells.height} cells modelled; residuals: "
+          + ", ".join(f"{r['cell_name']} {r['residual']:+.3f}" for r in modelled.iter_rows(named=True)
+                      if r["residual"] is not None))
+
+
+if __name__ == "__main__":
+    main()

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from specjoule import axes
+
 C = pl.col
 
 UNSUPPORTED = "unsupported"
@@ -279,9 +281,7 @@ def describe(level: float = BOOTSTRAP_LEVEL, resamples: int = BOOTSTRAP_RESAMPLE
 
 # A configuration: every identity of a curve point but its replicate axes (seed, window, engine
 # replicate). ``cell_name`` here is the point's name without its window suffix.
-SUMMARY_KEYS: tuple[str, ...] = ("engine", "model_pair", "scheme", "method", "k", "acceptance_name", "acceptance_kind",
-                                 "configured_L", "batch_size", "corpus", "cuda_graphs", "workload", "workload_kind",
-                                 "cell_name")
+SUMMARY_KEYS: tuple[str, ...] = (*axes.CONFIGURATION_KEYS, "cell_name")
 # Ratios pair each point window with the baselines of its own campaign and window (ADR 0081).
 SUMMARY_METRICS: tuple[Metric, ...] = (
     Metric("energy_ratio", "mj_per_committed_token", "baseline_window_mj_per_committed_token"),
@@ -303,10 +303,10 @@ def point_frame(records: pl.DataFrame) -> pl.DataFrame:
     opening and closing baseline records *of the point's window* (the campaign's baseline where the
     baselines have no such window). A point without a baseline value keeps none (unpaired)."""
     recs = with_replicate_axes(records.filter(is_measured(records)))
-    baselines = (recs.filter(C("role").is_in(["opening_baseline", "closing_baseline"]))
+    baselines = (recs.filter(C("role").is_in(list(axes.BASELINE_ROLES)))
                  .group_by("campaign_id", "window_index")
                  .agg(*(_null_propagating_mean(m).alias(f"_w_{m}") for m in WINDOW_BASELINES)))
-    points = recs.filter(C("role") == "point").join(baselines, on=["campaign_id", "window_index"], how="left")
+    points = recs.filter(C("role") == axes.ROLE_POINT).join(baselines, on=["campaign_id", "window_index"], how="left")
     return points.with_columns(
         pl.when(C(f"baseline_{m}").is_null()).then(None)
         .when(C(f"_w_{m}").is_not_null()).then(C(f"_w_{m}"))

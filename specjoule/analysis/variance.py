@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from specjoule import axes
 from specjoule.analysis import AnalysisError, evidence, spread
 
 C = pl.col
@@ -102,7 +103,7 @@ def observations(records: pl.DataFrame) -> pl.DataFrame:
                        C("role"), C("mj_per_committed_token"), C("baseline_mj_per_committed_token"))
     mj = base.filter(C("mj_per_committed_token") > 0).with_columns(
         pl.lit("mj_per_committed_token").alias("metric"), C("mj_per_committed_token").log().alias("y"))
-    ratio = base.filter((C("role") == "point") & (C("mj_per_committed_token") > 0)
+    ratio = base.filter((C("role") == axes.ROLE_POINT) & (C("mj_per_committed_token") > 0)
                         & (C("baseline_mj_per_committed_token") > 0)).with_columns(
         pl.lit("energy_ratio").alias("metric"),
         (C("mj_per_committed_token") / C("baseline_mj_per_committed_token")).log().alias("y"))

@@ -17,11 +17,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from typing import Any
 
+from specjoule.cellspec import CellSpec
 from specjoule.engines import proc
 from specjoule.engines.base import (
     BURST_GAP_S,
@@ -105,10 +106,10 @@ class ServerProcessEngine(Engine):
     label = "engine"  # "vLLM", "SGLang": how errors and log lines name it
     group_watch: type[proc.GroupWatch] = proc.GroupWatch
 
-    def __init__(self, spec: dict, log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
-                 command: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None,
-                 url: str | None = None) -> None:
-        self.spec = spec
+    def __init__(self, spec: CellSpec | Mapping[str, Any], log_file: str | os.PathLike | None = None,
+                 ready_timeout_s: float = 900.0, command: list[str] | None = None, host: str = "127.0.0.1",
+                 port: int | None = None, url: str | None = None) -> None:
+        self.spec = CellSpec.of(spec)
         self.log_file = str(log_file) if log_file else None
         self.ready_timeout_s = ready_timeout_s
         self.command = command

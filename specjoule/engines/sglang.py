@@ -59,11 +59,13 @@ import time
 import traceback
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specjoule import schemes
+from specjoule.cellspec import CellSpec
 from specjoule.engines import proc
 from specjoule.engines.base import (
     BatchResult,
@@ -105,13 +107,13 @@ ENGINE_ENV_VARS = ("SGLANG_USE_SGL_FA3_KERNEL",
 # -- arguments (pure: testable without sglang) -------------------------------------------------
 
 
-def configured_length(spec: dict) -> float | None:
+def configured_length(spec: CellSpec | Mapping[str, Any]) -> float | None:
     """The cell's configured mean acceptance length, 1 + Σ rates (specjoule.acceptance)."""
-    rates = spec.get("acceptance_rates")
+    rates = CellSpec.of(spec).acceptance.rates
     return 1.0 + float(sum(rates)) if rates else None
 
 
-def speculative_kwargs(spec: dict) -> dict[str, Any]:
+def speculative_kwargs(spec: CellSpec | Mapping[str, Any]) -> dict[str, Any]:
     """``ServerArgs`` speculative fields for a cell's scheme (SGLang 0.5.17; ADR 0076).
 
     Every algorithm gets ``speculative_num_draft_tokens`` = k + 1, the tokens verified per request per pass
@@ -121,77 +123,80 @@ def speculative_kwargs(spec: dict) -> dict[str, Any]:
     DSpark's gamma + 1. NGRAM: a tree of k + 1 nodes. NEXTN drafts with the target's own MTP layers, so its draft
     path is the target (SGLang defaults it only for DeepSeek / GLM-MoE-style targets). Drafters of shape-only
     dirs load as the target does (``speculative_draft_load_format``)."""
-    scheme = spec["scheme"]
-    method = scheme["method"]
+    spec = CellSpec.of(spec)
+    scheme = spec.scheme
+    method = scheme.method
     if method == "baseline":
         return {}
     if method not in ALGORITHMS:
-        raise EngineUnsupported(f"scheme {scheme['name']!r}: method {method!r} has no SGLang speculative algorithm "
+        raise EngineUnsupported(f"scheme {scheme.name!r}: method {method!r} has no SGLang speculative algorithm "
                                 f"(known: {', '.join(sorted(ALGORITHMS))})")
     desc = schemes.get(method)
-    k = int(scheme["k"])
+    k = scheme.draft_tokens
     kw: dict[str, Any] = {"speculative_algorithm": ALGORITHMS[method],
                           "speculative_num_draft_tokens": desc.verify_width(k)}
     if desc.kind in ("draft_model", "head_chain"):
         kw.update(speculative_num_steps=k, speculative_eagle_topk=1)
     elif desc.kind == "block":
         kw.update(speculative_num_steps=1, speculative_eagle_topk=1)
-    target_format = (spec.get("target") or {}).get("load_format")
+    target_format = spec.engine.target.load_format
     if desc.needs_pair_draft:
-        draft = spec.get("draft") or {}
-        if not draft.get("model"):
-            raise EngineError(f"scheme {scheme['name']!r} ({method}) needs the pair's draft model")
-        kw["speculative_draft_model_path"] = _model_path(draft["model"])
-        if draft.get("load_format") and draft["load_format"] != "auto":
-            kw["speculative_draft_load_format"] = draft["load_format"]
-    elif desc.needs_drafter or (desc.drafter_optional and scheme.get("drafter")):
-        if not scheme.get("drafter"):
-            raise EngineError(f"scheme {scheme['name']!r} ({method}) needs a drafter (schemes.{scheme['name']}.drafter)")
-        kw["speculative_draft_model_path"] = _model_path(scheme["drafter"])
-        if target_format and target_format != "auto":
+        draft = spec.engine.draft
+        if draft is None or not draft.entry.get("model"):
+            raise EngineError(f"scheme {scheme.name!r} ({method}) needs the pair's draft model")
+        kw["speculative_draft_model_path"] = _model_path(draft.model)
+        if draft.load_format != "auto":
+            kw["speculative_draft_load_format"] = draft.load_format
+    elif desc.needs_drafter or (desc.drafter_optional and scheme.drafter):
+        if not scheme.drafter:
+            raise EngineError(f"scheme {scheme.name!r} ({method}) needs a drafter (schemes.{scheme.name}.drafter)")
+        kw["speculative_draft_model_path"] = _model_path(scheme.drafter)
+        if target_format != "auto":
             kw["speculative_draft_load_format"] = target_format
     elif desc.needs_target_mtp:
-        kw["speculative_draft_model_path"] = _model_path(spec["target"]["model"])
-        if target_format and target_format != "auto":
+        kw["speculative_draft_model_path"] = _model_path(spec.engine.target.model)
+        if target_format != "auto":
             kw["speculative_draft_load_format"] = target_format
-    kw.update(scheme.get("options") or {})  # pass-through last (speculative_ngram_*, …)
+    kw.update(scheme.options)  # pass-through last (speculative_ngram_*, …)
     return kw
 
 
-def engine_kwargs(spec: dict) -> dict[str, Any]:
+def engine_kwargs(spec: CellSpec | Mapping[str, Any]) -> dict[str, Any]:
     """``sglang.Engine(**kwargs)`` / ``ServerArgs`` field names (0.5.17) for a cell (ADR 0016).
 
-    ``spec["batch_size"]`` is the largest B of the engine group (runner._engine_spec), so the
+    ``spec.batch_size`` is the largest B of the engine group (runner._engine_spec), so the
     running-request cap and the decode CUDA-graph size cover every cell on this engine.
     """
-    target = spec["target"]
-    options = dict(spec.get("engine_options") or {})
+    spec = CellSpec.of(spec)
+    engine = spec.engine
+    target = engine.target
+    options = dict(engine.options)
     options.pop("env", None)  # environment variables, not arguments (engine_env)
-    batch = int(spec["batch_size"])
+    batch = int(spec.batch_size)
     kw: dict[str, Any] = {
-        "model_path": _model_path(target["model"]),
-        "load_format": target.get("load_format", "auto"),
-        "dtype": target.get("dtype", "auto"),
-        "tp_size": int(target.get("tensor_parallel_size", 1)),
+        "model_path": _model_path(target.model),
+        "load_format": target.load_format,
+        "dtype": target.dtype,
+        "tp_size": target.tensor_parallel_size,
         # Prompts go in as token ids and text is never needed.
         "skip_tokenizer_init": True,
-        "random_seed": int(spec["seed"]),
+        "random_seed": int(spec.seed),
         # Repeated prompts would turn prefill into cache hits (ARCHITECTURE.md: measure with it off).
-        "disable_radix_cache": not bool(spec.get("prefix_caching", False)),
+        "disable_radix_cache": not engine.prefix_caching,
         # Per-request timestamps in meta_info (request_result) and /metrics on a server.
         "enable_metrics": True,
     }
-    if target.get("tokenizer"):
-        kw["tokenizer_path"] = _model_path(target["tokenizer"])
-    if spec.get("max_model_len"):
-        kw["context_length"] = int(spec["max_model_len"])
-    if spec.get("cuda_graphs", False):
+    if target.tokenizer:
+        kw["tokenizer_path"] = _model_path(target.tokenizer)
+    if engine.max_model_len:
+        kw["context_length"] = int(engine.max_model_len)
+    if engine.cuda_graphs:
         kw["cuda_graph_max_bs_decode"] = batch  # renamed for older/newer SGLang by adapt_kwargs
     else:
         kw["disable_cuda_graph"] = True  # both phases (0.5.17: a Python-only legacy switch, see server_command)
     kw.update(speculative_kwargs(spec))
     max_running = options.pop("max_running_requests", None)
-    if max_running is not None and int(max_running) < batch and spec["workload"]["kind"] == "closed_batch":
+    if max_running is not None and int(max_running) < batch and spec.workload.kind == "closed_batch":
         raise EngineError(f"engine_options.sglang.max_running_requests = {max_running} is below batch size {batch}: "
                           f"the closed batch could not run all requests together")
     kw["max_running_requests"] = int(max_running) if max_running is not None else batch
@@ -230,7 +235,7 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def server_command(spec: dict, host: str, port: int, kwargs: dict | None = None,
+def server_command(spec: CellSpec | Mapping[str, Any], host: str, port: int, kwargs: dict | None = None,
                    cli_options: set[str] | list[str] | None = None) -> list[str]:
     """``python -m sglang.launch_server`` argv. ``cli_options``: the installed parser's option strings
     (``probe()["cli_options"]``); None = assume 0.5.17's."""
@@ -268,7 +273,7 @@ def server_command(spec: dict, host: str, port: int, kwargs: dict | None = None,
     return cmd
 
 
-def engine_env(spec: dict | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
+def engine_env(spec: CellSpec | Mapping[str, Any] | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
     """The engine process's environment (module docstring)."""
     env = dict(os.environ if base is None else base)
     own = env.get("SPECJOULE_SGLANG_PYTHONPATH")
@@ -283,16 +288,17 @@ def engine_env(spec: dict | None = None, base: dict[str, str] | None = None) -> 
     env.setdefault("DO_NOT_TRACK", "1")
     if spec is not None:
         # engine_options.sglang.env: settings that exist only as variables (e.g. SGLANG_ENABLE_JIT_DEEPGEMM)
-        for key, value in ((spec.get("engine_options") or {}).get("env") or {}).items():
+        spec = CellSpec.of(spec)
+        for key, value in (spec.engine.options.get("env") or {}).items():
             env[str(key)] = str(value)
         for key in SIMULATE_ENV:
             env.pop(key, None)
-        if spec["scheme"]["method"] != "baseline" and spec["scheme"].get("synthetic"):
+        if not spec.scheme.is_baseline and spec.scheme.synthetic:
             L = configured_length(spec)
-            k = int(spec["scheme"]["k"])
+            k = spec.scheme.draft_tokens
             if L is None or not (1.0 <= L <= k + 1 + 1e-9):
-                raise EngineError(f"scheme {spec['scheme']['name']!r}: synthetic acceptance needs a configured mean "
-                                  f"length in [1, k+1] = [1, {k + 1}], got {L!r} from rates {spec.get('acceptance_rates')!r}")
+                raise EngineError(f"scheme {spec.scheme.name!r}: synthetic acceptance needs a configured mean "
+                                  f"length in [1, k+1] = [1, {k + 1}], got {L!r} from rates {spec.acceptance.as_list()!r}")
             env["SGLANG_SIMULATE_ACC_LEN"] = repr(round(float(L), 9))  # no float noise from summing rates
             env["SGLANG_SIMULATE_ACC_METHOD"] = SIMULATE_METHOD
     return env
@@ -365,29 +371,30 @@ def probe() -> dict[str, Any]:
     return info
 
 
-def check_supported(spec: dict, info: dict) -> None:
+def check_supported(spec: CellSpec | Mapping[str, Any], info: dict) -> None:
     """Fail clearly when the cell asks for something this SGLang does not have."""
-    scheme = spec["scheme"]
-    method = scheme["method"]
+    spec = CellSpec.of(spec)
+    scheme = spec.scheme
+    method = scheme.method
     version = info.get("engine_version")
     if method != "baseline":
         algo = ALGORITHMS.get(method)
         if algo is None:
-            raise EngineUnsupported(f"scheme {scheme['name']!r}: method {method!r} has no SGLang speculative algorithm")
+            raise EngineUnsupported(f"scheme {scheme.name!r}: method {method!r} has no SGLang speculative algorithm")
         if info.get("spec_algorithms") is not None and algo not in info["spec_algorithms"]:
-            raise EngineUnsupported(f"scheme {scheme['name']!r}: speculative algorithm {algo} ({method}) is not supported "
+            raise EngineUnsupported(f"scheme {scheme.name!r}: speculative algorithm {algo} ({method}) is not supported "
                                     f"by the installed SGLang {version} (it accepts: {', '.join(info['spec_algorithms'])})")
-    if not scheme.get("synthetic") or method == "baseline":
+    if not scheme.synthetic or method == "baseline":
         got = info.get("simulate_acc_len")
         if got is not None and float(got) > 0:
-            raise EngineError(f"SGLANG_SIMULATE_ACC_LEN = {got} in the engine, but cell {scheme['name']!r} measures the "
+            raise EngineError(f"SGLANG_SIMULATE_ACC_LEN = {got} in the engine, but cell {scheme.name!r} measures the "
                               f"model's own acceptance")
-    elif scheme.get("synthetic"):
-        if spec.get("device") == "cpu":
+    elif scheme.synthetic:
+        if spec.engine.device == "cpu":
             raise EngineUnsupported("synthetic acceptance (SGLANG_SIMULATE_ACC_LEN) is measured on cuda only")
         methods = info.get("simulate_methods")
         if methods is not None and SIMULATE_METHOD not in methods:
-            raise EngineUnsupported(f"scheme {scheme['name']!r}: SGLang {version} has no SGLANG_SIMULATE_ACC_METHOD="
+            raise EngineUnsupported(f"scheme {scheme.name!r}: SGLang {version} has no SGLANG_SIMULATE_ACC_METHOD="
                                     f"{SIMULATE_METHOD} (it has: {', '.join(methods) or 'none'})")
         want = configured_length(spec)
         got = info.get("simulate_acc_len")
@@ -656,8 +663,9 @@ class SglangGroupWatch(proc.GroupWatch):
                           if pid == pgid or "sglang::" in proc.cmdline(pid)}
 
 
-def _spec_k(spec: dict) -> int | None:
-    return None if spec["scheme"]["method"] == "baseline" else int(spec["scheme"]["k"])
+def _spec_k(spec: CellSpec | Mapping[str, Any]) -> int | None:
+    scheme = CellSpec.of(spec).scheme
+    return None if scheme.is_baseline else scheme.draft_tokens
 
 
 # -- offline engine (parent side) ----------------------------------------------------------------
@@ -670,7 +678,7 @@ class SglangOfflineEngine(WorkerProcessEngine):
     worker_module = "specjoule.engines.sglang"
     teardown_grace_s = TEARDOWN_GRACE_S  # Engine.shutdown() stops its scheduler and frees the device
 
-    def __init__(self, spec: dict, log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
+    def __init__(self, spec: CellSpec | Mapping[str, Any], log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
                  worker_cmd: list[str] | None = None) -> None:
         super().__init__(spec, log_file, ready_timeout_s, worker_cmd, engine_kwargs(spec))
         self.env = engine_env(spec)  # here, not at start: a bad synthetic length fails before any launch
@@ -744,13 +752,13 @@ def worker_main(fd: int) -> int:
     if accepted is None:
         return 1
     conn, payload = accepted
-    spec = payload["spec"]
+    spec = CellSpec.of(payload["spec"])
     try:
         info = probe()
         check_supported(spec, info)
         kwargs = adapt_kwargs(payload["kwargs"], info.get("fields"), info.get("engine_version"))
         if (kwargs.get("enable_metrics") and info.get("prometheus_client") is False
-                and "enable_metrics" not in (spec.get("engine_options") or {})):
+                and "enable_metrics" not in spec.engine.options):
             # Offline only the per-request time stats need it: run without them (TPOT from e2e_latency,
             # TTFT null) rather than not at all; engine_config records enable_metrics false.
             log.warning("prometheus_client is not importable in the SGLang environment: enable_metrics off, "
@@ -841,7 +849,7 @@ class SglangServerEngine(ServerProcessEngine):
     label = "SGLang"
     group_watch = SglangGroupWatch
 
-    def __init__(self, spec: dict, log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
+    def __init__(self, spec: CellSpec | Mapping[str, Any], log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
                  command: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None,
                  url: str | None = None) -> None:
         super().__init__(spec, log_file, ready_timeout_s, command, host, port, url)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import acceptance, schemes
+from specjoule.cellspec import CellSpec
 from specjoule.engines.base import (
     BatchResult,
     CounterSnapshot,
@@ -96,22 +97,23 @@ def probe() -> dict[str, Any]:
     return info
 
 
-def check_supported(spec: dict, info: dict) -> None:
+def check_supported(spec: CellSpec | typing.Mapping[str, Any], info: dict) -> None:
     """Fail clearly when the cell asks for something this vLLM does not have."""
-    scheme = spec["scheme"]
+    spec = CellSpec.of(spec)
+    scheme = spec.scheme
     # The engine's own name for the scheme; a method the registry does not know goes to vLLM as written.
-    known = schemes.SCHEMES.get(scheme["method"])
-    method = known.vllm_method if known is not None else scheme["method"]
+    known = schemes.SCHEMES.get(scheme.method)
+    method = known.vllm_method if known is not None else scheme.method
     version = info.get("engine_version")
     if method is not None and info.get("spec_methods") is not None and method not in info["spec_methods"]:
-        raise EngineUnsupported(f"scheme {scheme['name']!r}: speculative method {method!r} is not supported by the "
+        raise EngineUnsupported(f"scheme {scheme.name!r}: speculative method {method!r} is not supported by the "
                                 f"installed vLLM {version} (it accepts: {', '.join(info['spec_methods'])})")
-    if scheme.get("synthetic"):
+    if scheme.synthetic:
         if info.get("synthetic_rates") is False:
-            raise EngineUnsupported(f"scheme {scheme['name']!r}: synthetic acceptance needs SpeculativeConfig."
+            raise EngineUnsupported(f"scheme {scheme.name!r}: synthetic acceptance needs SpeculativeConfig."
                                     f"rejection_sample_method='synthetic' with synthetic_acceptance_rates, which the "
                                     f"installed vLLM {version} lacks (added in vLLM 0.20)")
-        if spec.get("device") == "cpu":
+        if spec.engine.device == "cpu":
             raise EngineUnsupported("synthetic acceptance is GPU-only in vLLM (CPU sampling asserts)")
 
 
@@ -378,7 +380,7 @@ def _model_path(name: str | None) -> str | None:
     return name
 
 
-def speculative_config(spec: dict) -> dict | None:
+def speculative_config(spec: CellSpec | typing.Mapping[str, Any]) -> dict | None:
     """``SpeculativeConfig`` fields for a cell's scheme (vLLM 0.26.0 … 0.32; ADR 0075).
 
     eagle3 / dflash / dspark: ``model`` = the scheme's drafter dir. mtp: no ``model`` — vLLM then takes the
@@ -388,51 +390,54 @@ def speculative_config(spec: dict) -> dict | None:
     reads no block size for Qwen3 DFlash/DSpark, so the config check in specjoule.config pins k to it).
     Combinations the 0.26.0 source rejects raise ``EngineUnsupported`` here, before any engine starts
     (``check_scheme``)."""
-    scheme = spec["scheme"]
-    method = scheme["method"]
+    spec = CellSpec.of(spec)
+    scheme = spec.scheme
+    method = scheme.method
     desc = schemes.get(method)
     if not desc.speculative:
         return None
-    k = int(scheme["k"])
+    k = scheme.draft_tokens
     cfg: dict[str, Any] = {"method": desc.vllm_method, "num_speculative_tokens": k}
     if desc.needs_pair_draft:
-        draft = spec.get("draft") or {}
-        if not draft.get("model"):
-            raise EngineError(f"scheme {scheme['name']!r} ({method}) needs the pair's draft model")
-        cfg["model"] = _model_path(draft["model"])
-        if draft.get("tensor_parallel_size"):
-            draft_tp = int(draft["tensor_parallel_size"])
-            target_tp = int(spec["target"].get("tensor_parallel_size", 1))
+        draft = spec.engine.draft
+        if draft is None or not draft.entry.get("model"):
+            raise EngineError(f"scheme {scheme.name!r} ({method}) needs the pair's draft model")
+        cfg["model"] = _model_path(draft.model)
+        if draft.declared_tensor_parallel_size:
+            draft_tp = draft.declared_tensor_parallel_size
+            target_tp = spec.engine.target.tensor_parallel_size
             # vLLM 0.26.0's draft_model proposer refuses a draft TP other than the target's ("must be the
             # same"); the schema's default 1 therefore means "as the target" on a tensor-parallel target (ADR 0155).
             cfg["draft_tensor_parallel_size"] = target_tp if draft_tp == 1 else draft_tp
-    elif desc.needs_drafter or (desc.drafter_optional and scheme.get("drafter")):
-        if not scheme.get("drafter"):
-            raise EngineError(f"scheme {scheme['name']!r} ({method}) needs a drafter (schemes.{scheme['name']}.drafter)")
-        cfg["model"] = _model_path(scheme["drafter"])
+    elif desc.needs_drafter or (desc.drafter_optional and scheme.drafter):
+        if not scheme.drafter:
+            raise EngineError(f"scheme {scheme.name!r} ({method}) needs a drafter (schemes.{scheme.name}.drafter)")
+        cfg["model"] = _model_path(scheme.drafter)
     check_scheme(spec, cfg)
-    if scheme.get("synthetic"):
-        rates = spec.get("acceptance_rates")
+    if scheme.synthetic:
+        rates = spec.acceptance.as_list()
         if not rates or len(rates) != k:
-            raise EngineError(f"scheme {scheme['name']!r}: synthetic acceptance needs k={k} rates, got {rates!r}")
+            raise EngineError(f"scheme {scheme.name!r}: synthetic acceptance needs k={k} rates, got {rates!r}")
         cfg["rejection_sample_method"] = "synthetic"
         cfg["synthetic_acceptance_rates"] = [float(r) for r in rates]
-    cfg.update(scheme.get("options") or {})  # pass-through last: the config may refine (prompt_lookup_*)
+    cfg.update(scheme.options)  # pass-through last: the config may refine (prompt_lookup_*)
     return cfg
 
 
-def check_scheme(spec: dict, cfg: dict) -> None:
+def check_scheme(spec: CellSpec | typing.Mapping[str, Any], cfg: dict) -> None:
     """Refuse, before an engine starts, what vLLM 0.26.0's ``SpeculativeConfig.__post_init__`` would refuse after
     loading the target — in its own words. Only what a local config.json can answer; hub ids pass to the engine."""
-    scheme = spec["scheme"]
-    name, method, k = scheme["name"], scheme["method"], int(scheme["k"])
+    spec = CellSpec.of(spec)
+    scheme = spec.scheme
+    name, method, k = scheme.name, scheme.method, scheme.draft_tokens
+    target_model = spec.engine.target.model
     if method == "mtp" and "model" not in cfg:
-        target_cfg = schemes.read_model_config(spec["target"]["model"])
+        target_cfg = schemes.read_model_config(target_model)
         if target_cfg is not None:
             n_predict = schemes.target_mtp_layers(target_cfg)
             if n_predict == 0:
                 raise EngineUnsupported(f"scheme {name!r}: vLLM: Unsupported speculative method: 'mtp' (target "
-                                        f"{spec['target']['model']} declares no MTP layers)")
+                                        f"{target_model} declares no MTP layers)")
             if k > n_predict and k % n_predict != 0:
                 raise EngineUnsupported(f"scheme {name!r}: vLLM: num_speculative_tokens:{k} must be divisible by "
                                         f"n_predict={n_predict}")
@@ -444,30 +449,32 @@ def check_scheme(spec: dict, cfg: dict) -> None:
                                     f"dspark_block_size ({block}); got {k}. Smaller values produce incorrect output.")
 
 
-def engine_kwargs(spec: dict) -> dict[str, Any]:
+def engine_kwargs(spec: CellSpec | typing.Mapping[str, Any]) -> dict[str, Any]:
     """``LLM(**kwargs)`` / ``vllm serve`` arguments for a cell (ADR 0010)."""
-    target = spec["target"]
-    options = dict(spec.get("engine_options") or {})
-    batch = int(spec["batch_size"])
+    spec = CellSpec.of(spec)
+    engine = spec.engine
+    target = engine.target
+    options = dict(engine.options)
+    batch = int(spec.batch_size)
     kw: dict[str, Any] = {
-        "model": _model_path(target["model"]),
-        "load_format": target.get("load_format", "auto"),
-        "dtype": target.get("dtype", "auto"),
-        "tensor_parallel_size": int(target.get("tensor_parallel_size", 1)),
+        "model": _model_path(target.model),
+        "load_format": target.load_format,
+        "dtype": target.dtype,
+        "tensor_parallel_size": target.tensor_parallel_size,
         # Prompts go in as token ids and text is never needed: no tokenizer, no detokenization.
         "skip_tokenizer_init": True,
-        "seed": int(spec["seed"]),
-        "enable_prefix_caching": bool(spec.get("prefix_caching", False)),
+        "seed": int(spec.seed),
+        "enable_prefix_caching": engine.prefix_caching,
         "disable_log_stats": False,
     }
-    if target.get("tokenizer"):
-        kw["tokenizer"] = _model_path(target["tokenizer"])
-    if spec.get("max_model_len"):
-        kw["max_model_len"] = int(spec["max_model_len"])
+    if target.tokenizer:
+        kw["tokenizer"] = _model_path(target.tokenizer)
+    if engine.max_model_len:
+        kw["max_model_len"] = int(engine.max_model_len)
     # Graphs off: on cuda keep torch.compile and drop only the graphs, so the axis changes one
     # thing; on cpu there are no CUDA graphs and eager mode skips a compile (ADR 0010).
-    if not spec.get("cuda_graphs", False):
-        if spec.get("device") == "cuda":
+    if not engine.cuda_graphs:
+        if engine.device == "cuda":
             kw["compilation_config"] = {"cudagraph_mode": "NONE"}
         else:
             kw["enforce_eager"] = True
@@ -477,7 +484,7 @@ def engine_kwargs(spec: dict) -> dict[str, Any]:
     # Closed batch: all B requests must run together; open loop: B caps the running requests.
     options.pop("env", None)  # environment variables, not arguments (engine_env)
     max_seqs = options.pop("max_num_seqs", None)
-    if max_seqs is not None and int(max_seqs) < batch and spec["workload"]["kind"] == "closed_batch":
+    if max_seqs is not None and int(max_seqs) < batch and spec.workload.kind == "closed_batch":
         raise EngineError(f"engine_options.vllm.max_num_seqs = {max_seqs} is below batch size {batch}: "
                           f"the closed batch could not run all requests together")
     kw["max_num_seqs"] = int(max_seqs) if max_seqs is not None else batch
@@ -488,7 +495,8 @@ def engine_kwargs(spec: dict) -> dict[str, Any]:
     return kw
 
 
-def server_command(spec: dict, host: str, port: int, kwargs: dict | None = None) -> list[str]:
+def server_command(spec: CellSpec | typing.Mapping[str, Any], host: str, port: int,
+                   kwargs: dict | None = None) -> list[str]:
     kw = dict(kwargs or engine_kwargs(spec))
     kw.pop("disable_log_stats", None)  # the server logs stats unless told not to
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
@@ -506,14 +514,15 @@ def server_command(spec: dict, host: str, port: int, kwargs: dict | None = None)
     return cmd
 
 
-def engine_env(spec: dict | None = None) -> dict[str, str]:
+def engine_env(spec: CellSpec | typing.Mapping[str, Any] | None = None) -> dict[str, str]:
     """The engine process's environment: ours, plus ``engine_options.vllm.env`` of the cell.
 
     Some engine settings exist only as environment variables (``VLLM_USE_V2_MODEL_RUNNER`` picks the
     model runner in 0.26+); a config sets them per campaign so that every arm gets the same.
     """
     env = dict(os.environ)
-    for key, value in ((spec or {}).get("engine_options") or {}).get("env", {}).items():
+    options = CellSpec.of(spec).engine.options if spec is not None else {}
+    for key, value in (options.get("env") or {}).items():
         env[str(key)] = str(value)
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
     env.setdefault("DO_NOT_TRACK", "1")
@@ -633,8 +642,8 @@ class VllmOfflineEngine(WorkerProcessEngine):
     worker_module = "specjoule.engines.vllm"
     teardown_grace_s = TEARDOWN_GRACE_S
 
-    def __init__(self, spec: dict, log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
-                 worker_cmd: list[str] | None = None) -> None:
+    def __init__(self, spec: CellSpec | typing.Mapping[str, Any], log_file: str | os.PathLike | None = None,
+                 ready_timeout_s: float = 900.0, worker_cmd: list[str] | None = None) -> None:
         super().__init__(spec, log_file, ready_timeout_s, worker_cmd, engine_kwargs(spec))
         self._latency_source = "request_metrics"
 
@@ -824,9 +833,9 @@ class VllmServerEngine(ServerProcessEngine):
 
     label = "vLLM"
 
-    def __init__(self, spec: dict, log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
-                 command: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None,
-                 url: str | None = None) -> None:
+    def __init__(self, spec: CellSpec | typing.Mapping[str, Any], log_file: str | os.PathLike | None = None,
+                 ready_timeout_s: float = 900.0, command: list[str] | None = None, host: str = "127.0.0.1",
+                 port: int | None = None, url: str | None = None) -> None:
         super().__init__(spec, log_file, ready_timeout_s, command, host, port, url)
         self.kwargs = engine_kwargs(spec)
 

@@ -19,8 +19,10 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
+from specjoule.cellspec import CellSpec
 from specjoule.engines import proc
 from specjoule.engines.base import Engine, EngineError, EngineHung, EngineUnsupported
 
@@ -33,9 +35,9 @@ class WorkerProcessEngine(Engine):
     worker_module = ""  # python -m <worker_module> worker FD
     teardown_grace_s = 10.0
 
-    def __init__(self, spec: dict, log_file: str | os.PathLike | None, ready_timeout_s: float,
+    def __init__(self, spec: CellSpec | Mapping[str, Any], log_file: str | os.PathLike | None, ready_timeout_s: float,
                  worker_cmd: list[str] | None, kwargs: dict[str, Any]) -> None:
-        self.spec = spec
+        self.spec = CellSpec.of(spec)
         self.log_file = str(log_file) if log_file else None
         self.ready_timeout_s = ready_timeout_s
         self.worker_cmd = worker_cmd
@@ -82,7 +84,8 @@ class WorkerProcessEngine(Engine):
         self.pgid = self.proc.pid  # session leader: pgid == pid
         self.conn = parent_conn
         self.log_started()
-        self._send(("init", {"kwargs": self.kwargs, "spec": self.spec}))
+        # The worker protocol carries the spec's dict form (CellSpec.as_dict): plain data over the pipe.
+        self._send(("init", {"kwargs": self.kwargs, "spec": self.spec.as_dict()}))
         msg = self._recv(self.ready_timeout_s, "engine start")
         self._info = msg[1]
         self.watch = self.make_watch(self.pgid)

@@ -22,6 +22,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from specjoule import axes
 from specjoule.report import numbers
 from specjoule.report.spread import band_note, point_stats
 
@@ -37,11 +38,9 @@ ENERGY_CHECK = "energy_measured"
 ENERGY_FIGURES = ("energy_vs_accepted_per_pass", "energy_vs_acceptance", "saving_vs_batch", "tbt_vs_energy", "saving_vs_tokens_per_pass",
                   "cuda_graphs", "power_timeline")
 ARM_LABELS = {"minvar": "minimum-variance", "geometric": "geometric", "rates": "explicit rates"}
-DIM_LABELS = {"engine": "engine", "model_pair": "model pair", "workload": "workload", "corpus": "corpus",
-              "cuda_graphs": "CUDA graphs", "batch_size": "batch", "gpu": "GPU", "campaign_id": "campaign",
-              "gpu_model": "GPU", "scheme": "scheme", "acceptance_kind": "acceptance"}
-CONFIG_KEYS = ["engine", "model_pair", "workload", "workload_kind", "corpus", "cuda_graphs", "batch_size",
-               "scheme", "method", "k", "acceptance_name", "acceptance_kind", "configured_L"]
+# Axis labels are declared with the axes (specjoule.axes); the other dimensions a figure slices by here.
+DIM_LABELS = {**axes.LABELS, "gpu": "GPU", "campaign_id": "campaign", "gpu_model": "GPU", "acceptance_kind": "acceptance"}
+CONFIG_KEYS = list(axes.READING_KEYS)
 TIMELINE_MAX_CAMPAIGNS = 4
 TIMELINE_POINTS_PER_CELL = 240
 # Record columns a curve point carries (wave 2, CONTEXT.md); where curves.parquet does not, the
@@ -104,7 +103,7 @@ class FigureDef:
     name: str
     title: str
     caption: str
-    build: Callable[[FigureInputs], ComposedChart]
+    build: Callable[[FigureInputs], ComposedChart | alt.TopLevelMixin]  # an Altair chart where one view suffices
     needs_energy: bool
 
 
@@ -113,7 +112,7 @@ class Figure:
     name: str
     title: str
     caption: str
-    chart: ComposedChart | None = None
+    chart: ComposedChart | alt.TopLevelMixin | None = None
     reason: str | None = None  # set when the figure could not be drawn
 
     @property
@@ -478,7 +477,7 @@ def _baseline_band(inputs: FigureInputs, curves: pl.DataFrame, keys: list[str]) 
     campaigns = curves["campaign_id"].unique().to_list()
     base = pl.DataFrame()
     if recs.height and "role" in recs.columns:
-        base = recs.filter(pl.col("campaign_id").is_in(campaigns) & (pl.col("role") != "point")
+        base = recs.filter(pl.col("campaign_id").is_in(campaigns) & (pl.col("role") != axes.ROLE_POINT)
                            & pl.col("mj_per_committed_token").is_not_null())
         base = base.select([*[k for k in keys if k in base.columns], "mj_per_committed_token"])
     if base.height == 0:  # records without baselines: fall back on the curves' paired value
@@ -495,12 +494,12 @@ def energy_vs_acceptance(inputs: FigureInputs) -> ComposedChart:
     c = c.with_columns(arm=pl.when(pl.col("acceptance_kind").is_not_null())
                        .then(pl.col("acceptance_kind").replace_strict(ARM_LABELS, default=pl.col("acceptance_kind")))
                        .otherwise(pl.col("scheme") + pl.lit(" (model acceptance)")))
-    keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size"]
+    keys = list(axes.SLICE_KEYS)
     means = inputs.stats(c, [*keys, "arm", "scheme", "acceptance_name", "configured_L"],
                          ["mj_per_committed_token", "realized_L", "energy_ratio"], extra_means=list(PER_PASS_TOOLTIPS))
     means = _interval_text(_interval_text(means, "energy_ratio", "ratio_text"), "mj_per_committed_token", "mj_text")
     band = _baseline_band(inputs, c, keys)
-    slice_dims = ["engine", "workload", "corpus", "cuda_graphs", "batch_size"]
+    slice_dims = [k for k in axes.SLICE_KEYS if k != "model_pair"]
     means, slicer = make_slicer(means, slice_dims, name="eL", order=inputs.axis_order)
     band = band.with_columns([_dim_label_expr(d).alias(f"sel_{d}") for d in slice_dims if d in band.columns])
     per_pass = _per_pass_tooltips(means)
@@ -563,14 +562,14 @@ def energy_vs_accepted_per_pass(inputs: FigureInputs) -> ComposedChart:
     c = _with_family(c).with_columns(
         acceptance=pl.col("acceptance_kind").replace_strict(ARM_LABELS, default=pl.col("acceptance_kind"))
         .fill_null("model acceptance"))
-    slice_keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size"]
+    slice_keys = list(axes.SLICE_KEYS)
     keys = [*slice_keys, "family", "moe", "scheme", "acceptance", "acceptance_name", "configured_L"]
     values = ["mj_per_committed_token", "accepted_per_verification", "energy_ratio"]
     st = inputs.stats(c, keys, values, extra_means=["realized_L", *PER_PASS_TOOLTIPS])
     st = _interval_text(_interval_text(_interval_text(st, "energy_ratio", "ratio_text"), "mj_per_committed_token", "mj_text"),
                         "accepted_per_verification", "apv_text")
     band = _baseline_band(inputs, c, slice_keys)
-    slice_dims = ["workload", "corpus", "cuda_graphs", "batch_size"]
+    slice_dims = [k for k in axes.SLICE_KEYS if k not in ("engine", "model_pair")]
     st, slicer = make_slicer(st, slice_dims, name="apv", order=inputs.axis_order)
     band = band.with_columns([_dim_label_expr(d).alias(f"sel_{d}") for d in slice_dims])
     schemes = _config_order(inputs, "scheme", st["scheme"].to_list())
@@ -657,12 +656,12 @@ def saving_vs_batch(inputs: FigureInputs) -> ComposedChart:
     if len(batches) < 2:
         raise CannotDraw(f"one batch size in the grid (B={batches[0]}): saving vs batch needs two or more")
     c = _saving(_with_gpu(c, inputs.records)).with_columns(arm=_arm_label())
-    keys = ["engine", "model_pair", "gpu", "workload", "corpus", "cuda_graphs", "batch_size", "arm"]
+    keys = [*axes.substitute(axes.SLICE_KEYS, {"model_pair": ("model_pair", "gpu")}), "arm"]
     means = _interval_text(inputs.stats(c, keys, ["saving_pct", "energy_ratio"]), "energy_ratio", "ratio_text")
     # One panel per GPU and pair while that stays readable; a grid spread over many GPUs (a cluster run) selects
     # the GPU in a drop-down instead: the same per-GPU means, without thousands of panels to lay out (issue 22).
     per_gpu_panels = means.select("gpu", "model_pair").n_unique() <= MAX_GPU_PANELS
-    slice_dims = ["engine", "workload", "corpus", "cuda_graphs"] + ([] if per_gpu_panels else ["gpu"])
+    slice_dims = [k for k in axes.SLICE_KEYS if k not in ("model_pair", "batch_size")] + ([] if per_gpu_panels else ["gpu"])
     means, slicer = make_slicer(means, slice_dims, name="sb", order=inputs.axis_order)
     x = alt.X("batch_size:Q", title="batch size", scale=alt.Scale(type="log", base=2, nice=False, padding=10),
               axis=alt.Axis(values=batches, format="d"))
@@ -698,7 +697,8 @@ def acceptance_by_corpus(inputs: FigureInputs) -> ComposedChart:
     model = spec.filter(pl.col("acceptance_kind").is_null())
     if model.height == 0:
         raise CannotDraw("every speculative cell uses synthetic acceptance: its length is configured, not measured on a corpus")
-    means = model.group_by(["engine", "model_pair", "workload", "corpus", "scheme"], maintain_order=True).agg(
+    means = model.group_by([*(k for k in axes.SLICE_KEYS if k not in ("cuda_graphs", "batch_size")), "scheme"],
+                           maintain_order=True).agg(
         realized_L=pl.col("realized_L").mean(), lo=pl.col("realized_L").min(), hi=pl.col("realized_L").max(),
         accepted_per_verification=pl.col("accepted_per_verification").mean(), n_cells=pl.len(),
         batches=pl.col("batch_size").unique().sort().cast(pl.String).str.join(", "))
@@ -735,7 +735,7 @@ def acceptance_by_corpus(inputs: FigureInputs) -> ComposedChart:
 
 def _configurations(inputs: FigureInputs, c: pl.DataFrame) -> pl.DataFrame:
     """Every configuration (speculative points and baselines), seed means of TBT and mJ/token."""
-    keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size"]
+    keys = list(axes.SLICE_KEYS)
     # The configuration keys ride along so a speculative configuration meets its summary row exactly.
     cfg = [k for k in ("method", "k", "acceptance_name", "acceptance_kind", "configured_L", "workload_kind") if k in c.columns]
     reps = [k for k in ("gpu_uuid", "engine_replicate", "window_index") if k in c.columns]
@@ -790,7 +790,7 @@ def tbt_targets_table(inputs: FigureInputs) -> pl.DataFrame:
         return pl.DataFrame()
     targets = inputs.report_config.get("tbt_targets_ms") or []
     configs = _configurations(inputs, c)
-    return best_under_targets(configs, targets, ["engine", "model_pair", "workload", "corpus", "cuda_graphs"])
+    return best_under_targets(configs, targets, [k for k in axes.SLICE_KEYS if k != "batch_size"])
 
 
 def tbt_vs_energy(inputs: FigureInputs) -> ComposedChart:
@@ -799,9 +799,9 @@ def tbt_vs_energy(inputs: FigureInputs) -> ComposedChart:
         raise CannotDraw("no cell reported time between tokens")
     targets = [float(t) for t in inputs.report_config.get("tbt_targets_ms") or []]
     configs = _configurations(inputs, c)
-    group = ["engine", "model_pair", "workload", "corpus", "cuda_graphs"]
+    group = [k for k in axes.SLICE_KEYS if k != "batch_size"]
     best = best_under_targets(configs, targets, group) if targets else pl.DataFrame()
-    slice_dims = ["engine", "workload", "corpus", "cuda_graphs"]
+    slice_dims = [k for k in axes.SLICE_KEYS if k not in ("model_pair", "batch_size")]
     configs, slicer = make_slicer(configs, slice_dims, name="tbt", order=inputs.axis_order)
     if best.height:
         best = best.with_columns([_dim_label_expr(d).alias(f"sel_{d}") for d in slice_dims])
@@ -860,11 +860,11 @@ def saving_vs_tokens_per_pass(inputs: FigureInputs) -> ComposedChart:
         raise CannotDraw("no point reports tokens per verify pass")
     balance = inputs.report_config.get("balance_point_op_per_byte")
     c = _saving(c).with_columns(arm=_arm_label())
-    keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme", "arm"]
+    keys = [*axes.SLICE_KEYS, "scheme", "arm"]
     means = inputs.stats(c, keys, ["saving_pct", "tokens_per_verify_pass", "energy_ratio"],
                          extra_means=[p for p in PER_PASS_TOOLTIPS if p != "tokens_per_verify_pass"])
     means = _interval_text(means, "energy_ratio", "ratio_text")
-    means, slicer = make_slicer(means, ["engine", "workload", "corpus", "cuda_graphs"], name="rf", order=inputs.axis_order)
+    means, slicer = make_slicer(means, [k for k in axes.SLICE_KEYS if k not in ("model_pair", "batch_size")], name="rf", order=inputs.axis_order)
     per_pass = _per_pass_tooltips(means)
     t_lo, t_hi = float(means["tokens_per_verify_pass"].min()), float(means["tokens_per_verify_pass"].max())
     if balance:
@@ -911,7 +911,7 @@ def capture_bias_table(inputs: FigureInputs) -> pl.DataFrame:
     differ): the saving each way with its spread, and the bias = saving off − saving on (pp), whose
     ends are the difference of the two intervals' ends (conservative: no joint interval exists)."""
     c = _saving(_with_family(_energy_curves(inputs))).with_columns(arm=_arm_label())
-    keys = ["engine", "family", "moe", "model_pair", "workload", "corpus", "batch_size", "arm"]
+    keys = [*axes.substitute(axes.SLICE_KEYS, {"engine": ("engine", "family", "moe"), "cuda_graphs": ()}), "arm"]
     st = inputs.stats(c, [*keys, "cuda_graphs"], ["saving_pct"])
     side = ["saving_pct", "saving_pct_lo", "saving_pct_hi", "saving_pct_band", "interval_level", "support"]
     on = st.filter(pl.col("cuda_graphs")).select(*keys, *[pl.col(x).alias(f"{x}_on") for x in side])
@@ -932,7 +932,7 @@ def cuda_graphs(inputs: FigureInputs) -> ComposedChart:
     paired = capture_bias_table(inputs)
     if paired.height == 0:
         raise CannotDraw("no configuration was measured with CUDA graphs both on and off")
-    keys = ["engine", "family", "moe", "model_pair", "workload", "corpus", "batch_size", "arm"]
+    keys = [*axes.substitute(axes.SLICE_KEYS, {"engine": ("engine", "family", "moe"), "cuda_graphs": ()}), "arm"]
     several_models = paired["model_pair"].n_unique() > 1
     paired = paired.with_columns(
         config=(pl.col("model_pair") + pl.lit(" · ") if several_models else pl.lit("")) + pl.col("arm")
@@ -945,8 +945,9 @@ def cuda_graphs(inputs: FigureInputs) -> ComposedChart:
                       pl.col(f"saving_pct_band_{s}").alias("saving_pct_band"),
                       pl.col(f"interval_level_{s}").alias("interval_level"), pl.col(f"support_{s}").alias("support"))
         for g, s in (("graphs on", "on"), ("graphs off", "off"))])
-    paired, slicer = make_slicer(paired, ["engine", "workload", "corpus"], name="cg", order=inputs.axis_order)
-    long = long.with_columns([_dim_label_expr(d).alias(f"sel_{d}") for d in ["engine", "workload", "corpus"]])
+    cg_dims = [k for k in axes.SLICE_KEYS if k not in ("model_pair", "cuda_graphs", "batch_size")]
+    paired, slicer = make_slicer(paired, cg_dims, name="cg", order=inputs.axis_order)
+    long = long.with_columns([_dim_label_expr(d).alias(f"sel_{d}") for d in cg_dims])
     graph_color = alt.Color("graphs:N", title="CUDA graphs", scale=alt.Scale(domain=["graphs on", "graphs off"],
                                                                            range=["#1f77b4", "#ff7f0e"]))
     rows = []
@@ -1015,7 +1016,7 @@ def concurrency_spread(records: pl.DataFrame) -> pl.DataFrame:
     ol = records.filter((pl.col("workload_kind") == "open_loop") & pl.col("mean_running_requests").is_not_null())
     if ol.height == 0:
         return pl.DataFrame()
-    base = ol.filter(pl.col("role") != "point").group_by("campaign_id").agg(
+    base = ol.filter(pl.col("role") != axes.ROLE_POINT).group_by("campaign_id").agg(
         baseline_concurrency=pl.col("mean_running_requests").mean())
     out = ol.join(base, on="campaign_id", how="left").with_columns(
         diff_pct=(pl.col("mean_running_requests") / pl.col("baseline_concurrency") - 1) * 100)
@@ -1029,7 +1030,7 @@ def concurrency_per_arm(inputs: FigureInputs) -> ComposedChart:
     spread = concurrency_spread(recs)
     if spread.height == 0:
         raise CannotDraw("open-loop cells reported no running-request samples")
-    spread = spread.with_columns(arm=pl.when(pl.col("role") == "point").then(_arm_label())
+    spread = spread.with_columns(arm=pl.when(pl.col("role") == axes.ROLE_POINT).then(_arm_label())
                                  .otherwise(pl.col("cell_name")))
     per_campaign = spread.group_by("campaign_id").agg(max_abs=pl.col("diff_pct").abs().max()).sort(
         ["max_abs", "campaign_id"], descending=[True, False])
@@ -1048,7 +1049,7 @@ def concurrency_per_arm(inputs: FigureInputs) -> ComposedChart:
             .mark_rect(color=BASELINE_COLOR, opacity=0.15).encode(x=alt.X("lo:Q"), x2=alt.X2("hi:Q")))
     layers += [pts.mark_bar(height=alt.RelativeBandSize(0.7)).encode(
                    x=x, y=y, color=alt.Color("role:N", title="role", scale=alt.Scale(
-                       domain=["opening_baseline", "point", "closing_baseline"], range=["#7f7f7f", "#1f77b4", "#404040"])),
+                       domain=list(axes.PHASES), range=["#7f7f7f", "#1f77b4", "#404040"])),
                    tooltip=[alt.Tooltip("cell_name:N"), alt.Tooltip("run_order_index:Q"),
                             alt.Tooltip("mean_running_requests:Q", format=".2f", title="running requests"),
                             alt.Tooltip("diff_pct:Q", format="+.1f", title="% vs baseline")]),
@@ -1149,9 +1150,8 @@ def power_timeline(inputs: FigureInputs) -> ComposedChart:
 
 # A point on one engine matches a point on another when everything but the engine is the same, on the
 # same GPU model. scheme and acceptance_name are the config's names, shared by every engine of a grid.
-ENGINE_MATCH_KEYS: tuple[str, ...] = ("gpu_model", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size",
-                                      "seed", "scheme", "method", "k", "acceptance_name", "acceptance_kind",
-                                      "configured_L")
+ENGINE_MATCH_KEYS: tuple[str, ...] = ("gpu_model", *(k for k in axes.SLICE_KEYS if k != "engine"), axes.SEED.name,
+                                      *axes.ARM_KEYS)
 # Per side of a match: the point, its own (paired, same-campaign) baseline, and what produced its acceptance.
 ENGINE_SIDE_COLUMNS: tuple[str, ...] = ("engine", "campaign_id", "acceptance_mechanism", "mj_per_committed_token",
                                         "baseline_mj_per_committed_token", "energy_ratio", "tbt_ms", "baseline_tbt_ms",
@@ -1242,7 +1242,7 @@ def engine_comparison(inputs: FigureInputs) -> ComposedChart:
     long = long.unique(maintain_order=True)  # with three engines a side appears in two pairs
     means = inputs.stats(long, [*group, "engine", "acceptance_mechanism"], values)
     means = _interval_text(means, "energy_ratio", "ratio_text")
-    slice_dims = ["model_pair", "workload", "corpus", "cuda_graphs", "scheme", "acceptance_kind"]
+    slice_dims = [*(k for k in axes.SLICE_KEYS if k not in ("engine", "batch_size")), "scheme", "acceptance_kind"]
     means, slicer = make_slicer(means, slice_dims, name="eng", order=inputs.axis_order)
     color = alt.Color("engine:N", title="engine", scale=alt.Scale(
         domain=engines, range=[ENGINE_COLORS.get(e, "#2ca02c") for e in engines]))
@@ -1336,7 +1336,20 @@ FIGURES: tuple[FigureDef, ...] = (
               "draft position; SGLang simulates a mean accept length per step: not the same mechanism.",
               engine_comparison, True),
 )
+FIGURES += (
+    FigureDef("energy_decomposition", "Where a speculative cell's joules go (roofline model)",
+              "Per speculative cell the measured mJ per committed token split into verify, draft and idle/host-wait "
+              "by the roofline model's shares, beside the model's predicted energy and the baseline's measured "
+              "energy; the residual (measured / predicted − 1) on the measured bar (ADR 0102, 0177).",
+              lambda inputs: _roofline_report().decomposition_figure(inputs), True),
+)
 FIGURE_NAMES = tuple(f.name for f in FIGURES)
+
+
+def _roofline_report():  # imported late: specjoule.report.roofline imports this module
+    from specjoule.report import roofline
+
+    return roofline
 
 
 def build_all(inputs: FigureInputs, names: Sequence[str] | None = None) -> list[Figure]:

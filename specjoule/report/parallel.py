@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from specjoule import axes
 from specjoule.report import schemes
 
 C = pl.col
-ARM_KEYS: tuple[str, ...] = ("engine", "target_model", "workload", "corpus", "cuda_graphs", "batch_size", "scheme",
-                             "acceptance_name")
+# An arm measured at several tensor-parallel sizes: the model pair differs by TP, its target model does not.
+ARM_KEYS: tuple[str, ...] = (*axes.substitute(axes.SLICE_KEYS, {"model_pair": ("target_model",)}), *axes.ARM_NAMES)
 
 
 def _tp() -> pl.Expr:
@@ -37,7 +38,7 @@ def tp_comparison(records: pl.DataFrame, checks: pl.DataFrame | None = None) -> 
     r = r.filter(C("mj_per_committed_token").is_not_null() & ~C("campaign_id").is_in(_failed_campaigns(checks)))
     if r.height == 0 or r["tp"].n_unique() < 2:
         return pl.DataFrame()
-    ratio = pl.when(C("role") == "point").then(C("mj_per_committed_token") / C("baseline_mj_per_committed_token"))
+    ratio = pl.when(C("role") == axes.ROLE_POINT).then(C("mj_per_committed_token") / C("baseline_mj_per_committed_token"))
     width = int(r["energy_j_per_gpu"].list.len().max() or 0)
     share = C("energy_j_per_gpu").list.eval(pl.element() / pl.element().sum())
     per_tp = (r.with_columns(ratio.alias("_ratio"), share.alias("_share"))

@@ -23,13 +23,16 @@ from typing import Any
 import jinja2
 import polars as pl
 
+from specjoule import axes
 from specjoule.analysis import accounting
 from specjoule.report import figures as figs
-from specjoule.report import numbers, parallel, schemes
+from specjoule.report import loops, numbers, parallel, schemes
+from specjoule.report import roofline as roofline_report
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_TABLE_ROWS = 400
 ENGINE_FIGURES = ("engine_comparison",)
+ROOFLINE_FIGURES = ("energy_decomposition",)  # drawn in the roofline section, beside its tables
 STATUS_ORDER = {"fail": 0, "flag": 1, "pass": 2, "not_applicable": 3}
 
 
@@ -44,6 +47,7 @@ class ReportInputs:
     specs: dict[str, dict]
     summary: pl.DataFrame | None = None
     variance: pl.DataFrame | None = None  # results/variance.parquet, when the workflow writes it
+    crossover: pl.DataFrame | None = None  # results/crossover.parquet (rule roofline), when the workflow writes it
     paths: dict[str, str] = field(default_factory=dict)  # input name → path, for the reader
     generated_at: str = ""
 
@@ -222,8 +226,7 @@ def _interval_caveats(inp: ReportInputs) -> list[Caveat]:
     pts = fi.points.filter(pl.col("energy_ratio").is_not_null()) if fi.points.height else fi.points
     if pts.height == 0:
         return []
-    st = fi.stats(pts, ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme",
-                        "acceptance_name"], ["energy_ratio"])
+    st = fi.stats(pts, [*axes.SLICE_KEYS, *axes.ARM_NAMES], ["energy_ratio"])
     n = st.height
     with_ci = int((st["energy_ratio_band"] == "ci").sum())
     levels = sorted(set(st.filter(pl.col("energy_ratio_band") == "ci")["interval_level"].drop_nulls().to_list()))
@@ -318,7 +321,7 @@ def configuration_table(inp: ReportInputs) -> Table | None:
         .otherwise(pl.col("scheme") + pl.lit(" · ") + pl.col("acceptance_name")),
         tbt_ms=pl.col("tpot_mean_s") * 1000,
         flag_list=pl.col("flags").list.join(","), failed_list=pl.col("failed_checks").list.join(","))
-    keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "arm"]
+    keys = [*axes.SLICE_KEYS, "arm"]
     st = fi.stats(c, keys, ["energy_ratio", "realized_L", "mj_per_committed_token"])
     extra = (c.group_by(keys, maintain_order=True)
              .agg(baseline_mj=pl.col("baseline_mj_per_committed_token").mean(), tbt_ms=pl.col("tbt_ms").mean(),
@@ -347,7 +350,7 @@ def tbt_table(inp: ReportInputs) -> Table | None:
     t = figs.tbt_targets_table(inp.figure_inputs())
     if t.height == 0:
         return None
-    t = t.select("engine", "model_pair", "workload", "corpus", "cuda_graphs", "target_ms", "met", "arm", "batch_size_best",
+    t = t.select(*(k for k in axes.SLICE_KEYS if k != "batch_size"), "target_ms", "met", "arm", "batch_size_best",
                  pl.col("tbt_ms").round(2), pl.col("mj_per_committed_token").round(2).alias("mj_per_token"),
                  "baseline_batch_size", pl.col("baseline_mj").round(2),
                  pl.col("saving_vs_best_baseline_pct").round(1).alias("saving_vs_best_baseline_%"))
@@ -667,7 +670,7 @@ def headline_ratios(inp: ReportInputs) -> tuple[tuple[str, str, str] | None, tup
     pts = fi.points.filter(pl.col("energy_ratio").is_not_null()) if fi.points.height else fi.points
     if pts.height == 0:
         return None, None
-    keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme", "acceptance_name"]
+    keys = [*axes.SLICE_KEYS, *axes.ARM_NAMES]
     st = fi.stats(pts, keys, ["energy_ratio"]).sort("energy_ratio", "engine", "model_pair", "scheme", nulls_last=True)
 
     def describe(r: dict) -> tuple[str, str, str]:
@@ -713,11 +716,12 @@ def render(inp: ReportInputs) -> str:
     if inp.summary is not None and inp.summary.height:
         tables.append(_table_from_df("Summary with intervals (curves_summary)", inp.summary,
                                      source="results/curves_summary.parquet"))
-    figures, engine_figures = [], []
+    figures, engine_figures, roofline_figures = [], [], []
     for f in inp.manifest.get("figures", []):
         entry = {**f, "spec_json": _script_json(inp.specs[f["name"]]) if f["drawn"] else None}
-        # The engine comparison sits in its own section, beside its table.
-        (engine_figures if f["name"] in ENGINE_FIGURES else figures).append(entry)
+        # The engine comparison and the decomposition sit in their own sections, beside their tables.
+        (engine_figures if f["name"] in ENGINE_FIGURES else
+         roofline_figures if f["name"] in ROOFLINE_FIGURES else figures).append(entry)
     ctx = {
         "title": f"specjoule report — {inp.config.get('name', '')}",
         "generated_at": inp.generated_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -733,6 +737,8 @@ def render(inp: ReportInputs) -> str:
         "tables": tables,
         "schemes": scheme_section(inp),
         "variance": variance_table(inp.variance),
+        "roofline": {"figures": roofline_figures, **roofline_report.section(inp.curves, inp.crossover)},
+        "loops": loops.section(inp.records, inp.checks, inp.config),
         "paths": inp.paths,
         "bundle": javascript_bundle(inp.manifest.get("vega_lite_version", figs.VEGALITE_VERSION)),
     }

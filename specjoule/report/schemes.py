@@ -16,11 +16,14 @@ from typing import Any
 
 import polars as pl
 
+from specjoule import axes
 from specjoule.report import numbers
 from specjoule.report.figures import ARM_LABELS, FAMILY_UNKNOWN, CannotDraw, FigureInputs, _energy_curves, _with_family
 
 # Rows of the comparison: one per family, target model, engine, batch and the other grid axes.
-GROUP_KEYS: tuple[str, ...] = ("family", "model_pair", "engine", "batch_size", "workload", "corpus", "cuda_graphs")
+# Rows lead with these; the other slice axes follow, shown only where they vary (comparison_table).
+LEADING_KEYS: tuple[str, ...] = ("model_pair", "engine", "batch_size")
+GROUP_KEYS: tuple[str, ...] = ("family", *axes.leading(axes.SLICE_KEYS, *LEADING_KEYS))
 AXES = {"L": "configured L", "apv": "accepted per verify pass"}
 EXACT_L_TOLERANCE = 1e-9  # configured L values are grid values: a match is exact
 NOT_MEASURED = "not measured"
@@ -159,8 +162,8 @@ def comparison_table(inputs: FigureInputs, axis: str, scheme_order: Sequence[str
     present = list(dict.fromkeys(long["arm"].to_list()))
     order = {s: i for i, s in enumerate(scheme_order)}
     arms = sorted(present, key=lambda a: (order.get(a.split(" (")[0], len(order)), a))
-    varying = [k for k in ("workload", "corpus", "cuda_graphs") if long[k].n_unique() > 1]
-    key_cols = ["family", "model_pair", "engine", "batch_size", *varying]
+    varying = [k for k in GROUP_KEYS if k not in ("family", *LEADING_KEYS) and long[k].n_unique() > 1]
+    key_cols = ["family", *LEADING_KEYS, *varying]
     labels = {"family": "family", "model_pair": "target", "engine": "engine", "batch_size": "B", "workload": "workload",
               "corpus": "corpus", "cuda_graphs": "CUDA graphs"}
     rows = []
@@ -258,7 +261,7 @@ def planned_cells(config: dict) -> Any:
 def planned_points(config: dict) -> set[tuple[str, str, str]] | None:
     """(scheme, model pair, engine) of every planned speculative cell; None when the config does not expand."""
     try:
-        return {(c.scheme, c.model_pair, c.engine) for c in planned_cells(config) if c.role == "point"}
+        return {(c.scheme, c.model_pair, c.engine) for c in planned_cells(config) if c.role == axes.ROLE_POINT}
     except Exception:  # a config the cell table cannot expand is reported, not fatal for the report
         return None
 
@@ -275,7 +278,7 @@ def scheme_matrix(records: pl.DataFrame, config: dict) -> Matrix | None:
     """Scheme × (family · engine): measured / unsupported (the engine's reason) / not run / not in
     the grid, per target model where a family holds several."""
     planned = planned_points(config) or set()
-    recs = records.filter(pl.col("role") == "point") if records.height and "role" in records.columns else records
+    recs = records.filter(pl.col("role") == axes.ROLE_POINT) if records.height and "role" in records.columns else records
     seen: dict[tuple[str, str, str], set[str]] = {}
     reasons: dict[tuple[str, str, str], list[str]] = {}
     if recs.height:

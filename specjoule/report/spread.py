@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from specjoule import axes
 from specjoule.report.numbers import INTERVAL_LEVEL_WORDS, support_text
 
 # The configuration a summary row describes (analysis SUMMARY_KEYS less cell_name, which a windowed
 # grid suffixes with --w<w>): joined on the ones both tables carry.
-CONFIG_KEYS: tuple[str, ...] = ("engine", "model_pair", "scheme", "method", "k", "acceptance_name", "acceptance_kind",
-                                "configured_L", "batch_size", "corpus", "cuda_graphs", "workload", "workload_kind")
+CONFIG_KEYS: tuple[str, ...] = axes.CONFIGURATION_KEYS
 REPLICATE_COUNTS: tuple[str, ...] = ("n_windows", "n_seeds", "n_engine_replicates", "n_gpus")
 
 

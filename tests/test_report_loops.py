@@ -1,0 +1,152 @@
+"""Open loop beside matched concurrency in the report (issue 19 item 5, ADR 0178): both sides from crafted
+records with known running requests and energies, the sign of each arm's ratio on each side, "not measured"
+for a side with no cells (naming what pre-registers it), and the committed open-loop H200 evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from specjoule.report import loops
+from specjoule.report import render as R
+
+REPO = Path(__file__).resolve().parents[1]
+OPENLOOP = REPO / "validation" / "h200-2026-12" / "session-2026-12-01" / "openloop"
+
+# (workload, kind, load, arm, L, mean running requests, mJ/token): the blog's confound, made up but shaped like
+# the H200's open loop — at 3 req/s L = 1 runs 28 requests at once and looks cheaper; at 3 clients it costs.
+BASE_MJ = {"poisson3": 360.0, "conc3": 365.0}
+ARMS = [("poisson3", "open_loop", 3.0, "baseline", None, 3.3, 360.0),
+        ("poisson3", "open_loop", 3.0, "draft", 1.0, 28.3, 275.0),
+        ("poisson3", "open_loop", 3.0, "draft", 6.0, 5.5, 200.0),
+        ("conc3", "closed_loop", 3, "baseline", None, 3.0, 365.0),
+        ("conc3", "closed_loop", 3, "draft", 1.0, 3.0, 480.0),
+        ("conc3", "closed_loop", 3, "draft", 6.0, 3.0, 300.0)]
+
+
+def _records(arms=ARMS) -> pl.DataFrame:
+    rows = []
+    for wl, kind, load, scheme, L, running, mj in arms:
+        campaign = f"vllm-qwen3b-{wl}"
+        for role in (("opening_baseline", "closing_baseline") if scheme == "baseline" else ("point",)):
+            name = f"baseline--{role[:4]}" if scheme == "baseline" else f"draft--mv{L:g}"
+            rows.append({"campaign_id": campaign, "cell_name": name, "role": role, "engine": "vllm",
+                         "model_pair": "qwen3b", "corpus": "random", "cuda_graphs": True, "prompt_len": 512,
+                         "output_len": 256, "workload": wl, "workload_kind": kind, "scheme": scheme,
+                         "acceptance_name": None if L is None else f"mv{L:g}",
+                         "request_rate": float(load) if kind == "open_loop" else None,
+                         "concurrency": int(load) if kind == "closed_loop" else None,
+                         "mean_running_requests": running, "mj_per_committed_token": mj,
+                         "baseline_mj_per_committed_token": BASE_MJ[wl], "status": None})
+    return pl.DataFrame(rows)
+
+
+def _checks() -> pl.DataFrame:
+    return pl.DataFrame([
+        {"check": "batch_shape", "campaign_id": "vllm-qwen3b-poisson3", "cell_names": ["draft--mv1", "draft--mv6"],
+         "status": "fail", "value": 7.6, "threshold": 0.05, "detail": "draft--mv1: mean running requests 28.3"},
+        {"check": "batch_shape", "campaign_id": "vllm-qwen3b-conc3", "cell_names": ["draft--mv1", "draft--mv6"],
+         "status": "pass", "value": 0.0, "threshold": 0.05, "detail": ""},
+        {"check": "steady_state", "campaign_id": "vllm-qwen3b-conc3", "cell_names": ["draft--mv1"],
+         "status": "pass", "value": 0.02, "threshold": 0.1, "detail": ""},
+        {"check": "baseline_drift", "campaign_id": "vllm-qwen3b-conc3", "cell_names": [],
+         "status": "pass", "value": 0.01, "threshold": 0.02, "detail": ""}])
+
+
+def test_both_sides_with_running_requests_ratios_and_checks():
+    (comp,) = loops.loop_comparison(_records(), _checks())
+    open_side, matched = comp.sides["open_loop"], comp.sides["closed_loop"]
+    assert open_side.not_measured is None and matched.not_measured is None
+    by_arm = {(r["arm"]): r for r in open_side.rows}
+    assert by_arm["baseline"]["cells"] == 2 and by_arm["baseline"]["mean_running_requests"] == pytest.approx(3.3)
+    assert by_arm["draft · mv1"]["mean_running_requests"] == pytest.approx(28.3)
+    assert by_arm["draft · mv1"]["ratio"] == pytest.approx(275.0 / 360.0)
+    assert by_arm["draft · mv1"]["checks"] == "batch_shape fail" and by_arm["baseline"]["checks"] == "reference"
+    m = {r["arm"]: r for r in matched.rows}
+    assert m["draft · mv1"]["ratio"] == pytest.approx(480.0 / 365.0) and m["draft · mv1"]["sign"] == "cost"
+    assert m["draft · mv1"]["checks"] == "batch_shape pass, steady_state pass"  # baseline_drift is not a loop check
+    assert m["draft · mv1"]["load"] == "3 clients" and by_arm["draft · mv1"]["load"] == "3 req/s"
+    signs = {s["arm"]: s for s in comp.signs}
+    assert signs["draft · mv1"]["verdict"] == "sign changes: saving in the open loop, cost at matched concurrency"
+    assert signs["draft · mv6"]["verdict"] == "same sign (saving both ways)"
+    assert signs["draft · mv6"]["matched_ratio"] == pytest.approx(300.0 / 365.0)
+
+
+def test_a_side_without_cells_says_not_measured_and_what_registers_it():
+    open_only = _records([a for a in ARMS if a[1] == "open_loop"])
+    (comp,) = loops.loop_comparison(open_only, _checks(), preregistered="config/h200-openloop-matched.yaml")
+    assert comp.sides["closed_loop"].not_measured == "not measured (pre-registered: config/h200-openloop-matched.yaml)"
+    assert comp.signs[0]["verdict"] == "cannot tell: matched concurrency not measured"
+    # The config that ran them registers a closed-loop workload itself: that is named first.
+    config = {"workloads": {"poisson3": {"kind": "open_loop"}, "conc3": {"kind": "closed_loop", "concurrency": 3}}}
+    (comp,) = loops.loop_comparison(open_only, None, config)
+    assert comp.sides["closed_loop"].not_measured == "not measured (pre-registered in this config: workload conc3)"
+    assert all(r["checks"] == "no checks" for r in comp.sides["open_loop"].rows)
+    closed_only = _records([a for a in ARMS if a[1] == "closed_loop"])
+    (comp,) = loops.loop_comparison(closed_only)
+    assert comp.sides["open_loop"].not_measured == "not measured (no cell and no workload of this kind in the config)"
+    # No loop at all: no section, and unsupported records never count.
+    closed_batch = _records().with_columns(pl.lit("closed_batch").alias("workload_kind"))
+    assert loops.loop_comparison(closed_batch) == []
+    unsupported = _records().with_columns(pl.lit("unsupported").alias("status"))
+    assert loops.loop_comparison(unsupported) == []
+
+
+def test_families_are_kept_apart():
+    other = _records().with_columns(pl.lit("sglang").alias("engine"),
+                                    (pl.col("campaign_id").str.replace("vllm", "sglang")))
+    comps = {c.family["engine"]: c for c in loops.loop_comparison(pl.concat([_records(), other]), _checks())}
+    assert set(comps) == {"vllm", "sglang"}
+    # sglang's campaigns have no checks of their own: nothing borrowed from vLLM's.
+    assert {r["checks"] for r in comps["sglang"].sides["open_loop"].rows} == {"not checked", "reference"}
+    assert "batch_shape fail" in {r["checks"] for r in comps["vllm"].sides["open_loop"].rows}
+
+
+def test_committed_open_loop_evidence_renders_with_the_matched_side_not_measured():
+    records = pl.read_parquet(OPENLOOP / "results" / "records.parquet")
+    checks = pl.read_parquet(OPENLOOP / "results" / "checks.parquet")
+    (comp,) = loops.loop_comparison(records, checks, preregistered="config/h200-openloop-matched.yaml")
+    rows = {r["arm"]: r for r in comp.sides["open_loop"].rows}
+    assert rows["draft · mv1"]["mean_running_requests"] == pytest.approx(28.3, abs=0.05)
+    assert rows["baseline"]["mean_running_requests"] == pytest.approx(3.3, abs=0.05)
+    assert rows["draft · mv1"]["checks"] == "batch_shape fail"
+    assert rows["draft · mv1"]["ratio"] == pytest.approx(0.762, abs=0.001)
+    md = loops.to_markdown([comp])
+    assert "not measured (pre-registered: config/h200-openloop-matched.yaml)" in md
+    assert "| draft · mv1 | poisson3 | 3 req/s | 1 | 28.3 |" in md
+
+
+def _matched_copy(records: pl.DataFrame) -> pl.DataFrame:
+    """The committed open-loop records re-labelled as a fixed-concurrency campaign of the same arms, at the
+    baseline's concurrency, with the energies the confound predicts (crafted: no such run exists yet)."""
+    mj = {"baseline--open": 365.0, "baseline--close": 365.0, "draft--mv1": 480.0, "draft--mv6": 300.0}
+    return records.with_columns(
+        pl.col("campaign_id").str.replace("poisson3", "conc3"), pl.lit("conc3").alias("workload"),
+        pl.lit("closed_loop").alias("workload_kind"), pl.lit(None, pl.Float64).alias("request_rate"),
+        pl.lit(3, pl.Int64).alias("concurrency"), pl.lit(3.0).alias("mean_running_requests"),
+        pl.col("cell_name").replace_strict(mj, return_dtype=pl.Float64).alias("mj_per_committed_token"),
+        pl.lit(365.0).alias("baseline_mj_per_committed_token"))
+
+
+def test_the_report_shows_both_tables_side_by_side():
+    from specjoule import config as config_mod
+
+    config = config_mod.load(REPO / "config" / "h200-openloop-matched.yaml")
+    records = pl.read_parquet(OPENLOOP / "results" / "records.parquet")
+    checks = pl.read_parquet(OPENLOOP / "results" / "checks.parquet")
+
+    def html_for(recs: pl.DataFrame) -> str:
+        return R.render(R.ReportInputs(config=config, config_hash="x", records=recs, checks=checks,
+                                       curves=pl.DataFrame(), manifest={"figures": []}, specs={}))
+
+    # The committed open loop under the config that pre-registers its matched side: that side not measured.
+    html = html_for(records)
+    assert 'id="loops-open_loop"' in html and "28.3" in html
+    assert 'data-loop-side="closed_loop">not measured (pre-registered in this config: workload conc3)' in html
+    # With a matched campaign of the same arms, both tables and the sign line.
+    both = pl.concat([records, _matched_copy(records)], how="diagonal_relaxed")
+    html = html_for(both)
+    assert 'id="loops-open_loop"' in html and 'id="loops-closed_loop"' in html
+    assert "sign changes: saving in the open loop, cost at matched concurrency" in html
