@@ -717,3 +717,20 @@ def test_a_gpu_without_the_energy_counter_or_a_driver_answer_fails_at_open(monke
             m.open()  # at open, not at the first window edge
         assert str(err.value) == message
         m.close()
+
+
+def test_refused_timeline_readings_are_logged_at_the_first_and_every_500th(monkeypatch, caplog):
+    """A GPU that stops answering shows in the log before a window edge fails, without a line per tick: the
+    first refusal is logged, then one line per 500 with the running count."""
+    ticks = _ticks(GPU0, GPU1)
+    ticks[0][1]["temperature_c"] = None  # GPU 1 gives no temperature: one refusal per tick
+    fake, clock = ReplayNvml(ticks), ReplayClock(T0)
+    m = _open(monkeypatch, fake, clock)
+    with caplog.at_level("WARNING", logger="specjoule.meter"):
+        for _ in range(1001):
+            m._sample_once()
+    logged = [r.getMessage() for r in caplog.records if "timeline reading" in r.getMessage()]
+    assert logged == [f"meter nvml: timeline reading nvmlDeviceGetTemperature failed ({n} so far): Not Supported "
+                      "(NVMLError_NotSupported)" for n in (1, 500, 1000)]
+    assert [row[7] for row in m._samples[-2:]] == [40.0, None]  # GPU 0 still reads; GPU 1's is a null
+    m.close()
