@@ -14,7 +14,9 @@ sequence:
 from __future__ import annotations
 
 import math
+import os
 import subprocess
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -274,6 +276,10 @@ def test_other_processes_are_named_with_their_gpu_and_memory(monkeypatch):
     the GPU the process holds; its memory in whole MiB, none when NVML gives none. Our own processes are left out."""
     gib, mib = 2**30, 2**20
     sleeper = subprocess.Popen(["sleep", "60"])  # a real process NVML cannot name: /proc's name is used
+    deadline = time.monotonic() + 30
+    while os.readlink(f"/proc/{sleeper.pid}/exe") == os.readlink("/proc/self/exe"):  # forked, not yet exec'd
+        assert time.monotonic() < deadline, "sleep did not start"
+        time.sleep(0.01)
     gone = 4_194_305  # above the kernel's PID_MAX_LIMIT: no such process, anywhere
 
     class NamedProcesses(ReplayNvml):
