@@ -276,6 +276,30 @@ def test_committed_spread_is_per_generation_in_a_closed_batch_and_names_every_ar
     assert missing["status"] == checks.FAIL  # one arm without the count is enough
 
 
+def test_committed_spread_without_a_workload_kind_is_judged_not_waved_through(raw):
+    """Records that do not say their workload kind are not taken for a closed loop (whose committed tokens are an
+    outcome, so the check stands aside): the spread is judged, and a spread past the threshold fails."""
+    th = dataclasses.replace(TH, committed_spread_max=0.25)
+    cells = raw.filter(pl.col("campaign_id") == O)["cell_name"].to_list()
+    unknown = {cell: {"workload_kind": None} for cell in cells}
+    assert _status(raw, "committed_spread", unknown, th=th, campaign=O) == checks.PASS
+    unknown["ngram"] = {"workload_kind": None, "committed_tokens": 2 * 5760}  # twice the others' 5,760 tokens
+    row = _judge(raw, "committed_spread", unknown, th=th, campaign=O)
+    assert row["status"] == checks.FAIL and row["value"] > 0.25
+
+
+def test_checks_do_not_depend_on_the_order_of_the_records(raw):
+    """run_checks takes any frame of paired records: shuffled rows give the same rows, cells named in run order."""
+    paired = aggregate.aggregate_frame(raw)
+    expected = checks.run_checks(paired, TH, ar.CONFIG_HASH)
+    spread = expected.filter((pl.col("check") == "committed_spread") & (pl.col("campaign_id") == C))
+    assert spread["cell_names"].to_list() == [["baseline--open", *_points_in_run_order(raw), "baseline--close"]]
+    for seed in (1, 2, 3):
+        shuffled = paired.sample(fraction=1.0, shuffle=True, seed=seed)
+        assert not shuffled["cell_name"].equals(paired["cell_name"])
+        assert checks.run_checks(shuffled, TH, ar.CONFIG_HASH).equals(expected), seed
+
+
 def _points_in_run_order(raw) -> list[str]:
     points = raw.filter((pl.col("campaign_id") == C) & (pl.col("role") == "point")).sort("run_order_index")
     return points["cell_name"].to_list()
