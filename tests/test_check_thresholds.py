@@ -294,10 +294,9 @@ def test_checks_do_not_depend_on_the_order_of_the_records(raw):
     expected = checks.run_checks(paired, TH, ar.CONFIG_HASH)
     spread = expected.filter((pl.col("check") == "committed_spread") & (pl.col("campaign_id") == C))
     assert spread["cell_names"].to_list() == [["baseline--open", *_points_in_run_order(raw), "baseline--close"]]
-    for seed in (1, 2, 3):
-        shuffled = paired.sample(fraction=1.0, shuffle=True, seed=seed)
-        assert not shuffled["cell_name"].equals(paired["cell_name"])
-        assert checks.run_checks(shuffled, TH, ar.CONFIG_HASH).equals(expected), seed
+    shuffled = paired.sample(fraction=1.0, shuffle=True, seed=1)
+    assert not shuffled["cell_name"].equals(paired["cell_name"])
+    assert checks.run_checks(shuffled, TH, ar.CONFIG_HASH).equals(expected)
 
 
 def _points_in_run_order(raw) -> list[str]:
