@@ -76,6 +76,17 @@ def test_baseline_drift_at_and_past_its_threshold(raw):
     assert _status(raw, "baseline_drift", flipped, th=th) == checks.FAIL
 
 
+def test_baseline_drift_compares_the_baselines_when_the_first_arm_is_unsupported(raw):
+    """An arm the engine refused (an unsupported record, unpaired) right after the opening baseline changes
+    nothing: the drift is still the two baselines' (|1.25 − 0.75| / 1.0 = 0.5)."""
+    first_arm = _points_in_run_order(raw)[0]
+    row = _judge(raw, "baseline_drift", {"baseline--open": {"mj_per_committed_token": 1.25},
+                                         "baseline--close": {"mj_per_committed_token": 0.75},
+                                         first_arm: {"status": "unsupported"}})
+    assert (row["status"], row["value"]) == (checks.FAIL, 0.5)
+    assert row["cell_names"] == ["baseline--open", "baseline--close"]
+
+
 def test_baseline_drift_without_energy_uses_seconds_per_token_at_the_same_threshold(raw):
     th = dataclasses.replace(TH, baseline_drift_max=0.5)
     # window / committed: 20 s / 16 tokens = 1.25 and 12 s / 16 = 0.75 → drift 0.5; 11.9 s → just past
