@@ -76,6 +76,18 @@ def test_baseline_drift_at_and_past_its_threshold(raw):
     assert _status(raw, "baseline_drift", flipped, th=th) == checks.FAIL
 
 
+@pytest.mark.parametrize("dropped, names, detail", [
+    ("baseline--close", ["baseline--open"], "no closing baseline in this campaign: drift not measurable"),
+    ("baseline--open", [], "no opening baseline"),
+])
+def test_baseline_drift_without_one_baseline_does_not_apply(dropped, names, detail):
+    """One baseline missing: no drift can be measured, so the check does not apply (not a failure of a drift
+    nobody measured). The row's cell list (a list, never null) holds the baselines the check read: the sides are
+    read from the opening windows' rows, so without an opening baseline it is empty."""
+    row = _judge(ar.frame_campaigns(drop={(C, dropped)}), "baseline_drift", {})
+    assert (row["status"], row["value"], row["cell_names"], row["detail"]) == (checks.NA, None, names, detail)
+
+
 def test_baseline_drift_compares_the_baselines_when_the_first_arm_is_unsupported(raw):
     """An arm the engine refused (an unsupported record, unpaired) right after the opening baseline changes
     nothing: the drift is still the two baselines' (|1.25 − 0.75| / 1.0 = 0.5)."""
