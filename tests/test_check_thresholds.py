@@ -173,6 +173,28 @@ def test_acceptance_length_z_rule_at_and_past_it_for_a_stochastic_vector(raw):
     assert _status(raw, "acceptance_length", {"syn--L4": {"realized_L": L + 4.0 * se * 1.001}}, th=wide) == checks.PASS
 
 
+@pytest.mark.parametrize("campaign, running", [(C, 6.0), (O, 4.0)])
+def test_acceptance_length_z_rule_counts_sglang_draws_per_verify_step(raw, campaign, running):
+    """SGLang draws its simulated length once per verify step for the whole batch (ADR 0082), so its draws are the
+    steps: drafts / B, B the batch size in a closed batch (whatever the mean running count says) and the mean
+    running requests in open loop. The vector [1, 0.5, 0, …] has a count that varies by less than one token
+    (A is 1 or 2, Var A = 0.25): the SE is its own, not floored."""
+    cell = raw.filter((pl.col("campaign_id") == campaign) & (pl.col("cell_name") == "syn--L4")).row(0, named=True)
+    rates = [1.0, 0.5] + [0.0] * (len(cell["acceptance_rates"]) - 2)
+    b = cell["batch_size"] if campaign == C else running
+    assert b != running or campaign == O
+    steps = cell["drafts"] / b
+    se = math.sqrt(0.25 / steps)
+    assert se == pytest.approx(_accepted_count_se(rates, 1) / math.sqrt(steps))
+    th = dataclasses.replace(TH, acceptance_length_tolerance=0.0, acceptance_length_z=4.0)
+    sglang = {"acceptance_rates": rates, "configured_L": 2.5, "acceptance_mechanism": "sglang_simulate_acc_len",
+              "mean_running_requests": running}
+    for realized, status in ((2.5 + 4.0 * se * 0.999, checks.PASS), (2.5 + 4.0 * se * 1.001, checks.FAIL)):
+        row = _judge(raw, "acceptance_length", {"syn--L4": {**sglang, "realized_L": realized}}, th=th,
+                     campaign=campaign)
+        assert row["status"] == status, (realized, row)
+
+
 def test_window_length_at_and_below_its_minimum(raw):
     assert TH.min_window_s == 1.0
     assert _status(raw, "window_length", {"syn--L4": {"window_s": 1.0}}) == checks.PASS
