@@ -195,6 +195,15 @@ def test_acceptance_length_z_rule_counts_sglang_draws_per_verify_step(raw, campa
         assert row["status"] == status, (realized, row)
 
 
+def test_acceptance_length_reports_the_worst_gap_against_the_tolerance(raw):
+    """The campaign's row shows the largest |realized − configured| of its points (here 0.25, on syn--L2, exact in
+    binary) and the tolerance it was held to."""
+    th = dataclasses.replace(TH, acceptance_length_tolerance=0.5)
+    configured = raw.filter((pl.col("campaign_id") == C) & (pl.col("cell_name") == "syn--L2"))["configured_L"][0]
+    row = _judge(raw, "acceptance_length", {"syn--L2": {"realized_L": configured - 0.25}}, th=th)
+    assert (row["status"], row["value"], row["threshold"]) == (checks.PASS, 0.25, 0.5)
+
+
 def test_window_length_at_and_below_its_minimum(raw):
     assert TH.min_window_s == 1.0
     assert _status(raw, "window_length", {"syn--L4": {"window_s": 1.0}}) == checks.PASS
