@@ -11,7 +11,7 @@ from collections import Counter
 
 from mutmut.stats import status_by_exit_code
 
-meta_path, mod, src, secs, rc, tests, funcs = sys.argv[1:]
+meta_path, mod, src, secs, rc, tests, funcs, *note = sys.argv[1:]
 try:
     codes = json.load(open(meta_path))["exit_code_by_key"]
 except OSError:
@@ -27,7 +27,7 @@ names = "every function" if globs == ["*"] else " ".join(g.rsplit(".", 1)[-1].re
 print(f"{mod} ({src}): {status['killed']} killed, {status['survived']} survived, {status['no tests']} no tests, "
       f"{status['timeout']} timeout, {status['suspicious']} suspicious, {status['not checked']} not reached; "
       f"score {score:.1f} % of {done} run in {secs} s; mutated: {names} ({len(subset)} of {len(codes)} mutants); "
-      f"tests: {tests}")
+      f"tests: {tests}" + (f" ({note[0]})" if note and note[0] else ""))
 for k, v in sorted(subset.items()):
     if status_by_exit_code[v] not in ("killed", "timeout", "not checked"):
         print(f"    {k}: {status_by_exit_code[v]}")

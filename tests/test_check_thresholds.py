@@ -76,6 +76,29 @@ def test_baseline_drift_at_and_past_its_threshold(raw):
     assert _status(raw, "baseline_drift", flipped, th=th) == checks.FAIL
 
 
+@pytest.mark.parametrize("dropped, names, detail", [
+    ("baseline--close", ["baseline--open"], "no closing baseline in this campaign: drift not measurable"),
+    ("baseline--open", [], "no opening baseline"),
+])
+def test_baseline_drift_without_one_baseline_does_not_apply(dropped, names, detail):
+    """One baseline missing: no drift can be measured, so the check does not apply (not a failure of a drift
+    nobody measured). The row's cell list (a list, never null) holds the baselines the check read: the sides are
+    read from the opening windows' rows, so without an opening baseline it is empty."""
+    row = _judge(ar.frame_campaigns(drop={(C, dropped)}), "baseline_drift", {})
+    assert (row["status"], row["value"], row["cell_names"], row["detail"]) == (checks.NA, None, names, detail)
+
+
+def test_baseline_drift_compares_the_baselines_when_the_first_arm_is_unsupported(raw):
+    """An arm the engine refused (an unsupported record, unpaired) right after the opening baseline changes
+    nothing: the drift is still the two baselines' (|1.25 − 0.75| / 1.0 = 0.5)."""
+    first_arm = _points_in_run_order(raw)[0]
+    row = _judge(raw, "baseline_drift", {"baseline--open": {"mj_per_committed_token": 1.25},
+                                         "baseline--close": {"mj_per_committed_token": 0.75},
+                                         first_arm: {"status": "unsupported"}})
+    assert (row["status"], row["value"]) == (checks.FAIL, 0.5)
+    assert row["cell_names"] == ["baseline--open", "baseline--close"]
+
+
 def test_baseline_drift_without_energy_uses_seconds_per_token_at_the_same_threshold(raw):
     th = dataclasses.replace(TH, baseline_drift_max=0.5)
     # window / committed: 20 s / 16 tokens = 1.25 and 12 s / 16 = 0.75 → drift 0.5; 11.9 s → just past
@@ -148,6 +171,37 @@ def test_acceptance_length_z_rule_at_and_past_it_for_a_stochastic_vector(raw):
     # Beyond z SE but within the tolerance: both are needed for a failure
     wide = dataclasses.replace(th, acceptance_length_tolerance=4.0 * se * 1.01)
     assert _status(raw, "acceptance_length", {"syn--L4": {"realized_L": L + 4.0 * se * 1.001}}, th=wide) == checks.PASS
+
+
+@pytest.mark.parametrize("campaign, running", [(C, 6.0), (O, 4.0)])
+def test_acceptance_length_z_rule_counts_sglang_draws_per_verify_step(raw, campaign, running):
+    """SGLang draws its simulated length once per verify step for the whole batch (ADR 0082), so its draws are the
+    steps: drafts / B, B the batch size in a closed batch (whatever the mean running count says) and the mean
+    running requests in open loop. The vector [1, 0.5, 0, …] has a count that varies by less than one token
+    (A is 1 or 2, Var A = 0.25): the SE is its own, not floored."""
+    cell = raw.filter((pl.col("campaign_id") == campaign) & (pl.col("cell_name") == "syn--L4")).row(0, named=True)
+    rates = [1.0, 0.5] + [0.0] * (len(cell["acceptance_rates"]) - 2)
+    b = cell["batch_size"] if campaign == C else running
+    assert b != running or campaign == O
+    steps = cell["drafts"] / b
+    se = math.sqrt(0.25 / steps)
+    assert se == pytest.approx(_accepted_count_se(rates, 1) / math.sqrt(steps))
+    th = dataclasses.replace(TH, acceptance_length_tolerance=0.0, acceptance_length_z=4.0)
+    sglang = {"acceptance_rates": rates, "configured_L": 2.5, "acceptance_mechanism": "sglang_simulate_acc_len",
+              "mean_running_requests": running}
+    for realized, status in ((2.5 + 4.0 * se * 0.999, checks.PASS), (2.5 + 4.0 * se * 1.001, checks.FAIL)):
+        row = _judge(raw, "acceptance_length", {"syn--L4": {**sglang, "realized_L": realized}}, th=th,
+                     campaign=campaign)
+        assert row["status"] == status, (realized, row)
+
+
+def test_acceptance_length_reports_the_worst_gap_against_the_tolerance(raw):
+    """The campaign's row shows the largest |realized − configured| of its points (here 0.25, on syn--L2, exact in
+    binary) and the tolerance it was held to."""
+    th = dataclasses.replace(TH, acceptance_length_tolerance=0.5)
+    configured = raw.filter((pl.col("campaign_id") == C) & (pl.col("cell_name") == "syn--L2"))["configured_L"][0]
+    row = _judge(raw, "acceptance_length", {"syn--L2": {"realized_L": configured - 0.25}}, th=th)
+    assert (row["status"], row["value"], row["threshold"]) == (checks.PASS, 0.25, 0.5)
 
 
 def test_window_length_at_and_below_its_minimum(raw):
@@ -274,6 +328,29 @@ def test_committed_spread_is_per_generation_in_a_closed_batch_and_names_every_ar
     assert row["cell_names"] == ["baseline--open", *_points_in_run_order(raw), "baseline--close"]
     missing = _judge(raw, "committed_spread", {"ngram": {"committed_tokens": None}})
     assert missing["status"] == checks.FAIL  # one arm without the count is enough
+
+
+def test_committed_spread_without_a_workload_kind_is_judged_not_waved_through(raw):
+    """Records that do not say their workload kind are not taken for a closed loop (whose committed tokens are an
+    outcome, so the check stands aside): the spread is judged, and a spread past the threshold fails."""
+    th = dataclasses.replace(TH, committed_spread_max=0.25)
+    cells = raw.filter(pl.col("campaign_id") == O)["cell_name"].to_list()
+    unknown = {cell: {"workload_kind": None} for cell in cells}
+    assert _status(raw, "committed_spread", unknown, th=th, campaign=O) == checks.PASS
+    unknown["ngram"] = {"workload_kind": None, "committed_tokens": 2 * 5760}  # twice the others' 5,760 tokens
+    row = _judge(raw, "committed_spread", unknown, th=th, campaign=O)
+    assert row["status"] == checks.FAIL and row["value"] > 0.25
+
+
+def test_checks_do_not_depend_on_the_order_of_the_records(raw):
+    """run_checks takes any frame of paired records: shuffled rows give the same rows, cells named in run order."""
+    paired = aggregate.aggregate_frame(raw)
+    expected = checks.run_checks(paired, TH, ar.CONFIG_HASH)
+    spread = expected.filter((pl.col("check") == "committed_spread") & (pl.col("campaign_id") == C))
+    assert spread["cell_names"].to_list() == [["baseline--open", *_points_in_run_order(raw), "baseline--close"]]
+    shuffled = paired.sample(fraction=1.0, shuffle=True, seed=1)
+    assert not shuffled["cell_name"].equals(paired["cell_name"])
+    assert checks.run_checks(shuffled, TH, ar.CONFIG_HASH).equals(expected)
 
 
 def _points_in_run_order(raw) -> list[str]:

@@ -36,6 +36,7 @@ def test_clean_closed_loop_passes_and_committed_spread_stands_aside(tmp_path):
     assert loud.height == 0, loud
     row = _row(result, "committed_spread", CL)  # twice the tokens of its baseline: throughput is the outcome
     assert row["status"] == checks.NA and "closed loop" in row["detail"]
+    assert row["value"] is None  # no spread shown against a threshold the check does not apply
     for check in ("steady_state", "send_lag", "latency_reliable", "batch_shape"):
         assert _row(result, check, CL)["status"] == checks.PASS, check
 

@@ -14,7 +14,11 @@ sequence:
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow.parquet as pq
 import pytest
@@ -23,7 +27,7 @@ from specjoule import records
 from specjoule.meter import MeterError
 from specjoule.meter import nvml as nvml_mod
 from specjoule.meter.nvml import DeviceInfo, NvmlMeter, list_devices
-from tests.fake_nvml import FakeNvml, ReplayClock, ReplayNvml
+from tests.fake_nvml import FakeNvml, NVMLError, ReplayClock, ReplayNvml
 
 REPO = Path(__file__).resolve().parent.parent
 H200 = REPO / "validation" / "h200-2026-12"
@@ -264,6 +268,72 @@ def test_other_processes_count_only_when_ours_are_visible(monkeypatch):
     assert others({11, 12}, {}, end) == 2  # 99 and 77 (99 on both GPUs counts once)
     assert others({11, 12}, {0: [5, 6, 7]}, end) == 3  # before the engine started, every process is another's
     assert others({5}, {}, end) == 0  # ours not among NVML's PIDs (another PID namespace): the end count is not trusted
+
+
+def test_other_processes_are_named_with_their_gpu_and_memory(monkeypatch):
+    """What the record (other_gpu_process_list) and a refusal say about another job on the GPUs: NVML's process
+    name without its path (bytes from an older nvidia-ml-py too), else the kernel's name from /proc, else '?';
+    the GPU the process holds; its memory in whole MiB, none when NVML gives none. Our own processes are left out."""
+    gib, mib = 2**30, 2**20
+    sleeper = subprocess.Popen(["sleep", "60"])  # a real process NVML cannot name: /proc's name is used
+    deadline = time.monotonic() + 30
+    while os.readlink(f"/proc/{sleeper.pid}/exe") == os.readlink("/proc/self/exe"):  # forked, not yet exec'd
+        assert time.monotonic() < deadline, "sleep did not start"
+        time.sleep(0.01)
+    gone = 4_194_305  # above the kernel's PID_MAX_LIMIT: no such process, anywhere
+
+    class NamedProcesses(ReplayNvml):
+        names = {501: "/usr/local/bin/python3.11", 502: b"/opt/jobs/trainer", 503: ""}
+        procs = {0: [SimpleNamespace(pid=11, usedGpuMemory=40 * gib),  # ours, listed first: skipped, not the end
+                     SimpleNamespace(pid=501, usedGpuMemory=3 * gib + mib - 1),  # 3072 MiB and a part of one
+                     SimpleNamespace(pid=503, usedGpuMemory=0)],
+                 1: [SimpleNamespace(pid=502, usedGpuMemory=None),  # NVML has no figure (no privilege, MIG)
+                     SimpleNamespace(pid=sleeper.pid, usedGpuMemory=512 * mib),
+                     SimpleNamespace(pid=gone, usedGpuMemory=mib)]}
+
+        def nvmlDeviceGetComputeRunningProcesses(self, h):
+            return self.procs[self._device(h)]
+
+        def nvmlSystemGetProcessName(self, pid):
+            if pid not in self.names:
+                raise NVMLError(3, "Not Found")
+            return self.names[pid]
+
+    try:
+        fake, clock = NamedProcesses(_ticks(GPU0, GPU1)), ReplayClock(T0)
+        m = _open(monkeypatch, fake, clock, own_pids=lambda: {11})
+        every = fake.procs
+        fake.procs = {0: [], 1: []}
+        m.measure_idle(0)  # the GPUs idle before the engine starts; the other jobs come after
+        fake.procs = every
+        listed = m.other_processes()
+        fake.edge_mj = EDGE_START
+        m.mark_window_start()
+        fake.edge_mj = EDGE_END
+        m.mark_window_end()
+        result = m.result()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert listed == [
+        {"pid": 501, "name": "python3.11", "gpu": 0, "used_mib": 3072},
+        {"pid": 503, "name": "?", "gpu": 0, "used_mib": 0},
+        {"pid": 502, "name": "trainer", "gpu": 1, "used_mib": None},
+        {"pid": sleeper.pid, "name": "sleep", "gpu": 1, "used_mib": 512},
+        {"pid": gone, "name": "?", "gpu": 1, "used_mib": 1},
+    ]
+    assert result.other_gpu_processes == 5
+    assert result.other_gpu_process_list == (
+        f"pid 501 python3.11 (3072 MiB) on GPU 0; pid 503 ? (0 MiB) on GPU 0; pid 502 trainer on GPU 1; "
+        f"pid {sleeper.pid} sleep (512 MiB) on GPU 1; pid {gone} ? (1 MiB) on GPU 1")
+    m.close()
+
+    fake = NamedProcesses(_ticks(GPU0, GPU1))
+    m = _open(monkeypatch, fake, clock)
+    fake.lose_gpu()  # the process query fails: the error names the GPU it failed on
+    with pytest.raises(MeterError, match=r"nvmlDeviceGetComputeRunningProcesses.*GPU 0 \(GPU-replay00"):
+        m.other_processes()
+    m.close()
 
 
 @pytest.mark.parametrize("cvd, expected, limit_w", [("1", [1], 650.0), ("GPU-replay00", [0], 700.0),
@@ -653,3 +723,20 @@ def test_a_gpu_without_the_energy_counter_or_a_driver_answer_fails_at_open(monke
             m.open()  # at open, not at the first window edge
         assert str(err.value) == message
         m.close()
+
+
+def test_refused_timeline_readings_are_logged_at_the_first_and_every_500th(monkeypatch, caplog):
+    """A GPU that stops answering shows in the log before a window edge fails, without a line per tick: the
+    first refusal is logged, then one line per 500 with the running count."""
+    ticks = _ticks(GPU0, GPU1)
+    ticks[0][1]["temperature_c"] = None  # GPU 1 gives no temperature: one refusal per tick
+    fake, clock = ReplayNvml(ticks), ReplayClock(T0)
+    m = _open(monkeypatch, fake, clock)
+    with caplog.at_level("WARNING", logger="specjoule.meter"):
+        for _ in range(1001):
+            m._sample_once()
+    logged = [r.getMessage() for r in caplog.records if "timeline reading" in r.getMessage()]
+    assert logged == [f"meter nvml: timeline reading nvmlDeviceGetTemperature failed ({n} so far): Not Supported "
+                      "(NVMLError_NotSupported)" for n in (1, 500, 1000)]
+    assert [row[7] for row in m._samples[-2:]] == [40.0, None]  # GPU 0 still reads; GPU 1's is a null
+    m.close()
