@@ -27,6 +27,7 @@ import math
 import random
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,10 +199,11 @@ async def _sleep_until(t: float) -> None:
 class Loop:
     """One open- or closed-loop window on a server engine (``run`` blocks until it is over)."""
 
-    def __init__(self, engine: Any, meter: Meter, pool: list[list[int]], spec: CellSpec, drain: bool = False,
-                 sample_s: float | None = SAMPLE_RUNNING_S) -> None:
+    def __init__(self, engine: Any, meter: Meter, pool: list[list[int]], spec: CellSpec | Mapping[str, Any],
+                 drain: bool = False, sample_s: float | None = SAMPLE_RUNNING_S) -> None:
         if not pool:
             raise EngineError("loop workload: the prompt pool is empty")
+        spec = CellSpec.of(spec)  # the planned dict form too, as make_engine takes it (benchmarks, tools)
         wl = spec.workload
         self.engine, self.meter, self.pool, self.spec, self.drain = engine, meter, pool, spec, drain
         self.kind = wl.kind

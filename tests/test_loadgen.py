@@ -320,3 +320,12 @@ def test_lean_parse_keeps_everything_a_loop_window_reads():
     assert lean.accepted_per_pos == full.accepted_per_pos == [250.0, 120.0, 50.0]
     assert lean.gauges == {"num_requests_running": 3.0, "num_requests_waiting": 1.0}
     assert "time_to_first_token_seconds" in full.histograms and not lean.histograms
+
+
+def test_a_loop_takes_the_planned_dict_form_of_a_spec_as_the_typed_one():
+    """Benchmarks and device tools hand ``cell.spec`` (the dict form) to the loop, as make_engine accepts it: the loop
+    reads the same workload from either (the agreement benchmark broke when the loop took only the typed form)."""
+    typed = _loop("closed_loop").spec
+    from_dict = loadgen.Loop(engine=None, meter=None, pool=[[1, 2]], spec=typed.as_dict())  # type: ignore[arg-type]
+    assert from_dict.spec == typed
+    assert (from_dict.kind, from_dict.window, from_dict.horizon) == ("closed_loop", 10.0, 12.0)
