@@ -20,8 +20,16 @@ signals.mkdir(parents=True, exist_ok=True)
 started = time.time()
 
 
+def write_marker(path: Path, obj: dict) -> None:
+    """Atomically (temp file + rename): the test polls for the marker and reads it the moment it exists
+    (a plain write was once read empty, in a CI-like run)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
+
+
 def on_sigterm(signum, frame):
-    (signals / f"{cell}.sigterm").write_text(json.dumps({"t": time.time(), "pid": os.getpid()}))
+    write_marker(signals / f"{cell}.sigterm", {"t": time.time(), "pid": os.getpid()})
     sys.exit(143)
 
 
@@ -45,7 +53,7 @@ record["attempt"] = record["runtime_min"] // 2
 hold_s = float(snakemake.params.hold_s) if record["attempt"] == 1 else 0  # noqa: F821
 if hold_s:
     # Announce that the cell is running (and in which job), then wait to be cancelled.
-    (signals / f"{cell}.running").write_text(json.dumps(record))
+    write_marker(signals / f"{cell}.running", record)
     deadline = time.time() + hold_s
     while time.time() < deadline:
         time.sleep(0.1)
