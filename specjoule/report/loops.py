@@ -24,6 +24,7 @@ from typing import Any, cast
 import polars as pl
 
 from specjoule import axes
+from specjoule.report.text import fmt, markdown_table
 
 C = pl.col
 OPEN, CLOSED = "open_loop", "closed_loop"
@@ -196,18 +197,10 @@ def _signs(sides: dict[str, Side]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: r["arm"])
 
 
-def _fmt(v: Any, digits: int = 4) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
-    return str(v)
-
-
 def side_table_rows(side: Side) -> list[list[str]]:
     """The side's rows as the report prints them (COLUMNS order)."""
-    return [[r["arm"], r["workload"], r["load"], str(r["cells"]), _fmt(r["mean_running_requests"], 3),
-             _fmt(r["mj_per_token"]), _fmt(r["baseline_mj_per_token"]),
+    return [[r["arm"], r["workload"], r["load"], str(r["cells"]), fmt(r["mean_running_requests"], 3),
+             fmt(r["mj_per_token"]), fmt(r["baseline_mj_per_token"]),
              "—" if r["ratio"] is None else f"{r['ratio']:.3f}×", r["sign"], r["checks"]] for r in side.rows]
 
 
@@ -230,9 +223,7 @@ def to_markdown(comparisons: list[FamilyComparison]) -> str:
             if side.not_measured:
                 lines.append(f"{side.not_measured}\n")
                 continue
-            lines.append("| " + " | ".join(COLUMNS) + " |")
-            lines.append("|" + "---|" * len(COLUMNS))
-            lines += ["| " + " | ".join(row) + " |" for row in side_table_rows(side)]
+            lines += markdown_table(COLUMNS, side_table_rows(side))
             lines.append("")
         lines.append("**Sign of each arm's ratio, open loop vs matched concurrency**\n")
         lines += [f"- {s}" for s in sign_lines(comp)] or ["- no speculative arm"]

@@ -28,6 +28,7 @@ from specjoule.analysis import accounting
 from specjoule.report import figures as figs
 from specjoule.report import loops, numbers, parallel, schemes
 from specjoule.report import roofline as roofline_report
+from specjoule.report.text import fmt
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_TABLE_ROWS = 400
@@ -76,24 +77,6 @@ class Table:
 
 
 # --- formatting --------------------------------------------------------------------------------------
-
-def fmt(value: Any, digits: int = 4) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        if value != value:  # NaN never belongs in a report; say so rather than print it
-            return "NaN"
-        if value == 0:
-            return "0"
-        if abs(value) >= 1000:
-            return f"{value:,.0f}"
-        return f"{value:.{digits}g}"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(fmt(v, digits) for v in value) or "—"
-    return str(value)
-
 
 def _uniq(df: pl.DataFrame, col: str) -> list:
     if df.height == 0 or col not in df.columns:

@@ -24,6 +24,7 @@ import altair as alt
 import polars as pl
 
 from specjoule import axes
+from specjoule.report.text import fmt, markdown_table
 
 C = pl.col
 COMPONENTS = ("verify", "draft", "idle / host wait")
@@ -156,9 +157,9 @@ def decomposition_rows(table: pl.DataFrame) -> list[list[str]]:
     out = []
     for r in table.iter_rows(named=True):
         out.append([str(r["engine"]), str(r["model_pair"]), str(r["batch_size"]), str(r["scheme"]),
-                    str(r["acceptance_name"] or "—"), _num(r["realized_L"], 3), str(r["replicates"]),
-                    _num(r["measured_mj"]), _num(r["verify_mj"]), _num(r["draft_mj"]), _num(r["idle_mj"]),
-                    _num(r["baseline_mj"]), _num(r["predicted_mj"]), f"{r['residual']:+.3f}"])
+                    str(r["acceptance_name"] or "—"), fmt(r["realized_L"], 3), str(r["replicates"]),
+                    fmt(r["measured_mj"]), fmt(r["verify_mj"]), fmt(r["draft_mj"]), fmt(r["idle_mj"]),
+                    fmt(r["baseline_mj"]), fmt(r["predicted_mj"]), f"{r['residual']:+.3f}"])
     return out
 
 
@@ -171,24 +172,13 @@ def crossover_rows(crossover: pl.DataFrame | None) -> list[list[str]]:
         pred = r.get("predicted_crossover_L")
         lo, hi = r.get("predicted_crossover_L_low"), r.get("predicted_crossover_L_high")
         pred_text = "not predicted (no fitted baseline)" if pred is None else (
-            _num(pred, 3) + (f" [{_num(lo, 3)}, {_num(hi, 3)}]" if lo is not None and hi is not None else ""))
+            fmt(pred, 3) + (f" [{fmt(lo, 3)}, {fmt(hi, 3)}]" if lo is not None and hi is not None else ""))
         meas = r.get("measured_crossover_L")
         out.append([str(r.get("target_family") or "—"), str(r["model_pair"]), str(r["engine"]), str(r["method"]),
                     str(r.get("k") if r.get("k") is not None else "—"), str(r["batch_size"]),
-                    _num(r.get("verify_width"), 3), pred_text, "—" if meas is None else _num(meas, 3),
+                    fmt(r.get("verify_width"), 3), pred_text, "—" if meas is None else fmt(meas, 3),
                     str(r.get("measured_bracket") or "—")])
     return out
-
-
-def _num(v: Any, digits: int = 4) -> str:
-    if v is None:
-        return "—"
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}g}"
-
-
-def _markdown(columns: list[str], rows: list[list[str]]) -> str:
-    return "\n".join(["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
-                      *("| " + " | ".join(r) + " |" for r in rows)])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -197,13 +187,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("crossover", nargs="?", help="crossover.parquet (rule roofline)")
     a = ap.parse_args(argv)
     try:
-        print(_markdown(DECOMPOSITION_COLUMNS, decomposition_rows(decomposition(pl.read_parquet(a.curves)))))
+        rows = decomposition_rows(decomposition(pl.read_parquet(a.curves)))
+        print("\n".join(markdown_table(DECOMPOSITION_COLUMNS, rows)))
     except NoModel as exc:
         print(f"no decomposition: {exc}")
     if a.crossover:
         print()
         rows = crossover_rows(pl.read_parquet(a.crossover))
-        print(_markdown(CROSSOVER_COLUMNS, rows) if rows else "no crossover row")
+        print("\n".join(markdown_table(CROSSOVER_COLUMNS, rows)) if rows else "no crossover row")
 
 
 if __name__ == "__main__":
