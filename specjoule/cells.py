@@ -322,6 +322,9 @@ class Arm:
     scheme: dict
     variant: tuple  # (acceptance name, kind, rates, configured L); all None for baselines and model acceptance
     window_index: int = 0
+    # The scheme's own `batch_sizes` (a subset of the grid's), None = every batch size. Not part of the arm's
+    # identity: widening the subset later adds cells and leaves the measured ones' ids alone (ADR 0180).
+    batch_sizes: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -385,7 +388,8 @@ def expand(config: dict) -> Iterator[tuple[str, list[CampaignPlan]]]:
 
 def campaign_arms(config: dict, variants: dict[str, list]) -> list[Arm]:
     """The arms every campaign holds, in declaration order: opening baseline windows, each point's
-    (variant, window), closing baseline windows."""
+    (variant, window), closing baseline windows. A point whose scheme names its own batch sizes is dropped
+    from the campaigns of other batch sizes by arms_at()."""
     windows = int(config.get("windows", 1))
     baseline_name = next(n for n, s in config["schemes"].items() if s["method"] == "baseline")
     base = config["schemes"][baseline_name]
@@ -398,13 +402,28 @@ def campaign_arms(config: dict, variants: dict[str, list]) -> list[Arm]:
     for sname, scheme in config["schemes"].items():
         if scheme["method"] == "baseline":
             continue
+        only = tuple(scheme["batch_sizes"]) if scheme.get("batch_sizes") is not None else None
+        scheme = {key: value for key, value in scheme.items() if key != "batch_sizes"}
         for variant in variants[sname]:
             label = sname if variant[0] is None else f"{sname}--{variant[0]}"
-            arms.extend(Arm(f"{label}{wsuffix(w)}", ROLE_POINT, sname, scheme, variant, w) for w in range(windows))
+            arms.extend(Arm(f"{label}{wsuffix(w)}", ROLE_POINT, sname, scheme, variant, w, only)
+                        for w in range(windows))
     if config["protocol"]["closing_baseline"]:
         arms.extend(Arm(f"{baseline_name}--close{wsuffix(w)}", ROLE_CLOSING, baseline_name, base, none, w)
                     for w in range(windows))
     return arms
+
+
+def arms_at(arms: list[Arm], batch_size: int) -> list[Arm]:
+    """The arms of a campaign at one batch size. A campaign left with no point by the schemes' own
+    `batch_sizes` is a baseline sweep point: it keeps its opening baseline and drops the closing one,
+    which would bracket nothing (ADR 0180)."""
+    kept = [a for a in arms if a.batch_sizes is None or batch_size in a.batch_sizes]
+    if len(kept) == len(arms):
+        return arms
+    if not any(a.role == ROLE_POINT for a in kept):
+        kept = [a for a in kept if a.role != ROLE_CLOSING]
+    return kept
 
 
 # -- identify: content-addressed ids and engine keys ------------------------------------------------
@@ -509,12 +528,20 @@ class FamilyOrder:
         self.engine_order: dict[str, int] = {}  # engine key -> its first vector's position
 
     def sort(self, points: list[Cell], order_keys: dict[str, str]) -> None:
+        if not points:
+            return
         if self.point_order is None:
             keys = sorted({order_keys[c.cell_id] for c in points})
             random.Random(f"{self.order_seed}:{self.family}").shuffle(keys)
             self.point_order = {k: i for i, k in enumerate(keys)}
-            for c in sorted(points, key=lambda c: self.point_order[order_keys[c.cell_id]]):
-                self.engine_order.setdefault(c.engine_key, self.point_order[order_keys[c.cell_id]])
+        new = sorted({order_keys[c.cell_id] for c in points} - set(self.point_order))
+        if new:
+            # Only schemes with their own batch sizes give campaigns of one family different points: keys a
+            # later campaign adds go after the first campaign's, in their own seeded shuffle.
+            random.Random(f"{self.order_seed}:{self.family}:{len(self.point_order)}").shuffle(new)
+            self.point_order.update({k: len(self.point_order) + i for i, k in enumerate(new)})
+        for c in sorted(points, key=lambda c: self.point_order[order_keys[c.cell_id]]):
+            self.engine_order.setdefault(c.engine_key, self.point_order[order_keys[c.cell_id]])
         points.sort(key=lambda c: (self.engine_order[c.engine_key], c.window_index,
                                    self.point_order[order_keys[c.cell_id]], c.name))
 
@@ -552,7 +579,7 @@ def build(config: dict) -> CellTable:
             base_blob = _blob(plan.setup.as_dict())  # hashed once per campaign; each cell adds only its own part
             order_keys: dict[str, str] = {}
             members = []
-            for arm in arms:
+            for arm in arms_at(arms, plan.setup.batch_size):
                 cell, order_keys[cell.cell_id] = identify(plan, arm, config, swap, base_blob)
                 members.append(cell)
             ordered = order_campaign(members, order_keys, share, family_order, order_seed)

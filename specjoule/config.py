@@ -400,7 +400,13 @@ def _check_semantics(config: dict) -> None:
         if method == "baseline":
             if scheme.get("synthetic") or scheme.get("acceptance") or "k" in scheme:
                 raise ConfigError(key, scheme, "a baseline drafts nothing: no k, synthetic or acceptance")
+            if "batch_sizes" in scheme:
+                raise ConfigError(f"{key}.batch_sizes", scheme["batch_sizes"],
+                                  "the baseline runs at every batch size of the grid (every speculative cell pairs "
+                                  "with the baseline of its batch size); give the speculative schemes their own "
+                                  "batch_sizes instead")
             continue
+        _check_scheme_batch_sizes(key, scheme.get("batch_sizes"), config["batch_sizes"])
         if "k" not in scheme:
             raise ConfigError(f"{key}.k", None, f"{method} needs k (draft tokens per round)")
         k = scheme["k"]
@@ -452,6 +458,19 @@ def _check_semantics(config: dict) -> None:
 # Per engine: the option that caps the requests it runs at once, and the adapter's default for it (the batch size).
 MAX_RUNNING_OPTION = {"vllm": "max_num_seqs", "sglang": "max_running_requests"}
 OPEN_LOOP_ONLY = ("rate", "schedule", "burstiness")
+
+
+def _check_scheme_batch_sizes(key: str, only: list | None, grid: list) -> None:
+    """A scheme's own batch sizes: a subset of the grid's, each once (ADR 0180)."""
+    if only is None:
+        return
+    if len(set(only)) != len(only):
+        raise ConfigError(f"{key}.batch_sizes", only, "duplicate value")
+    for i, b in enumerate(only):
+        if b not in grid:
+            raise ConfigError(f"{key}.batch_sizes[{i}]", b,
+                              f"not one of the grid's batch_sizes {grid}: a scheme's own batch sizes choose among "
+                              f"them (the baseline of that batch size is what its cells pair with)")
 
 
 def _check_workload(name: str, wl: dict, config: dict) -> None:

@@ -238,7 +238,8 @@ def baseline_drift(df: pl.DataFrame, th: Thresholds, config_hash: str | None) ->
         "opening_s_per_committed_token", "closing_s_per_committed_token",
         "opening_cell_names", "closing_cell_names", "opening_n", "closing_n",
     ).unique("campaign_id", keep="first", maintain_order=True)
-    camps = df.select("campaign_id").unique().join(base, on="campaign_id", how="left")
+    points = df.group_by("campaign_id").agg((C("role") == ROLE_POINT).any().alias("has_points"))
+    camps = df.select("campaign_id").unique().join(base, on="campaign_id", how="left").join(points, on="campaign_id")
     energy = C("opening_mj_per_committed_token").is_not_null() & C("closing_mj_per_committed_token").is_not_null()
     any_energy = C("opening_mj_per_committed_token").is_not_null() | C("closing_mj_per_committed_token").is_not_null()
     o = pl.when(energy).then(C("opening_mj_per_committed_token")).otherwise(C("opening_s_per_committed_token"))
@@ -256,6 +257,9 @@ def baseline_drift(df: pl.DataFrame, th: Thresholds, config_hash: str | None) ->
                 .when(mixed | drift.is_null() | (drift > th.baseline_drift_max)).then(pl.lit(FAIL))
                 .otherwise(pl.lit(PASS)))
     detail = (pl.when(C("opening_cell_name").is_null()).then(pl.lit("no opening baseline"))
+                .when(C("closing_cell_name").is_null() & ~C("has_points")).then(pl.lit(
+                    "a baseline sweep point (no speculative arm at this batch size, ADR 0180): no closing baseline, "
+                    "nothing to bracket; drift not measurable"))
                 .when(C("closing_cell_name").is_null()).then(pl.lit("no closing baseline in this campaign: drift not measurable"))
                 .when(mixed).then(pl.lit("energy measured on one baseline only"))
                 .when(drift.is_null()).then(pl.format("{}: not recorded on a baseline", metric))
