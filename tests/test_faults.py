@@ -12,7 +12,7 @@ happens in production:
 
 Each asserts: no record and no timeline (nothing half-written), no process of the engine left, the log line that
 says what happened, and a re-run that completes. vLLM engine starts: 7 (about 1 min each on 2 busy cores).
-The SLURM requeue is tests/test_slurm_requeue.py.
+The SLURM requeue is run 1 of tests/test_slurm_e2e.py.
 """
 
 from __future__ import annotations
