@@ -51,6 +51,7 @@ lint: venv
 # Then the tests that start real engines, one at a time: two engines at once would share the CPU whose timing their
 # assertions read. `make test` fails if either phase failed, after both ran.
 FAST := not engine and not slurm and not browser
+# TEST_WORKERS=0: one process, no xdist.
 TEST_WORKERS ?= 2
 
 test: venv system-deps lint
