@@ -11,8 +11,8 @@ happens in production:
 - at the engine: its EngineCore process is stopped (SIGSTOP) mid-window — a real hang.
 
 Each asserts: no record and no timeline (nothing half-written), no process of the engine left, the log line that
-says what happened, and a re-run that completes. vLLM engine starts: 7 (about 1 min each on 2 busy cores).
-The SLURM requeue is tests/test_slurm_requeue.py.
+says what happened, and a re-run that completes. vLLM engine starts: 6 (about 1 min each on 2 busy cores).
+The SLURM requeue is run 1 of tests/test_slurm_e2e.py.
 """
 
 from __future__ import annotations
@@ -115,37 +115,7 @@ def work(tmp_path, monkeypatch):
     return tmp_path
 
 
-# ------------------------------------------------------------------------------------------------- NVML lost
-
-
-@pytest.mark.engine
-def test_nvml_fails_mid_window(work, monkeypatch):
-    raw = grid(min_window_s=4)
-    raw.update(meter="nvml")
-    raw["protocol"]["idle_s"] = 0.5
-    cfg, cell = write(work, raw)
-    log = work / "cell.log"
-    fake = FakeNvml()
-    use_fake_nvml(monkeypatch, fake)
-    lost_at: list[float] = []
-    when_logged(log, "window: start", lambda: (time.sleep(0.5), fake.lose_gpu(), lost_at.append(time.monotonic())))
-    with pytest.raises(MeterError, match=r"nvmlDeviceGetTotalEnergyConsumption on GPU 0 .* failed: GPU is lost"):
-        run(cfg, cell, log)
-    assert lost_at, "the GPU was never lost: the window did not start"
-    print(f"\n[faults] NVML lost: the cell failed {time.monotonic() - lost_at[0]:.1f} s after the GPU was lost")
-    text = log.read_text()
-    assert "meter nvml: timeline reading" in text and "GPU is lost" in text  # seen by the sampler first
-    assert "cell: failed, no record written for the cell in progress: MeterError" in text
-    assert_nothing_left(work, cell, log)
-
-    # Re-run with NVML back (a fresh driver handle): the cell completes, and its record says it is a retry.
-    use_fake_nvml(monkeypatch, FakeNvml())
-    assert run(cfg, cell, log) == 0
-    row = records.read_records([work / cell.record_path]).to_pylist()[0]
-    assert row["meter"] == "nvml" and row["energy_j"] > 0 and row["retried"] is True
-
-
-# ------------------------------------------------------------------------------------------------- GPU in use
+# ----------------------------------------------------------------------------- GPU in use, then NVML lost
 
 
 def test_gpu_in_use_is_flagged_with_the_process_listed(monkeypatch):
@@ -168,12 +138,19 @@ def test_gpu_in_use_is_flagged_with_the_process_listed(monkeypatch):
 
 
 @pytest.mark.engine
-def test_gpu_in_use_is_refused_before_the_engine_starts(work, monkeypatch):
-    raw = grid(min_window_s=2)
+def test_gpu_in_use_is_refused_then_nvml_fails_mid_window_then_a_rerun_completes(work, monkeypatch):
+    """Two NVML faults of one cell, one after the other, and the re-run that completes: the GPU is in use by another
+    job (refused before any engine starts); that job ends and the re-run measures, until the GPU falls off the bus
+    mid-window; NVML comes back and the next re-run completes. (Two tests before, each with a re-run of its own on
+    the same engine: the first fault's re-run is the second fault's run; every assertion of both is kept.)"""
+    raw = grid(min_window_s=4)
     raw.update(meter="nvml")
+    raw["protocol"]["idle_s"] = 0.5
     raw["checks"]["gpu_in_use"] = "refuse"
     cfg, cell = write(work, raw)
     log = work / "cell.log"
+
+    # GPU in use: refused at once, no engine started, nothing written.
     with OtherJob() as pid:  # a real process: its name is read as NVML would
         fake = FakeNvml(processes=[(pid, 3 * 2**30)])
         use_fake_nvml(monkeypatch, fake)
@@ -186,12 +163,27 @@ def test_gpu_in_use_is_refused_before_the_engine_starts(work, monkeypatch):
     assert "engine: start" not in text and not engine_groups(log), "an engine was started on a busy GPU"
     assert f"GpuInUse: the cell's GPU is in use by 1 other compute process(es): pid {pid}" in text
     print(f"\n[faults] GPU in use: refused {refused_after:.2f} s after the cell started")
-    assert refused_after < 30  # no engine start, no idle measurement
+    assert refused_after < 30  # no engine start
     assert_nothing_left(work, cell, log)
 
-    fake.processes = []  # the other job ended
+    # The other job ended: the re-run measures, and loses its GPU half a second into the window.
+    fake.processes = []
+    lost_at: list[float] = []
+    when_logged(log, "window: start", lambda: (time.sleep(0.5), fake.lose_gpu(), lost_at.append(time.monotonic())))
+    with pytest.raises(MeterError, match=r"nvmlDeviceGetTotalEnergyConsumption on GPU 0 .* failed: GPU is lost"):
+        run(cfg, cell, log)
+    assert lost_at, "the GPU was never lost: the window did not start"
+    print(f"\n[faults] NVML lost: the cell failed {time.monotonic() - lost_at[0]:.1f} s after the GPU was lost")
+    text = log.read_text()
+    assert "meter nvml: timeline reading" in text and "GPU is lost" in text  # seen by the sampler first
+    assert "cell: failed, no record written for the cell in progress: MeterError" in text
+    assert_nothing_left(work, cell, log)
+
+    # Re-run with NVML back (a fresh driver handle): the cell completes, and its record says it is a retry.
+    use_fake_nvml(monkeypatch, FakeNvml())
     assert run(cfg, cell, log) == 0
     row = records.read_records([work / cell.record_path]).to_pylist()[0]
+    assert row["meter"] == "nvml" and row["energy_j"] > 0 and row["retried"] is True
     assert row["other_gpu_processes"] == 0 and row["other_gpu_process_list"] is None
 
 

@@ -5,12 +5,19 @@ through sbatch/srun with the shipped profile plus the CI overlay (tests/data/slu
 request, partition `debug`):
 
 1. baseline + ngram, no closing baseline: every cell runs as a SLURM job (its record carries the
-   job id), the campaign is one job, and records, checks, curves and the report are produced.
+   job id), the campaign is one job, and records, checks, curves and the report are produced. The job
+   is submitted with ``--slurm-requeue`` and preempted (issue 21 item 4, ADR 0134): while its second
+   cell starts its engine, ``scontrol requeue`` does what a partition with ``PreemptMode=REQUEUE`` does
+   (SIGTERM to the job, the same job id back in the queue). The requeued job keeps the baseline's record
+   as measured (same window, same engine launch), measures the interrupted cell once more and says so
+   (``retried``, ``slurm_restart_count``), leaves no process behind, and Snakemake finishes without
+   submitting another job. (This was its own test of the same two cells; one run now serves both: two
+   engine starts fewer.)
 2. the same grid plus a long-window workload (one new campaign). Its first cell is cancelled with
    scancel while its engine is measuring: the cell stops its engine, writes nothing and exits at
    once (well inside KillWait); Snakemake reports the failure; the cells of run 1 are not re-run.
 
-About 6 minutes on 2 idle cores (each engine start ≈ 50 s, plus SLURM status polling).
+About 7 minutes on 2 idle cores (each engine start ≈ 50 s, plus SLURM status polling).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import copy
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -63,6 +71,34 @@ def processes_in_group(pgid: int) -> list[int]:
     return pids
 
 
+def requeue_when_logged(slurm_cluster, cell_log: Path, seen: dict,
+                        before: Callable[[], dict]) -> Callable[[subprocess.Popen], None]:
+    """An ``on_start`` that requeues the one running job as soon as ``cell_log`` says its engine starts,
+    and releases it at once (a requeued job waits for its begin time; a freed partition would start it)."""
+
+    def requeue(proc) -> None:
+        deadline = time.monotonic() + 420
+        while "engine: start" not in (cell_log.read_text(errors="replace") if cell_log.exists() else ""):
+            assert proc.poll() is None, "Snakemake ended before the cell to preempt started"
+            assert time.monotonic() < deadline, "the cell to preempt did not start within 420 s"
+            time.sleep(0.5)
+        seen["before"] = before()
+        running = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i"], capture_output=True, text=True,
+                                 check=True).stdout.split()
+        assert len(running) == 1, running
+        seen["requeued_job"] = running[0]
+        subprocess.run(["scontrol", "requeue", running[0]], check=True, timeout=30)
+        for _ in range(60):
+            if slurm_cluster.job_info(running[0]).get("JobState") == "PENDING":
+                subprocess.run(["scontrol", "update", f"JobId={running[0]}", "StartTime=now"], check=False,
+                               timeout=30)
+                subprocess.run(["scontrol", "release", running[0]], check=False, timeout=30)
+                break
+            time.sleep(1)
+
+    return requeue
+
+
 def pid_running(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
@@ -72,7 +108,7 @@ def pid_running(pid: int) -> bool:
 
 @pytest.mark.slurm
 @pytest.mark.engine
-@pytest.mark.timeout(780)
+@pytest.mark.timeout(1080)
 def test_demo_grid_under_slurm(slurm_cluster, tmp_path):
     from specjoule import cells, config
 
@@ -82,11 +118,17 @@ def test_demo_grid_under_slurm(slurm_cluster, tmp_path):
     table = cells.build(config.validate(grid))
     snakefile = ["-s", str(REPO / "Snakefile"), "--configfile", "grid.yaml"]
 
-    # ---------------------------------------------------------------- run 1: the grid
-    # Timeouts guard against hangs (status polling, a stuck engine); nominal total ≈ 6 min.
-    run1 = run_snakemake(snakefile, tmp_path, cpu=True, timeout_s=420)
-    print(f"\n[slurm-e2e] run 1 (2 cells + analysis + report): {run1.wall_s:.1f} s, rc={run1.returncode}")
-    assert not run1.timed_out, f"run 1 did not finish in 420 s:\n{run1.output[-5000:]}"
+    # ---------------------------------------------------------------- run 1: the grid, its job preempted once
+    # Timeouts guard against hangs (status polling, a stuck engine); nominal total ≈ 7 min.
+    first, second = table  # opening baseline, then ngram: one campaign, one chain
+    requeue: dict = {}
+    on_start = requeue_when_logged(slurm_cluster, tmp_path / second.log_path, requeue,
+                                   before=lambda: cell_records(tmp_path)[f"{first.campaign_id}/{first.name}"])
+    run1 = run_snakemake([*snakefile, "--slurm-requeue"], tmp_path, cpu=True, timeout_s=600, on_start=on_start)
+    print(f"\n[slurm-e2e] run 1 (2 cells, one requeue, + analysis + report): {run1.wall_s:.1f} s, "
+          f"rc={run1.returncode}, job {requeue.get('requeued_job')}")
+    assert not run1.timed_out, f"run 1 did not finish in 600 s:\n{run1.output[-5000:]}"
+    assert requeue.get("requeued_job"), "the job was never requeued"
     assert run1.returncode == 0, run1.output[-5000:]
     for out in OUTPUTS:
         assert (tmp_path / out).is_file() and (tmp_path / out).stat().st_size > 0, out
@@ -103,6 +145,22 @@ def test_demo_grid_under_slurm(slurm_cluster, tmp_path):
     info = slurm_cluster.job_info(job_id)
     assert info["JobState"] == "COMPLETED" and info["Partition"] == "debug"
     assert "gpu" not in info.get("TresPerJob", ""), "the CI overlay asks for no GPU"
+    # The preempted job: requeued under its own id (submitted once, above), not resubmitted.
+    assert requeue["requeued_job"] == job_id and info.get("Restarts") == "1"
+    kept, redone = recs[f"{first.campaign_id}/{first.name}"], recs[f"{second.campaign_id}/{second.name}"]
+    # The finished cell was not measured again: the very window and engine launch of the first attempt.
+    for col in ("window_start", "window_start_monotonic", "engine_instance", "committed_tokens"):
+        assert kept[col] == requeue["before"][col], col
+    assert kept["slurm_restart_count"] == 0 and kept["retried"] is False
+    # The interrupted cell ran again, in the requeued job, and says so.
+    assert redone["slurm_job_id"] == job_id and redone["slurm_restart_count"] == 1
+    assert redone["retried"] is True and redone["committed_tokens"] > 0
+    first_log = (tmp_path / first.log_path).read_text(errors="replace")
+    assert "record kept, not measured again" in first_log, first_log[-2000:]
+    second_log = (tmp_path / second.log_path).read_text(errors="replace")
+    assert "an earlier attempt started and wrote no record" in second_log, second_log[-2000:]
+    left = slurm_cluster.wait_no_job_processes()
+    assert not left, f"processes of the job still running: {left}"
 
     import pyarrow.parquet as pq
 
