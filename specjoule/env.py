@@ -29,15 +29,18 @@ def _dist_version(*names: str) -> str | None:
 def git_commit(repo: str | os.PathLike = REPO_ROOT) -> str:
     """``git rev-parse HEAD`` of the pipeline, or "unknown" outside a git checkout.
 
-    ``SPECJOULE_GIT_COMMIT`` is used when there is no checkout to ask: a copied working tree, as on the
-    offline GPU machine (tools/device), where the H200 records of 2026-11-30 said "unknown"."""
+    ``SPECJOULE_GIT_COMMIT``, when set, names it: a copied working tree has no checkout to ask (the H200 records
+    of 2026-11-30 said "unknown"), and the GPU machine's copy can carry a stale ``.git`` whose HEAD is another
+    commit (2026-12-02: a round profile of 2595cee said 42f1698), so a commit named on purpose wins."""
     given = os.environ.get("SPECJOULE_GIT_COMMIT", "").strip()
+    if given:
+        return given
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
                               timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         head = ""
-    return head or given or "unknown"
+    return head or "unknown"
 
 
 def capture(engine: str = "vllm") -> dict[str, Any]:
