@@ -132,4 +132,5 @@ def test_report_renders_the_roofline_section_from_the_committed_h200_evidence(tm
     for col in ("predicted_mj_per_committed_token", "residual", "energy_verify_share", "energy_draft_share",
                 "energy_idle_share"):
         assert spec_rows[col].null_count() == 0, col
-    assert (table["residual"].abs() < 0.1).all()  # the committed fit: within 6 % (README there)
+    # The committed fit (ADR 0182, README there): every cell inside the pre-registered model_residual_max (0.25).
+    assert (table["residual"].abs() < 0.25).all()

@@ -134,7 +134,9 @@ def _record(b: int, method: str = "baseline", k: int | None = None, L: float = 1
     committed = b * OUT * 4  # four generations of the batch in the window
     rounds = committed / (b * L)
     batches = committed / (b * OUT)
-    passes = rounds * (1 + n_draft) + batches * (1 + (1 if n_draft else 0))
+    # A drafter pass pays the target's fixed per-pass time in proportion to its layers (ADR 0182): 24 of 36 here.
+    share = DRAFT.num_layers / DENSE.num_layers
+    passes = rounds * (1 + n_draft * share) + batches * (1 + (share if n_draft else 0))
     roof = rounds * (_roof(verify) + n_draft * _roof(draft)) + batches * _roof(prompt)
     seconds = passes * TRUE["t0"] + TRUE["slowdown"] * roof + rounds * host_wait_s
     bytes_ = rounds * (verify["bytes"] + n_draft * draft["bytes"]) + batches * prompt["bytes"]
@@ -367,3 +369,24 @@ def test_residual_bound_is_preregistered_in_the_config_and_defaults_without_chan
     # No schema default: a config that leaves it unset validates to the same dict (and hash) as before.
     props = config._schema()["properties"]["checks"]["properties"]
     assert "default" not in props["model_residual_max"]
+
+
+def test_a_drafter_pass_pays_the_fixed_pass_time_in_proportion_to_its_layers():
+    """ADR 0182: t0 is fitted on target steps; a one-layer EAGLE3 head of a 48-layer MoE target pays 1/48 of it
+    per pass (the H200 round profile of 2026-12-02: 0.26 ms per head pass against a 2.9 ms fitted t0)."""
+    from specjoule import models
+
+    target = models.describe("config/models/qwen3-30b-a3b")
+    head = models.describe_drafter("config/models/qwen3-30b-a3b-eagle3")
+    assert (target.num_layers, head.num_layers) == (48, 1)
+    assert rf.draft_overhead_share(target, head) == pytest.approx(1 / 48)
+    mtp = models.describe_drafter("config/models/mimo-7b")  # the target's own MTP layer
+    assert rf.draft_overhead_share(models.describe("config/models/mimo-7b"), mtp) == pytest.approx(1 / 36)
+    assert rf.draft_overhead_share(DENSE, DRAFT) == pytest.approx(24 / 36)
+    assert rf.draft_overhead_share(DENSE, object()) == 1.0  # a count unknown: the whole t0, as before
+    # In a prediction: three head passes add 3/48 of t0, not 3 t0.
+    tm = rf.TimeModel(0.0029, 1.0, rf.Ceilings(BW, OPS))
+    tiny = rf.PassCost(0.0, 0.0)
+    work = rf.CellWork(1.0, 4.0, 4.0, 512.0, tiny, tiny, 3, tiny, 0, None, rf.draft_overhead_share(target, head))
+    p = rf.predict(work, rf.Coefficients(100.0, 0.0, 0.0), tm)
+    assert p.round_s == pytest.approx(0.0029 * (1 + 3 / 48))

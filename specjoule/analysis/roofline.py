@@ -246,6 +246,10 @@ class CellWork:
     prompt: PassCost  # one batch's prompt pass (target + drafter)
     prompt_draft_passes: int  # drafter prompt passes (0 or 1)
     target_family: str | None = None
+    # The share of the target's fixed time per pass (t0) that one drafter pass costs: drafter layers over target
+    # layers (ADR 0182). t0 is fitted on target steps, whose kernels scale with the layer count; a one-layer head
+    # of a 48-layer target is not charged a 48-layer step's overhead three times per round.
+    draft_overhead_share: float = 1.0
 
     @property
     def committed_per_round(self) -> float:
@@ -308,7 +312,17 @@ def cell_work(row: Mapping[str, Any], target: Any, drafter: Any | None,
     if prompt_draft:
         prompt = prompt + drafter_pass(drafter, batch, prompt_len, prompt_len / 2.0)
     return CellWork(batch, width, accepted_length, output_len, verify, draft, n_draft, prompt, prompt_draft,
-                    getattr(target, "family", None))
+                    getattr(target, "family", None), draft_overhead_share(target, drafter) if n_draft else 1.0)
+
+
+def draft_overhead_share(target: Any, drafter: Any) -> float:
+    """Drafter layers over target layers (ADR 0182): the share of the target's fixed per-pass time a drafter
+    pass pays (an MTP drafter's shape counts the target's MTP layers); 1.0, the whole t0, when a count is unknown."""
+    target_layers = getattr(target, "num_layers", None)
+    drafter_layers = getattr(drafter, "num_layers", None)
+    if not target_layers or not drafter_layers:
+        return 1.0
+    return min(1.0, drafter_layers / target_layers)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -331,8 +345,9 @@ class TimeModel:
     slowdown: float
     ceilings: Ceilings
 
-    def pass_s(self, c: PassCost) -> float:
-        return self.t0_s + self.slowdown * self.ceilings.roof_s(c)
+    def pass_s(self, c: PassCost, overhead_share: float = 1.0) -> float:
+        """``overhead_share``: the part of t0 this pass pays (a drafter pass: its layers over the target's)."""
+        return self.t0_s * overhead_share + self.slowdown * self.ceilings.roof_s(c)
 
 
 @dataclass(frozen=True)
@@ -360,10 +375,11 @@ class Prediction:
 
 def predict(work: CellWork, coeff: Coefficients, tm: TimeModel) -> Prediction:
     t_verify = tm.pass_s(work.verify)
-    t_draft = work.n_draft_passes * tm.pass_s(work.draft_pass) if work.n_draft_passes else 0.0
+    share = work.draft_overhead_share
+    t_draft = work.n_draft_passes * tm.pass_s(work.draft_pass, share) if work.n_draft_passes else 0.0
     verify_j = coeff.energy_j(t_verify, work.verify)
     draft_j = coeff.energy_j(t_draft, work.draft_pass.times(work.n_draft_passes)) if work.n_draft_passes else 0.0
-    t_prompt = tm.pass_s(work.prompt) + (tm.t0_s * work.prompt_draft_passes)
+    t_prompt = tm.pass_s(work.prompt) + (tm.t0_s * share * work.prompt_draft_passes)
     prompt_j = coeff.energy_j(t_prompt, work.prompt)
     per_token_round = (verify_j + draft_j) / work.committed_per_round
     per_token_prompt = prompt_j / work.committed_per_batch
@@ -377,7 +393,8 @@ def token_features(w: CellWork, ceilings: Ceilings) -> np.ndarray:
     1000 · (P·(t0·passes + slowdown·roof) + e_byte·bytes + e_op·ops) mJ — the same as ``predict``, in a
     form the bootstrap can evaluate for every resampled fit at once."""
     cpr, cpb = w.committed_per_round, w.committed_per_batch
-    passes = (1 + w.n_draft_passes) / cpr + (1 + w.prompt_draft_passes) / cpb
+    share = w.draft_overhead_share
+    passes = (1 + w.n_draft_passes * share) / cpr + (1 + w.prompt_draft_passes * share) / cpb
     roof = ((ceilings.roof_s(w.verify) + w.n_draft_passes * ceilings.roof_s(w.draft_pass)) / cpr
             + ceilings.roof_s(w.prompt) / cpb)
     round_cost = w.verify + w.draft_pass.times(w.n_draft_passes)
@@ -397,10 +414,11 @@ def crossover_length(spec: CellWork, base: CellWork, coeff: Coefficients, tm: Ti
     t_v = tm.pass_s(spec.verify)
     e_round = coeff.energy_j(t_v, spec.verify)
     if spec.n_draft_passes:
-        e_round += coeff.energy_j(spec.n_draft_passes * tm.pass_s(spec.draft_pass),
+        e_round += coeff.energy_j(spec.n_draft_passes * tm.pass_s(spec.draft_pass, spec.draft_overhead_share),
                                   spec.draft_pass.times(spec.n_draft_passes))
     e_step = coeff.energy_j(tm.pass_s(base.verify), base.verify)
-    e_prompt_spec = coeff.energy_j(tm.pass_s(spec.prompt) + tm.t0_s * spec.prompt_draft_passes, spec.prompt)
+    e_prompt_spec = coeff.energy_j(tm.pass_s(spec.prompt)
+                                   + tm.t0_s * spec.draft_overhead_share * spec.prompt_draft_passes, spec.prompt)
     e_prompt_base = coeff.energy_j(tm.pass_s(base.prompt), base.prompt)
     per_request_step = e_step + (e_prompt_base - e_prompt_spec) / spec.output_len
     return e_round / per_request_step if per_request_step > 0 else math.inf
@@ -872,7 +890,7 @@ def _split(r: Mapping[str, Any], w: CellWork, co: Coefficients, tm: TimeModel, p
     idle_j = 0.0
     if rounds:
         batches = committed / w.committed_per_batch
-        t_prompt = tm.pass_s(w.prompt) + tm.t0_s * w.prompt_draft_passes
+        t_prompt = tm.pass_s(w.prompt) + tm.t0_s * w.draft_overhead_share * w.prompt_draft_passes
         unexplained = r["window_s"] / rounds - p.round_s - batches * t_prompt / rounds
         idle_j = co.static_w * max(0.0, unexplained)
     total = p.verify_j + p.draft_j + idle_j
@@ -1177,9 +1195,9 @@ def plan_predictions(cells: Iterable[Any], records_path: str, hardware_dir: str,
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m specjoule.analysis.roofline RECORDS --hardware DIR [--config CFG] --out DIR``: the rule's
-    library call on a records.parquet the workflow cannot re-aggregate (an incomplete campaign's committed
-    records), writing the same five tables."""
+    """``python -m specjoule.analysis.roofline RECORDS… --hardware DIR [--config CFG] --out DIR``: the rule's
+    library call on records.parquet files the workflow cannot re-aggregate (an incomplete campaign's committed
+    records; several campaigns of one GPU fitted together), writing the same five tables."""
     import argparse
     from pathlib import Path
 
@@ -1188,14 +1206,15 @@ def main(argv: list[str] | None = None) -> None:
     from specjoule import hardware as hw
 
     ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0] if main.__doc__ else None)
-    ap.add_argument("records")
+    ap.add_argument("records", nargs="+", help="records.parquet files (several: one table, e.g. two configs' sweeps on one GPU)")
     ap.add_argument("--hardware", required=True, help="a folder of GPU-*.json calibrations")
     ap.add_argument("--config", help="the config that ran the records (its drafters, for records naming none)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     calibrations = [{**hw.load(p), "path": str(p)} for p in sorted(Path(a.hardware).glob("GPU-*.json"))]
     drafters = configured_drafters(yaml.safe_load(Path(a.config).read_text())) if a.config else None
-    result = model_cells(pl.read_parquet(a.records), models_lookup, calibrations, drafters=drafters)
+    records = pl.concat([pl.read_parquet(p) for p in a.records], how="diagonal_relaxed")
+    result = model_cells(records, models_lookup, calibrations, drafters=drafters)
     Path(a.out).mkdir(parents=True, exist_ok=True)
     names = {"cells": "roofline", "fit": "roofline_fit", "time": "roofline_time", "crossover": "crossover",
              "hardware": "hardware"}
