@@ -261,3 +261,72 @@ def test_1201d_mtp_family_is_incomplete_and_says_so():
     assert "incomplete" in (SCHEMES_1201D / "README.md").read_text()
     mtp = df.filter(pl.col("method") == "mtp")
     assert (mtp["realized_L"] == mtp["configured_L"]).all() and (mtp["verify_width"] == 4.0).all()
+
+
+# --- session-2026-12-02: EAGLE3 on a MoE target at B 1 and 32, and baseline sweeps (issues 16, 18) --------------
+SESSION_1202 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02"
+
+
+@pytest.mark.parametrize("family,config_name", [("families", "h200-families-sweep.yaml"),
+                                                ("sweep-qwen3-8b", "h200-sweep-qwen3-8b.yaml")])
+def test_1202_configs_are_the_preregistered_ones(family, config_name):
+    assert (SESSION_1202 / family / config_name).read_bytes() == (RUN_CONFIGS / config_name).read_bytes()
+
+
+def test_1202_analysis_config_leaves_out_only_the_pair_that_did_not_start():
+    run = yaml.safe_load((SESSION_1202 / "families" / "h200-families-sweep.yaml").read_text())
+    analysis = yaml.safe_load((SESSION_1202 / "families" / "config-analysis.yaml").read_text())
+    assert set(run["models"]) - set(analysis["models"]) == {"gemma4_26b_a4b"}
+    del run["models"]["gemma4_26b_a4b"]
+    assert run == analysis
+
+
+@pytest.fixture(scope="module")
+def families_1202() -> tuple[pl.DataFrame, pl.DataFrame]:
+    return _verdict(SESSION_1202 / "families", "config-analysis.yaml")
+
+
+def test_1202_eagle3_on_the_moe_target_and_its_sweep(families_1202):
+    df, checks = families_1202
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    # re-derived without the roofline's columns: the analysis config's edit and the graph sizes accepted in advance
+    assert set(checks.filter(pl.col("status") == "flag")["check"]) == {"preregistration", "engine_config_matched"}
+    committed = (SESSION_1202 / "families" / "results" / "checks.md").read_text()
+    assert "0 fail, 10 flag" in committed and "| flag | model_residual | vllm-qwen3_30b_a3b-closed-b1-" in committed
+    opening = df.filter(pl.col("role") == "opening_baseline")
+    assert sorted(opening["batch_size"]) == [1, 2, 4, 8, 16, 32, 64]
+    assert sorted(df.filter(pl.col("role") == "closing_baseline")["batch_size"]) == [1, 32]
+    points = df.filter(pl.col("role") == "point")
+    assert sorted(points["batch_size"]) == [1, 1, 32, 32] and set(points["method"]) == {"eagle3"}
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    assert set(points["verify_width"]) == {4.0} and set(points["draft_passes_per_round"]) == {3.0}
+    assert df["gpu_uuid"].n_unique() == 1 and (df["energy_j"] > 0).all()
+    assert set(df["counters_source"]) == {"gpm"}
+
+
+def test_1202_readme_ratio_table_is_the_records(families_1202):
+    df, _ = families_1202
+    readme = (SESSION_1202 / "README.md").read_text()
+    for b in (1, 32):
+        at = df.filter(pl.col("batch_size") == b)
+        base = at.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
+        line = next(ln for ln in readme.splitlines() if ln.startswith(f"| {b} | ") and "×" in ln)
+        for ratio in (at.filter(pl.col("role") == "point").sort("configured_L")["mj_per_committed_token"] / base):
+            assert f"{ratio:.3f}×" in line, (b, ratio, line)
+
+
+def test_1202_sweep_table_in_the_readme_is_the_records(families_1202):
+    moe, _ = families_1202
+    dense, checks = _verdict(SESSION_1202 / "sweep-qwen3-8b", "h200-sweep-qwen3-8b.yaml")
+    assert checks.filter(pl.col("status").is_in(["fail", "flag"])).height == 0
+    drift = checks.filter(pl.col("check") == "baseline_drift")
+    assert set(drift["status"]) == {"not_applicable"} and all("sweep point" in d for d in drift["detail"])
+    readme = (SESSION_1202 / "README.md").read_text()
+    for b in (1, 2, 4, 8, 16, 32, 64):
+        m = moe.filter((pl.col("batch_size") == b) & (pl.col("role") == "opening_baseline")).row(0, named=True)
+        d = dense.filter(pl.col("batch_size") == b).row(0, named=True)
+        line = next(ln for ln in readme.splitlines() if ln.startswith(f"| {b} | ") and "×" not in ln)
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[1:] == [f"{m['mj_per_committed_token']:.1f}", f"{m['tpot_mean_s'] * 1000:.2f}",
+                             f"{m['mean_power_w']:.0f}", f"{d['mj_per_committed_token']:.1f}",
+                             f"{d['tpot_mean_s'] * 1000:.2f}", f"{d['mean_power_w']:.0f}"], (b, cells)
