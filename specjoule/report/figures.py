@@ -12,7 +12,6 @@ prints the slice on the chart (ADR 0032).
 from __future__ import annotations
 
 import functools
-
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
