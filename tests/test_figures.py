@@ -282,6 +282,19 @@ def test_roofline_marks_the_configured_balance_point(gpu, gpu_figs):
     assert below and all(s > 0 for s in below)
 
 
+def test_roofline_marks_the_measured_balance_point_of_the_gpu_that_ran_the_cells(gpu):
+    """Issue 18: where rule roofline found a calibration of the GPU, its measured balance point is marked, not the
+    config's 206 (the 2026-12-02 report drew 206 beside a measured 154)."""
+    curves = gpu.curves.with_columns(pl.lit(154.2).alias("balance_point_op_per_byte"),
+                                     pl.format("measured calibration of {}", pl.col("gpu_uuid")).alias("balance_point_source"))
+    inputs = F.FigureInputs.from_config(gpu.config, curves=curves, records=gpu.records, checks=gpu.checks)
+    fig = next(f for f in F.build_all(inputs, names=["saving_vs_tokens_per_pass"]))
+    spec = fig.spec()
+    marks = [r for r in rows_with(spec, "x", "label") if "balance point" in r["label"]]
+    assert [r["x"] for r in marks] == [154.2] and marks[0]["label"] == "balance point 154 op/B"
+    assert "from the hardware calibration" in json.dumps(spec) and "= 206" not in json.dumps(spec)
+
+
 def test_cuda_graphs_pairs_each_configuration(gpu_figs):
     rows = rows_with(gpu_figs["cuda_graphs"].spec(), "saving_on", "saving_off", "bias_pp")
     assert len(rows) > 20

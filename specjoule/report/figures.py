@@ -859,7 +859,8 @@ def saving_vs_tokens_per_pass(inputs: FigureInputs) -> ComposedChart:
     c = _energy_curves(inputs).filter(pl.col("tokens_per_verify_pass").is_not_null())
     if c.height == 0:
         raise CannotDraw("no point reports tokens per verify pass")
-    balance = inputs.report_config.get("balance_point_op_per_byte")
+    balances, balance_note = _balance_points(c, inputs.report_config.get("balance_point_op_per_byte"))
+    balance = max(balances) if balances else None
     c = _saving(c).with_columns(arm=_arm_label())
     keys = [*axes.SLICE_KEYS, "scheme", "arm"]
     means = inputs.stats(c, keys, ["saving_pct", "tokens_per_verify_pass", "energy_ratio"],
@@ -868,8 +869,8 @@ def saving_vs_tokens_per_pass(inputs: FigureInputs) -> ComposedChart:
     means, slicer = make_slicer(means, [k for k in axes.SLICE_KEYS if k not in ("model_pair", "batch_size")], name="rf", order=inputs.axis_order)
     per_pass = _per_pass_tooltips(means)
     t_lo, t_hi = float(means["tokens_per_verify_pass"].min()), float(means["tokens_per_verify_pass"].max())
-    if balance:
-        t_lo, t_hi = min(t_lo, balance / 2), max(t_hi, balance * 2)
+    if balances:
+        t_lo, t_hi = min(t_lo, min(balances) / 2), max(t_hi, balance * 2)
     x = alt.X("tokens_per_verify_pass:Q", title="tokens per verify pass T = B × verify width  (≈ operations per weight byte)",
               scale=alt.Scale(type="log", base=2, domain=[t_lo / 1.2, t_hi * 1.2], nice=False))
     y = alt.Y("saving_pct:Q", title="energy saving vs paired baseline (%)")
@@ -886,17 +887,36 @@ def saving_vs_tokens_per_pass(inputs: FigureInputs) -> ComposedChart:
                                alt.Tooltip("ratio_text:N", title="× baseline"), *per_pass,
                                alt.Tooltip("support:N", title="behind it")]),
                   _errorbars(pts, "saving_pct", x=x, title="energy saving vs paired baseline (%)", color=color)]
-        if balance:
-            bdf = pl.DataFrame({"x": [float(balance)], "label": [f"balance point {balance:g} op/B"]})
+        if balances:
+            bdf = pl.DataFrame({"x": [float(b) for b in balances],
+                                "label": [f"balance point {b:.0f} op/B" for b in balances]})
             layers.append(alt.Chart(bdf).mark_rule(color="#9467bd", strokeWidth=2).encode(x=alt.X("x:Q")))
             layers.append(alt.Chart(bdf).mark_text(color="#9467bd", align="left", dx=4, y=8, fontSize=10)
                           .encode(x=alt.X("x:Q"), text=alt.Text("label:N")))
         panels.append(alt.layer(*layers, width=460, height=300, title=label))
-    sub = [f"balance point from config report.balance_point_op_per_byte = {balance:g}" if balance else
-           "no balance point configured (report.balance_point_op_per_byte)",
+    sub = [balance_note,
            "right of it, verified tokens cost arithmetic time the weight read no longer hides; "
            + band_note(means, "saving_pct")]
     return _compose(panels, slicer, title="Energy saving vs tokens per verify pass (roofline view)", subtitle=sub)
+
+
+def _balance_points(curves: pl.DataFrame, configured: float | None) -> tuple[list[float], str]:
+    """The balance points to mark: those rule roofline carried on the curve rows from a calibration (of the GPU
+    that ran the cells, or of another of its model), where there are any; else the config's (ADR 0100, 0102)."""
+    if "balance_point_op_per_byte" in curves.columns and "balance_point_source" in curves.columns:
+        calibrated = curves.filter(pl.col("balance_point_op_per_byte").is_not_null()
+                                   & ~pl.col("balance_point_source").str.starts_with("config"))
+        if calibrated.height:
+            per_gpu = (calibrated.group_by("gpu_uuid")
+                       .agg(pl.col("balance_point_op_per_byte").first(), pl.col("balance_point_source").first())
+                       .sort("gpu_uuid"))
+            values = sorted({round(float(v), 1) for v in per_gpu["balance_point_op_per_byte"]})
+            gpus = "; ".join(f"{g[:12]}…: {v:.0f} ({src})" for g, v, src in per_gpu.iter_rows())
+            return values, f"balance point (op/B) from the hardware calibration — {gpus}"
+    if configured:
+        return [float(configured)], (f"balance point from config report.balance_point_op_per_byte = {configured:g} "
+                                     f"(no calibration of these GPUs in results/hardware/)")
+    return [], "no balance point: no calibration in results/hardware/ and none configured (report.balance_point_op_per_byte)"
 
 
 # --- 6. CUDA graphs on vs off ----------------------------------------------------------------------
@@ -1320,7 +1340,8 @@ FIGURES: tuple[FigureDef, ...] = (
               tbt_vs_energy, True),
     FigureDef("saving_vs_tokens_per_pass", "Energy saving vs tokens per verify pass",
               "The roofline view: saving against tokens per verification pass (≈ operations per weight "
-              "byte), with the GPU's balance point from config.", saving_vs_tokens_per_pass, True),
+              "byte), with the balance point measured on the GPU that ran the cells (from config where no calibration "
+              "exists).", saving_vs_tokens_per_pass, True),
     FigureDef("cuda_graphs", "CUDA graphs on vs off",
               "Saving with CUDA graphs on and off for each configuration measured both ways; the gap is "
               "the capture bias.", cuda_graphs, True),
