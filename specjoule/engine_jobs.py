@@ -152,11 +152,13 @@ def _measured_by(cell: Cell, version: Any, stamps: dict[str, list[str]]) -> str 
                 return done
     if own:
         return None  # claimed by a group job that failed, or measured under another id or version
-    # No stamp at all: measured one cell per job (sharing off); trust the record's own id and version.
-    try:
-        import polars as pl
+    # No stamp at all: measured one cell per job (sharing off); trust the record's own id and version. Read with
+    # pyarrow, the records' own writer: polars is not on a measurement-only node (issue 22), and an import error
+    # caught below would silently re-measure every such record there.
+    import pyarrow.parquet as pq
 
-        row = pl.read_parquet(cell.record_path, columns=["cell_id", "version_param"]).row(0, named=True)
+    try:
+        row = pq.read_table(cell.record_path, columns=["cell_id", "version_param"]).slice(0, 1).to_pylist()[0]
     except Exception:  # unreadable or empty: measure again rather than trust it
         return None
     if row["cell_id"] != cell.cell_id or str(row["version_param"]) != str(version):
@@ -199,3 +201,4 @@ def manifests(cells: Iterable[Cell]) -> list[str]:
     from specjoule import resolve_models
 
     return sorted({p for c in cells for p in resolve_models.cell_manifest_paths(c.setup)})
+
