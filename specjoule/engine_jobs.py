@@ -202,3 +202,18 @@ def manifests(cells: Iterable[Cell]) -> list[str]:
 
     return sorted({p for c in cells for p in resolve_models.cell_manifest_paths(c.setup)})
 
+
+def family_targets(table: CellTable, jobs: JobPlan | None) -> dict[str, list[str]]:
+    """Per campaign family, in plan order, the Snakemake targets that measure that family and nothing else
+    (tools/device/campaign.sh runs one family per invocation). With engine sharing (``jobs``): the done file of
+    the family's last planned group job — each job waits for the family's previous one, so the whole chain runs
+    before it; an empty list when nothing of the family is left to measure. Without sharing (``jobs`` None): the
+    last record of each of the family's campaigns, each campaign its own chain (Snakemake skips a measured one)."""
+    targets: dict[str, list[str]] = {c.family_id: [] for c in table}
+    if jobs is None:
+        for members in table.campaigns.values():
+            targets[members[-1].family_id].append(members[-1].record_path)
+        return targets
+    for (family, _), job in jobs.jobs.items():  # in run order: a family's last job closes its chain
+        targets[family] = [job.done_path]
+    return targets
