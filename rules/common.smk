@@ -252,10 +252,19 @@ def write_plan(plan_path, log_path):
     """Rule `plan`: results/plan.tsv and the summary; predicted energy ratios of cells not yet measured where
     results/ holds a GPU calibration and baseline records to fit on (issue 18, ADR 0102), printed as
     PREDICTIONS, never written as records."""
-    from specjoule.analysis import roofline as _roofline
-
     CELLS.write_plan(plan_path)
-    predicted = _roofline.plan_predictions(CELLS, "results/records.parquet", "results/hardware")
+    try:
+        from specjoule.analysis import roofline as _roofline
+    except ModuleNotFoundError as exc:
+        # A measurement-only node (the offline bundle's pipeline profile has no polars, issue 22): the plan
+        # without the predictions, and a line saying why.
+        from specjoule.extras import INSTALL_HINT, missing_analysis_module
+
+        if missing_analysis_module(exc) is None:
+            raise
+        predicted = f"no PREDICTIONS: {exc.name} is not installed here ({INSTALL_HINT})"
+    else:
+        predicted = _roofline.plan_predictions(CELLS, "results/records.parquet", "results/hardware")
     with open(log_path, "w") as fh:
         for text in filter(None, [CELLS.summary(), predicted]):
             print(text)

@@ -166,14 +166,54 @@ def plan(raw: Mapping[str, Any], config_file: str = "CONFIG") -> tuple[dict, Any
     against them. The first problem is a ``ConfigError``; nothing here starts a job, an engine or a download.
     ``config_file`` names the config in the corpus fetch hint."""
     from specjoule import cells, resolve_models
-    from specjoule.analysis import evidence
 
     config = validate_plan(raw)
     resolve_models.check_config(config)
     resolve_models.check_corpora(config, config_file)
     table = cells.build(config)
-    evidence.check_reference(config, table)
+    _check_reference_evidence(config, table)
     return config, table
+
+
+def resolve_evidence_path(path: str | Path) -> Path:
+    """A configured evidence path: absolute as given; relative to the working directory, else the repository."""
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p
+    return REPO_ROOT / p if (REPO_ROOT / p).exists() else p
+
+
+def reference_evidence_path(config: Mapping[str, Any]) -> Path | None:
+    """``report.reference_evidence`` resolved, None when not configured; a ConfigError when it does not exist."""
+    path = config.get("report", {}).get("reference_evidence")
+    if path is None:
+        return None
+    where = resolve_evidence_path(path)
+    if not where.exists():
+        raise ConfigError("report.reference_evidence", path, "no such file or folder (relative paths are taken from "
+                                                             "the working directory, then the repository)")
+    return where
+
+
+def _check_reference_evidence(config: dict, table: Any) -> None:
+    """The reference evidence against the planned cells (ADR 0083). Reading its records needs polars, which a
+    measurement-only node need not have (the offline bundle's pipeline profile, issue 22): there only its
+    existence is checked, and the warning says the comparison is left to the analysis stages."""
+    if reference_evidence_path(config) is None:
+        return  # the usual case: the analysis package is not even imported
+    try:
+        from specjoule.analysis import evidence
+    except ModuleNotFoundError as exc:
+        from specjoule.extras import INSTALL_HINT, missing_analysis_module
+
+        module = missing_analysis_module(exc)
+        if module is None:
+            raise
+        log.warning("report.reference_evidence = %s: it exists; its records were not compared with this config's "
+                    "cells (%s is not installed here: %s); the reproducibility stage compares them",
+                    config["report"]["reference_evidence"], module, INSTALL_HINT)
+        return
+    evidence.check_reference(config, table)
 
 
 def _refuse_non_finite(node: Any, path: list) -> None:

@@ -152,11 +152,13 @@ def _measured_by(cell: Cell, version: Any, stamps: dict[str, list[str]]) -> str 
                 return done
     if own:
         return None  # claimed by a group job that failed, or measured under another id or version
-    # No stamp at all: measured one cell per job (sharing off); trust the record's own id and version.
-    try:
-        import polars as pl
+    # No stamp at all: measured one cell per job (sharing off); trust the record's own id and version. Read with
+    # pyarrow, the records' own writer: polars is not on a measurement-only node (issue 22), and an import error
+    # caught below would silently re-measure every such record there.
+    import pyarrow.parquet as pq
 
-        row = pl.read_parquet(cell.record_path, columns=["cell_id", "version_param"]).row(0, named=True)
+    try:
+        row = pq.read_table(cell.record_path, columns=["cell_id", "version_param"]).slice(0, 1).to_pylist()[0]
     except Exception:  # unreadable or empty: measure again rather than trust it
         return None
     if row["cell_id"] != cell.cell_id or str(row["version_param"]) != str(version):
@@ -199,3 +201,19 @@ def manifests(cells: Iterable[Cell]) -> list[str]:
     from specjoule import resolve_models
 
     return sorted({p for c in cells for p in resolve_models.cell_manifest_paths(c.setup)})
+
+
+def family_targets(table: CellTable, jobs: JobPlan | None) -> dict[str, list[str]]:
+    """Per campaign family, in plan order, the Snakemake targets that measure that family and nothing else
+    (tools/device/campaign.sh runs one family per invocation). With engine sharing (``jobs``): the done file of
+    the family's last planned group job — each job waits for the family's previous one, so the whole chain runs
+    before it; an empty list when nothing of the family is left to measure. Without sharing (``jobs`` None): the
+    last record of each of the family's campaigns, each campaign its own chain (Snakemake skips a measured one)."""
+    targets: dict[str, list[str]] = {c.family_id: [] for c in table}
+    if jobs is None:
+        for members in table.campaigns.values():
+            targets[members[-1].family_id].append(members[-1].record_path)
+        return targets
+    for (family, _), job in jobs.jobs.items():  # in run order: a family's last job closes its chain
+        targets[family] = [job.done_path]
+    return targets

@@ -158,12 +158,9 @@ def load_many(sources: Sequence[str | Path]) -> pl.DataFrame:
 
 def resolve(path: str | Path) -> Path:
     """A configured evidence path: absolute as given; relative to the working directory, else the repository."""
-    from specjoule.config import REPO_ROOT
+    from specjoule.config import resolve_evidence_path
 
-    p = Path(path)
-    if p.is_absolute() or p.exists():
-        return p
-    return REPO_ROOT / p if (REPO_ROOT / p).exists() else p
+    return resolve_evidence_path(path)
 
 
 # What the plan knows of MEASURED_KEY before anything ran (versions and the mechanism come from the engine).
@@ -174,15 +171,12 @@ PLAN_KEY: tuple[str, ...] = tuple(c for c in MEASURED_KEY if c not in ("engine_v
 def check_reference(config: dict, cells) -> None:
     """Parse-time check of ``report.reference_evidence``: it exists and holds at least one speculative
     cell with the same planned parameters as one of ``cells`` (a CellTable); else a ConfigError."""
-    from specjoule.config import ConfigError
+    from specjoule.config import ConfigError, reference_evidence_path
 
-    path = config.get("report", {}).get("reference_evidence")
-    if path is None:
+    where = reference_evidence_path(config)
+    if where is None:
         return
-    where = resolve(path)
-    if not where.exists():
-        raise ConfigError("report.reference_evidence", path, "no such file or folder (relative paths are taken from "
-                                                             "the working directory, then the repository)")
+    path = config["report"]["reference_evidence"]
     try:
         ref = read_source(where)
     except AnalysisError as exc:

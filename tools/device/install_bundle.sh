@@ -3,7 +3,7 @@
 #
 #   bash tools/device/install_bundle.sh [PARTS_DIR] [SITE]     (defaults /tmp/bundle-parts, /tmp/site)
 #   env: STANDINS=auto|on|off (default auto), PYTHON (default python3), OUT (the device tool's output folder),
-#        CHECK=0 to skip the import check, SMOKE=1 to also run tools/device/smoke_vllm.py
+#        CHECK=0 to skip the full import check (the measurement path's import smoke always runs), SMOKE=1 to also run tools/device/smoke_vllm.py
 #
 # Afterwards, in every later call on the same (warm) machine:   source /tmp/site/specjoule-env.sh
 # Exit 3: parts missing (a fresh machine, or not all carried yet); 1: corrupt or failed install/check.
@@ -74,6 +74,13 @@ echo "install_bundle: installed in $(( $(date +%s) - t0 )) s; in later calls: so
 # 5. Check what was installed, on this node's Python and GPU.
 # shellcheck disable=SC1090,SC1091
 source "$site/specjoule-env.sh"
+# Always, CHECK=0 too (about a second): the measurement path imports and plans with this site alone. An install
+# that skipped the full check once left Snakemake to find a missing module at parse time, on device time (issue 22).
+if ! "$python" "$repo/tools/device/smoke_measurement_path.py"; then
+  echo "install_bundle: the measurement path does not import with $site (above: the module); Snakemake would fail" \
+       "at parse time. Fix the import, or the bundle's profile, and install again" >&2
+  exit 1
+fi
 if [ "${CHECK:-1}" != "0" ]; then
   "$python" "$repo/tools/device/check_env.py" --manifest "$bundle/manifest.json" ${out:+--out "$out"}
 fi

@@ -58,9 +58,33 @@ def variant_tag(overrides: dict, tag: str | None) -> str:
     return re.sub(r"[^A-Za-z0-9_.=,-]+", "_", text)[:80]
 
 
+def analyze(out: Path) -> int:
+    """``out``'s traces into rounds.parquet and a table on stdout; 1 when the traces cannot be analysed. Without
+    polars (a measurement-only node: the offline bundle's pipeline profile, issue 22) the traces are kept and the
+    message says how to analyse them where polars is: not a failure of the profile."""
+    try:
+        from specjoule.analysis import rounds
+    except ModuleNotFoundError as exc:
+        from specjoule.extras import INSTALL_HINT, missing_analysis_module
+
+        if missing_analysis_module(exc) is None:
+            raise
+        print(f"profile_rounds: traces kept in {out}, not analysed: {exc.name} is not installed here ({INSTALL_HINT}); "
+              f"analyse them later with `python -m specjoule.analysis.rounds {out}`", file=sys.stderr)
+        return 0
+    try:
+        df, detail = rounds.analyze_dir(out, detail=True)
+        df.write_parquet(out / "rounds.parquet")
+        detail.write_parquet(out / "rounds_detail.parquet")
+        print(rounds.format_table(df))
+    except rounds.TraceError as exc:  # the traces stay for a later look; say why there is no table
+        print(f"profile_rounds: analysis: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from specjoule import cells, config, profiling
-    from specjoule.analysis import rounds
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("config")
@@ -107,14 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                                                             cell.campaign_id, cell.name, time.monotonic() - t0,
                                                             type(exc).__name__, exc)
     if not args.no_analyze and any(args.out.rglob(profiling.PROFILE_FILE)):
-        try:
-            df, detail = rounds.analyze_dir(args.out, detail=True)
-            df.write_parquet(args.out / "rounds.parquet")
-            detail.write_parquet(args.out / "rounds_detail.parquet")
-            print(rounds.format_table(df))
-        except rounds.TraceError as exc:  # the traces stay for a later look; say why there is no table
-            failed += 1
-            print(f"profile_rounds: analysis: {exc}", file=sys.stderr)
+        failed += analyze(args.out)
     if args.bundle is not None:
         import tarfile
 

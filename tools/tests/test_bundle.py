@@ -632,6 +632,8 @@ def test_device_scripts_receive_install_and_standins(tmp_path):
     r = _run(["bash", str(install), str(dest), str(site)], env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "STAND-INS in use (structured output unavailable): fakegrammar" in r.stdout
+    # CHECK=0 skips the full check, never the measurement path's import smoke (issue 22)
+    assert "MEASUREMENT PATH: OK" in r.stdout
     assert (site / "goodmod" / "__init__.py").exists() and (site / "helper" / "__init__.py").exists()
     assert (site / "_specjoule_standins" / "fakegrammar").is_dir()
     assert not (site / "_specjoule_standins" / "goodmod").exists()  # the real one imports: no stand-in
@@ -643,6 +645,14 @@ def test_device_scripts_receive_install_and_standins(tmp_path):
     r = _run(["bash", "-c", f"source {site}/specjoule-env.sh && {sys.executable} -c \"{probe}\""])
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "1.0", "1", "it's"]
+
+    # a module of the measurement path that does not import fails the install, CHECK=0 or not (fault injector)
+    blocked = {**env, "PYTHONPATH": str(REPO / "tests" / "fault_injectors" / "no_analysis_extra"),
+               "FAULT_BLOCK_MODULES": "specjoule.runner", "UNPACK_DIR": str(tmp_path / "unpacked2")}
+    r = _run(["bash", str(install), str(dest), str(tmp_path / "site2")], env=blocked)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "MEASUREMENT PATH: FAILED: no module named 'specjoule.runner'" in r.stderr
+    assert "install_bundle: the measurement path does not import with" in r.stderr
 
     # a part damaged in transfer is refused on arrival
     bad = tmp_path / "badpart"

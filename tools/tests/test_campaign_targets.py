@@ -1,0 +1,112 @@
+"""tools/device/family_targets.py and campaign.sh: a family's Snakemake targets are what Snakemake itself plans.
+
+Since the workflow only plans (ADR 0140) a record path is no rule's output under engine sharing, so a campaign
+on the device names each family's closing done file; these tests plan config/h200-families-sweep.yaml with
+Snakemake (its API, as tests/snakemake_api.py does) and check the resolved targets against that plan.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.snakemake_api import plan as snakemake_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "device"))
+import family_targets  # noqa: E402
+
+SWEEP = ROOT / "config" / "h200-families-sweep.yaml"
+DEMO = ROOT / "config" / "config.yaml"
+GROUPS = "results/.specjoule/groups/"
+
+
+def group_outputs(planned) -> set[str]:
+    return {p for p in planned["_outputs"] if p.startswith(GROUPS)}
+
+
+def family_of(done_file: str) -> str:
+    return done_file[len(GROUPS):].split("/")[0]
+
+
+def test_each_family_target_plans_exactly_that_familys_chain(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # what is left to measure is read from the working directory, as Snakemake does
+    targets = family_targets.resolve(SWEEP)
+    full = group_outputs(snakemake_plan(tmp_path, SWEEP))
+    assert len(full) == 6 and set(targets) == {family_of(p) for p in full}
+    for family, paths in targets.items():
+        assert len(paths) == 1 and paths[0] in full
+        alone = group_outputs(snakemake_plan(tmp_path, SWEEP, targets=paths))
+        # the family's whole chain of group jobs, and nothing of the other family
+        assert alone == {p for p in full if family_of(p) == family}
+        assert len(alone) == 3
+
+
+def test_a_measured_family_has_no_target_and_the_other_keeps_its_own(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = family_targets.resolve(SWEEP)
+    first, second = before
+    # The first family's group jobs as they leave the tree: their outputs (the done files, which Snakemake
+    # touches after a job), claim stamps (the job's shell command up to the runner), records and timelines.
+    planned = snakemake_plan(tmp_path, SWEEP, targets=before[first])
+    for out in planned["_outputs"]:
+        (tmp_path / out).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / out).touch()
+    for command, records in planned["_group_jobs"]:
+        subprocess.run(["bash", "-c", command.split("; exec ")[0]], cwd=tmp_path, check=True)
+        for record in records:
+            for out in (record, record.replace("results/cells/", "results/timelines/", 1)):
+                (tmp_path / out).parent.mkdir(parents=True, exist_ok=True)
+                (tmp_path / out).touch()
+
+    after = family_targets.resolve(SWEEP)
+    assert after == {first: [], second: before[second]}
+    assert {family_of(p) for p in group_outputs(snakemake_plan(tmp_path, SWEEP))} == {second}
+
+
+def test_without_sharing_a_family_target_is_each_campaigns_last_record(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    targets = family_targets.resolve(DEMO)
+    full = snakemake_plan(tmp_path, DEMO)
+    records = {p for p in full["_outputs"] if p.startswith("results/cells/")}
+    assert len(records) == 4
+    for paths in targets.values():
+        alone = snakemake_plan(tmp_path, DEMO, targets=paths)
+        assert {p for p in alone["_outputs"] if p.startswith("results/cells/")} == records
+        assert all(p.endswith("/baseline--close.parquet") for p in paths)
+
+
+def test_unknown_family_is_refused_naming_the_known_ones(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(KeyError, match="no campaign family nope in .*; its families: vllm-qwen3_30b_a3b-closed-cg1"):
+        family_targets.resolve(SWEEP, ["nope"])
+
+
+def _campaign(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """campaign.sh as on the device, with this venv as the site and Snakemake dry-running (SNAKEMAKE_ARGS=-n)."""
+    site_env = tmp_path / "site-env.sh"
+    site_env.write_text(f"export PATH={Path(sys.executable).parent}:$PATH\nexport PYTHONPATH={ROOT}\n")
+    env = {**os.environ, "SITE_ENV": str(site_env), "CALIBRATE": "0", "SPECJOULE_GIT_COMMIT": "test",
+           "SNAKEMAKE_ARGS": f"-n -s {ROOT / 'Snakefile'}"}
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    return subprocess.run(["bash", str(ROOT / "tools/device/campaign.sh"), str(SWEEP), *args], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_campaign_sh_runs_every_family_in_plan_order_by_its_done_file(tmp_path, monkeypatch):
+    r = _campaign(tmp_path)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    monkeypatch.chdir(tmp_path / "work")
+    expected = family_targets.resolve(SWEEP)
+    started = [line.split(" family ", 1)[1] for line in r.stdout.splitlines() if " family " in line]
+    assert started == [f"{family}: {paths[0]}" for family, paths in expected.items()]
+    assert r.stdout.count("This was a dry-run") == 2 and "MissingRuleException" not in r.stderr
+    # an unknown family stops it before any GPU time (no calibration, no Snakemake)
+    r = _campaign(tmp_path, "vllm-gemma4_26b_a4b-closed-cg1", "nope")
+    assert r.returncode == 2 and "campaign: no family nope in" in r.stderr
+    assert "start" not in r.stdout
