@@ -64,7 +64,7 @@ PLAN = """
 """
 
 
-@pytest.mark.parametrize("config_file", ["config/config.yaml", "config/h200-families-sweep.yaml"])
+@pytest.mark.parametrize("config_file", ["config/config.yaml", "validation/h200-2026-12/config/h200-families-sweep.yaml"])
 def test_the_workflow_plan_needs_no_analysis_module(config_file):
     """What rules/common.smk does at parse time: config.plan (every parse-time check, the cells), the group jobs."""
     r, refused = run_blocked([sys.executable, "-c", textwrap.dedent(PLAN), config_file])
@@ -116,7 +116,7 @@ def test_group_planning_trusts_a_record_without_polars(tmp_path):
         import os, sys
         sys.path.insert(0, {str(REPO)!r})
         from specjoule import config, engine_jobs, records
-        cfg, table = config.plan(config.read_yaml({str(REPO / "config/h200-families-sweep.yaml")!r}))
+        cfg, table = config.plan(config.read_yaml({str(REPO / "validation/h200-2026-12/config/h200-families-sweep.yaml")!r}))
         first = table.cells[0]
         records.write_record({{**first.identity(), "version_param": cfg["version"]}}, first.record_path)
         jobs = engine_jobs.plan_jobs(table, cfg["version"])
@@ -131,7 +131,7 @@ def test_group_planning_trusts_a_record_without_polars(tmp_path):
 def test_snakemake_dry_run_of_the_families_sweep_without_analysis_modules(tmp_path):
     """The failure seen on the H200: Snakemake's parse of the workflow (rules/common.smk → config.plan)."""
     r, refused = run_blocked([SNAKEMAKE, "-n", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
-                              "--configfile", str(REPO / "config/h200-families-sweep.yaml")])
+                              "--configfile", str(REPO / "validation/h200-2026-12/config/h200-families-sweep.yaml")])
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     assert re.search(r"^run_cell\s+6$", r.stdout, re.M), r.stdout[-3000:]
     # Snakemake's own HTML-report plugin asks for jinja2 (a Snakemake dependency, so every node running it has
@@ -168,7 +168,7 @@ def test_profile_rounds_keeps_the_traces_and_says_how_to_analyse_them(tmp_path):
 
 def test_the_install_smoke_passes_here_and_fails_on_a_broken_measurement_path():
     smoke = [sys.executable, str(REPO / "tools/device/smoke_measurement_path.py"),
-             "--config", str(REPO / "config/h200-families-sweep.yaml")]
+             "--config", str(REPO / "validation/h200-2026-12/config/h200-families-sweep.yaml")]
     r, refused = run_blocked(smoke)
     assert r.returncode == 0 and "MEASUREMENT PATH: OK" in r.stdout, r.stderr[-3000:]
     assert refused == set()

@@ -1,7 +1,7 @@
 """tools/device/family_targets.py and campaign.sh: a family's Snakemake targets are what Snakemake itself plans.
 
 Since the workflow only plans (ADR 0140) a record path is no rule's output under engine sharing, so a campaign
-on the device names each family's closing done file; these tests plan config/h200-families-sweep.yaml with
+on the device names each family's closing done file; these tests plan validation/h200-2026-12/config/h200-families-sweep.yaml with
 Snakemake (its API, as tests/snakemake_api.py does) and check the resolved targets against that plan.
 """
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools" / "device"))
 import family_targets  # noqa: E402
 
-SWEEP = ROOT / "config" / "h200-families-sweep.yaml"
+SWEEP = ROOT / "validation" / "h200-2026-12" / "config" / "h200-families-sweep.yaml"
 DEMO = ROOT / "config" / "config.yaml"
 GROUPS = "results/.specjoule/groups/"
 
