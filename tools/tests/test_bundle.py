@@ -713,6 +713,23 @@ def test_check_env_reports_pipeline_imports(tmp_path):
     rows = {x["module"]: x for x in result["imports"]}
     assert rows["snakemake"]["ok"] and rows["snakemake"]["critical"]
     assert rows["specjoule"]["from"] == "checkout"
+
+
+def test_check_env_fails_when_a_bundled_package_is_imported_from_the_node(tmp_path):
+    """The bundle ships pyyaml here, but the site it names is empty: the node's (this venv's) yaml is imported."""
+    manifest = {
+        "profiles": ["pipeline"],
+        "wheels": [{"name": "pyyaml", "version": "x", "group": "pipeline"}],
+        "tops": [{"name": "specjoule", "keep": None, "override": {}}],
+    }
+    (tmp_path / "m.json").write_text(json.dumps(manifest))
+    (tmp_path / "site").mkdir()
+    env = {**os.environ, "SPECJOULE_REPO": str(REPO), "SPECJOULE_SITE": str(tmp_path / "site")}
+    r = _run([sys.executable, str(REPO / "tools" / "device" / "check_env.py"), "--manifest", str(tmp_path / "m.json"),
+              "--out", str(tmp_path / "o")], env=env)
+    assert r.returncode == 1 and "BUNDLE CHECK: FAILED: yaml bundled, but the node's copy is imported" in r.stdout
+    result = json.loads((tmp_path / "o" / "bundle-check.json").read_text())
+    assert result["bundled_but_node_imported"] == ["yaml"]
     assert result["failed"] == []
 
 
