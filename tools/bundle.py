@@ -512,8 +512,12 @@ def resolution_inputs(profile: Profile, top_requires: Sequence[str], target: Tar
     they go in with ``--no-deps``)."""
     env = target.marker_env()
     if profile.deps == "all":
-        return [] if profile.local_top else list(profile.top)
-    wanted: dict[str, str] = {}
+        # a normal resolution of the tops, plus what the profile adds or forces (these were once left out, so an
+        # `add` of a deps = "all" profile never reached the resolver)
+        wanted = {canonical(Requirement(a).name): a for a in profile.add}
+        wanted.update(profile.force)
+        return sorted([*([] if profile.local_top else profile.top), *wanted.values()])
+    wanted = {}
     for text in top_requires:
         req = Requirement(text)
         name = canonical(req.name)
@@ -631,6 +635,7 @@ class Root:
     override: Mapping[str, str] = field(default_factory=dict)
     forced: bool = False
     role: str = "top"  # top | add | force | no-deps: said in the decision's reason
+    spec: str = ""  # an `add` root's requirement: the node's copy is kept when it satisfies it
 
 
 def roots_for(profile: Profile, top_names: Mapping[str, str]) -> list[Root]:
@@ -640,7 +645,8 @@ def roots_for(profile: Profile, top_names: Mapping[str, str]) -> list[Root]:
         keep = profile.keep if profile.deps == "keep" else None
         roots.append(Root(top_names[t], profile.name, keep, profile.strip_extras, profile.override))
     for a in profile.add:
-        roots.append(Root(canonical(Requirement(a).name), profile.name, None, profile.strip_extras, role="add"))
+        roots.append(Root(canonical(Requirement(a).name), profile.name, None, profile.strip_extras, role="add",
+                          spec=a))
     for name in profile.force:
         roots.append(Root(name, profile.name, None, profile.strip_extras, forced=True, role="force"))
     for name in sorted(profile.no_deps):
@@ -672,8 +678,13 @@ def plan(
     env = target.marker_env()
     problems: list[str] = []
     warnings: list[str] = []
-    by_root = {r.name: r for r in roots}
     forced = {r.name for r in roots if r.forced}
+    # An `add` the node already satisfies stays the node's (the profile adds it so that the import path has it,
+    # not to shadow a good copy): it is neither shipped nor expanded, like any node package.
+    kept_adds = {r.name: r for r in roots if r.role == "add" and r.name not in forced
+                 and _node_satisfies(installed.get(r.name), Requirement(r.spec))}
+    roots = [r for r in roots if r.name not in kept_adds]
+    by_root = {r.name: r for r in roots}
     group_of: dict[str, str] = {}
     for r in roots:
         group_of.setdefault(r.name, r.group)
@@ -746,6 +757,11 @@ def plan(
             problems.append(f"{name}: {reason} (required by {', '.join(by)})")
         decisions[name] = Decision(name, version, action, reason, group, by)
 
+    for name, r in sorted(kept_adds.items()):
+        if name not in decisions:
+            decisions[name] = Decision(name, installed[name], "node",
+                                       f"added by profile {r.group}; on the node at a compatible version "
+                                       f"({installed[name]})", r.group)
     for name, ins in sorted(declared_only.items()):
         if name in decisions:
             continue
@@ -767,6 +783,10 @@ def plan(
                 by,
             )
     return Plan(decisions, problems, warnings)
+
+
+def _node_satisfies(version: str | None, req: Requirement) -> bool:
+    return version is not None and _contains(req, version)
 
 
 def _contains(req: Requirement, version: str) -> bool:
@@ -809,6 +829,8 @@ def _decide_edge(
             return "problem", f"protected; node has {version} but {'; '.join(bad)}"
         return "node", "protected: the node's own build" + (f" ({version})" if version else "")
     if name in forced:
+        if name not in resolved:  # the node's stub stood for it (pin "all"): there is no wheel to ship
+            return "problem", "forced, but the resolution kept the node's copy (resolve with node pinned: protected)"
         return "ship", "forced: node copy too old or unrecorded"
     if name not in installed:
         if name not in resolved:

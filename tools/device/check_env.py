@@ -20,6 +20,7 @@ import importlib
 import importlib.metadata as md
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -249,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
         print(gpu["nvidia_smi"])
 
     failed = [r["module"] for r in rows if r.get("critical") and not r["ok"]]
+    # A bundled package must be the one imported: the bundle ships some over the node's copy on purpose
+    # (transformers for gemma-4, ADR 0183), and a node copy that wins would bring the old failure back silently.
+    bundled = {w["name"] for w in manifest.get("wheels", [])}
+    shadowed = [r["module"] for r in rows if site and r.get("ok") and r.get("from") == "node"
+                and re.sub(r"[-_.]+", "-", str(r.get("dist", ""))).lower() in bundled]
     result = {
         "python": sys.version,
         "profiles": sorted(profiles),
@@ -258,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         "unmet_by_design": by_design,
         "gpu": gpu,
         "failed": failed,
+        "bundled_but_node_imported": shadowed,
     }
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -267,9 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"BUNDLE CHECK: FAILED: {', '.join(failed)} did not import")
         return 1
+    if shadowed:
+        print(f"BUNDLE CHECK: FAILED: {', '.join(shadowed)} bundled, but the node's copy is imported "
+              f"(is {site} first on PYTHONPATH?)")
+        return 1
     specjoule_from = next((r["from"] for r in rows if r["module"] == "specjoule"), "-")
     print(
-        f"BUNDLE CHECK: OK: vllm {versions.get('vllm')}, torch {versions.get('torch')}, "
+        f"BUNDLE CHECK: OK: vllm {versions.get('vllm')}, transformers {versions.get('transformers')}, "
+        f"torch {versions.get('torch')}, "
         f"snakemake {versions.get('snakemake')}, specjoule from {specjoule_from}, "
         f"GPUs {gpus}, stand-ins: {os.environ.get('SPECJOULE_BUNDLE_STANDINS') or 'none'}"
     )

@@ -230,7 +230,39 @@ def test_resolution_inputs_keep_override_strip_add_force():
         B.resolution_inputs(bad, top_requires, TARGET)
 
 
+def test_resolution_inputs_all_deps_profile_takes_add_and_force():
+    p = B.profile_from_dict(
+        "p", {"top": ["specjoule"], "deps": "all", "add": ["aiohttp>=3.9"], "force": {"six": "six>=1.17"}}
+    )
+    assert B.resolution_inputs(p, (), TARGET) == ["aiohttp>=3.9", "six>=1.17"]  # the local top enters as a wheel
+    q = B.profile_from_dict("q", {"top": ["polars>=1"], "deps": "all", "add": ["altair"]})
+    assert B.resolution_inputs(q, (), TARGET) == ["altair", "polars>=1"]
+
+
 # ----------------------------------------------------------------------------------------------- planning
+
+
+def test_plan_add_kept_on_the_node_when_it_satisfies_and_shipped_when_not():
+    res = {r.name: r for r in [resolved("app", "1"), resolved("aiohttp", "3.15", "yarl>=1"), resolved("yarl", "1.2")]}
+    p = B.profile_from_dict("pipeline", {"top": ["app==1"], "add": ["aiohttp>=3.9"]})
+    roots = B.roots_for(p, {"app==1": "app"})
+    kept = B.plan(roots, res, {"aiohttp": "3.14.3"}, TARGET)
+    assert kept.problems == []
+    assert kept.decisions["aiohttp"].action == "node" and kept.decisions["aiohttp"].version == "3.14.3"
+    assert "yarl" not in kept.decisions  # a node package is not expanded
+    old = B.plan(roots, res, {"aiohttp": "3.8.0"}, TARGET)
+    assert old.decisions["aiohttp"].action == "ship" and old.decisions["yarl"].action == "ship"
+    # the node's copy stood in for it in the resolution (pin "all"): kept, not "absent from the resolution"
+    stub_only = {k: v for k, v in res.items() if k != "aiohttp"}
+    assert B.plan(roots, stub_only, {"aiohttp": "3.14.3"}, TARGET).problems == []
+    assert any("absent" in x for x in B.plan(roots, stub_only, {"aiohttp": "3.8.0"}, TARGET).problems)
+
+
+def test_plan_forced_package_absent_from_the_resolution_is_a_problem_not_a_crash():
+    res = {r.name: r for r in [resolved("app", "1", "typing-extensions>=4")]}
+    p = B.plan([root("app"), root("typing-extensions", forced=True)], res, {"typing-extensions": "4.16.0"}, TARGET)
+    assert any(x.startswith("typing-extensions: forced, but the resolution kept the node's copy") for x in p.problems)
+
 
 
 def test_plan_subtracts_node_packages_and_never_ships_torch():
@@ -691,6 +723,23 @@ def test_check_env_reports_pipeline_imports(tmp_path):
     rows = {x["module"]: x for x in result["imports"]}
     assert rows["snakemake"]["ok"] and rows["snakemake"]["critical"]
     assert rows["specjoule"]["from"] == "checkout"
+
+
+def test_check_env_fails_when_a_bundled_package_is_imported_from_the_node(tmp_path):
+    """The bundle ships pyyaml here, but the site it names is empty: the node's (this venv's) yaml is imported."""
+    manifest = {
+        "profiles": ["pipeline"],
+        "wheels": [{"name": "pyyaml", "version": "x", "group": "pipeline"}],
+        "tops": [{"name": "specjoule", "keep": None, "override": {}}],
+    }
+    (tmp_path / "m.json").write_text(json.dumps(manifest))
+    (tmp_path / "site").mkdir()
+    env = {**os.environ, "SPECJOULE_REPO": str(REPO), "SPECJOULE_SITE": str(tmp_path / "site")}
+    r = _run([sys.executable, str(REPO / "tools" / "device" / "check_env.py"), "--manifest", str(tmp_path / "m.json"),
+              "--out", str(tmp_path / "o")], env=env)
+    assert r.returncode == 1 and "BUNDLE CHECK: FAILED: yaml bundled, but the node's copy is imported" in r.stdout
+    result = json.loads((tmp_path / "o" / "bundle-check.json").read_text())
+    assert result["bundled_but_node_imported"] == ["yaml"]
     assert result["failed"] == []
 
 
