@@ -58,10 +58,14 @@ def where(path: str | None, site: str | None, repo: str | None) -> str:
         return "?"
     if "_specjoule_standins" in path:
         return "STAND-IN"
-    if repo and path.startswith(repo.rstrip("/") + "/"):
-        return "checkout"
     if site and path.startswith(site.rstrip("/") + "/"):
         return "bundle"
+    # An installed package is the node's even when its environment lives inside the checkout (a repository's own
+    # .venv, as on CI): only the checkout's sources count as "checkout".
+    if "/site-packages/" in path or "/dist-packages/" in path:
+        return "node"
+    if repo and path.startswith(repo.rstrip("/") + "/"):
+        return "checkout"
     return "node"
 
 
