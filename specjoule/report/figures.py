@@ -11,7 +11,6 @@ prints the slice on the chart (ADR 0032).
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -1455,64 +1454,47 @@ def static_view(spec: dict) -> dict:
 
 
 def export(figures: Sequence[Figure], outdir: str | Path, *, png: Sequence[str] = (), html: bool = True,
-           log: Callable[[str], None] = lambda _: None, workers: int | None = None) -> dict:
+           log: Callable[[str], None] = lambda _: None) -> dict:
     """Write ``<name>.vl.json`` (spec), ``.svg`` for every figure, ``.html`` (self-contained,
-    interactive) for drawn ones, ``.png`` for the names in ``png``; and ``figures.json``.
-
-    The conversions (vl-convert, native code that releases the GIL) run on ``workers`` threads, one figure
-    each (default: the CPUs, at most 4): most of the rule's time. Files and the manifest do not depend on the
-    number of workers: each figure writes only its own files, and the manifest keeps the figures' order."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    n = workers if workers is not None else min(4, os.cpu_count() or 1)
-    export_one = functools.partial(_export_figure, outdir=outdir, png=tuple(png), html=html)
-    if n > 1 and len(figures) > 1:
-        with ThreadPoolExecutor(max_workers=n) as pool:
-            entries = list(pool.map(export_one, figures))
-    else:
-        entries = [export_one(fig) for fig in figures]
-    for entry in entries:
-        log(f"{entry['name']}: drawn; export {entry['export_s']}" if entry["drawn"]
-            else f"{entry['name']}: not drawn — {entry['reason']}")
-    manifest: dict[str, Any] = {"vega_lite_version": VEGALITE_VERSION, "figures": entries}
-    (outdir / "figures.json").write_text(json.dumps(manifest, indent=1))
-    return manifest
-
-
-def _export_figure(fig: Figure, *, outdir: Path, png: tuple[str, ...], html: bool) -> dict[str, Any]:
-    """One figure's files and its manifest entry (export()'s unit of work)."""
+    interactive) for drawn ones, ``.png`` for the names in ``png``; and ``figures.json``."""
     import time
 
     import vl_convert as vlc
 
-    entry: dict[str, Any] = {"name": fig.name, "title": fig.title, "caption": fig.caption,
-                             "drawn": fig.drawn, "reason": fig.reason, "files": [], "export_s": {}}
-    if not fig.drawn:
-        (outdir / f"{fig.name}.svg").write_text(reason_svg(fig.title, fig.reason or ""))
-        entry["files"].append(f"{fig.name}.svg")
-        return entry
-    spec = fig.spec()
-    (outdir / f"{fig.name}.vl.json").write_text(json.dumps(spec, separators=(",", ":")))
-    entry["files"].append(f"{fig.name}.vl.json")
-    t0 = time.perf_counter()
-    static = static_view(spec)
-    (outdir / f"{fig.name}.svg").write_text(vlc.vegalite_to_svg(static, vl_version=VEGALITE_VERSION))
-    entry["export_s"]["svg"] = round(time.perf_counter() - t0, 3)
-    entry["files"].append(f"{fig.name}.svg")
-    if html:
-        t0 = time.perf_counter()
-        (outdir / f"{fig.name}.html").write_text(vlc.vegalite_to_html(spec, vl_version=VEGALITE_VERSION, bundle=True))
-        entry["export_s"]["html"] = round(time.perf_counter() - t0, 3)
-        entry["files"].append(f"{fig.name}.html")
-    if fig.name in png:
-        t0 = time.perf_counter()
-        (outdir / f"{fig.name}.png").write_bytes(vlc.vegalite_to_png(static, vl_version=VEGALITE_VERSION, scale=2))
-        entry["export_s"]["png"] = round(time.perf_counter() - t0, 3)
-        entry["files"].append(f"{fig.name}.png")
-    return entry
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    manifest: dict[str, Any] = {"vega_lite_version": VEGALITE_VERSION, "figures": []}
+    for fig in figures:
+        entry: dict[str, Any] = {"name": fig.name, "title": fig.title, "caption": fig.caption,
+                                 "drawn": fig.drawn, "reason": fig.reason, "files": [], "export_s": {}}
+        if fig.drawn:
+            spec = fig.spec()
+            (outdir / f"{fig.name}.vl.json").write_text(json.dumps(spec, separators=(",", ":")))
+            entry["files"].append(f"{fig.name}.vl.json")
+            t0 = time.perf_counter()
+            static = static_view(spec)
+            (outdir / f"{fig.name}.svg").write_text(vlc.vegalite_to_svg(static, vl_version=VEGALITE_VERSION))
+            entry["export_s"]["svg"] = round(time.perf_counter() - t0, 3)
+            entry["files"].append(f"{fig.name}.svg")
+            if html:
+                t0 = time.perf_counter()
+                (outdir / f"{fig.name}.html").write_text(
+                    vlc.vegalite_to_html(spec, vl_version=VEGALITE_VERSION, bundle=True))
+                entry["export_s"]["html"] = round(time.perf_counter() - t0, 3)
+                entry["files"].append(f"{fig.name}.html")
+            if fig.name in png:
+                t0 = time.perf_counter()
+                (outdir / f"{fig.name}.png").write_bytes(vlc.vegalite_to_png(static, vl_version=VEGALITE_VERSION, scale=2))
+                entry["export_s"]["png"] = round(time.perf_counter() - t0, 3)
+                entry["files"].append(f"{fig.name}.png")
+            log(f"{fig.name}: drawn; export {entry['export_s']}")
+        else:
+            (outdir / f"{fig.name}.svg").write_text(reason_svg(fig.title, fig.reason or ""))
+            entry["files"].append(f"{fig.name}.svg")
+            log(f"{fig.name}: not drawn — {fig.reason}")
+        manifest["figures"].append(entry)
+    (outdir / "figures.json").write_text(json.dumps(manifest, indent=1))
+    return manifest
 
 
 def read_manifest(figdir: str | Path) -> tuple[dict, dict[str, dict]]:
