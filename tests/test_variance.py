@@ -166,7 +166,9 @@ def test_a_tree_of_sessions_reads_as_its_runs():
     sessions = [*VLLM_RUNS, EVIDENCE / "session-2026-11-30c" / "results" / "cells",
                 EVIDENCE / "session-2026-12-01" / "openloop" / "results" / "cells",
                 EVIDENCE / "session-2026-12-01d" / "qwen3-8b" / "results" / "cells",
-                EVIDENCE / "session-2026-12-01d" / "mimo-mtp" / "results" / "cells"]
+                EVIDENCE / "session-2026-12-01d" / "mimo-mtp" / "results" / "cells",
+                EVIDENCE / "session-2026-12-02" / "families" / "results" / "cells",
+                EVIDENCE / "session-2026-12-02" / "sweep-qwen3-8b" / "results" / "cells"]
     from polars.testing import assert_frame_equal
 
     tree = variance.budget_of_sources([EVIDENCE]).drop("sources")
