@@ -82,9 +82,15 @@ def materialize(workdir: Path, configfile: Path, snakefile: Path) -> None:
     executor order their mtimes and record its metadata (params, input sets). A shared-engine group
     job's own writes are done as the job does them: its shell command up to the runner (the members'
     claim stamps, ADR 0140), then the records and timelines the runner would write."""
+    write_planned(workdir, plan(workdir, configfile, snakefile=snakefile))
+    plan(workdir, configfile, snakefile=snakefile, pseudo_executor="touch", forceall=True)
+
+
+def write_planned(workdir: Path, planned: dict) -> None:
+    """What the planned jobs leave in the tree, without running them: every output (directories for the
+    figures), and each group job's claim stamps (its shell command up to the runner), records and timelines."""
     import subprocess
 
-    planned = plan(workdir, configfile, snakefile=snakefile)
     for out in planned["_outputs"]:
         path = workdir / out
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,7 +104,6 @@ def materialize(workdir: Path, configfile: Path, snakefile: Path) -> None:
             for out in (record, record.replace("results/cells/", "results/timelines/", 1)):
                 (workdir / out).parent.mkdir(parents=True, exist_ok=True)
                 (workdir / out).touch()
-    plan(workdir, configfile, snakefile=snakefile, pseudo_executor="touch", forceall=True)
 
 
 def write_config(path: Path, data: dict) -> Path:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.snakemake_api import plan as snakemake_plan
+from tests.snakemake_api import write_planned
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools" / "device"))
@@ -52,16 +53,7 @@ def test_a_measured_family_has_no_target_and_the_other_keeps_its_own(tmp_path, m
     first, second = before
     # The first family's group jobs as they leave the tree: their outputs (the done files, which Snakemake
     # touches after a job), claim stamps (the job's shell command up to the runner), records and timelines.
-    planned = snakemake_plan(tmp_path, SWEEP, targets=before[first])
-    for out in planned["_outputs"]:
-        (tmp_path / out).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / out).touch()
-    for command, records in planned["_group_jobs"]:
-        subprocess.run(["bash", "-c", command.split("; exec ")[0]], cwd=tmp_path, check=True)
-        for record in records:
-            for out in (record, record.replace("results/cells/", "results/timelines/", 1)):
-                (tmp_path / out).parent.mkdir(parents=True, exist_ok=True)
-                (tmp_path / out).touch()
+    write_planned(tmp_path, snakemake_plan(tmp_path, SWEEP, targets=before[first]))
 
     after = family_targets.resolve(SWEEP)
     assert after == {first: [], second: before[second]}
