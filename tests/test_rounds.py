@@ -234,6 +234,81 @@ def test_sglang_labels_mark_rounds_and_phases(tmp_path):
     assert row["host_ms_per_round"] == pytest.approx(15.0 - 5.1)
 
 
+def _dflash_round(b: TraceBuilder, t: float, with_run_batch: bool = True) -> None:
+    """SGLang 0.5.17 DFLASH: one scheduler.run_batch holds the drafter's block forward and then the target's verify,
+    both labelled 'step[TARGET_VERIFY bs=1]' by the model runner; no 'draft' span anywhere."""
+    if with_run_batch:
+        b.label("scheduler.run_batch", t, 9_000)
+    b.label("step[TARGET_VERIFY bs=1]", t + 500, 1_000)  # the drafter's forward over its block
+    b.launch("cudaGraphLaunch", t + 600, [(t + 700, 1_200)])
+    b.label("step[TARGET_VERIFY bs=1]", t + 2_500, 1_500)  # the target's verify over the same block
+    b.launch("cudaGraphLaunch", t + 2_600, [(t + 2_700, 5_000)])
+    b.launch("cudaLaunchKernel", t + 8_000, [(t + 8_100, 300)])  # accept: no label
+
+
+def test_sglang_dflash_rounds_are_run_batches_and_the_first_verify_step_is_the_drafter(tmp_path):
+    b = TraceBuilder()
+    for i in range(4):
+        _dflash_round(b, 10_000.0 * i)
+    row, detail = rounds.analyze_trace(b.write(tmp_path / "d.json"))
+    assert row["round_marker"] == "sglang_verify" and row["rounds_profiled"] == 3
+    assert row["draft_phase_source"] == "step_order"
+    assert row["draft_ms_per_round"] == pytest.approx(1.2)
+    assert row["verify_ms_per_round"] == pytest.approx(5.0)
+    assert row["other_gpu_ms_per_round"] == pytest.approx(0.3)
+    assert [d["wall_ms"] for d in detail] == pytest.approx([10.0] * 3)
+    assert row["host_ms_per_round"] == pytest.approx(10.0 - 1.2 - 5.0 - 0.3)
+
+
+def test_sglang_verify_steps_without_run_batch_spans_leave_the_draft_unknown_not_zero(tmp_path):
+    """Without the scheduler spans the drafter's step cannot be told from the target's: each step is a marker,
+    and the draft columns are null (a 0 would claim a free drafter)."""
+    b = TraceBuilder()
+    for i in range(4):
+        _dflash_round(b, 10_000.0 * i, with_run_batch=False)
+    row, _ = rounds.analyze_trace(b.write(tmp_path / "d.json"))
+    assert row["round_marker"] == "sglang_verify" and row["rounds_profiled"] == 7  # half-rounds: 8 steps
+    assert row["draft_phase_source"] is None and row["draft_ms_per_round"] is None
+    assert row["draft_kernel_launches_per_round"] is None
+
+
+SGLANG_DFLASH = REPO / "tests" / "data" / "rounds" / "sglang-h200-dflash"
+
+
+def test_h200_sglang_dflash_trace_splits_the_drafter_from_the_verify_as_a_plain_scan_does():
+    """The real trace (H200, SGLang 0.5.17, Qwen3-8B + DFlash block 16, B = 1; session 2026-12-02b, trimmed to 6
+    rounds): every run_batch holds two TARGET_VERIFY steps; the expected numbers come from a scan of the raw
+    events, pairing kernels to steps through their correlation ids."""
+    with gzip.open(SGLANG_DFLASH / "trace" / "trace.json.gz", "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    ann = sorted((e for e in events if e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
+    batches = [e for e in ann if e["name"] == "scheduler.run_batch"]
+    steps = [e for e in ann if e["name"].startswith("step[TARGET_VERIFY")]
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in events
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in (e.get("args") or {})}
+    kernels = [(launch_ts.get(e["args"].get("correlation")), e["dur"]) for e in events
+               if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+
+    def gpu_ms(step: dict) -> float:
+        return sum(d for ts, d in kernels if ts is not None and step["ts"] <= ts < step["ts"] + step["dur"]) / 1000
+
+    per_round = []
+    for rb in batches[:-1]:  # the last run_batch closes the trim: no round follows it
+        inside = [s for s in steps if rb["ts"] <= s["ts"] < rb["ts"] + rb["dur"]]
+        if len(inside) == 2:
+            per_round.append((gpu_ms(inside[0]), gpu_ms(inside[1])))
+    row, detail = rounds.analyze_profile(SGLANG_DFLASH)
+    assert row["engine"] == "sglang" and row["scheme"] == "dflash" and row["configured_L"] == 16
+    assert row["round_marker"] == "sglang_verify" and row["draft_phase_source"] == "step_order"
+    assert len(per_round) >= row["rounds_profiled"] >= 5
+    drafts = [d["draft_gpu_ms"] for d in detail]
+    verifies = [d["verify_gpu_ms"] for d in detail]
+    assert drafts == pytest.approx([a for a, _ in per_round[: len(detail)]], abs=1e-4)
+    assert verifies == pytest.approx([b for _, b in per_round[: len(detail)]], abs=1e-4)
+    # the drafter's block forward (1 layer-group over 16 tokens) is a fraction of the 36-layer target's verify
+    assert 0 < row["draft_ms_per_round"] < 0.5 * row["verify_ms_per_round"]
+
+
 def test_v2_runner_phases_come_from_python_frames(tmp_path):
     """vLLM Model Runner V2 emits no labels: with stacks on, its functions mark the phases."""
     b = TraceBuilder()

@@ -9,7 +9,8 @@ depth, or bare Chrome traces. One output row per profiled cell (engine, scheme, 
 **Rounds.** A round is the time from one decode step's start to the next's, on the thread that runs the engine
 step: vLLM marks every worker step with ``execute_context_<n>(<tokens>)_generation_<n>(<tokens>)`` (the worker's
 profiler annotation, 0.26 and 0.32 alike; decode when the context count is 0); SGLang 0.5.17 marks each decode
-round's drafting ``draft`` (``spec_stage_span``), a baseline's forward ``step[DECODE bs=…]``. Only full-batch
+round's drafting ``draft`` (``spec_stage_span``), its block drafters (DFLASH) only the verify step
+``step[TARGET_VERIFY bs=…]``, a baseline's forward ``step[DECODE bs=…]``. Only full-batch
 decode rounds followed by another decode round count (the last round of a batch runs into the next batch's
 admission, and partial batches are the ramp-up).
 
@@ -67,6 +68,12 @@ PHASE_PATTERNS: tuple[tuple[str, re.Pattern, tuple[str, ...]], ...] = (
 # Round markers, in order of preference: the first kind present in a trace is used.
 VLLM_STEP = re.compile(r"^execute_(?:\d+_)?context_(\d+)\((?:sq)?\d+.*?\)_generation_(\d+)\((?:sq)?(\d+)")
 SGLANG_DRAFT = re.compile(r"^draft$")
+# SGLang 0.5.17's DFLASH worker drafts its block with no ``draft`` span: its drafter's forward and the target's
+# verify are both ``step[TARGET_VERIFY bs=…]`` of one ``scheduler.run_batch`` (dflash_worker_v2.py
+# forward_batch_generation: "1) Draft a fixed block", then verify). Such a trace's rounds are its run_batch spans
+# holding verify steps, and every verify step of a run_batch but the last is the drafter's (ADR 0179).
+SGLANG_VERIFY = re.compile(r"^step\[TARGET_VERIFY bs=(\d+)\]")
+SGLANG_RUN_BATCH = "scheduler.run_batch"
 SGLANG_DECODE = re.compile(r"^step\[DECODE bs=(\d+)\]")
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -115,6 +122,7 @@ class Trace:
     launches: list[tuple[float, float, str, tuple, int | None]]  # runtime calls: (ts, dur, name, thread, correlation)
     device: list[tuple[float, float, int | None]]  # kernels and copies: (ts, end, correlation)
     phase_sources: frozenset[str]  # which event kinds marked phases: "labels", "python_frames"
+    draft_by_step_order: bool = False  # SGLang DFLASH: drafter steps told from the target's by their order
 
 
 def _thread(e: dict) -> tuple:
@@ -129,7 +137,7 @@ def _phase_of(name: str, cat: str) -> str | None:
 
 
 def parse(data: dict[str, Any]) -> Trace:
-    vllm, draft, decode = [], [], []
+    vllm, draft, verify, decode, run_batch = [], [], [], [], []
     generation = 0
     phase_spans: dict[tuple, list[tuple[Span, str]]] = {}
     launches, device = [], []
@@ -155,22 +163,54 @@ def parse(data: dict[str, Any]) -> Trace:
                     vllm.append((span, 0))
             elif SGLANG_DRAFT.match(name):
                 draft.append((span, 0))
+            elif (m := SGLANG_VERIFY.match(name)) is not None:
+                verify.append((span, int(m.group(1))))
+            elif name == SGLANG_RUN_BATCH:
+                run_batch.append(span)
             elif (m := SGLANG_DECODE.match(name)) is not None:
                 decode.append((span, int(m.group(1))))
         phase = _phase_of(name, cat)
         if phase is not None:
             phase_spans.setdefault(span.thread, []).append((span, phase))
             sources.add("python_frames" if cat == "python_function" else "labels")
+    by_order = False
+    if verify and not draft and run_batch:
+        verify, by_order = _rounds_of_run_batches(run_batch, verify, phase_spans)
     for spans in phase_spans.values():
         spans.sort(key=lambda x: (x[0].start, -x[0].end))
     # by time only: ties would compare thread tuples or correlation ids, which may be None
     launches.sort(key=lambda x: x[0])
     device.sort(key=lambda x: x[0])
-    for kind, markers in (("vllm_step", vllm), ("sglang_draft", draft), ("sglang_decode", decode)):
+    for kind, markers in (("vllm_step", vllm), ("sglang_draft", draft), ("sglang_verify", verify),
+                          ("sglang_decode", decode)):
         if markers:
             markers.sort(key=lambda x: x[0].start)
-            return Trace(markers, generation, kind, phase_spans, launches, device, frozenset(sources))
+            return Trace(markers, generation, kind, phase_spans, launches, device, frozenset(sources),
+                         draft_by_step_order=by_order and kind == "sglang_verify")
     return Trace([], generation, "none", phase_spans, launches, device, frozenset(sources))
+
+
+def _rounds_of_run_batches(run_batch: list[Span], verify: list[tuple[Span, int]],
+                           phase_spans: dict[tuple, list[tuple[Span, str]]]) -> tuple[list[tuple[Span, int]], bool]:
+    """SGLang DFLASH: one round per ``scheduler.run_batch`` holding verify steps (marker: the run_batch span, count:
+    its steps' batch size); in a run_batch with several verify steps, all but the last become ``draft`` phase
+    spans. Returns (markers, whether any step was re-labelled)."""
+    steps = sorted(verify, key=lambda x: x[0].start)
+    starts = [sp.start for sp, _ in steps]
+    markers, drafter_steps = [], set()
+    for rb in sorted(run_batch, key=lambda x: x.start):
+        lo, hi = bisect.bisect_left(starts, rb.start), bisect.bisect_left(starts, rb.end)
+        inside = [st for st in steps[lo:hi] if st[0].thread == rb.thread]
+        if not inside:
+            continue
+        markers.append((rb, inside[-1][1]))
+        drafter_steps.update((sp.start, sp.end, sp.thread) for sp, _ in inside[:-1])
+    if not drafter_steps:
+        return verify, False
+    for thread, spans in phase_spans.items():
+        phase_spans[thread] = [(sp, "draft" if (sp.start, sp.end, sp.thread) in drafter_steps else ph)
+                               for sp, ph in spans]
+    return markers, True
 
 
 # -- rounds ------------------------------------------------------------------------------------------
@@ -179,8 +219,8 @@ def parse(data: dict[str, Any]) -> Trace:
 def decode_rounds(trace: Trace) -> list[tuple[float, float, int]]:
     """(start, end, requests) of every full-batch decode round followed by another decode step.
 
-    vLLM markers carry the number of requests in decode (0 for prefill and empty steps); SGLang's ``draft``
-    marker does not, so every one of its rounds counts as full."""
+    vLLM markers carry the number of requests in decode (0 for prefill and empty steps), SGLang's verify step its
+    batch size; SGLang's ``draft`` marker carries neither, so every one of its rounds counts as full."""
     markers = trace.markers
     if not markers:
         return []
@@ -348,13 +388,23 @@ def analyze_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
     trace = parse(read_trace(path))
     if trace.marker_kind == "none":
         raise TraceError(f"{path}: no round markers (vLLM 'execute_context_…' step annotations or SGLang 'draft' / "
-                         f"'step[DECODE …]' labels): was the engine's profiler running during decode?")
+                         f"'step[TARGET_VERIFY …]' / 'step[DECODE …]' labels): was the engine's profiler running "
+                         f"during decode?")
     rounds = round_stats(trace)
     if not rounds:
         raise TraceError(f"{path}: {len(trace.markers)} step marker(s) but no two consecutive full-batch decode "
                          f"rounds: profile longer batches (--rounds)")
     row = summarize(rounds, bool(trace.device), trace.phase_sources)
     row["round_marker"] = trace.marker_kind
+    # No span marked the drafting and no step order told it apart: its kernels are in other_gpu, so a draft
+    # time of 0 would be a false reading. Null says "not separable in this trace".
+    # how the draft phase was told apart: an engine label, the order of SGLang DFLASH's steps, or not at all
+    has_draft = any(phase == "draft" for spans in trace.phase_spans.values() for _, phase in spans)
+    row["draft_phase_source"] = ("step_order" if trace.draft_by_step_order else "label") if has_draft else None
+    if not has_draft and trace.marker_kind == "sglang_verify":
+        for key in ("draft_ms_per_round", "draft_span_ms_per_round", "draft_graph_launches_per_round",
+                    "draft_kernel_launches_per_round"):
+            row[key] = None
     # requests × decode steps over the whole trace: the engine counts one draft per request per verify step,
     # so this equals the profiled batches' draft counter (a cross-check of trace against counters)
     row["decode_request_steps"] = trace.generation_requests if trace.marker_kind == "vllm_step" else None
