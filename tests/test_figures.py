@@ -391,6 +391,9 @@ def test_export_writes_svg_for_all_png_where_asked_and_offline_html(gpu_export, 
         assert "vegaEmbed" in html
     png = (out / "energy_vs_acceptance.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    # Rasterized from the written SVG: the bytes vl-convert gives when it draws the static view itself.
+    static = F.static_view(json.loads((out / "energy_vs_acceptance.vl.json").read_text()))
+    assert png == vlc.vegalite_to_png(static, vl_version=F.VEGALITE_VERSION, scale=2)
     # A figure that could not be drawn still gets an SVG: its one line.
     m = F.export(list(cpu_figs.values()), tmp_path)
     skipped = [f for f in m["figures"] if not f["drawn"]]
