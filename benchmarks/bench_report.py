@@ -50,10 +50,13 @@ def child(tables: Path, out: Path) -> dict:
     stages["figures_export"], cpu["figures_export"] = time.perf_counter() - t, time.process_time() - c
     t, c = time.perf_counter(), time.process_time()
     manifest, specs = figures.read_manifest(out / "figures")
+    handed_over = {}  # what rule `report` reads from the figures rule's output; absent in trees before it existed
+    if hasattr(figures, "read_javascript_bundle"):
+        handed_over["javascript_bundle"] = figures.read_javascript_bundle(out / "figures", manifest)
     html = render.render(render.ReportInputs(
         config=cfg, config_hash=sj_config.config_hash(cfg), records=records, checks=checks, curves=curves,
         summary=summary, variance=None, manifest=manifest, specs=specs,
-        paths={"records": str(tables / "records.parquet")}))
+        paths={"records": str(tables / "records.parquet")}, **handed_over))
     render.write_atomic(out / "report.html", html)
     stages["report"], cpu["report"] = time.perf_counter() - t, time.process_time() - c
     ru = resource.getrusage(resource.RUSAGE_SELF)

@@ -6,7 +6,7 @@ rule aggregate:
     """Every cell record in one table, each cell paired with its campaign's opening and closing baselines."""
     input:
         # Every record, or with sharing the done files of the group jobs that write them (ADR 0140).
-        get_measured_inputs("record"),
+        get_measured_records,
     output:
         "results/records.parquet",
     log:

@@ -61,12 +61,18 @@ def get_cell_id(wildcards):
 
 
 def get_cell_inputs(wildcards):
+    """What a cell's job waits for: its campaign's chain, then its models' manifests (ADR 0121). One input
+    function, not two: Snakemake's cost per job grows with each input function it calls (issue 22)."""
+    cell = get_cell(wildcards)
+    return _chain_inputs(cell) + _cell_model_manifests(cell)
+
+
+def _chain_inputs(cell):
     """Opening baseline → points in run order → closing baseline: the campaign's order in the DAG.
 
     A chain, not a fan-out: under SLURM a campaign is one group job, sized by its widest DAG
     level; points side by side would ask for one GPU per point and the job step running them
     is refused (ADR 0051). Each point also names the opening baseline it is paired with."""
-    cell = get_cell(wildcards)
     if cell.run_order_index == 0:
         return []
     members = CELLS.campaigns[cell.campaign_id]
@@ -135,19 +141,31 @@ def get_model_manifests(cells):
     ]
 
 
-def get_cell_model_manifests(wildcards):
-    cell = get_cell(wildcards)
-    manifests = get_model_manifests([cell])
-    if _measured_without_manifests(cell.record_path, manifests):
+# A cell's manifest paths by its engine and scheme (a few distinct pairs, thousands of cells on a paper grid).
+_MANIFEST_PATHS = {}
+
+
+def _cell_model_manifests(cell):
+    key = (cell.setup.engine, cell.setup.scheme)
+    paths = _MANIFEST_PATHS.get(key)
+    if paths is None:
+        paths = _MANIFEST_PATHS[key] = [str(m) for m in get_model_manifests([cell])]
+    if _measured_without_manifests(cell.record_path, paths):
         return []
-    return manifests
+    return [ancient(p) for p in paths]  # fresh flagged strings per job: Snakemake shares their flags dict
+
+
+@functools.cache
+def _existing_records():
+    # One listing of results/cells per plan, not one stat per cell.
+    return {str(p) for p in Path(_cells.CELLS_DIR).glob("*/*.parquet")}
 
 
 def _measured_without_manifests(record_path, manifests):
     """Whether a record was measured before model resolution existed: Snakemake recorded its inputs
     without the manifests, and the `input` rerun trigger would re-measure it if they appeared now.
     Such a record keeps its recorded inputs; every cell measured since waits for resolve_models."""
-    if not Path(record_path).exists():
+    if record_path not in _existing_records():
         return False
     try:
         from snakemake.io import IOFile
@@ -156,9 +174,6 @@ def _measured_without_manifests(record_path, manifests):
     except Exception:  # Snakemake internals moved: wait for the manifests (ordering is the safe side)
         return False
     return recorded is not None and not any(str(m) in recorded for m in manifests)
-
-
-_freeze_signature(get_cell_model_manifests)
 
 
 # Engine sharing (ADR 0015, 0017, 0140): one job per engine group, cut from the cells still to measure.
@@ -246,6 +261,18 @@ def get_measured_inputs(kind="record"):
     if JOBS is None:
         return [c.record_path if kind == "record" else c.timeline_path for c in CELLS]
     return JOBS.measured_inputs(CELLS, kind)
+
+
+@_freeze_signature
+def get_measured_records(wildcards):
+    # An input function, not a literal list: Snakemake builds every path of a literal list once at parse time
+    # and again for the job (13,860 twice on a paper grid).
+    return get_measured_inputs("record")
+
+
+@_freeze_signature
+def get_measured_timelines(wildcards):
+    return get_measured_inputs("timeline")
 
 
 def write_plan(plan_path, log_path):

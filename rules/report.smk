@@ -18,7 +18,7 @@ rule figures:
         curves="results/curves.parquet",
         checks="results/checks.parquet",
         # Every timeline, or with sharing the done files of the group jobs that write them (ADR 0140).
-        timelines=get_measured_inputs("timeline"),
+        timelines=get_measured_timelines,
         summary=_SUMMARY,
     output:
         report(

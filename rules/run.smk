@@ -43,9 +43,8 @@ else:
     rule run_cell:
         """One GPU-pinned measurement: engine, workload, meter, one atomic record."""
         input:
+            # Its campaign's chain, then its models' manifests: resolve_models runs first (ADR 0121).
             get_cell_inputs,
-            # Its models' manifests: resolve_models runs first (ADR 0121).
-            get_cell_model_manifests,
         output:
             record="results/cells/{campaign}/{cell}.parquet",
             timeline="results/timelines/{campaign}/{cell}.parquet",

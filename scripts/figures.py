@@ -1,5 +1,5 @@
 """Rule `figures`: results/figures/ (per figure .vl.json, .svg, interactive .html, .png where asked,
-and figures.json) from the analysis tables. Thin: the figures live in specjoule.report.figures."""
+the HTMLs' JavaScript bundle for rule `report`, and figures.json) from the analysis tables. Thin: the figures live in specjoule.report.figures."""
 
 
 import logging

@@ -30,6 +30,7 @@ def main(smk) -> None:  # smk: the Snakemake script object
         manifest=manifest,
         specs=specs,
         paths={k: str(v) for k, v in smk.input.items()},
+        javascript_bundle=figures.read_javascript_bundle(smk.input.figures, manifest),
     )
     html = render.render(inputs)
     render.write_atomic(smk.output[0], html)

@@ -468,12 +468,10 @@ def planned_unsupported(engine: str, target_model: str, scheme: dict) -> str | N
     return None
 
 
-def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: str) -> tuple[Cell, str]:
-    """The cell of one arm in one campaign, and its order key (the engine key before any swap).
-
-    The id hashes the campaign's shared spec and the arm's own part; the window index enters the hash
-    only when it is not 0, so the first window keeps the id the cell had before windows existed."""
-    vname, kind, rates, L = arm.variant
+def _arm_part(plan: CampaignPlan, arm: Arm, config: dict, swap: bool) -> tuple:
+    """What identify needs of one arm that depends on its campaign only through the pair and the engine: the
+    scheme with its drafter, the arm spec and its hash input, the order and engine keys, why it is unsupported."""
+    _, _, rates, _ = arm.variant
     scheme = arm.scheme
     pair = config["models"][plan.pair_name]
     drafter = schemes.resolve_drafter(scheme, pair)
@@ -497,8 +495,28 @@ def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: 
                        f"or the pair its own (models.{plan.pair_name}.drafters.{scheme['method']})")
     elif config["protocol"].get("unsupported_from_tables", True):
         unsupported = planned_unsupported(plan.engine, campaign.engine.target.model, scheme)
+    return scheme, arm_spec, _blob(arm_spec.as_dict()), order_key, engine_key, unsupported
+
+
+def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: str,
+             memo: dict | None = None) -> tuple[Cell, str]:
+    """The cell of one arm in one campaign, and its order key (the engine key before any swap).
+
+    The id hashes the campaign's shared spec and the arm's own part; the window index enters the hash
+    only when it is not 0, so the first window keeps the id the cell had before windows existed.
+    ``memo`` (one dict per build) keeps an arm's own part across the campaigns that share its pair and engine:
+    a paper grid has thousands of campaigns and a few dozen distinct arm parts."""
+    campaign = plan.setup
+    key = (id(arm), plan.pair_name, plan.engine, plan.engine_blob, campaign.workload.kind, campaign.engine.target.model)
+    part = memo.get(key) if memo is not None else None
+    if part is None:
+        part = _arm_part(plan, arm, config, swap)
+        if memo is not None:
+            memo[key] = part
+    scheme, arm_spec, arm_blob, order_key, engine_key, unsupported = part
+    vname, kind, rates, L = arm.variant
     cell = Cell(
-        cell_id=_sha(base_blob + _blob(arm_spec.as_dict())),
+        cell_id=_sha(base_blob + arm_blob),
         campaign_id=plan.campaign_id, name=arm.name, role=arm.role, engine=plan.engine, model_pair=plan.pair_name,
         scheme=arm.scheme_name, method=scheme["method"], k=scheme.get("k"),
         synthetic=bool(scheme.get("synthetic")), acceptance_name=vname, acceptance_kind=kind,
@@ -573,6 +591,7 @@ def build(config: dict) -> CellTable:
     cells: list[Cell] = []
     by_path: dict[str, Cell] = {}
     campaigns: dict[str, list[Cell]] = {}
+    arm_parts: dict = {}  # identify's memo of each arm's own part
     for family, plans in expand(config):
         family_order = FamilyOrder(family, order_seed)
         for plan in plans:
@@ -580,7 +599,7 @@ def build(config: dict) -> CellTable:
             order_keys: dict[str, str] = {}
             members = []
             for arm in arms_at(arms, plan.setup.batch_size):
-                cell, order_keys[cell.cell_id] = identify(plan, arm, config, swap, base_blob)
+                cell, order_keys[cell.cell_id] = identify(plan, arm, config, swap, base_blob, arm_parts)
                 members.append(cell)
             ordered = order_campaign(members, order_keys, share, family_order, order_seed)
             for c in ordered:

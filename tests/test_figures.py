@@ -391,6 +391,9 @@ def test_export_writes_svg_for_all_png_where_asked_and_offline_html(gpu_export, 
         assert "vegaEmbed" in html
     png = (out / "energy_vs_acceptance.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    # Rasterized from the written SVG: the bytes vl-convert gives when it draws the static view itself.
+    static = F.static_view(json.loads((out / "energy_vs_acceptance.vl.json").read_text()))
+    assert png == vlc.vegalite_to_png(static, vl_version=F.VEGALITE_VERSION, scale=2)
     # A figure that could not be drawn still gets an SVG: its one line.
     m = F.export(list(cpu_figs.values()), tmp_path)
     skipped = [f for f in m["figures"] if not f["drawn"]]
@@ -518,6 +521,29 @@ def test_snakemake_figures_report_and_snakemake_report(tmp_path):
     names = zipfile.ZipFile(tmp_path / "smk.zip").namelist()
     assert any(n.endswith("/report.html") and "/data/raw/" in n for n in names)
     assert sum(n.endswith(".svg") for n in names) == len(F.FIGURE_NAMES)
+
+
+def test_the_report_inlines_the_bundle_the_figures_rule_wrote_and_compiles_its_own_otherwise(gpu, gpu_export, tmp_path):
+    """The figures rule hands its compiled JavaScript bundle to the report (another process): the report is the
+    same file with it as without it, and a bundle from another vl-convert version is not used."""
+    figdir = gpu_export[0]
+    manifest, _ = F.read_manifest(figdir)
+    assert manifest["javascript_bundle"] == {"file": F.JS_BUNDLE_FILE, "vl_convert_version": vlc.__version__}
+    handed = F.read_javascript_bundle(figdir, manifest)
+    assert handed == vlc.javascript_bundle(vl_version=F.VEGALITE_VERSION)
+    inputs = report_inputs(gpu, figdir)
+    inputs.generated_at = "2026-12-02T00:00:00+00:00"  # the one line that differs between two renders
+    compiled_here = R.render(inputs)
+    inputs.javascript_bundle = handed
+    assert R.render(inputs) == compiled_here
+    inputs.javascript_bundle = "/* handed over */"
+    assert "/* handed over */" in R.render(inputs)  # inlined as given, not compiled again
+    older = {**manifest, "javascript_bundle": {**manifest["javascript_bundle"], "vl_convert_version": "0.0.1"}}
+    assert F.read_javascript_bundle(figdir, older) is None
+    assert F.read_javascript_bundle(tmp_path, manifest) is None  # the file is not there
+    # An export with nothing drawn (or no HTML asked for) compiles no bundle and names none.
+    assert "javascript_bundle" not in F.export(F.build_all(F.FigureInputs.from_config(
+        gpu.config, curves=gpu.curves.clear(), records=gpu.records.clear(), checks=gpu.checks.clear())), tmp_path)
 
 
 def test_empty_tables_give_reasons_not_crashes(gpu, tmp_path):

@@ -51,6 +51,8 @@ class ReportInputs:
     crossover: pl.DataFrame | None = None  # results/crossover.parquet (rule roofline), when the workflow writes it
     paths: dict[str, str] = field(default_factory=dict)  # input name → path, for the reader
     generated_at: str = ""
+    # The bundle the figures rule wrote (figures.read_javascript_bundle); None: compile it here.
+    javascript_bundle: str | None = None
 
     def figure_inputs(self) -> figs.FigureInputs:
         """The figures' view of the tables (drawable points, record columns, summary intervals)."""
@@ -632,11 +634,15 @@ def _vllm_v1_draft_model(r: pl.DataFrame) -> str | None:
 # --- assembly -------------------------------------------------------------------------------------------------
 
 @lru_cache(maxsize=2)
-def javascript_bundle(vl_version: str = figs.VEGALITE_VERSION) -> str:
-    """Vega + Vega-Lite + vega-embed as one script, offline (vl-convert carries them)."""
-    import vl_convert as vlc
+def javascript_bundle(vl_version: str = figs.VEGALITE_VERSION, prebuilt: str | None = None) -> str:
+    """Vega + Vega-Lite + vega-embed as one script, offline (vl-convert carries them); ``prebuilt``: the same
+    script as the figures rule wrote it (vl_convert.javascript_bundle of the same version)."""
+    if prebuilt is not None:
+        bundle = prebuilt
+    else:
+        import vl_convert as vlc
 
-    bundle = vlc.javascript_bundle(vl_version=vl_version)
+        bundle = vlc.javascript_bundle(vl_version=vl_version)
     # "</script" inside the inlined code would end the element early; "<\/" means the same in JS.
     return bundle.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
 
@@ -723,7 +729,7 @@ def render(inp: ReportInputs) -> str:
         "roofline": {"figures": roofline_figures, **roofline_report.section(inp.curves, inp.crossover)},
         "loops": loops.section(inp.records, inp.checks, inp.config),
         "paths": inp.paths,
-        "bundle": javascript_bundle(inp.manifest.get("vega_lite_version", figs.VEGALITE_VERSION)),
+        "bundle": javascript_bundle(inp.manifest.get("vega_lite_version", figs.VEGALITE_VERSION), inp.javascript_bundle),
     }
     return env.get_template("report.html.j2").render(**ctx)
 
