@@ -329,7 +329,8 @@ class CellTable:
                                   c.unsupported_reason or "", c.n_gpus, int(warmup), int(warm)])
 
     def summary(self) -> str:
-        hours = self.estimated_gpu_s() / 3600
+        by_launch = self._estimates()
+        hours = sum(e.total_s * n for e, n in by_launch) / 3600
         engines = len({c.engine_key for c in self.cells})
         if self.share_engines:
             families = len({c.family_id for c in self.cells})
@@ -338,7 +339,7 @@ class CellTable:
                       + (", synthetic acceptance swapped in place" if self.swap_acceptance else ""))
         else:
             starts = f"{self.engine_starts()} engine starts: one per cell"
-        estimates = [e for e, _ in self._estimates()]
+        estimates = [e for e, _ in by_launch]
         device_s = sum(e.total_s for e in estimates)
         share = f", ≈ {100 * self.estimated_window_s() / device_s:.0f} % of it inside energy windows" if device_s else ""
         if any(c.n_gpus > 1 for c in self.cells):  # tensor-parallel cells hold several GPUs at once (ADR 0155)
