@@ -149,7 +149,8 @@ class KeyLists:
     # The key columns of the configuration axes that vary inside a campaign, and their primary columns.
     arm: tuple[str, ...]
     arm_names: tuple[str, ...]
-    # Axes a window replicate shares with the window before it on one engine (runner.same_engine_state).
+    # Axes a cell shares with the window before it on one engine when it needs no warm-up: every configuration
+    # axis; only replicates (seed, window) may differ (cells.same_engine_state, ADR 0188).
     same_engine_state: tuple[str, ...]
     # Figure and report labels.
     labels: dict[str, str]
@@ -170,7 +171,7 @@ class KeyLists:
             reading=key_columns(config_axes),
             arm=key_columns(arm_axes),
             arm_names=primary_columns(arm_axes),
-            same_engine_state=primary_columns(a for a in grid(declared) if a.name != WINDOW.name),
+            same_engine_state=primary_columns(config_axes),
             labels={a.name: a.label for a in declared},
         )
 

@@ -180,7 +180,10 @@ class CellTable:
     swap_acceptance: bool = False  # protocol.swap_synthetic_acceptance (ADR 0039)
     engine_start_s: float = 0.0  # planning estimates, for what a shared start saves
     idle_s: float = 0.0
+    # A start that loads its compiled graphs from the campaign's compile cache (ADR 0189); None: planned as cold.
+    engine_start_warm_s: float | None = None
     _groups: dict[str, EngineGroup] | None = field(default=None, repr=False)
+    _warm_starts: frozenset[str] | None = field(default=None, repr=False)
 
     def __iter__(self) -> Iterator[Cell]:
         return iter(self.cells)
@@ -217,22 +220,65 @@ class CellTable:
                 out[gid] = g if len(kept) == len(g.cells) else EngineGroup(gid, g.family_id, g.index, g.phase, g.engine_key, kept)
         return out
 
-    def group_estimated_s(self, group: EngineGroup) -> float:
-        """Members' estimates less the engine starts (and idle measurements) the sharing saves."""
-        saved = (len(group.cells) - 1) * (self.engine_start_s + self.idle_s)
-        return max(0.0, sum(c.estimated_s for c in group.cells) - saved)
+    def warm_start_groups(self) -> frozenset[str]:
+        """Engine groups whose start the runner makes from a warm compile cache (ADR 0189): a vLLM start on cuda
+        whose engine configuration (start_signature) an earlier group of the plan already started, in plan order.
+        Snakemake may run families in another order; the number of warm starts is the same, as long as two starts
+        of one configuration do not run at once."""
+        if self._warm_starts is None:
+            seen: set[tuple] = set()
+            warm = set()
+            for gid, g in self.engine_groups().items():
+                signature = start_signature(g.cells)
+                if signature is None:
+                    continue
+                if signature in seen:
+                    warm.add(gid)
+                seen.add(signature)
+            self._warm_starts = frozenset(warm)
+        return self._warm_starts
+
+    def group_estimate(self, group: EngineGroup, warm_cache: bool = True) -> GroupEstimate:
+        """Where a group's device time goes: one engine start (warm from the compile cache where the plan says so
+        and ``warm_cache``) and idle measurement, then each member's warm-up — only where the engine's state
+        changed (cells.warmup_planned, ADR 0188) — window and cool-down. Members planned unsupported cost nothing."""
+        measured = [c for c in group.cells if not c.unsupported_reason]
+        if not measured:
+            return GroupEstimate()
+        warm = (warm_cache and self.engine_start_warm_s is not None
+                and group.group_id in self.warm_start_groups())
+        warmups = skipped = 0
+        warmup_s = windows_s = cooldown_s = 0.0
+        previous = None
+        for c in measured:
+            wl = c.setup.workload
+            if warmup_planned(previous, c):
+                warmups += 1
+                warmup_s += wl.warmup_s
+            elif wl.warmup_s > 0:
+                skipped += 1
+            windows_s += wl.energy_window_s
+            cooldown_s += 0.0 if wl.kind == "closed_batch" else wl.cooldown_s
+            previous = c
+        start = self.engine_start_warm_s if warm and self.engine_start_warm_s is not None else self.engine_start_s
+        return GroupEstimate(start, warm, self.idle_s, warmup_s, warmups, skipped, windows_s, cooldown_s)
+
+    def group_estimated_s(self, group: EngineGroup, warm_cache: bool = True) -> float:
+        """Device seconds of one engine launch (group_estimate). ``warm_cache=False``: every start planned cold (a
+        job's time limit must not rely on a cache that another node may not see)."""
+        return self.group_estimate(group, warm_cache).total_s
+
+    def _estimates(self) -> list[tuple[GroupEstimate, int]]:
+        return [(self.group_estimate(g), g.cells[0].n_gpus) for g in self.engine_groups().values()]
 
     def estimated_gpu_s(self) -> float:
-        """GPU-seconds: each cell's (or shared group's) device time × the GPUs it holds (ADR 0155)."""
-        if not self.share_engines:
-            return sum(c.estimated_s * c.n_gpus for c in self.cells)
-        return sum(self.group_estimated_s(g) * g.cells[0].n_gpus for g in self.engine_groups().values())
+        """GPU-seconds: each engine launch's (a shared group's, or a cell's) device time × the GPUs it holds
+        (ADR 0155)."""
+        return sum(e.total_s * n for e, n in self._estimates())
 
     def estimated_device_s(self) -> float:
         """Wall-clock device seconds when the cells run one after another (equals estimated_gpu_s at TP = 1)."""
-        if not self.share_engines:
-            return sum(c.estimated_s for c in self.cells)
-        return sum(self.group_estimated_s(g) for g in self.engine_groups().values())
+        return sum(e.total_s for e, _ in self._estimates())
 
     def estimated_window_s(self) -> float:
         """Energy-window seconds the plan holds (each cell's minimum window)."""
@@ -245,18 +291,31 @@ class CellTable:
         return sum(1 for g in self.engine_groups().values() if any(not c.unsupported_reason for c in g.cells))
 
     def write_plan(self, path: str | Path) -> None:
-        columns = ["campaign_id", "cell_name", "run_order_index", "role", "engine", "model_pair", "scheme",
-                   "method", "k", "acceptance_name", "configured_L", "batch_size", "corpus", "seed",
-                   "cuda_graphs", "workload", "window_index", "engine_replicate", "cell_id", "record_path",
-                   "estimated_gpu_s", "engine_group", "engine_start", "unsupported", "n_gpus"]
-        # With sharing, a cell's estimate is its share of its group's: the first member carries the
-        # engine start, the others do not (the column still sums to estimated_gpu_s()).
-        group_of: dict[str, tuple[str, bool]] = {}
-        if self.share_engines:
-            for gid, g in self.engine_groups().items():
-                for i, c in enumerate(g.cells):
-                    group_of[c.record_path] = (gid, i == 0)
-        saved = self.engine_start_s + self.idle_s
+        identity = ["campaign_id", "cell_name", "run_order_index", "role", "engine", "model_pair", "scheme",
+                    "method", "k", "acceptance_name", "configured_L", "batch_size", "corpus", "seed",
+                    "cuda_graphs", "workload", "window_index", "engine_replicate"]
+        # warmup: 1 = the cell warms up, 0 = it follows a window of the same engine state (ADR 0188);
+        # warm_start: 1 = its group's start is planned from a warm compile cache (ADR 0189). Appended.
+        columns = [*identity, "cell_id", "record_path", "estimated_gpu_s", "engine_group", "engine_start",
+                   "unsupported", "n_gpus", "warmup", "warm_start"]
+        # A cell's estimate is its share of its engine launch's: the first member carries the engine start and the
+        # idle measurement, every member its warm-up (where planned), window and cool-down (the column still sums
+        # to estimated_gpu_s()).
+        rows: dict[str, tuple[str | None, bool, float, bool, bool]] = {}
+        for gid, g in self.engine_groups().items():
+            estimate = self.group_estimate(g)
+            previous = None
+            for i, c in enumerate(g.cells):
+                wl = c.setup.workload
+                warmup = warmup_planned(previous, c)
+                est = ((estimate.start_s + estimate.idle_s if i == 0 else 0.0) + (wl.warmup_s if warmup else 0.0)
+                       + wl.energy_window_s + (0.0 if wl.kind == "closed_batch" else wl.cooldown_s))
+                if c.unsupported_reason:  # written without a lease or an engine start (ADR 0063)
+                    rows[c.record_path] = (gid if self.share_engines else None, False, 0.0, False, False)
+                    continue
+                rows[c.record_path] = (gid if self.share_engines else None, i == 0, est, warmup,
+                                       i == 0 and estimate.warm_start)
+                previous = c
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", newline="") as fh:
             w = csv.writer(fh, delimiter="\t", lineterminator="\n")
@@ -264,16 +323,14 @@ class CellTable:
             for cells in self.campaigns.values():
                 for c in cells:
                     ident = c.identity()
-                    gid, starts = group_of.get(c.record_path, (None, True))
-                    est = c.estimated_s if starts else c.estimated_s - saved
-                    if c.unsupported_reason:  # written without a lease or an engine start (ADR 0063)
-                        est, starts = 0.0, False
-                    w.writerow([ident.get(col) if col in ident else None for col in columns[:-7]]
+                    gid, starts, est, warmup, warm = rows[c.record_path]
+                    w.writerow([ident.get(col) for col in identity]
                                + [c.cell_id, c.record_path, f"{est * c.n_gpus:.0f}", gid, int(starts),
-                                  c.unsupported_reason or "", c.n_gpus])
+                                  c.unsupported_reason or "", c.n_gpus, int(warmup), int(warm)])
 
     def summary(self) -> str:
-        hours = self.estimated_gpu_s() / 3600
+        by_launch = self._estimates()
+        hours = sum(e.total_s * n for e, n in by_launch) / 3600
         engines = len({c.engine_key for c in self.cells})
         if self.share_engines:
             families = len({c.family_id for c in self.cells})
@@ -282,7 +339,8 @@ class CellTable:
                       + (", synthetic acceptance swapped in place" if self.swap_acceptance else ""))
         else:
             starts = f"{self.engine_starts()} engine starts: one per cell"
-        device_s = self.estimated_device_s()
+        estimates = [e for e, _ in by_launch]
+        device_s = sum(e.total_s for e in estimates)
         share = f", ≈ {100 * self.estimated_window_s() / device_s:.0f} % of it inside energy windows" if device_s else ""
         if any(c.n_gpus > 1 for c in self.cells):  # tensor-parallel cells hold several GPUs at once (ADR 0155)
             share = f" ({device_s / 3600:.2f} device-hours one cell at a time{share})"
@@ -290,7 +348,91 @@ class CellTable:
         skipped = (f"; {unsupported} cell(s) the engine cannot run are written as unsupported records without "
                    f"a GPU (see the plan's unsupported column)") if unsupported else ""
         return (f"{len(self.cells)} cells in {len(self.campaigns)} campaigns, {engines} distinct engine "
-                f"configurations, estimated {hours:.2f} GPU-hours{share} ({starts}){skipped}")
+                f"configurations, estimated {hours:.2f} GPU-hours{share} ({starts}){skipped}"
+                + (self._outside_windows(estimates) if device_s else ""))
+
+
+    def _outside_windows(self, estimates: list[GroupEstimate]) -> str:
+        """Where the planned device time outside the windows goes (ADR 0038, 0188, 0189)."""
+        started = [e for e in estimates if e.start_s or e.warm_start]
+        warm = sum(e.warm_start for e in started)
+        cached = (f", {warm} of them from a warm compile cache" if warm else
+                  f", {len(self.warm_start_groups())} of them could load their compiled graphs from the compile cache "
+                  f"(protocol.engine_start_warm_s unset: planned cold)" if self.warm_start_groups() else "")
+        skipped = sum(e.warmups_skipped for e in estimates)
+        return (f"\nOutside the energy windows: engine starts {sum(e.start_s for e in started):.0f} s{cached}; idle "
+                f"power {sum(e.idle_s for e in started):.0f} s; warm-ups {sum(e.warmup_s for e in estimates):.0f} s "
+                f"for {sum(e.warmups for e in estimates)} cells, {skipped} cells without one (same engine state as "
+                f"the window before, ADR 0188)"
+                + (f"; cool-downs {sum(e.cooldown_s for e in estimates):.0f} s" if any(e.cooldown_s for e in estimates)
+                   else "") + ".")
+
+
+@dataclass(frozen=True)
+class GroupEstimate:
+    """Planned device seconds of one engine launch, by where they go (CellTable.group_estimate)."""
+
+    start_s: float = 0.0  # 0: every member planned unsupported, no engine start
+    warm_start: bool = False  # planned from a warm compile cache (ADR 0189)
+    idle_s: float = 0.0
+    warmup_s: float = 0.0
+    warmups: int = 0
+    warmups_skipped: int = 0  # members that follow a window of the same engine state (ADR 0188)
+    windows_s: float = 0.0
+    cooldown_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.start_s + self.idle_s + self.warmup_s + self.windows_s + self.cooldown_s
+
+
+def same_engine_state(previous: Cell | None, cell: Cell) -> bool:
+    """``cell`` repeats, on the same engine, the configuration whose window ran just before it: only replicate
+    axes differ (the seed's prompt sample, the window index; specjoule.axes.SAME_ENGINE_STATE holds the rest), in
+    closed batches. The engine is then in the state a warm-up would bring it to — same batch shape, lengths,
+    acceptance rates, captured graphs and compiled kernels, clocks at load a fraction of a second ago — so the
+    warm-up is left out (ADR 0188). A swapped vector, another batch size, corpus or workload warm up again; so
+    does every loop cell, whose warm-up brings arrivals and requests in flight to their steady state after the
+    previous loop drained."""
+    if previous is None or cell.workload_kind != "closed_batch" or previous.cell_id == cell.cell_id:
+        return False
+    return (previous.engine_key == cell.engine_key
+            and all(getattr(previous, f) == getattr(cell, f) for f in axes.SAME_ENGINE_STATE)
+            and previous.acceptance_rates == cell.acceptance_rates
+            and previous.setup.workload == cell.setup.workload)
+
+
+def warmup_planned(previous: Cell | None, cell: Cell) -> bool:
+    """Whether ``cell`` runs its configured warm-up after ``previous`` on one engine (None: the engine's first)."""
+    return cell.setup.workload.warmup_s > 0 and not same_engine_state(previous, cell)
+
+
+# Engine options under which vLLM compiles nothing or keeps no compile cache: no start is warm (ADR 0189).
+_NO_COMPILE_CACHE_ENV = ("VLLM_DISABLE_COMPILE_CACHE", "TORCH_COMPILE_DISABLE")
+
+
+def start_signature(members: tuple[Cell, ...] | list[Cell]) -> tuple | None:
+    """What a vLLM engine start is built from (runner._engine_spec): the engine key, the workload kind (offline
+    engine or server), the largest batch and the first cell's acceptance rates. Two starts with one signature
+    build the same engine, so the second loads the first one's compiled graphs from the compile cache (ADR 0189).
+    None where no compile cache serves the start: not vLLM, not cuda (the CPU engine runs eager), every member
+    planned unsupported, or engine options that turn compilation or its cache off."""
+    measured = [c for c in members if not c.unsupported_reason]
+    if not measured:
+        return None
+    first = measured[0]
+    engine = first.setup.engine
+    if first.engine != "vllm" or first.device != "cuda":
+        return None
+    options = dict(engine.options or {})
+    env = options.get("env") or {}
+    if any(str(env.get(k, "0")).strip().lower() not in ("", "0", "false") for k in _NO_COMPILE_CACHE_ENV):
+        return None
+    compilation = options.get("compilation_config")
+    mode = compilation.get("mode", compilation.get("level")) if isinstance(compilation, dict) else None
+    if options.get("enforce_eager") or (mode is not None and str(mode).upper() in ("0", "NONE")):
+        return None
+    return (first.engine_key, first.workload_kind, max(c.batch_size for c in measured), first.acceptance_rates)
 
 
 def _estimate_s(workload: WorkloadSpec, protocol: dict) -> float:
@@ -607,7 +749,9 @@ def build(config: dict) -> CellTable:
             campaigns[plan.campaign_id] = ordered
             cells.extend(ordered)
     return CellTable(cells=cells, by_path=by_path, campaigns=campaigns, share_engines=share, swap_acceptance=swap,
-                     engine_start_s=float(protocol["engine_start_s"]), idle_s=float(protocol["idle_s"]))
+                     engine_start_s=float(protocol["engine_start_s"]), idle_s=float(protocol["idle_s"]),
+                     engine_start_warm_s=(float(protocol["engine_start_warm_s"])
+                                          if protocol.get("engine_start_warm_s") is not None else None))
 
 
 def _engine_groups(table: CellTable) -> dict[str, EngineGroup]:

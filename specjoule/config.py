@@ -413,6 +413,13 @@ def _check_semantics(config: dict) -> None:
         raise ConfigError("protocol.swap_synthetic_acceptance", True,
                           "it shares one engine across a scheme's acceptance vectors: needs protocol.share_engines: true")
 
+    warm = protocol.get("engine_start_warm_s")
+    if warm is not None and warm > protocol["engine_start_s"]:
+        raise ConfigError("protocol.engine_start_warm_s", warm,
+                          f"above protocol.engine_start_s = {protocol['engine_start_s']}: a start that loads its "
+                          f"compiled graphs from the compile cache is never planned longer than one that compiles them "
+                          f"(ADR 0189)")
+
     for name, pair in config["models"].items():
         if "target" not in pair:
             raise ConfigError(f"models.{name}", pair, "a model pair needs a target")

@@ -193,8 +193,9 @@ def group_shell(job: GroupJob, version: Any, python: str, config_json: str) -> s
 
 
 def runtime_min(table: CellTable, job: GroupJob, attempt: int) -> int:
-    """Members' estimates less the saved starts, with run_cell's margin and retry doubling."""
-    return max(5, int(table.group_estimated_s(job.group) / 60 * 1.5 + 5) * attempt)
+    """The group's estimate with run_cell's margin and retry doubling; its start planned cold, as a limit must not
+    rely on a compile cache the job's node may not see (ADR 0189)."""
+    return max(5, int(table.group_estimated_s(job.group, warm_cache=False) / 60 * 1.5 + 5) * attempt)
 
 
 def manifests(cells: Iterable[Cell]) -> list[str]:

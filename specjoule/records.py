@@ -206,6 +206,11 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
                                   "a requeue; null outside SLURM (ADR 0134)"),
     ("retried", _bool, "an earlier attempt at this cell started and ended without a record (preemption, requeue, "
                        "crash, failure); this record is from a later attempt (ADR 0134)"),
+    # device time (issue 22): what the runner left out of the held time, appended (older records read back null)
+    ("warmup_skipped", _bool, "true: no warm-up, the window before on this engine ran the same configuration (only "
+                              "the seed or window index differ; ADR 0188); false: the configured warm-up ran"),
+    ("compile_cache_warm", _bool, "the engine start found its compiled graphs in the campaign's compile cache (true) "
+                                  "or compiled them (false); null: not vLLM, or nothing compiled (ADR 0189)"),
 ]
 
 RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in RECORD_FIELDS],

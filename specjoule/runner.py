@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specjoule import axes, gpu, models, records, resolve_models, schemes, workloads
+from specjoule import cells, gpu, models, records, resolve_models, schemes, workloads
 from specjoule import env as envmod
 from specjoule.cellspec import CellSpec
-from specjoule.engines import Engine, EngineHung, EngineUnsupported, make_engine
+from specjoule.engines import Engine, EngineHung, EngineUnsupported, compile_cache, make_engine
 from specjoule.engines.base import latency_from_histograms, latency_from_requests
 from specjoule.meter import Meter, MeterError, NoneMeter, make_meter
 
@@ -473,10 +473,18 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
             raise EngineStartUnsupported(str(exc)) from exc
         log.info("engine: start (%s, %s)", spec.engine.engine, engine.kind)
         try:
+            cache_root = engine.compile_cache_root()
+            cache_before = compile_cache.keys(cache_root) if cache_root is not None else None
             try:
                 start_s = engine.start()
             except EngineUnsupported as exc:
                 raise EngineStartUnsupported(str(exc), (engine.info() or {}).get("engine_version")) from exc
+            # Read outside engine.start(): the walk is not part of engine_start_s (ADR 0189).
+            cache_warm = (compile_cache.started_warm(cache_before, compile_cache.keys(cache_root))
+                          if cache_root is not None and cache_before is not None else None)
+            if cache_root is not None:
+                log.info("engine: compile cache %s: %s", cache_root, {True: "warm (no new compiled-graph entry)",
+                         False: "cold (this start compiled)", None: "nothing compiled into it"}[cache_warm])
             instance = f"{envmod.capture(spec.engine.engine)['hostname']}:{getattr(engine, 'pgid', None)}:{time.time():.0f}"
             log.info("engine: ready after %.1f s", start_s)
             watchdog = workloads.Watchdog(float(spec.protocol.engine_ready_timeout_s), stall_timeout_s)
@@ -493,10 +501,14 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
                     engine.set_synthetic_rates(list(applied or ()))
                     log.info("engine: synthetic acceptance rates set to %s", list(applied or ()))
                 cell_spec = j.cell.setup
-                if previous is not None and same_engine_state(previous, j.cell):
-                    # The window before ran this very workload on this engine (ADR 0064): it is warm.
+                warmup_skipped = False
+                if not cells.warmup_planned(previous, j.cell) and cell_spec.workload.warmup_s > 0:
+                    # The window before ran this configuration on this engine, only its prompts' seed or window
+                    # index differ (ADR 0188): the engine is in the state a warm-up would bring it to.
                     cell_spec = cell_spec.replace(workload=cell_spec.workload.without_warmup())
-                    log.info("warm-up: skipped, the engine just ran the same workload (%s)", previous.name)
+                    warmup_skipped = True
+                    log.info("warm-up: skipped, the window before on this engine ran the same configuration (%s/%s)",
+                             previous.campaign_id, previous.name)
                 meter.reset_window()
                 meter.start_sampling()
                 result = workloads.run(engine, meter, pools[j.cell.cell_id][0], cell_spec, drain=i < len(jobs) - 1,
@@ -505,7 +517,7 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
                 meter.stop_sampling()
                 mres = meter.result()
                 row = _row(j.cell, result, mres, engine, start_s, idle_w, pools[j.cell.cell_id][1], instance, len(jobs))
-                row.update(revisions)
+                row.update(revisions, warmup_skipped=warmup_skipped, compile_cache_warm=cache_warm)
                 row["device_held_s"] = time.monotonic() - leased_at
                 timeline = meter.timeline()
                 row.update(host_columns(timeline))
@@ -530,15 +542,8 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
         lease.release()
 
 
-def same_engine_state(previous, cell) -> bool:
-    """The cell runs exactly what the cell before it ran on this engine — same batch, prompts, lengths and
-    acceptance, only another replicate window — so the engine is warm for it and a warm-up would only add
-    device time (ADR 0064). Any other difference (a swapped vector, another batch size) warms up again."""
-    # Every other axis the same (specjoule.axes), the same rates and the very same workload entry.
-    return (previous.window_index != cell.window_index
-            and all(getattr(previous, f) == getattr(cell, f) for f in axes.SAME_ENGINE_STATE)
-            and previous.acceptance_rates == cell.acceptance_rates
-            and previous.setup.workload == cell.setup.workload)
+# The warm-up decision is the plan's (ADR 0188): the runner and the planner's estimate use one rule.
+same_engine_state = cells.same_engine_state
 
 
 def draft_passes(spec: CellSpec) -> float | None:
@@ -676,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     import argparse
 
-    from specjoule import cells, config
+    from specjoule import config
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("config")

@@ -68,3 +68,20 @@ def test_command_line_prints_the_table_and_the_line(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "window_share" in out and "100 s held by 1 engine launch(es)" in out and "(40.0 %)" in out
     assert accounting.main([]) == 2
+
+
+def test_skipped_warm_ups_and_warm_starts_are_counted_per_launch():
+    """ADR 0188, 0189: how many cells of a launch ran no warm-up of their own, and whether its start was warm."""
+    rows = [_rec("A", 60.0, 100.0, 5.0, 20.0, 0) | {"warmup_skipped": False, "compile_cache_warm": False},
+            _rec("A", 80.0, 100.0, 0.0, 20.0, 1) | {"warmup_skipped": True, "compile_cache_warm": False},
+            _rec("A", 100.0, 100.0, 0.0, 20.0, 2) | {"warmup_skipped": True, "compile_cache_warm": False},
+            _rec("B", 70.0, 40.0, 5.0, 20.0, 5) | {"warmup_skipped": False, "compile_cache_warm": True},
+            _rec("C", 70.0, 40.0, 5.0, 20.0, 9) | {"warmup_skipped": None, "compile_cache_warm": None}]
+    t = accounting.device_time(pl.DataFrame(rows))
+    assert t["warmups_skipped"].to_list() == [2, 0, None, 2]
+    assert t["compile_cache_warm"].to_list() == [False, True, None, None]
+    line = accounting.summary_line(t)
+    assert "(1 of 2 from a warm compile cache)" in line and "2 cell(s) without a warm-up of their own" in line
+    # Records from before the columns: nothing claimed.
+    old = accounting.device_time(pl.DataFrame([_rec("x", 60.0, 60.0, 5.0, 21.0, 0)]))
+    assert old["warmups_skipped"].to_list() == [None, None] and "warm" not in accounting.summary_line(old)

@@ -14,6 +14,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("specjoule.engine")
@@ -323,6 +324,11 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def latency_source(self) -> str:
         """Where TTFT/TPOT come from: request_metrics | request_timestamps | client_stream | engine_histogram."""
+
+    def compile_cache_root(self) -> Path | None:
+        """The compile cache this engine's start reads and fills (specjoule.engines.compile_cache, ADR 0189), for
+        the record's compile_cache_warm; None where the engine keeps none the runner can read."""
+        return None
 
     def set_synthetic_rates(self, rates: list[float]) -> None:
         """Replace a running engine's synthetic acceptance rates in place (ADR 0039); only adapters that

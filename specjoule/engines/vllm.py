@@ -37,6 +37,7 @@ from typing import Any
 
 from specjoule import acceptance, schemes
 from specjoule.cellspec import CellSpec
+from specjoule.engines import compile_cache
 from specjoule.engines.base import (
     BatchResult,
     CounterSnapshot,
@@ -514,6 +515,16 @@ def server_command(spec: CellSpec | typing.Mapping[str, Any], host: str, port: i
     return cmd
 
 
+def _compile_cache_root(spec: CellSpec, kwargs: typing.Mapping[str, Any]) -> Path | None:
+    """The compile cache this engine's start reads and fills (ADR 0189); None for an eager engine (the CPU
+    engine with graphs off: vLLM compiles nothing) or an environment that turns the cache off."""
+    compilation = kwargs.get("compilation_config")
+    mode = compilation.get("mode", compilation.get("level")) if isinstance(compilation, dict) else None
+    if kwargs.get("enforce_eager") or (mode is not None and str(mode).upper() in ("0", "NONE")):
+        return None
+    return compile_cache.vllm_root(engine_env(spec))
+
+
 def engine_env(spec: CellSpec | typing.Mapping[str, Any] | None = None) -> dict[str, str]:
     """The engine process's environment: ours, plus ``engine_options.vllm.env`` of the cell.
 
@@ -526,6 +537,9 @@ def engine_env(spec: CellSpec | typing.Mapping[str, Any] | None = None) -> dict[
         env[str(key)] = str(value)
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
     env.setdefault("DO_NOT_TRACK", "1")
+    # One compile cache per results tree, so every start of a campaign reuses what an earlier start compiled
+    # (ADR 0189); a root the environment or engine_options.vllm.env names wins.
+    env.setdefault("VLLM_CACHE_ROOT", str(compile_cache.default_vllm_root()))
     env["PYTHONUNBUFFERED"] = "1"
     # The worker must import specjoule from this checkout even when it is not installed.
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -649,6 +663,9 @@ class VllmOfflineEngine(WorkerProcessEngine):
 
     def worker_env(self) -> dict[str, str]:
         return engine_env(self.spec)
+
+    def compile_cache_root(self) -> Path | None:
+        return _compile_cache_root(self.spec, self.kwargs)
 
     def log_started(self) -> None:
         log.info("engine: vLLM offline worker pid %d (own process group) starting: %s", self.proc.pid,
@@ -838,6 +855,10 @@ class VllmServerEngine(ServerProcessEngine):
                  port: int | None = None, url: str | None = None) -> None:
         super().__init__(spec, log_file, ready_timeout_s, command, host, port, url)
         self.kwargs = engine_kwargs(spec)
+
+    def compile_cache_root(self) -> Path | None:
+        # A server attached by URL compiled with its own environment: its cache is not ours to read.
+        return None if self.url is not None else _compile_cache_root(self.spec, self.kwargs)
 
     # lifecycle
     def start(self) -> float:

@@ -100,7 +100,9 @@ def _workload_line(name: str, wl: dict) -> str:
         return (f"{name}: open loop, Poisson {wl['rate']:g} req/s, {wl['prompt_len']} in / {wl['output_len']} out, "
                 f"warm-up {wl['warmup_s']:g} s unsampled, energy window {wl['window_s']:g} s, cool-down {wl['cooldown_s']:g} s")
     return (f"{name}: closed batch (B requests together), {wl['prompt_len']} in / {wl['output_len']} out, "
-            f"repeated until ≥ {wl['min_window_s']:g} s (≤ {wl['max_repeats']} repeats), warm-up {wl['warmup_s']:g} s")
+            f"repeated until ≥ {wl['min_window_s']:g} s (≤ {wl['max_repeats']} repeats), warm-up {wl['warmup_s']:g} s"
+            + (" (none where a cell repeats the configuration of the window before it on its engine: another seed or "
+               "window; records: warmup_skipped, ADR 0188)" if wl["warmup_s"] else ""))
 
 
 def _scheme_line(name: str, s: dict, config: dict) -> str:

@@ -47,7 +47,8 @@ case "$cmd" in
     cp "$state/log" "$dest/$name.log" 2>/dev/null || true
     have="$(cd "$work" && ls -d results .snakemake/log 2>/dev/null || true)"
     [ -n "$have" ] || { echo "background: $name has no results yet"; exit 0; }
-    (cd "$work" && tar -czf "$dest/$name-results.tar.gz" $have)
+    # The compile cache (ADR 0189) is the engine's, not evidence: hundreds of MB that would not come back.
+    (cd "$work" && tar --exclude=results/.specjoule/engine-cache -czf "$dest/$name-results.tar.gz" $have)
     echo "background: collected $(du -h "$dest/$name-results.tar.gz" | cut -f1) into $dest"
     ;;
   seed)

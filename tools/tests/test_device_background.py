@@ -19,7 +19,9 @@ def bg(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_collect_seed_and_resume_on_a_fresh_machine(tmp_path):
     first, fresh, out = tmp_path / "machine1", tmp_path / "machine2", tmp_path / "out"
-    r = bg(first, "start", "job", "mkdir -p results/cells/c && echo rec > results/cells/c/a.parquet && sleep 1")
+    cache = "results/.specjoule/engine-cache/vllm/torch_compile_cache/5cab4eadf4"
+    r = bg(first, "start", "job", f"mkdir -p results/cells/c {cache} && echo rec > results/cells/c/a.parquet && "
+                                  f"echo graph > {cache}/model && sleep 1")
     assert r.returncode == 0, r.stderr
     r = bg(first, "wait", "job", "60")
     assert "finished rc=0" in r.stdout, r.stdout + r.stderr
@@ -27,6 +29,8 @@ def test_collect_seed_and_resume_on_a_fresh_machine(tmp_path):
     tarball = out / "job-results.tar.gz"
     with tarfile.open(tarball) as tar:
         assert "results/cells/c/a.parquet" in tar.getnames()
+        # the compile cache (ADR 0189) is the engine's, not evidence, and too large to come back
+        assert not any("engine-cache" in n for n in tar.getnames())
     # the checkout was copied, not the caller's results/ (the copy is what the job sees)
     assert (first / "job" / "Snakefile").is_file() and not (first / "job" / ".git").exists()
 
