@@ -15,6 +15,7 @@ import yaml
 
 from specjoule import config as sj_config
 from specjoule.analysis import aggregate, derive
+from specjoule.analysis import rounds as rounds_analysis
 from specjoule.analysis.checks import Thresholds, run_checks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -330,3 +331,80 @@ def test_1202_sweep_table_in_the_readme_is_the_records(families_1202):
         assert cells[1:] == [f"{m['mj_per_committed_token']:.1f}", f"{m['tpot_mean_s'] * 1000:.2f}",
                              f"{m['mean_power_w']:.0f}", f"{d['mj_per_committed_token']:.1f}",
                              f"{d['tpot_mean_s'] * 1000:.2f}", f"{d['mean_power_w']:.0f}"], (b, cells)
+
+
+# --- session-2026-12-02b: three schemes on SGLang, MTP whole on vLLM, SGLang round profiles (issues 16, 17) -------
+SESSION_1202B = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02b"
+
+
+@pytest.mark.parametrize("family,config_name", [("sglang-schemes", "h200-schemes-sglang.yaml"),
+                                                ("mimo-mtp", "h200-schemes-mimo-mtp.yaml")])
+def test_1202b_configs_are_the_preregistered_ones(family, config_name):
+    assert (SESSION_1202B / family / config_name).read_bytes() == (RUN_CONFIGS / config_name).read_bytes()
+
+
+def _ratios(df: pl.DataFrame) -> dict[tuple[str, float], float]:
+    """mJ per committed token of each point over the mean of its family's opening and closing baselines."""
+    base = df.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
+    pts = df.filter(pl.col("role") == "point")
+    return {(m, L): e / base for m, L, e in pts.select("method", "configured_L", "mj_per_committed_token").iter_rows()}
+
+
+def _readme_line(prefix: str) -> str:
+    return next(ln for ln in (SESSION_1202B / "README.md").read_text().splitlines() if ln.startswith(prefix))
+
+
+def test_1202b_three_schemes_on_sglang_pass_every_check_and_the_readme_table_is_the_records():
+    df, checks = _verdict(SESSION_1202B / "sglang-schemes", "h200-schemes-sglang.yaml")
+    assert df.height == 8 and set(df["engine"]) == {"sglang"}
+    assert set(df["method"]) == {"baseline", "eagle3", "dflash", "dspark"}
+    assert checks.filter(pl.col("status").is_in(["fail", "flag"])).height == 0
+    assert "0 fail, 0 flag, 21 pass" in (SESSION_1202B / "sglang-schemes" / "results" / "checks.md").read_text()
+    points = df.filter(pl.col("role") == "point")
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    widths = dict(points.group_by("method").agg(pl.col("verify_width").unique()).iter_rows())
+    assert {m: sorted(w) for m, w in widths.items()} == {"eagle3": [4.0], "dflash": [16.0], "dspark": [8.0]}
+    assert df["gpu_uuid"].n_unique() == 1 and (df["energy_j"] > 0).all()
+    # the same cells on vLLM (session 2026-12-01d): the README quotes both engines' ratios from their own records
+    vllm, _ = _verdict(SCHEMES_1201D / "qwen3-8b", "h200-schemes-qwen3-8b.yaml")
+    rows = {"eagle3": "| EAGLE3 head (3) |", "dflash": "| DFlash block 16 (15) |", "dspark": "| DSpark block 8 (7) |"}
+    for engine, data in (("SGLang", df), ("vLLM (12-01d)", vllm)):
+        ratios = _ratios(data)
+        for method, prefix in rows.items():
+            line = _readme_line(f"{prefix} {engine} |")
+            ls = sorted(L for m, L in ratios if m == method)
+            for L in (ls[0], ls[-1]):  # L = 1 and the scheme's maximum
+                assert f"{ratios[(method, L)]:.3f}×" in line, (engine, method, L, line)
+
+
+def test_1202b_mtp_family_is_whole_and_reproduces_its_12_01d_ratios_on_another_board():
+    df, checks = _verdict(SESSION_1202B / "mimo-mtp", "h200-schemes-mimo-mtp.yaml")
+    assert sorted(df["cell_name"]) == ["baseline--close", "baseline--open", "mtp--mv1", "mtp--mv3", "mtp--mv4"]
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert set(checks.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched"}
+    assert checks.filter(pl.col("check") == "baseline_drift")["status"].to_list() == ["pass"]
+    ratios = _ratios(df)
+    line = _readme_line("| MiMo-7B (this session) |")
+    assert all(f"{ratios[('mtp', L)]:.3f}×" in line for L in (1.0, 3.0, 4.0)), line
+    # 12-01d had only its opening baseline: its ratios are over that one
+    old, _ = _verdict(SCHEMES_1201D / "mimo-mtp", "h200-schemes-mimo-mtp.yaml")
+    old_ratios = _ratios(old)
+    assert old["gpu_uuid"][0] != df["gpu_uuid"][0]
+    for L in (3.0, 4.0):
+        shift = ratios[("mtp", L)] / old_ratios[("mtp", L)] - 1
+        assert abs(shift) < 0.01, (L, shift)  # the README's −0.5 % / −0.9 %
+        assert f"{100 * shift:+.1f} %".replace("-", "−") in (SESSION_1202B / "README.md").read_text()
+
+
+def test_1202b_sglang_round_profiles_split_draft_and_verify():
+    table = pl.read_parquet(SESSION_1202B / "rounds" / "rounds.parquet")
+    rows = {r["scheme"]: r for r in table.iter_rows(named=True)}
+    assert set(rows) == {"eagle3", "dflash"} and {r["engine"] for r in rows.values()} == {"sglang"}
+    assert rows["eagle3"]["draft_phase_source"] == "label" and rows["dflash"]["draft_phase_source"] == "step_order"
+    for r in rows.values():
+        assert r["rounds_profiled"] >= r["rounds_counted"] >= 20  # the engine's own count backs the markers
+        assert 0 < r["draft_ms_per_round"] < r["verify_ms_per_round"]
+    # the committed trimmed traces still read (3 rounds each), by the same rules
+    for folder in sorted((SESSION_1202B / "rounds").glob("*/*")):
+        row, _ = rounds_analysis.analyze_profile(folder)
+        assert row["rounds_profiled"] == 3 and row["draft_ms_per_round"] > 0
