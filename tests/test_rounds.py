@@ -260,6 +260,24 @@ def test_sglang_dflash_rounds_are_run_batches_and_the_first_verify_step_is_the_d
     assert row["host_ms_per_round"] == pytest.approx(10.0 - 1.2 - 5.0 - 0.3)
 
 
+def test_trim_keeps_only_the_flow_arrows_of_the_kept_rounds(tmp_path):
+    """kineto writes one launch→kernel flow pair per launch for the whole trace; a trimmed copy keeps only those of
+    its own span (on the H200 traces they were 27,000 of 31,000 kept events)."""
+    b = TraceBuilder()
+    for i in range(6):
+        _dflash_round(b, 10_000.0 * i)
+    for i in range(6):
+        for ph in ("s", "f"):
+            b.events.append({"ph": ph, "cat": "ac2g", "name": "ac2g", "id": i, "pid": PID, "tid": TID,
+                             "ts": 10_000.0 * i + 600, "bp": "e"})
+    out = tmp_path / "t.json"
+    rounds.trim(b.write(tmp_path / "full.json"), out, rounds=2)
+    kept = json.loads(out.read_text())["traceEvents"]
+    flows = sorted(e["ts"] for e in kept if e["ph"] in ("s", "f"))
+    assert flows == [600.0, 600.0, 10_600.0, 10_600.0, 20_600.0, 20_600.0]  # rounds 0, 1 and the step closing them
+    assert rounds.analyze_trace(out)[0]["rounds_profiled"] == 2
+
+
 def test_sglang_verify_steps_without_run_batch_spans_leave_the_draft_unknown_not_zero(tmp_path):
     """Without the scheduler spans the drafter's step cannot be told from the target's: each step is a marker,
     and the draft columns are null (a 0 would claim a free drafter)."""

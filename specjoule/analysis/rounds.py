@@ -77,6 +77,7 @@ SGLANG_RUN_BATCH = "scheduler.run_batch"
 SGLANG_DECODE = re.compile(r"^step\[DECODE bs=(\d+)\]")
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+FLOW_PHASES = ("s", "t", "f")  # Chrome-trace flow events (kineto's "ac2g" launch→kernel arrows); the analysis reads none
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|cuGraphLaunch)")
 KERNEL_LAUNCH = re.compile(r"^(cudaLaunchKernel|cuLaunchKernel|cudaLaunchCooperativeKernel)")
@@ -498,6 +499,11 @@ def trim(src: str | Path, dst: str | Path, rounds: int = 6) -> dict[str, int]:
                  if e.get("ph") == "X" and e.get("cat") in RUNTIME_CATS and lo <= float(e.get("ts", 0)) < hi_keep}
     events = []
     for e in data["traceEvents"]:
+        if e.get("ph") in FLOW_PHASES:
+            # launch→kernel arrows: only those of the kept span (a whole trace's are most of its events)
+            if lo <= float(e.get("ts", 0.0)) < hi_keep:
+                events.append(e)
+            continue
         if e.get("ph") != "X":
             events.append(e)
             continue
