@@ -459,3 +459,38 @@ def test_compare_evidence_on_the_committed_h200_sessions(capsys):
     assert mv1["comparable"] and mv1["reproduces"] is False
     assert any("speculative_synthetic_rates_swapped" in d and "condition" in d for d in mv1["differences"])
     assert "does NOT reproduce" in out and "-18.3%" in out
+
+
+def test_a_field_one_side_never_recorded_is_said_but_does_not_block_the_verdict(capsys):
+    """MTP on MiMo-7B on two boards (sessions 2026-12-01d and 2026-12-02b): the older records predate the
+    engine_config field fuse_allreduce_rms (ADR 0155), the newer say false. Not a difference (ADR 0181): judged."""
+    a = EVIDENCE / "session-2026-12-01d" / "mimo-mtp" / "results" / "cells"
+    b = EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"
+    table = compare_evidence.compare_sources(a, b)
+    assert sorted(table["configured_L"]) == [3.0, 4.0]
+    for row in table.iter_rows(named=True):
+        assert row["comparable"] and row["reproduces"] is True and abs(row["shift"]) < 0.01, row
+        said = [d for d in row["differences"] if d.startswith("not recorded by A")]
+        assert said == ["not recorded by A (a field its records predate): engine_config.fuse_allreduce_rms = false"]
+        assert not any(d.startswith("engine_config.fuse_allreduce_rms") for d in row["differences"])
+
+
+def test_a_field_both_sides_recorded_with_different_values_still_blocks(tmp_path):
+    """The same pair with the newer records' value changed: now both recorded it, and they differ."""
+    import json as _json
+
+    src = EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"
+    out = tmp_path / "cells"
+    for f in src.glob("*/*.parquet"):
+        df = pl.read_parquet(f)
+        cfg = [_json.loads(t) if t else None for t in df["engine_config"]]
+        for c in cfg:
+            if c is not None:
+                c["fuse_allreduce_rms"] = True
+        df = df.with_columns(pl.Series("engine_config", [_json.dumps(c) if c else None for c in cfg]))
+        (out / f.parent.name).mkdir(parents=True, exist_ok=True)
+        df.write_parquet(out / f.parent.name / f.name)
+    table = compare_evidence.compare_sources(src, out)
+    assert table.height == 3 and not any(table["comparable"])
+    for diffs in table["differences"].to_list():
+        assert "engine_config.fuse_allreduce_rms: false vs true" in diffs, diffs

@@ -168,7 +168,9 @@ def test_a_tree_of_sessions_reads_as_its_runs():
                 EVIDENCE / "session-2026-12-01d" / "qwen3-8b" / "results" / "cells",
                 EVIDENCE / "session-2026-12-01d" / "mimo-mtp" / "results" / "cells",
                 EVIDENCE / "session-2026-12-02" / "families" / "results" / "cells",
-                EVIDENCE / "session-2026-12-02" / "sweep-qwen3-8b" / "results" / "cells"]
+                EVIDENCE / "session-2026-12-02" / "sweep-qwen3-8b" / "results" / "cells",
+                EVIDENCE / "session-2026-12-02b" / "sglang-schemes" / "results" / "cells",
+                EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"]
     from polars.testing import assert_frame_equal
 
     tree = variance.budget_of_sources([EVIDENCE]).drop("sources")
@@ -204,3 +206,18 @@ def test_the_rules_write_the_variance_and_reproducibility_tables(tmp_path):
     proc = subprocess.run([*cmd, "-n"], cwd=work, capture_output=True, text=True, timeout=300, env=env)
     said = proc.stdout + proc.stderr
     assert proc.returncode != 0 and f"config error at report.reference_evidence = '{tmp_path / 'nowhere'}'" in said
+
+
+def test_a_configuration_is_matched_on_the_fields_every_record_of_its_family_recorded():
+    """MTP on MiMo-7B, sessions 2026-12-01d and 2026-12-02b on two boards: the older records lack the later
+    engine_config field fuse_allreduce_rms. Matched on what both recorded (ADR 0181), L = 3 and 4 are two
+    configurations seen on two boards, and the board's variance of the ratio is the pooled one of their log shifts."""
+    runs = [EVIDENCE / "session-2026-12-01d" / "mimo-mtp" / "results" / "cells",
+            EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"]
+    t = variance.budget_of_sources(runs)
+    row = t.filter((pl.col("family") == "vllm-mimo_7b-closed-cg1") & (pl.col("metric") == "energy_ratio")
+                   & (pl.col("component") == "board")).row(0, named=True)
+    assert row["estimable"] and row["n_configurations"] == 2 and row["df"] == 2
+    table = compare_evidence.compare_sources(*runs)
+    d = np.log(table["energy_ratio_a"].to_numpy() / table["energy_ratio_b"].to_numpy())
+    assert row["variance"] == pytest.approx((d ** 2 / 2).mean(), rel=1e-9)

@@ -91,12 +91,20 @@ def _differences(ra: dict, rb: dict) -> tuple[list[str], list[str]]:
     ca = evidence.engine_config_of(ra["engine_config"], conditions=True)
     cb = evidence.engine_config_of(rb["engine_config"], conditions=True)
     if ca and cb:
-        diff = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
+        # a key one side never recorded was added to records later: not a difference (ADR 0181), but said. A
+        # condition key is written only when it holds (ADR 0039): its absence is a value, compared as before.
+        shared = (set(ca) & set(cb)) | ((set(ca) | set(cb)) & set(evidence.CONDITION_KEYS))
+        diff = sorted(k for k in shared if ca.get(k) != cb.get(k))
         measured = [k for k in diff if k not in evidence.CONDITION_KEYS]
         if measured:
             blocking.append("engine configuration (" + ", ".join(measured) + ")")
         out += [f"engine_config.{k}: {json.dumps(ca.get(k))} vs {json.dumps(cb.get(k))}"
                 + (" (a condition, ADR 0039)" if k in evidence.CONDITION_KEYS else "") for k in diff]
+        for side, mine, other in (("A", ca, cb), ("B", cb, ca)):
+            missing = sorted(set(other) - set(mine) - set(evidence.CONDITION_KEYS))
+            if missing:
+                out.append(f"not recorded by {side} (a field its records predate): " + ", ".join(
+                    f"engine_config.{k} = {json.dumps(other[k])}" for k in missing))
     pools_a = {p["seed"]: p["corpus_pool_hash"] for p in ra["pools"]}
     pools_b = {p["seed"]: p["corpus_pool_hash"] for p in rb["pools"]}
     for s in sorted(set(pools_a) & set(pools_b)):

@@ -64,6 +64,27 @@ def engine_config_key(col: str = "engine_config") -> pl.Expr:
             .fill_null("∅"))
 
 
+def common_config_keys(df: pl.DataFrame, col: str = "engine_config", within: str = "family") -> pl.Series:
+    """One comparable string per row: the row's normalised engine configuration restricted to the keys that every
+    record of its ``within`` group recorded (ADR 0181); ``∅`` where the row recorded none."""
+    import json
+
+    parsed: dict[str, dict] = {}  # records of one engine group share their configuration's text
+    configs = [(parsed.setdefault(t, engine_config_of(t)) if t else None) for t in df[col].to_list()]
+    common: dict[object, set[str]] = {}
+    for group, cfg in zip(df[within].to_list(), configs):
+        if cfg is not None:
+            common[group] = set(cfg) if group not in common else common[group] & set(cfg)
+    out = []
+    for group, cfg in zip(df[within].to_list(), configs):
+        if cfg is None:
+            out.append("∅")
+        else:
+            keep = common[group]
+            out.append(json.dumps({k: v for k, v in cfg.items() if k in keep}, sort_keys=True))
+    return pl.Series("engine_config_key", out, dtype=pl.String)
+
+
 def _as_text(col: str, dtype: pl.DataType) -> pl.Expr:
     if isinstance(dtype, pl.List):
         inner = pl.element().round(9) if dtype.inner.is_float() else pl.element()

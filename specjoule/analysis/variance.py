@@ -97,8 +97,12 @@ def observations(records: pl.DataFrame) -> pl.DataFrame:
     family = pl.format("{}-{}-{}-cg{}", C("engine"), C("model_pair"), C("workload"), C("cuda_graphs").cast(pl.Int8))
     # A configuration: what was measured and the engine configuration it was measured with (an engine option
     # changed between runs is a different configuration, not board or run variance).
-    config = pl.concat_str([C("measure_key"), evidence.engine_config_key()], separator="|")
-    base = recs.select(family.alias("family"), config.alias("config"), C("source"), board.alias("board"),
+    # Compared on the keys every record of the family recorded (ADR 0181): a key added to records later is not
+    # recorded by the older ones, which is no evidence of another configuration.
+    recs = recs.with_columns(family.alias("family"))
+    recs = recs.with_columns(evidence.common_config_keys(recs, within="family"))
+    config = pl.concat_str([C("measure_key"), C("engine_config_key")], separator="|")
+    base = recs.select(C("family"), config.alias("config"), C("source"), board.alias("board"),
                        run.alias("run"), engine.alias("engine_restart"), seed.alias("seed"), window.alias("window"),
                        C("role"), C("mj_per_committed_token"), C("baseline_mj_per_committed_token"))
     mj = base.filter(C("mj_per_committed_token") > 0).with_columns(
