@@ -6,6 +6,7 @@ its own versions); package versions come from installed metadata, the rest from 
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import socket
@@ -24,6 +25,15 @@ def _dist_version(*names: str) -> str | None:
         except metadata.PackageNotFoundError:
             continue
     return None
+
+
+def imported_version(module: str) -> str | None:
+    """``module.__version__`` as this interpreter imports it: in an engine process, the engine's own copy (the
+    offline bundle's transformers shadows the node's, ADR 0183), which installed metadata need not say."""
+    try:
+        return str(importlib.import_module(module).__version__)
+    except Exception:  # noqa: BLE001 - a version is a fact to record, not worth failing a start
+        return None
 
 
 def git_commit(repo: str | os.PathLike = REPO_ROOT) -> str:

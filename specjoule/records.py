@@ -211,6 +211,8 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
                               "the seed or window index differ; ADR 0188); false: the configured warm-up ran"),
     ("compile_cache_warm", _bool, "the engine start found its compiled graphs in the campaign's compile cache (true) "
                                   "or compiled them (false); null: not vLLM, or nothing compiled (ADR 0189)"),
+    # (appended 2026-12-02b; older records read back null: their commit and the bundle manifest name it, ADR 0183)
+    ("transformers_version", _str, "the transformers the engine process imported to read the model configs"),
 ]
 
 RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in RECORD_FIELDS],

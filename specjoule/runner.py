@@ -617,7 +617,7 @@ def _row(cell, result: workloads.WindowResult, mres, engine: Engine, start_s: fl
     row.update(model_columns(spec))
     row["draft_passes_per_round"] = draft_passes(spec)
     row.update(envmod.capture(spec.engine.engine))
-    for key in ("engine_version", "torch_version", "cuda_version"):
+    for key in ("engine_version", "torch_version", "cuda_version", "transformers_version"):
         if info.get(key):
             row[key] = info[key]
     row["engine_start_s"] = start_s

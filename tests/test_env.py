@@ -24,3 +24,18 @@ def test_commit_of_a_copied_tree_comes_from_the_variable(tmp_path, monkeypatch):
     assert env.git_commit(tmp_path) == "unknown"
     monkeypatch.setenv("SPECJOULE_GIT_COMMIT", "0700e9c")
     assert env.git_commit(tmp_path) == "0700e9c"
+
+
+def test_imported_version_is_the_copy_this_interpreter_imports(tmp_path, monkeypatch):
+    """A copy first on the path shadows the installed one (the offline bundle's transformers over the node's,
+    ADR 0183): the version recorded is the shadowing copy's, which installed metadata would not say."""
+    from importlib import metadata
+
+    assert env.imported_version("yaml") == metadata.version("pyyaml")
+    shadow = tmp_path / "specjoule_shadow_probe"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("__version__ = '5.14.1'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert env.imported_version("specjoule_shadow_probe") == "5.14.1"
+    assert env.imported_version("specjoule_no_such_module") is None
+    assert env.imported_version("os") is None  # a module without __version__: no version, no error

@@ -139,6 +139,7 @@ def test_identity_environment_and_latency(closed_cells):
         assert r["acceptance_mechanism"] == ("none" if cell.method == "baseline" else "model")
         assert r["engine_version"] == vllm_version
         assert r["torch_version"] == md.version("torch")
+        assert r["transformers_version"] == md.version("transformers")  # what the engine process imported
         assert r["python_version"] and r["hostname"]
         assert 1 < r["engine_start_s"] < 900
         assert r["corpus_pool_hash"] == corpora.load_pool(cell.spec).content_hash

@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specjoule import env as envmod
 from specjoule import schemes
 from specjoule.cellspec import CellSpec
 from specjoule.engines import proc
@@ -324,6 +325,7 @@ def probe() -> dict[str, Any]:
         info["cuda_version"] = torch.version.cuda
     except Exception:  # noqa: BLE001
         pass
+    info["transformers_version"] = envmod.imported_version("transformers")
     try:
         from sglang.srt.server_args import ServerArgs
 
@@ -891,7 +893,7 @@ class SglangServerEngine(ServerProcessEngine):
 
     def _server_info(self, probed: dict[str, Any]) -> dict[str, Any]:
         info: dict[str, Any] = {"server_url": self.url}
-        for key in ("engine_version", "torch_version", "cuda_version"):
+        for key in ("engine_version", "torch_version", "cuda_version", "transformers_version"):
             if probed.get(key):
                 info[key] = probed[key]
         try:

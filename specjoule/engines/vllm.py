@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from specjoule import acceptance, schemes
+from specjoule import env as envmod
 from specjoule.cellspec import CellSpec
 from specjoule.engines import compile_cache
 from specjoule.engines.base import (
@@ -81,6 +82,7 @@ def probe() -> dict[str, Any]:
         info["cuda_version"] = torch.version.cuda  # None on CPU builds; reading it does not init CUDA
     except Exception:  # pragma: no cover - vLLM imports torch itself
         pass
+    info["transformers_version"] = envmod.imported_version("transformers")
     try:
         from vllm.config import speculative as spec_mod
 
@@ -894,7 +896,8 @@ class VllmServerEngine(ServerProcessEngine):
             pass
         try:  # the server's interpreter, asked in a child so that this process never imports torch
             out = subprocess.run([sys.executable, "-c", "import json, torch; print(json.dumps("
-                                  "{'torch_version': torch.__version__, 'cuda_version': torch.version.cuda}))"],
+                                  "{'torch_version': torch.__version__, 'cuda_version': torch.version.cuda, "
+                                  "'transformers_version': __import__('transformers').__version__}))"],
                                  capture_output=True, text=True, timeout=120, env=engine_env())
             info.update(json.loads(out.stdout.strip().splitlines()[-1]))
         except Exception as exc:  # noqa: BLE001 - versions are nice to have, not worth failing a cell
