@@ -342,6 +342,15 @@ def part_size(split: str) -> int:
     return B.parse_size(split)
 
 
+def _carry_path(part_dir: Path) -> str:
+    """The part folder as a device call's ``carry`` names it: relative to the repository root (an --out of
+    .bundle/sglang carries .bundle/sglang/parts/NN, not .bundle/parts/NN)."""
+    try:
+        return str(part_dir.resolve().relative_to(REPO))
+    except ValueError:
+        return str(part_dir)
+
+
 def report_parts(parts: list[B.Part], parts_dir: Path, archive: Path) -> None:
     repo_bytes = repo_travel_bytes()
     log(f"{len(parts)} parts in {parts_dir}:")
@@ -350,7 +359,7 @@ def report_parts(parts: list[B.Part], parts_dir: Path, archive: Path) -> None:
         d = parts_dir / B.part_dir_name(p.index)
         size = B.dir_size(d)
         worst = max(worst, size)
-        print(f"    carry .bundle/parts/{B.part_dir_name(p.index)}   {p.filename}  {p.size:,} bytes  "
+        print(f"    carry {_carry_path(d)}   {p.filename}  {p.size:,} bytes  "
               f"sha256 {p.sha256[:16]}…")
     total = repo_bytes + worst
     log(f"a device call carries the repository ({repo_bytes:,} bytes travel) + one part folder (≤ {worst:,}) "

@@ -761,3 +761,13 @@ def test_requirement_objects_are_what_pip_sees():
         "fastapi<0.137,>=0.133"
     )
     assert B._without(Requirement("uvicorn[standard]>=0.30"), strip_extras=False) == "uvicorn[standard]>=0.30"
+
+
+def test_parts_are_named_as_a_device_call_carries_them():
+    """`make_bundle.py --out .bundle/sglang` printed `carry .bundle/parts/NN` (the vLLM bundle's folders) for the
+    SGLang parts (2026-12-02b); the carry path is the part folder's own, relative to the repository."""
+    from tools import make_bundle
+
+    assert make_bundle._carry_path(REPO / ".bundle" / "sglang" / "parts" / "03") == ".bundle/sglang/parts/03"
+    assert make_bundle._carry_path(REPO / ".bundle" / "parts" / "00") == ".bundle/parts/00"
+    assert make_bundle._carry_path(Path("/elsewhere/parts/01")) == "/elsewhere/parts/01"
