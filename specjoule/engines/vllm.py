@@ -47,7 +47,13 @@ from specjoule.engines.base import (
     sample_running,
 )
 from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine, StreamTally
-from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
+from specjoule.engines.worker import (
+    WorkerProcessEngine,
+    accept_init,
+    exit_without_final_collection,
+    report_start_failure,
+    serve,
+)
 
 log = logging.getLogger("specjoule.engine")
 
@@ -904,4 +910,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    if sys.argv[1:2] == ["worker"]:
+        exit_without_final_collection(code)  # the engine is shut down by now (ADR 0186)
+    sys.exit(code)
