@@ -408,3 +408,33 @@ def test_1202b_sglang_round_profiles_split_draft_and_verify():
     for folder in sorted((SESSION_1202B / "rounds").glob("*/*")):
         row, _ = rounds_analysis.analyze_profile(folder)
         assert row["rounds_profiled"] == 3 and row["draft_ms_per_round"] > 0
+
+
+def test_1202b_sglang_reported_the_speculative_settings_the_adapter_asked_for():
+    """The H200 records' engine_config is what SGLang 0.5.17 itself reported (/server_info) for each new scheme:
+    it must be what specjoule's adapter builds, on this CPU, for the same cell (algorithm, steps, top-k, verify
+    width, drafter, load format) and the simulated length the cell configures."""
+    import json
+    from pathlib import PurePath
+
+    from specjoule import cells
+    from specjoule.engines import sglang as sglang_adapter
+
+    cfg = sj_config.load(SESSION_1202B / "sglang-schemes" / "h200-schemes-sglang.yaml")
+    planned = {c.name: c for c in cells.build(cfg).cells}
+    df = pl.read_parquet(SESSION_1202B / "sglang-schemes" / "results" / "records.parquet")
+    checked = set()
+    for row in df.filter(pl.col("role") == "point").iter_rows(named=True):
+        cell = planned[row["cell_name"]]
+        assert cell.cell_id == row["cell_id"]
+        reported = json.loads(row["engine_config"])
+        asked = sglang_adapter.speculative_kwargs(cell.setup)
+        for key, value in asked.items():
+            got = reported[key]
+            if key == "speculative_draft_model_path":  # another checkout on the device: the same model folder
+                got, value = PurePath(got).name, PurePath(value).name
+            assert got == value, (row["cell_name"], key, got, value)
+        assert float(reported["speculative_simulate_acc_len"]) == row["configured_L"]
+        assert reported["speculative_num_draft_tokens"] == row["verify_width"]
+        checked.add(asked["speculative_algorithm"])
+    assert checked == {"EAGLE3", "DFLASH", "DSPARK"}
