@@ -67,17 +67,7 @@ def engine_groups(log: Path) -> list[int]:
 
 def when_logged(log: Path, text: str, action, timeout_s: float = 400) -> threading.Thread:
     """Run ``action()`` once ``text`` appears in the cell's log (a watcher thread)."""
-    def watch() -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if log.exists() and text in log.read_text(errors="replace"):
-                action()
-                return
-            time.sleep(0.2)
-
-    th = threading.Thread(target=watch, daemon=True)
-    th.start()
-    return th
+    return when_logged_again(log, text, 0, action, timeout_s)
 
 
 def when_logged_again(log: Path, text: str, seen: int, action, timeout_s: float = 400) -> threading.Thread:
