@@ -29,8 +29,8 @@ def main(smk) -> None:  # smk: the Snakemake script object
         sys.exit(1)
     compare_evidence.write(table, smk.output[0], meta)
     log.info("%d configuration(s) matched in %s (%d reproduce, %d do not, %d not judged) in %.2f s\n%s", table.height,
-             smk.params.reference, table.filter(pl.col("reproduces") == True).height,  # noqa: E712
-             table.filter(pl.col("reproduces") == False).height, table["reproduces"].null_count(),  # noqa: E712
+             smk.params.reference, table.filter(pl.col("reproduces").eq(True)).height,
+             table.filter(pl.col("reproduces").eq(False)).height, table["reproduces"].null_count(),
              time.perf_counter() - t0, compare_evidence.to_text(table, smk.params.reference, "this run"))
 
 

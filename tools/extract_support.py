@@ -121,11 +121,15 @@ def eagle3_targets(wheel: Path, engine: str, registered: dict[str, str]) -> list
     interface" otherwise); SGLang — the class (or a base) defines ``set_eagle3_layers_to_capture``."""
     if engine == "vllm":
         pattern = re.compile(r"^vllm/model_executor/models/.*\.py$")
-        marks = lambda node, names: "SupportsEagle3" in names  # noqa: E731
+
+        def marks(node: ast.ClassDef, names: set[str]) -> bool:
+            return "SupportsEagle3" in names
     else:
         pattern = SGLANG_MODELS
-        marks = lambda node, names: any(isinstance(f, ast.FunctionDef) and f.name == "set_eagle3_layers_to_capture"  # noqa: E731
-                                        for f in node.body)
+
+        def marks(node: ast.ClassDef, names: set[str]) -> bool:
+            return any(isinstance(f, ast.FunctionDef) and f.name == "set_eagle3_layers_to_capture" for f in node.body)
+
     with zipfile.ZipFile(wheel) as zf:
         bases, marked = _class_graph(zf, pattern, marks)
     return sorted(a for a, where in registered.items() if _closure(where.split(":")[-1], bases, marked))
