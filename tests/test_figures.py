@@ -879,3 +879,16 @@ def alt_chart(df: pl.DataFrame):
     import altair as alt
 
     return alt.Chart(df)
+
+
+def test_build_all_restores_altair_debug_mode_and_spec_still_validates(gpu):
+    import altair as alt
+    from altair.utils import schemapi
+
+    assert schemapi.DEBUG_MODE
+    F.build_all(inputs_for(gpu), names=["energy_vs_acceptance"])
+    assert schemapi.DEBUG_MODE  # built without Altair's per-object validation, and the switch put back
+    with schemapi.debug_mode(False):  # as build_all builds: an invalid property is not caught when made …
+        chart = alt.Chart(pl.DataFrame({"x": [1.0]})).mark_point(size="big").encode(x="x:Q")
+    with pytest.raises(schemapi.SchemaValidationError):  # … but when the figure's spec is made
+        F.Figure("bad", "Bad", "", chart=chart).spec()

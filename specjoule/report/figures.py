@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import altair as alt
+from altair.utils.schemapi import debug_mode
 import polars as pl
 
 from specjoule import axes
@@ -1429,7 +1430,11 @@ def build_all(inputs: FigureInputs, names: Sequence[str] | None = None) -> list[
         if names is not None and fd.name not in names:
             continue
         try:
-            chart = fd.build(inputs)
+            # Altair's debug mode validates every object as it is made, and a layer by converting it whole, its
+            # data included (a second conversion per layer, ~1 s of a paper-scale grid's figures); Figure.spec
+            # validates the finished spec against the same schema, so an invalid figure still raises.
+            with debug_mode(False):
+                chart = fd.build(inputs)
             out.append(Figure(fd.name, fd.title, fd.caption, chart=chart))
         except CannotDraw as exc:
             reason = str(exc).strip().splitlines()[0]
