@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import altair as alt
-from altair.utils.schemapi import debug_mode
 import polars as pl
+from altair.utils.schemapi import debug_mode
 
 from specjoule import axes
 from specjoule.report import numbers
