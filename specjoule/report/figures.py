@@ -21,6 +21,7 @@ from typing import Any
 
 import altair as alt
 import polars as pl
+from altair.utils.schemapi import debug_mode
 
 from specjoule import axes
 from specjoule.report import numbers
@@ -123,7 +124,57 @@ class Figure:
         """The Vega-Lite spec, validated against Altair's schema (raises on an invalid spec)."""
         if self.chart is None:
             raise ValueError(f"figure {self.name} was not drawn: {self.reason}")
-        return self.chart.to_dict(validate=True)
+        return without_unused_columns(self.chart.to_dict(validate=True))
+
+
+def _string_values(node: Any, out: list[str]) -> None:
+    """Every string value under ``node`` (dict keys aside: a Vega-Lite spec names a field only in a value)."""
+    if isinstance(node, str):
+        out.append(node)
+    elif isinstance(node, dict):
+        for v in node.values():
+            _string_values(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _string_values(v, out)
+
+
+def _shows_whole_rows(node: Any) -> bool:
+    """Whether a mark's tooltip lists every field of its row (``tooltip: true`` / ``{"content": "data"}``)."""
+    if isinstance(node, list):
+        return any(_shows_whole_rows(v) for v in node)
+    if not isinstance(node, dict):
+        return False
+    tip = node.get("tooltip")
+    if tip is True or (isinstance(tip, dict) and tip.get("content") == "data"):
+        return True
+    return any(_shows_whole_rows(v) for v in node.values())
+
+
+def without_unused_columns(spec: dict) -> dict:
+    """The spec with each dataset's columns cut to those the spec names somewhere outside the datasets.
+
+    Altair inlines every column of the DataFrame a chart is given, and a field a figure neither encodes,
+    lists in a tooltip, filters, sorts nor transforms is bytes in every row of the spec, the figure's HTML and
+    the report (issue 22). A column is kept when its name occurs inside any string of the spec (a field
+    name, an expression such as ``datum['sel_corpus']``, a title): a superset of the fields Vega reads, so
+    nothing drawn changes. A spec whose tooltip shows whole rows keeps every column."""
+    datasets = spec.get("datasets")
+    rest = {k: v for k, v in spec.items() if k != "datasets"}
+    if not datasets or _shows_whole_rows(rest):
+        return spec
+    strings: list[str] = []
+    _string_values(rest, strings)
+    text = "\x00".join(strings)
+    cut = {}
+    for name, rows in datasets.items():
+        if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
+            columns = dict.fromkeys(c for r in rows for c in r)
+            used = {c for c in columns if c in text}
+            if len(used) < len(columns):
+                rows = [{c: v for c, v in r.items() if c in used} for r in rows]
+        cut[name] = rows
+    return {**spec, "datasets": cut}
 
 
 # --- shared helpers -----------------------------------------------------------------------------------
@@ -1379,7 +1430,11 @@ def build_all(inputs: FigureInputs, names: Sequence[str] | None = None) -> list[
         if names is not None and fd.name not in names:
             continue
         try:
-            chart = fd.build(inputs)
+            # Altair's debug mode validates every object as it is made, and a layer by converting it whole, its
+            # data included (a second conversion per layer, ~1 s of a paper-scale grid's figures); Figure.spec
+            # validates the finished spec against the same schema, so an invalid figure still raises.
+            with debug_mode(False):
+                chart = fd.build(inputs)
             out.append(Figure(fd.name, fd.title, fd.caption, chart=chart))
         except CannotDraw as exc:
             reason = str(exc).strip().splitlines()[0]
