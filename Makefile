@@ -36,6 +36,7 @@ plan: venv
 LINT_DIR := $(shell mktemp -d -u /tmp/specjoule-lint.XXXXXX)
 lint: venv
 	$(VENV)/bin/ruff check specjoule scripts tools benchmarks
+	$(VENV)/bin/ruff format --check specjoule scripts tools benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/snakefmt --check Snakefile rules
 	$(SNAKEMAKE) --lint -d $(LINT_DIR) --configfile config/config.yaml

@@ -61,9 +61,12 @@ def one_run(records_root: Path, out: Path, cache: bool) -> dict:
 
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return {
-        "records": recs.height, "campaigns": recs["campaign_id"].n_unique(), "check_rows": result.height,
+        "records": recs.height,
+        "campaigns": recs["campaign_id"].n_unique(),
+        "check_rows": result.height,
         "failed_check_rows": result.filter(pl.col("status") == "fail").height,
-        "curve_rows": curves.height, "summary_rows": summary.height,
+        "curve_rows": curves.height,
+        "summary_rows": summary.height,
         "stages_s": {k: round(v, 3) for k, v in stages.items()},
         "total_s": round(time.perf_counter() - t0, 3),
         "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
@@ -92,10 +95,15 @@ def main() -> None:
             for mode in ("cold",) if a.no_cache else ("cold", "warm"):
                 load_before = os.getloadavg()[0]
                 t = time.perf_counter()
-                cmd = [sys.executable, __file__, "--records", str(root), "--child", out] + (["--no-cache"] if a.no_cache else [])
+                cmd = [sys.executable, __file__, "--records", str(root), "--child", out] + (
+                    ["--no-cache"] if a.no_cache else []
+                )
                 proc = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO)
-                run = json.loads(proc.stdout) | {"mode": mode, "process_wall_s": round(time.perf_counter() - t, 3),
-                                                 "load_avg_1m_before": load_before}
+                run = json.loads(proc.stdout) | {
+                    "mode": mode,
+                    "process_wall_s": round(time.perf_counter() - t, 3),
+                    "load_avg_1m_before": load_before,
+                }
                 runs[mode].append(run)
                 print(json.dumps(run), flush=True)
     for mode, rs in runs.items():
@@ -103,10 +111,12 @@ def main() -> None:
             continue
         walls = sorted(r["process_wall_s"] for r in rs)
         cpus = sorted(r["cpu_s"] for r in rs)
-        print(f"{mode}: {rs[0]['records']} records, {rs[0]['campaigns']} campaigns: aggregate + checks + derive "
-              f"wall {walls[0]:.2f} s best / {walls[len(walls) // 2]:.2f} s median of {len(rs)}, "
-              f"CPU {cpus[len(cpus) // 2]:.2f} s median (process incl. imports; {os.cpu_count()} cores, "
-              f"load avg {os.getloadavg()[0]:.1f})")
+        print(
+            f"{mode}: {rs[0]['records']} records, {rs[0]['campaigns']} campaigns: aggregate + checks + derive "
+            f"wall {walls[0]:.2f} s best / {walls[len(walls) // 2]:.2f} s median of {len(rs)}, "
+            f"CPU {cpus[len(cpus) // 2]:.2f} s median (process incl. imports; {os.cpu_count()} cores, "
+            f"load avg {os.getloadavg()[0]:.1f})"
+        )
 
 
 if __name__ == "__main__":

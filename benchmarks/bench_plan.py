@@ -36,9 +36,26 @@ def plan_once(tree: Path, cfg: Path, work: Path) -> tuple[float, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([snakemake, "-s", str(tree / "Snakefile"), "-d", str(work), "-n", "--quiet", "--cores", "1",
-                    "--configfile", str(cfg)], cwd=work, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, env=env)
+    subprocess.run(
+        [
+            snakemake,
+            "-s",
+            str(tree / "Snakefile"),
+            "-d",
+            str(work),
+            "-n",
+            "--quiet",
+            "--cores",
+            "1",
+            "--configfile",
+            str(cfg),
+        ],
+        cwd=work,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -55,20 +72,29 @@ def main() -> None:
         cpu: dict[Path, list[float]] = {t: [] for t in trees}
         with tempfile.TemporaryDirectory() as tmp:
             cfg = Path(tmp) / "grid.yaml"
-            cfg.write_text(subprocess.check_output([sys.executable, str(REPO / "benchmarks/gen_paper_grid.py"),
-                                                    *GRIDS[name]], text=True))
+            cfg.write_text(
+                subprocess.check_output(
+                    [sys.executable, str(REPO / "benchmarks/gen_paper_grid.py"), *GRIDS[name]], text=True
+                )
+            )
             for _ in range(a.repeat):
                 for tree in trees:  # interleaved: the machine's load drifts alike for every tree
                     work = Path(tempfile.mkdtemp(dir=tmp))
                     wall, c = plan_once(tree, cfg, work)
                     cpu[tree].append(c)
-                    print(f"{name} [{tree}]: snakemake -n wall {wall:.1f} s, cpu {c:.1f} s "
-                          f"(load avg {os.getloadavg()[0]:.2f})", flush=True)
+                    print(
+                        f"{name} [{tree}]: snakemake -n wall {wall:.1f} s, cpu {c:.1f} s "
+                        f"(load avg {os.getloadavg()[0]:.2f})",
+                        flush=True,
+                    )
         if len(trees) > 1:
             base = statistics.median(cpu[REPO])
             for tree in trees[1:]:
-                print(f"{name}: cpu median this tree {base:.1f} s, {tree} {statistics.median(cpu[tree]):.1f} s, "
-                      f"ratio {base / statistics.median(cpu[tree]):.2f}", flush=True)
+                print(
+                    f"{name}: cpu median this tree {base:.1f} s, {tree} {statistics.median(cpu[tree]):.1f} s, "
+                    f"ratio {base / statistics.median(cpu[tree]):.2f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,9 @@ def child(tables: Path, out: Path) -> dict:
     checks = pl.read_parquet(tables / "checks.parquet")
     summary = pl.read_parquet(tables / "curves_summary.parquet")
     timelines, note = figures.load_timelines([], records, checks)
-    inputs = figures.FigureInputs.from_config(cfg, curves=curves, records=records, checks=checks,
-                                              timelines=timelines, timeline_note=note, summary=summary)
+    inputs = figures.FigureInputs.from_config(
+        cfg, curves=curves, records=records, checks=checks, timelines=timelines, timeline_note=note, summary=summary
+    )
     built = figures.build_all(inputs)
     stages["figures_build"], cpu["figures_build"] = time.perf_counter() - t, time.process_time() - c
     t, c = time.perf_counter(), time.process_time()
@@ -53,16 +54,31 @@ def child(tables: Path, out: Path) -> dict:
     handed_over = {}  # what rule `report` reads from the figures rule's output; absent in trees before it existed
     if hasattr(figures, "read_javascript_bundle"):
         handed_over["javascript_bundle"] = figures.read_javascript_bundle(out / "figures", manifest)
-    html = render.render(render.ReportInputs(
-        config=cfg, config_hash=sj_config.config_hash(cfg), records=records, checks=checks, curves=curves,
-        summary=summary, variance=None, manifest=manifest, specs=specs,
-        paths={"records": str(tables / "records.parquet")}, **handed_over))
+    html = render.render(
+        render.ReportInputs(
+            config=cfg,
+            config_hash=sj_config.config_hash(cfg),
+            records=records,
+            checks=checks,
+            curves=curves,
+            summary=summary,
+            variance=None,
+            manifest=manifest,
+            specs=specs,
+            paths={"records": str(tables / "records.parquet")},
+            **handed_over,
+        )
+    )
     render.write_atomic(out / "report.html", html)
     stages["report"], cpu["report"] = time.perf_counter() - t, time.process_time() - c
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    return {"stages_s": {k: round(v, 3) for k, v in stages.items()},
-            "stages_cpu_s": {k: round(v, 3) for k, v in cpu.items()}, "total_s": round(time.perf_counter() - t0, 3),
-            "cpu_s": round(ru.ru_utime + ru.ru_stime, 3), "html_bytes": len(html.encode())}
+    return {
+        "stages_s": {k: round(v, 3) for k, v in stages.items()},
+        "stages_cpu_s": {k: round(v, 3) for k, v in cpu.items()},
+        "total_s": round(time.perf_counter() - t0, 3),
+        "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
+        "html_bytes": len(html.encode()),
+    }
 
 
 def tables_for(records: Path, work: Path) -> Path:
@@ -70,8 +86,12 @@ def tables_for(records: Path, work: Path) -> Path:
     sys.path.insert(0, str(REPO))
     from benchmarks.gen_records import grid_config
 
-    subprocess.run([sys.executable, str(REPO / "benchmarks/bench_analysis.py"), "--records", str(records),
-                    "--child", str(work)], check=True, capture_output=True, cwd=REPO)
+    subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/bench_analysis.py"), "--records", str(records), "--child", str(work)],
+        check=True,
+        capture_output=True,
+        cwd=REPO,
+    )
     (work / "config.json").write_text(json.dumps(grid_config(11, False), default=str))
     return work
 
@@ -94,17 +114,27 @@ def main() -> None:
             for tree in trees:
                 out = Path(tempfile.mkdtemp(dir=tmp))
                 t = time.perf_counter()
-                proc = subprocess.run([sys.executable, str(REPO / "benchmarks/bench_report.py"), "--child",
-                                       str(tables), str(out)], check=True, capture_output=True, text=True,
-                                      cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)})
+                proc = subprocess.run(
+                    [sys.executable, str(REPO / "benchmarks/bench_report.py"), "--child", str(tables), str(out)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    cwd=tree,
+                    env={**os.environ, "PYTHONPATH": str(tree)},
+                )
                 run = json.loads(proc.stdout.strip().splitlines()[-1])
                 cpu[tree].append(run["cpu_s"])
-                print(f"[{tree}] figures + report wall {time.perf_counter() - t:.2f} s, cpu {run['cpu_s']:.2f} s, "
-                      f"stages {run['stages_s']}, cpu by stage {run.get('stages_cpu_s')} (load avg {os.getloadavg()[0]:.2f})", flush=True)
+                print(
+                    f"[{tree}] figures + report wall {time.perf_counter() - t:.2f} s, cpu {run['cpu_s']:.2f} s, "
+                    f"stages {run['stages_s']}, cpu by stage {run.get('stages_cpu_s')} (load avg {os.getloadavg()[0]:.2f})",
+                    flush=True,
+                )
     for tree in trees[1:]:
         base = statistics.median(cpu[REPO])
-        print(f"cpu median this tree {base:.2f} s, {tree} {statistics.median(cpu[tree]):.2f} s, "
-              f"ratio {base / statistics.median(cpu[tree]):.2f}")
+        print(
+            f"cpu median this tree {base:.2f} s, {tree} {statistics.median(cpu[tree]):.2f} s, "
+            f"ratio {base / statistics.median(cpu[tree]):.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -30,11 +30,19 @@ def child(tables: Path, figdir: Path, mode: str) -> str:
     bundle = figures.read_javascript_bundle(figdir, manifest) if mode == "handed" else None
     if mode == "handed" and bundle is None:
         raise SystemExit(f"{figdir} holds no bundle for this vl-convert")
-    html = render.render(render.ReportInputs(
-        config=cfg, config_hash=sj_config.config_hash(cfg), records=pl.read_parquet(tables / "records.parquet"),
-        checks=pl.read_parquet(tables / "checks.parquet"), curves=pl.read_parquet(tables / "curves.parquet"),
-        summary=pl.read_parquet(tables / "curves_summary.parquet"), manifest=manifest, specs=specs,
-        javascript_bundle=bundle))
+    html = render.render(
+        render.ReportInputs(
+            config=cfg,
+            config_hash=sj_config.config_hash(cfg),
+            records=pl.read_parquet(tables / "records.parquet"),
+            checks=pl.read_parquet(tables / "checks.parquet"),
+            curves=pl.read_parquet(tables / "curves.parquet"),
+            summary=pl.read_parquet(tables / "curves_summary.parquet"),
+            manifest=manifest,
+            specs=specs,
+            javascript_bundle=bundle,
+        )
+    )
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return f"report rule ({mode}): wall {time.perf_counter() - t0:.2f} s, cpu {ru.ru_utime + ru.ru_stime:.2f} s, {len(html)} chars"
 
@@ -51,8 +59,9 @@ def main() -> None:
         return
     for _ in range(a.repeat):
         for mode in ("compiled", "handed"):
-            subprocess.run([sys.executable, __file__, "--tables", a.tables, "--figures", a.figures, "--child", mode],
-                           check=True)
+            subprocess.run(
+                [sys.executable, __file__, "--tables", a.tables, "--figures", a.figures, "--child", mode], check=True
+            )
 
 
 if __name__ == "__main__":

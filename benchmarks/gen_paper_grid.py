@@ -55,8 +55,9 @@ def main() -> None:
     ap.add_argument("--closing-baseline", action="store_true")
     ap.add_argument("--share-engines", action="store_true", help="protocol.share_engines: one job per engine group")
     a = ap.parse_args()
-    cfg = grid(a.pairs, [int(b) for b in a.batch_sizes.split(",")], a.corpora, a.seeds, a.closing_baseline,
-               a.share_engines)
+    cfg = grid(
+        a.pairs, [int(b) for b in a.batch_sizes.split(",")], a.corpora, a.seeds, a.closing_baseline, a.share_engines
+    )
     yaml.safe_dump(cfg, sys.stdout, sort_keys=False)
 
 

@@ -94,30 +94,64 @@ def measure(cell: _cells.Cell, config_hash: str, violation_rate: float) -> dict:
             left -= take
     gpu = camp.randrange(8)
     host = f"gh{camp.randrange(40):03d}"
-    start = dt.datetime(2026, 12, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=camp.randrange(10**6) + 120 * cell.run_order_index)
+    start = dt.datetime(2026, 12, 1, tzinfo=dt.UTC) + dt.timedelta(
+        seconds=camp.randrange(10**6) + 120 * cell.run_order_index
+    )
     row = cell.identity() | {
-        "config_hash": config_hash, "git_commit": "0" * 40, "version_param": 1,
+        "config_hash": config_hash,
+        "git_commit": "0" * 40,
+        "version_param": 1,
         "acceptance_mechanism": "model" if spec else "none",
         "corpus_pool_hash": hashlib.sha1(cell.corpus.encode()).hexdigest()[:16],
-        "engine_version": "0.26.0", "torch_version": "2.11.0+cu130", "cuda_version": "13.0",
-        "driver_version": "580.105.08", "gpu_names": ["NVIDIA H200"],
-        "gpu_uuids": [f"GPU-{host}-{gpu}"], "gpu_uuid": f"GPU-{host}-{gpu}", "power_limit_w": POWER_LIMIT_W,
-        "hostname": host, "slurm_job_id": str(4_000_000 + camp.randrange(10**5)), "cuda_visible_devices": str(gpu),
-        "python_version": "3.12.3", "engine_start_s": r.uniform(55, 75),
-        "window_start": start, "window_end": start + dt.timedelta(seconds=window),
-        "window_start_monotonic": 1000.0 + 120 * cell.run_order_index, "window_end_monotonic": 1000.0 + 120 * cell.run_order_index + window,
-        "window_s": window, "warmup_s": 5.0, "cooldown_s": 5.0, "repeats": repeats,
-        "meter": "nvml", "energy_j": energy, "energy_j_per_gpu": [energy], "mean_power_w": power, "idle_power_w": idle,
-        "energy_counter_updates": int(window / 0.1), "timeline_samples": int(window * 10), "timeline_hz": 10.0,
-        "power_min_w": power * 0.9, "power_max_w": min(POWER_LIMIT_W, power * 1.06),
-        "max_temperature_c": 48 + 22 * util + r.uniform(-2, 2), "throttle_reasons_mask": 0x4 if util > 0.95 else 0,
+        "engine_version": "0.26.0",
+        "torch_version": "2.11.0+cu130",
+        "cuda_version": "13.0",
+        "driver_version": "580.105.08",
+        "gpu_names": ["NVIDIA H200"],
+        "gpu_uuids": [f"GPU-{host}-{gpu}"],
+        "gpu_uuid": f"GPU-{host}-{gpu}",
+        "power_limit_w": POWER_LIMIT_W,
+        "hostname": host,
+        "slurm_job_id": str(4_000_000 + camp.randrange(10**5)),
+        "cuda_visible_devices": str(gpu),
+        "python_version": "3.12.3",
+        "engine_start_s": r.uniform(55, 75),
+        "window_start": start,
+        "window_end": start + dt.timedelta(seconds=window),
+        "window_start_monotonic": 1000.0 + 120 * cell.run_order_index,
+        "window_end_monotonic": 1000.0 + 120 * cell.run_order_index + window,
+        "window_s": window,
+        "warmup_s": 5.0,
+        "cooldown_s": 5.0,
+        "repeats": repeats,
+        "meter": "nvml",
+        "energy_j": energy,
+        "energy_j_per_gpu": [energy],
+        "mean_power_w": power,
+        "idle_power_w": idle,
+        "energy_counter_updates": int(window / 0.1),
+        "timeline_samples": int(window * 10),
+        "timeline_hz": 10.0,
+        "power_min_w": power * 0.9,
+        "power_max_w": min(POWER_LIMIT_W, power * 1.06),
+        "max_temperature_c": 48 + 22 * util + r.uniform(-2, 2),
+        "throttle_reasons_mask": 0x4 if util > 0.95 else 0,
         "other_gpu_processes": 0,
-        "committed_tokens": committed, "prompt_tokens": repeats * B * prompt_len, "requests_completed": repeats * B,
-        "requests_failed": 0, "drafts": drafts if spec else None, "draft_tokens": draft_tokens if spec else None,
-        "accepted_tokens": accepted if spec else None, "accepted_per_position": per_pos,
-        "mean_running_requests": float(B), "max_running_requests": float(B),
-        "ttft_mean_s": prefill_s, "ttft_p50_s": prefill_s, "ttft_p99_s": prefill_s * 1.1,
-        "tpot_mean_s": steps * t_round / out_len, "tpot_p50_s": steps * t_round / out_len,
+        "committed_tokens": committed,
+        "prompt_tokens": repeats * B * prompt_len,
+        "requests_completed": repeats * B,
+        "requests_failed": 0,
+        "drafts": drafts if spec else None,
+        "draft_tokens": draft_tokens if spec else None,
+        "accepted_tokens": accepted if spec else None,
+        "accepted_per_position": per_pos,
+        "mean_running_requests": float(B),
+        "max_running_requests": float(B),
+        "ttft_mean_s": prefill_s,
+        "ttft_p50_s": prefill_s,
+        "ttft_p99_s": prefill_s * 1.1,
+        "tpot_mean_s": steps * t_round / out_len,
+        "tpot_p50_s": steps * t_round / out_len,
         "tpot_p99_s": t_round * 1.2,
     }
     if r.random() < violation_rate:
@@ -159,13 +193,15 @@ def main(argv: list[str] | None = None) -> None:
     for p in {str(Path(p).parent) for p in paths}:
         Path(p).mkdir(parents=True, exist_ok=True)
     n = 500
-    chunks = [(rows[i:i + n], paths[i:i + n]) for i in range(0, len(rows), n)]
+    chunks = [(rows[i : i + n], paths[i : i + n]) for i in range(0, len(rows), n)]
     with mp.Pool(a.jobs) as pool:
         written = sum(pool.imap_unordered(_write, chunks))
     (out / "config_hash").write_text(h + "\n")
     (out / "paths.txt").write_text("\n".join(paths) + "\n")
-    print(f"{written} records in {len(table.campaigns)} campaigns under {out / 'results/cells'} "
-          f"(config hash {h}) in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"{written} records in {len(table.campaigns)} campaigns under {out / 'results/cells'} "
+        f"(config hash {h}) in {time.perf_counter() - t0:.1f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,11 @@ meta_path, funcs = sys.argv[1:]
 globs = funcs.split() if funcs != "every function" else ["*"]
 meta = json.load(open(meta_path))
 codes = meta["exit_code_by_key"]
-again = sorted(k for k, v in codes.items()
-               if any(fnmatch.fnmatch(k, g) for g in globs) and status_by_exit_code[v] not in ("killed", "timeout"))
+again = sorted(
+    k
+    for k, v in codes.items()
+    if any(fnmatch.fnmatch(k, g) for g in globs) and status_by_exit_code[v] not in ("killed", "timeout")
+)
 for k in again:
     codes[k] = None
 with open(meta_path, "w") as fh:

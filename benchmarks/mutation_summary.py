@@ -24,10 +24,12 @@ done = sum(n for s, n in status.items() if s != "not checked")
 killed = status["killed"] + status["timeout"]
 score = 100.0 * killed / done if done else float("nan")
 names = "every function" if globs == ["*"] else " ".join(g.rsplit(".", 1)[-1].removesuffix("__*") for g in globs)
-print(f"{mod} ({src}): {status['killed']} killed, {status['survived']} survived, {status['no tests']} no tests, "
-      f"{status['timeout']} timeout, {status['suspicious']} suspicious, {status['not checked']} not reached; "
-      f"score {score:.1f} % of {done} run in {secs} s; mutated: {names} ({len(subset)} of {len(codes)} mutants); "
-      f"tests: {tests}" + (f" ({note[0]})" if note and note[0] else ""))
+print(
+    f"{mod} ({src}): {status['killed']} killed, {status['survived']} survived, {status['no tests']} no tests, "
+    f"{status['timeout']} timeout, {status['suspicious']} suspicious, {status['not checked']} not reached; "
+    f"score {score:.1f} % of {done} run in {secs} s; mutated: {names} ({len(subset)} of {len(codes)} mutants); "
+    f"tests: {tests}" + (f" ({note[0]})" if note and note[0] else "")
+)
 for k, v in sorted(subset.items()):
     if status_by_exit_code[v] not in ("killed", "timeout", "not checked"):
         print(f"    {k}: {status_by_exit_code[v]}")

@@ -51,21 +51,45 @@ from specjoule.meter.none import NoneMeter  # noqa: E402
 TOKENIZER_DIR = REPO / "specjoule" / "data"
 SERVED = "specjoule"
 # What `vllm bench serve` runs: the CLI's subcommand calls exactly this (vllm/entrypoints/cli/benchmark/serve.py).
-REFERENCE_MAIN = ("import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
-                  "from vllm.benchmarks.serve import add_cli_args, main; p = FlexibleArgumentParser(); "
-                  "add_cli_args(p); main(p.parse_args(sys.argv[1:]))")
+REFERENCE_MAIN = (
+    "import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+    "from vllm.benchmarks.serve import add_cli_args, main; p = FlexibleArgumentParser(); "
+    "add_cli_args(p); main(p.parse_args(sys.argv[1:]))"
+)
 KEEPS_UP = 0.95
 
 
-def cell_spec(rate: float, prompt_len: int, output_len: int, warmup_s: float, window_s: float, cooldown_s: float,
-              seed: int, max_num_seqs: int) -> dict:
+def cell_spec(
+    rate: float,
+    prompt_len: int,
+    output_len: int,
+    warmup_s: float,
+    window_s: float,
+    cooldown_s: float,
+    seed: int,
+    max_num_seqs: int,
+) -> dict:
     """The spec of a real open-loop cell (the demo's target, corpus random, the scaled schedule)."""
     raw = config.read_yaml(REPO / "config" / "config.yaml")
-    raw.update(schemes={"baseline": {"method": "baseline"}}, batch_sizes=[max_num_seqs], seeds=[seed],
-               corpora={"random": {"source": "random"}},
-               workloads={"ol": {"kind": "open_loop", "rate": rate, "schedule": "scaled", "burstiness": 1.0,
-                                 "prompt_len": prompt_len, "output_len": output_len, "warmup_s": warmup_s,
-                                 "window_s": window_s, "cooldown_s": cooldown_s}})
+    raw.update(
+        schemes={"baseline": {"method": "baseline"}},
+        batch_sizes=[max_num_seqs],
+        seeds=[seed],
+        corpora={"random": {"source": "random"}},
+        workloads={
+            "ol": {
+                "kind": "open_loop",
+                "rate": rate,
+                "schedule": "scaled",
+                "burstiness": 1.0,
+                "prompt_len": prompt_len,
+                "output_len": output_len,
+                "warmup_s": warmup_s,
+                "window_s": window_s,
+                "cooldown_s": cooldown_s,
+            }
+        },
+    )
     cell = next(iter(build(config.validate(raw))))
     return cell.spec
 
@@ -85,10 +109,15 @@ def reference_metrics(out: dict) -> dict[str, Any]:
     gaps = [g for per in itls for g in per]
     starved_n = sum(1 for per in itls if len(per) >= 2 and sum(g < BURST_GAP_S for g in per) >= 0.5 * len(per))
     return {
-        "req_tput": out["request_throughput"], "tok_tput": out["output_throughput"],
-        "ttft_mean": out["mean_ttft_ms"] / 1e3, "tpot_mean": out["mean_tpot_ms"] / 1e3,
-        "ttft_p99": out.get("p99_ttft_ms", float("nan")) / 1e3, "tpot_p99": out.get("p99_tpot_ms", float("nan")) / 1e3,
-        "completed": out["completed"], "failed": out.get("failed", 0), "duration": out["duration"],
+        "req_tput": out["request_throughput"],
+        "tok_tput": out["output_throughput"],
+        "ttft_mean": out["mean_ttft_ms"] / 1e3,
+        "tpot_mean": out["mean_tpot_ms"] / 1e3,
+        "ttft_p99": out.get("p99_ttft_ms", float("nan")) / 1e3,
+        "tpot_p99": out.get("p99_tpot_ms", float("nan")) / 1e3,
+        "completed": out["completed"],
+        "failed": out.get("failed", 0),
+        "duration": out["duration"],
         "e2e_mean": (out.get("mean_e2el_ms") or float("nan")) / 1e3,
         "starved_share": starved_n / len(itls) if itls else None,
         "burst_gap_share": sum(g < BURST_GAP_S for g in gaps) / len(gaps) if gaps else None,
@@ -100,20 +129,68 @@ def run_reference(url: str, spec: dict, out_dir: Path) -> dict[str, Any]:
     horizon = float(wl["warmup_s"]) + float(wl["window_s"]) + float(wl["cooldown_s"])
     n = int(float(wl["rate"]) * horizon + 1e-9)
     name = f"ref-{wl['rate']:g}.json"
-    cmd = [sys.executable, "-c", REFERENCE_MAIN, "--backend", "vllm", "--base-url", url, "--endpoint",
-           "/v1/completions", "--model", SERVED, "--served-model-name", SERVED, "--tokenizer", str(TOKENIZER_DIR),
-           "--dataset-name", "random", "--random-input-len", str(wl["prompt_len"]), "--random-output-len",
-           str(wl["output_len"]), "--random-range-ratio", "0", "--num-prompts", str(n), "--request-rate",
-           str(wl["rate"]), "--burstiness", "1", "--seed", str(spec["seed"]), "--ignore-eos", "--temperature", "0",
-           "--num-warmups", "0", "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl,e2el",
-           "--metric-percentiles", "50,99", "--save-result", "--save-detailed", "--result-dir", str(out_dir),
-           "--result-filename", name]
-    env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1"}
+    cmd = [
+        sys.executable,
+        "-c",
+        REFERENCE_MAIN,
+        "--backend",
+        "vllm",
+        "--base-url",
+        url,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        SERVED,
+        "--served-model-name",
+        SERVED,
+        "--tokenizer",
+        str(TOKENIZER_DIR),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(wl["prompt_len"]),
+        "--random-output-len",
+        str(wl["output_len"]),
+        "--random-range-ratio",
+        "0",
+        "--num-prompts",
+        str(n),
+        "--request-rate",
+        str(wl["rate"]),
+        "--burstiness",
+        "1",
+        "--seed",
+        str(spec["seed"]),
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--num-warmups",
+        "0",
+        "--disable-tqdm",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,99",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(out_dir),
+        "--result-filename",
+        name,
+    ]
+    env = {
+        **os.environ,
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=horizon * 4 + 600)
     if proc.returncode != 0:
-        raise RuntimeError(f"vllm bench serve failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise RuntimeError(
+            f"vllm bench serve failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     out = json.loads((out_dir / name).read_text())
     return reference_metrics(out) | {"wall_s": time.monotonic() - t0, "n": n}
 
@@ -134,20 +211,29 @@ def run_project(url: str, spec: dict) -> dict[str, Any]:
     counters = outcome.delta.columns(False)
     record_latency = latency_from_requests(outcome.requests)
     return {
-        "req_tput": len(done) / duration, "tok_tput": sum(s.result.output_tokens for s in done) / duration,
-        "ttft_mean": statistics.fmean(ttft), "tpot_mean": statistics.fmean(tpot),
-        "ttft_p99": percentile(ttft, 0.99, "linear"), "tpot_p99": percentile(tpot, 0.99, "linear"),
-        "completed": len(done), "failed": len(loop.sent) - len(done), "duration": duration,
+        "req_tput": len(done) / duration,
+        "tok_tput": sum(s.result.output_tokens for s in done) / duration,
+        "ttft_mean": statistics.fmean(ttft),
+        "tpot_mean": statistics.fmean(tpot),
+        "ttft_p99": percentile(ttft, 0.99, "linear"),
+        "tpot_p99": percentile(tpot, 0.99, "linear"),
+        "completed": len(done),
+        "failed": len(loop.sent) - len(done),
+        "duration": duration,
         "first_send_s": first - loop.t0,
         "starved_share": sum(starved(s.result) for s in done) / len(done),
         # the record's view: the window's counters and latency (what a cell writes)
-        "rec_req_tput": counters["requests_completed"] / window, "rec_tok_tput": counters["committed_tokens"] / window,
-        "rec_ttft_mean": record_latency["ttft_mean_s"], "rec_tpot_mean": record_latency["tpot_mean_s"],
+        "rec_req_tput": counters["requests_completed"] / window,
+        "rec_tok_tput": counters["committed_tokens"] / window,
+        "rec_ttft_mean": record_latency["ttft_mean_s"],
+        "rec_tpot_mean": record_latency["tpot_mean_s"],
         "rec_unreliable": record_latency.get("latency_unreliable_reason") is not None,
-        "realized_rate": outcome.columns["realized_request_rate"], "lag_p99": outcome.columns["send_lag_p99_s"],
-        "lag_max": outcome.columns["send_lag_max_s"], "mean_running": (statistics.fmean(outcome.running_samples)
-                                                                       if outcome.running_samples else None),
-        "polls": outcome.columns["metrics_polls"], "poll_mean_s": outcome.columns["metrics_poll_mean_s"],
+        "realized_rate": outcome.columns["realized_request_rate"],
+        "lag_p99": outcome.columns["send_lag_p99_s"],
+        "lag_max": outcome.columns["send_lag_max_s"],
+        "mean_running": (statistics.fmean(outcome.running_samples) if outcome.running_samples else None),
+        "polls": outcome.columns["metrics_polls"],
+        "poll_mean_s": outcome.columns["metrics_poll_mean_s"],
         "wall_s": time.monotonic() - t0,
     }
 
@@ -174,13 +260,27 @@ def poll_cost(url: str, polls: int = 40) -> dict[str, float]:
     idle_per_s = (_cpu_seconds(url) - b) / pause  # includes one read's cost over the pause: a slight overestimate
     per_poll = max(0.0, (b - a) - idle_per_s * busy_s) / (polls + 1)
     wall = busy_s / (polls + 1)
-    return {"cpu_s_per_poll": per_poll, "wall_s_per_poll": wall,
-            "cpu_share_at_sampler_rate": per_poll / (loadgen.SAMPLE_RUNNING_S + wall)}
+    return {
+        "cpu_s_per_poll": per_poll,
+        "wall_s_per_poll": wall,
+        "cpu_share_at_sampler_rate": per_poll / (loadgen.SAMPLE_RUNNING_S + wall),
+    }
 
 
-def agreement(url: str, rates: list[float], *, prompt_len: int = 32, output_len: int = 32, warmup_s: float = 5.0,
-              window_s: float = 30.0, cooldown_s: float = 5.0, seed: int = 0, max_num_seqs: int = 64,
-              repeats: int = 1, log=print) -> list[dict[str, Any]]:
+def agreement(
+    url: str,
+    rates: list[float],
+    *,
+    prompt_len: int = 32,
+    output_len: int = 32,
+    warmup_s: float = 5.0,
+    window_s: float = 30.0,
+    cooldown_s: float = 5.0,
+    seed: int = 0,
+    max_num_seqs: int = 64,
+    repeats: int = 1,
+    log=print,
+) -> list[dict[str, Any]]:
     """Per rate, ``repeats`` pairs of runs, the order alternating from pair to pair and from rate to rate (one
     pair: project first at the 1st, 3rd … rate; two: project, reference, reference, project …)."""
     rows = []
@@ -193,7 +293,9 @@ def agreement(url: str, rates: list[float], *, prompt_len: int = 32, output_len:
                 pair = ("project", "reference") if (i + j) % 2 == 0 else ("reference", "project")
                 for who in pair:
                     log(f"rate {rate:g}/s: {who} ({len(runs[who]) + 1} of {repeats}) …")
-                    runs[who].append(run_project(url, spec) if who == "project" else run_reference(url, spec, Path(tmp)))
+                    runs[who].append(
+                        run_project(url, spec) if who == "project" else run_reference(url, spec, Path(tmp))
+                    )
                     order.append(who[0].upper())
             rows.append(_row(rate, "".join(order), runs["project"], runs["reference"]))
     return rows
@@ -204,7 +306,11 @@ def _mean_run(runs: list[dict]) -> dict[str, Any]:
     out = dict(runs[0])
     for key, value in runs[0].items():
         vals = [r[key] for r in runs]
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and all(isinstance(v, (int, float)) for v in vals):
+        if (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and all(isinstance(v, (int, float)) for v in vals)
+        ):
             out[key] = statistics.fmean(vals)
     return out
 
@@ -214,24 +320,38 @@ def _row(rate: float, order: str, p_runs: list[dict], r_runs: list[dict]) -> dic
     ideal = r["n"] / (r["n"] / rate + (r["e2e_mean"] if r["e2e_mean"] == r["e2e_mean"] else 0.0))
     ratio = lambda a, b: a / b if (a is not None and b) else None  # noqa: E731
     # The yardstick: how far one client's repeats differ from each other (last / first run), where there are two.
-    same = {f"{who}_repeat_{m}": ratio(runs[-1][m], runs[0][m]) if len(runs) > 1 else None
-            for who, runs in (("project", p_runs), ("reference", r_runs)) for m in ("ttft_mean", "tpot_mean")}
+    same = {
+        f"{who}_repeat_{m}": ratio(runs[-1][m], runs[0][m]) if len(runs) > 1 else None
+        for who, runs in (("project", p_runs), ("reference", r_runs))
+        for m in ("ttft_mean", "tpot_mean")
+    }
     return {
-        "rate": rate, "order": order,
+        "rate": rate,
+        "order": order,
         "ref_keeps_up": r["req_tput"] >= KEEPS_UP * ideal and all(run["failed"] == 0 for run in r_runs),
-        "req_tput": ratio(p["req_tput"], r["req_tput"]), "tok_tput": ratio(p["tok_tput"], r["tok_tput"]),
-        "ttft": ratio(p["ttft_mean"], r["ttft_mean"]), "tpot": ratio(p["tpot_mean"], r["tpot_mean"]),
-        "ttft_p99": ratio(p["ttft_p99"], r["ttft_p99"]), "tpot_p99": ratio(p["tpot_p99"], r["tpot_p99"]),
-        "rec_req_tput": ratio(p["rec_req_tput"], r["req_tput"]), "rec_tok_tput": ratio(p["rec_tok_tput"], r["tok_tput"]),
-        **same, "project": p, "reference": r, "project_runs": p_runs, "reference_runs": r_runs,
+        "req_tput": ratio(p["req_tput"], r["req_tput"]),
+        "tok_tput": ratio(p["tok_tput"], r["tok_tput"]),
+        "ttft": ratio(p["ttft_mean"], r["ttft_mean"]),
+        "tpot": ratio(p["tpot_mean"], r["tpot_mean"]),
+        "ttft_p99": ratio(p["ttft_p99"], r["ttft_p99"]),
+        "tpot_p99": ratio(p["tpot_p99"], r["tpot_p99"]),
+        "rec_req_tput": ratio(p["rec_req_tput"], r["req_tput"]),
+        "rec_tok_tput": ratio(p["rec_tok_tput"], r["tok_tput"]),
+        **same,
+        "project": p,
+        "reference": r,
+        "project_runs": p_runs,
+        "reference_runs": r_runs,
     }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     f = lambda v, d=3: "—" if v is None else f"{v:.{d}f}"  # noqa: E731
-    head = ("| rate /s | runs | ref keeps up | req/s ratio | tok/s ratio | TTFT ratio | TPOT ratio | TTFT p99 ratio "
-            "| record req/s ratio | record tok/s ratio | ref/ref TTFT | ref/ref TPOT | ref req/s | ref TTFT ms "
-            "| ref TPOT ms | project lag p99 ms | starved proj / ref |")
+    head = (
+        "| rate /s | runs | ref keeps up | req/s ratio | tok/s ratio | TTFT ratio | TPOT ratio | TTFT p99 ratio "
+        "| record req/s ratio | record tok/s ratio | ref/ref TTFT | ref/ref TPOT | ref req/s | ref TTFT ms "
+        "| ref TPOT ms | project lag p99 ms | starved proj / ref |"
+    )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for row in rows:
         p, r = row["project"], row["reference"]
@@ -241,7 +361,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {f(row['rec_req_tput'])} | {f(row['rec_tok_tput'])} | {f(row['reference_repeat_ttft_mean'])} "
             f"| {f(row['reference_repeat_tpot_mean'])} | {f(r['req_tput'], 2)} "
             f"| {f(r['ttft_mean'] * 1e3, 1)} | {f(r['tpot_mean'] * 1e3, 2)} | {f((p['lag_p99'] or 0) * 1e3, 1)} "
-            f"| {f(p['starved_share'], 2)} / {f(r['starved_share'], 2)} |")
+            f"| {f(p['starved_share'], 2)} / {f(r['starved_share'], 2)} |"
+        )
     return "\n".join(lines)
 
 
@@ -260,10 +381,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args(argv)
     rates = [float(x) for x in args.rates.split(",")]
-    kw = dict(prompt_len=args.prompt_len, output_len=args.output_len, warmup_s=args.warmup, window_s=args.window,
-              cooldown_s=args.cooldown, seed=args.seed, max_num_seqs=args.max_num_seqs, repeats=args.repeats)
-    spec = cell_spec(rates[0], args.prompt_len, args.output_len, args.warmup, args.window, args.cooldown, args.seed,
-                     args.max_num_seqs)
+    kw = dict(
+        prompt_len=args.prompt_len,
+        output_len=args.output_len,
+        warmup_s=args.warmup,
+        window_s=args.window,
+        cooldown_s=args.cooldown,
+        seed=args.seed,
+        max_num_seqs=args.max_num_seqs,
+        repeats=args.repeats,
+    )
+    spec = cell_spec(
+        rates[0],
+        args.prompt_len,
+        args.output_len,
+        args.warmup,
+        args.window,
+        args.cooldown,
+        args.seed,
+        args.max_num_seqs,
+    )
     server = None
     url = args.url
     if url is None:
@@ -280,9 +417,11 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
     print()
     print(f"server: {' '.join(server_cmd(spec))}")
-    print(f"/metrics read on the idle server: {cost['cpu_s_per_poll'] * 1e3:.2f} ms of API-server CPU, "
-          f"{cost['wall_s_per_poll'] * 1e3:.1f} ms wall; at the sampler's pace (one read, then "
-          f"{loadgen.SAMPLE_RUNNING_S} s) {cost['cpu_share_at_sampler_rate'] * 100:.1f} % of one core")
+    print(
+        f"/metrics read on the idle server: {cost['cpu_s_per_poll'] * 1e3:.2f} ms of API-server CPU, "
+        f"{cost['wall_s_per_poll'] * 1e3:.1f} ms wall; at the sampler's pace (one read, then "
+        f"{loadgen.SAMPLE_RUNNING_S} s) {cost['cpu_share_at_sampler_rate'] * 100:.1f} % of one core"
+    )
     print(table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps({"poll_cost": cost, "rows": rows}, indent=1, default=str))

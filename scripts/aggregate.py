@@ -18,9 +18,16 @@ def main(smk) -> None:  # smk: the Snakemake script object
     aggregate.write(df, smk.output[0], smk.params.config_hash)
     unpaired = df.filter(df["opening_cell_name"].is_null()).height
     crossed = int(df["pair_cross_gpu"].sum() or 0)
-    log.info("%d records in %d campaigns → %s (config hash %s) in %.2f s; %d unpaired, %d paired across devices",
-             df.height, df["campaign_id"].n_unique(), smk.output[0], smk.params.config_hash,
-             time.perf_counter() - t0, unpaired, crossed)
+    log.info(
+        "%d records in %d campaigns → %s (config hash %s) in %.2f s; %d unpaired, %d paired across devices",
+        df.height,
+        df["campaign_id"].n_unique(),
+        smk.output[0],
+        smk.params.config_hash,
+        time.perf_counter() - t0,
+        unpaired,
+        crossed,
+    )
 
 
 if __name__ == "__main__":

@@ -76,8 +76,11 @@ def tokenizer_config() -> str:
         "eos_token": "</s>",
         "add_bos_token": False,
         "chat_template": tk.CHATML_TEMPLATE,
-        "specjoule": {"vocab_size": tk.SHIPPED_VOCAB_SIZE, "training_corpora": list(TRAINING_CORPORA),
-                      "built_by": "scripts/build_tokenizer.py"},
+        "specjoule": {
+            "vocab_size": tk.SHIPPED_VOCAB_SIZE,
+            "training_corpora": list(TRAINING_CORPORA),
+            "built_by": "scripts/build_tokenizer.py",
+        },
     }
     return json.dumps(cfg, indent=1, sort_keys=True) + "\n"
 
@@ -89,8 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     outputs = {"tokenizer.json": build(), "tokenizer_config.json": tokenizer_config()}
     if args.check:
-        bad = [n for n, text in outputs.items()
-               if not (args.out / n).is_file() or (args.out / n).read_text(encoding="utf-8") != text]
+        bad = [
+            n
+            for n, text in outputs.items()
+            if not (args.out / n).is_file() or (args.out / n).read_text(encoding="utf-8") != text
+        ]
         if bad:
             print(f"rebuild differs from committed: {', '.join(bad)}", file=sys.stderr)
             return 1

@@ -22,8 +22,9 @@ def main(smk) -> None:  # smk: the Snakemake script object
     thresholds = checks.Thresholds.from_config(smk.params.checks, smk.params.report)
     records_hash = config_hash_of(smk.input[0])
     if records_hash != smk.params.config_hash:
-        log.warning("records.parquet was aggregated under config %s, checks run under %s", records_hash,
-                    smk.params.config_hash)
+        log.warning(
+            "records.parquet was aggregated under config %s, checks run under %s", records_hash, smk.params.config_hash
+        )
     records = pl.read_parquet(smk.input[0])
     if "roofline" in smk.input.keys():  # the model_residual check reads the roofline predictions (ADR 0102)
         from specjoule.analysis import roofline
@@ -33,8 +34,13 @@ def main(smk) -> None:  # smk: the Snakemake script object
     write_parquet_atomic(result, smk.output.table, {META_CONFIG_HASH: smk.params.config_hash})
     write_text_atomic(checks.to_markdown(result, thresholds, smk.params.config_hash), smk.output.markdown)
     counts = result.group_by("status").len().sort("status").iter_rows()
-    log.info("%d check rows over %d campaigns (%s) in %.2f s", result.height, records["campaign_id"].n_unique(),
-             ", ".join(f"{n} {s}" for s, n in counts), time.perf_counter() - t0)
+    log.info(
+        "%d check rows over %d campaigns (%s) in %.2f s",
+        result.height,
+        records["campaign_id"].n_unique(),
+        ", ".join(f"{n} {s}" for s, n in counts),
+        time.perf_counter() - t0,
+    )
     for r in result.filter(pl.col("status").is_in([checks.FAIL, checks.FLAG])).head(50).iter_rows(named=True):
         log.info("%s %s %s: %s", r["status"].upper(), r["check"], r["campaign_id"], r["detail"])
 

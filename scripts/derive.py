@@ -16,8 +16,9 @@ def main(smk) -> None:  # smk: the Snakemake script object
     records = pl.read_parquet(smk.input.records)
     checks = pl.read_parquet(smk.input.checks)
     try:
-        curves = derive.derive(records, checks, allow_failed_checks=smk.params.allow_failed_checks,
-                               level=smk.params.interval_level)
+        curves = derive.derive(
+            records, checks, allow_failed_checks=smk.params.allow_failed_checks, level=smk.params.interval_level
+        )
     except AnalysisError as exc:
         log.error("%s", exc)
         sys.exit(1)
@@ -26,17 +27,29 @@ def main(smk) -> None:  # smk: the Snakemake script object
 
         curves = roofline.attach_to_curves(curves, pl.read_parquet(smk.input.roofline))
     summary = derive.summarize(curves, level=smk.params.interval_level)
-    derive.write(curves, summary, smk.output.curves, smk.output.summary, smk.params.config_hash,
-                 level=smk.params.interval_level)
+    derive.write(
+        curves, summary, smk.output.curves, smk.output.summary, smk.params.config_hash, level=smk.params.interval_level
+    )
     refused = curves.filter(pl.col("energy_refused_reason").is_not_null())
     if refused.height:
-        log.warning("energy columns left null on %d of %d rows: %s", refused.height, curves.height,
-                    refused["energy_refused_reason"][0])
+        log.warning(
+            "energy columns left null on %d of %d rows: %s",
+            refused.height,
+            curves.height,
+            refused["energy_refused_reason"][0],
+        )
     marked = curves.filter(pl.col("failed_checks").list.len() > 0).height
-    log.info("%d curve rows (%d marked with failed checks), %d summary rows (%s) in %.2f s", curves.height, marked,
-             summary.height, ", ".join(f"{n} by {lv or 'one unit'}" for lv, n in
-                                       summary.group_by("interval_level").len().sort("interval_level").iter_rows()),
-             time.perf_counter() - t0)
+    log.info(
+        "%d curve rows (%d marked with failed checks), %d summary rows (%s) in %.2f s",
+        curves.height,
+        marked,
+        summary.height,
+        ", ".join(
+            f"{n} by {lv or 'one unit'}"
+            for lv, n in summary.group_by("interval_level").len().sort("interval_level").iter_rows()
+        ),
+        time.perf_counter() - t0,
+    )
 
 
 if __name__ == "__main__":

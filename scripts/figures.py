@@ -1,7 +1,6 @@
 """Rule `figures`: results/figures/ (per figure .vl.json, .svg, interactive .html, .png where asked,
 the HTMLs' JavaScript bundle for rule `report`, and figures.json) from the analysis tables. Thin: the figures live in specjoule.report.figures."""
 
-
 import logging
 import time
 
@@ -11,7 +10,9 @@ from specjoule.report import figures
 
 
 def main(smk) -> None:  # smk: the Snakemake script object
-    logging.basicConfig(filename=smk.log[0], level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True)
+    logging.basicConfig(
+        filename=smk.log[0], level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True
+    )
     log = logging.getLogger("figures")
     t0 = time.perf_counter()
     records = pl.read_parquet(smk.input.records)
@@ -22,17 +23,33 @@ def main(smk) -> None:  # smk: the Snakemake script object
     log.info("timelines: %d binned samples%s", timelines.height, f" ({note})" if note else "")
     summary_paths = list(smk.input.get("summary", []))
     summary = pl.read_parquet(summary_paths[0]) if summary_paths else None
-    log.info("summary: %s", f"{summary.height} rows from {summary_paths[0]}" if summary is not None
-             else "none (figures draw replicate min-max, no interval)")
-    inputs = figures.FigureInputs.from_config(smk.params.config, curves=curves, records=records, checks=checks,
-                                              timelines=timelines, timeline_note=note, summary=summary)
+    log.info(
+        "summary: %s",
+        f"{summary.height} rows from {summary_paths[0]}"
+        if summary is not None
+        else "none (figures draw replicate min-max, no interval)",
+    )
+    inputs = figures.FigureInputs.from_config(
+        smk.params.config,
+        curves=curves,
+        records=records,
+        checks=checks,
+        timelines=timelines,
+        timeline_note=note,
+        summary=summary,
+    )
     built = figures.build_all(inputs)
     log.info("built %d figures in %.2f s", len(built), time.perf_counter() - t0)
     t1 = time.perf_counter()
     manifest = figures.export(built, smk.output[0], png=list(smk.params.png), log=log.info)
     drawn = sum(f["drawn"] for f in manifest["figures"])
-    log.info("exported %d drawn + %d one-line figures in %.2f s (total %.2f s)", drawn, len(built) - drawn,
-             time.perf_counter() - t1, time.perf_counter() - t0)
+    log.info(
+        "exported %d drawn + %d one-line figures in %.2f s (total %.2f s)",
+        drawn,
+        len(built) - drawn,
+        time.perf_counter() - t1,
+        time.perf_counter() - t0,
+    )
 
 
 if __name__ == "__main__":

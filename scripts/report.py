@@ -1,6 +1,5 @@
 """Rule `report`: results/report.html, one self-contained file (specjoule.report.render)."""
 
-
 import logging
 import time
 from pathlib import Path
@@ -11,7 +10,9 @@ from specjoule.report import figures, render
 
 
 def main(smk) -> None:  # smk: the Snakemake script object
-    logging.basicConfig(filename=smk.log[0], level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True)
+    logging.basicConfig(
+        filename=smk.log[0], level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True
+    )
     log = logging.getLogger("report")
     t0 = time.perf_counter()
     manifest, specs = figures.read_manifest(smk.input.figures)
@@ -34,8 +35,14 @@ def main(smk) -> None:  # smk: the Snakemake script object
     )
     html = render.render(inputs)
     render.write_atomic(smk.output[0], html)
-    log.info("wrote %s: %d bytes, %d of %d figures drawn, in %.2f s", smk.output[0], len(html.encode()),
-             len(specs), len(manifest["figures"]), time.perf_counter() - t0)
+    log.info(
+        "wrote %s: %d bytes, %d of %d figures drawn, in %.2f s",
+        smk.output[0],
+        len(html.encode()),
+        len(specs),
+        len(manifest["figures"]),
+        time.perf_counter() - t0,
+    )
     log.info("open it with: xdg-open %s", Path(smk.output[0]).resolve())
 
 

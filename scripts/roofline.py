@@ -18,23 +18,40 @@ def main(smk) -> None:  # smk: the Snakemake script object
     records = pl.read_parquet(smk.input.records)
     # The rule's inputs are the calibrations under results/hardware/ (specjoule.hardware.find_calibrations).
     calibrations = [{**hardware.load(p), "path": str(p)} for p in smk.input.calibrations]
-    log.info("%d calibration(s) in %s: %s", len(calibrations), "results/hardware",
-             ", ".join(f"{c['gpu_uuid']} ({c['driver_version']})" for c in calibrations) or "none")
-    result = roofline.model_cells(records, roofline.models_lookup, calibrations,
-                                  balance_fallback=smk.params.balance_fallback,
-                                  drafters=roofline.configured_drafters(smk.params.drafter_config))
+    log.info(
+        "%d calibration(s) in %s: %s",
+        len(calibrations),
+        "results/hardware",
+        ", ".join(f"{c['gpu_uuid']} ({c['driver_version']})" for c in calibrations) or "none",
+    )
+    result = roofline.model_cells(
+        records,
+        roofline.models_lookup,
+        calibrations,
+        balance_fallback=smk.params.balance_fallback,
+        drafters=roofline.configured_drafters(smk.params.drafter_config),
+    )
     roofline.write_tables(result, dict(smk.output), smk.params.config_hash)
     cells = result.cells
     modelled = cells.filter(pl.col("model_status") == "modelled")
     log.info("%d of %d cells modelled in %.2f s", modelled.height, cells.height, time.perf_counter() - t0)
-    reasons = (cells.filter(pl.col("model_status") != "modelled").group_by("not_modelled_reason").len()
-               .sort("len", descending=True).head(10))
+    reasons = (
+        cells.filter(pl.col("model_status") != "modelled")
+        .group_by("not_modelled_reason")
+        .len()
+        .sort("len", descending=True)
+        .head(10)
+    )
     for r in reasons.iter_rows(named=True):
         log.info("not modelled (%d cells): %s", r["len"], r["not_modelled_reason"])
     res = modelled["residual"].drop_nulls()
     if res.len():
-        log.info("residual (measured / predicted - 1): median %.3f, |max| %.3f over %d cells", res.median(),
-                 res.abs().max(), res.len())
+        log.info(
+            "residual (measured / predicted - 1): median %.3f, |max| %.3f over %d cells",
+            res.median(),
+            res.abs().max(),
+            res.len(),
+        )
 
 
 if __name__ == "__main__":

@@ -25,13 +25,49 @@ def _fmt(v) -> str:
 
 
 def summarize(row: dict, timeline_path: Path | None) -> str:
-    keys = ["cell_name", "method", "k", "acceptance_mechanism", "meter", "gpu_names", "gpu_uuid", "driver_version",
-            "power_limit_w", "engine_version", "engine_start_s", "window_s", "repeats", "energy_j", "energy_j_per_gpu",
-            "mean_power_w", "idle_power_w", "energy_counter_updates", "timeline_samples", "timeline_hz",
-            "power_min_w", "power_max_w", "max_temperature_c", "throttle_reasons_mask", "other_gpu_processes",
-            "committed_tokens", "prompt_tokens", "requests_completed", "requests_failed", "drafts", "draft_tokens",
-            "accepted_tokens", "accepted_per_position", "mean_running_requests", "mj_per_committed_token",
-            "tokens_per_s", "configured_L", "realized_L", "ttft_p50_s", "tpot_p50_s", "latency_source"]
+    keys = [
+        "cell_name",
+        "method",
+        "k",
+        "acceptance_mechanism",
+        "meter",
+        "gpu_names",
+        "gpu_uuid",
+        "driver_version",
+        "power_limit_w",
+        "engine_version",
+        "engine_start_s",
+        "window_s",
+        "repeats",
+        "energy_j",
+        "energy_j_per_gpu",
+        "mean_power_w",
+        "idle_power_w",
+        "energy_counter_updates",
+        "timeline_samples",
+        "timeline_hz",
+        "power_min_w",
+        "power_max_w",
+        "max_temperature_c",
+        "throttle_reasons_mask",
+        "other_gpu_processes",
+        "committed_tokens",
+        "prompt_tokens",
+        "requests_completed",
+        "requests_failed",
+        "drafts",
+        "draft_tokens",
+        "accepted_tokens",
+        "accepted_per_position",
+        "mean_running_requests",
+        "mj_per_committed_token",
+        "tokens_per_s",
+        "configured_L",
+        "realized_L",
+        "ttft_p50_s",
+        "tpot_p50_s",
+        "latency_source",
+    ]
     lines = [f"{k:>24}: {_fmt(row.get(k))}" for k in keys]
     if row.get("configured_L") and row.get("realized_L"):
         lines.append(f"{'realized - configured L':>24}: {row['realized_L'] - row['configured_L']:+.4f}")
@@ -77,8 +113,10 @@ def meter_only(seconds: float) -> int:
     print(f"{'J per PFLOP':>24}: {res.energy_j / (flops / 1e15):.1f}")
     in_win = [r for r in tl.to_pylist() if r["in_window"]]
     powers = [r["power_w"] for r in in_win if r["power_w"] is not None]
-    print(f"{'timeline rows':>24}: {tl.num_rows} ({len(in_win)} in window), mean sampled power "
-          f"{sum(powers) / len(powers):.1f} W vs counter {res.energy_j / (t1 - t0):.1f} W")
+    print(
+        f"{'timeline rows':>24}: {tl.num_rows} ({len(in_win)} in window), mean sampled power "
+        f"{sum(powers) / len(powers):.1f} W vs counter {res.energy_j / (t1 - t0):.1f} W"
+    )
     return 0
 
 
@@ -110,8 +148,15 @@ def main() -> int:
     rec, tl, log = out / f"{cell.name}.parquet", out / f"{cell.name}.timeline.parquet", out / f"{cell.name}.log"
     t0 = time.monotonic()
     try:
-        runner.run_cell(cell, rec, tl, log_path=log, config_hash=config.config_hash(cfg), version_param=cfg["version"],
-                        force_server=args.server)
+        runner.run_cell(
+            cell,
+            rec,
+            tl,
+            log_path=log,
+            config_hash=config.config_hash(cfg),
+            version_param=cfg["version"],
+            force_server=args.server,
+        )
     except runner.CellInterrupted as exc:
         return 128 + exc.signum
     row = records.read_records([rec]).to_pylist()[0]

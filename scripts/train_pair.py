@@ -32,18 +32,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=pair.PairRecipe.seed)
     ap.add_argument("--target-steps", type=int, default=pair.PairRecipe.target_steps)
     ap.add_argument("--draft-steps", type=int, default=pair.PairRecipe.draft_steps)
-    ap.add_argument("--check", action="store_true",
-                    help="retrain into a temporary directory and compare weights hashes with the checkpoints in --out")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="retrain into a temporary directory and compare weights hashes with the checkpoints in --out",
+    )
     args = ap.parse_args(argv)
-    recipe = dataclasses.replace(pair.PairRecipe(), seed=args.seed, target_steps=args.target_steps,
-                                 draft_steps=args.draft_steps)
+    recipe = dataclasses.replace(
+        pair.PairRecipe(), seed=args.seed, target_steps=args.target_steps, draft_steps=args.draft_steps
+    )
     if args.check:
         with tempfile.TemporaryDirectory() as tmp:
             result = pair.train_pair(recipe, Path(tmp) / TARGET_NAME, Path(tmp) / DRAFT_NAME, progress=print)
             return _compare(result, args.out)
     result = pair.train_pair(recipe, args.out / TARGET_NAME, args.out / DRAFT_NAME, progress=print)
-    print(f"target {result.target_dir} sha256 {result.target_sha256}\ndraft  {result.draft_dir} sha256 "
-          f"{result.draft_sha256}\ntrained in {result.seconds:.0f} s")
+    print(
+        f"target {result.target_dir} sha256 {result.target_sha256}\ndraft  {result.draft_dir} sha256 "
+        f"{result.draft_sha256}\ntrained in {result.seconds:.0f} s"
+    )
     return 0
 
 
@@ -53,10 +59,14 @@ def _compare(result: pair.TrainingResult, out: Path) -> int:
         committed = pair.read_manifest(out / name)["weights_sha256"]
         same = committed == sha
         status |= not same
-        print(f"{name}: {'same weights' if same else 'DIFFERENT weights'} (committed {committed[:16]}, retrained {sha[:16]})")
+        print(
+            f"{name}: {'same weights' if same else 'DIFFERENT weights'} (committed {committed[:16]}, retrained {sha[:16]})"
+        )
     if status:
-        print("another CPU, torch version or Python version (the long-document corpus follows the interpreter) "
-              "can round differently; the committed checkpoints stay valid (ADR 0120)")
+        print(
+            "another CPU, torch version or Python version (the long-document corpus follows the interpreter) "
+            "can round differently; the committed checkpoints stay valid (ADR 0120)"
+        )
     return status
 
 

@@ -21,10 +21,15 @@ def main(smk) -> None:  # smk: the Snakemake script object
         log.error("%s", exc)
         sys.exit(1)
     variance.write(table, smk.output[0], smk.params.config_hash)
-    log.info("variance budget of %d run(s): %d rows, %d families, %d estimable components in %.2f s\n%s",
-             1 + len(smk.params.evidence), table.height, table["family"].n_unique(),
-             table.filter(pl.col("estimable") & (pl.col("component") != variance.TOTAL)).height,
-             time.perf_counter() - t0, variance.to_text(table))
+    log.info(
+        "variance budget of %d run(s): %d rows, %d families, %d estimable components in %.2f s\n%s",
+        1 + len(smk.params.evidence),
+        table.height,
+        table["family"].n_unique(),
+        table.filter(pl.col("estimable") & (pl.col("component") != variance.TOTAL)).height,
+        time.perf_counter() - t0,
+        variance.to_text(table),
+    )
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ def resolve(spec: dict, k: int) -> tuple[str, list[float]]:
     ``(kind, rates)`` for a scheme drafting k tokens."""
     if len(spec) != 1:
         raise AcceptanceError(f"needs exactly one of minvar, geometric, rates; got {sorted(spec)}")
-    (kind, value), = spec.items()
+    ((kind, value),) = spec.items()
     if kind == "minvar":
         return kind, minimum_variance(value, k)
     if kind == "geometric":

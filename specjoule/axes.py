@@ -61,27 +61,60 @@ class Axis:
 
 
 ENGINE = Axis("engine", "engines", "campaign", "engine", shapes_engine=True)
-MODEL_PAIR = Axis("model_pair", "models", "campaign", "model pair", shapes_engine=True,
-                  # draft_model is the scheme's own drafter where it has one (cells.Cell.identity).
-                  attributes=("target_model", "tensor_parallel_size", "draft_model"))
-WORKLOAD = Axis("workload", "workloads", "campaign", "workload", shapes_engine=False, keys=("workload_kind",),
-                attributes=("prompt_len", "output_len", "request_rate", "concurrency"))
+MODEL_PAIR = Axis(
+    "model_pair",
+    "models",
+    "campaign",
+    "model pair",
+    shapes_engine=True,
+    # draft_model is the scheme's own drafter where it has one (cells.Cell.identity).
+    attributes=("target_model", "tensor_parallel_size", "draft_model"),
+)
+WORKLOAD = Axis(
+    "workload",
+    "workloads",
+    "campaign",
+    "workload",
+    shapes_engine=False,
+    keys=("workload_kind",),
+    attributes=("prompt_len", "output_len", "request_rate", "concurrency"),
+)
 CORPUS = Axis("corpus", "corpora", "campaign", "corpus", shapes_engine=False)
 CUDA_GRAPHS = Axis("cuda_graphs", "cuda_graphs", "campaign", "CUDA graphs", shapes_engine=True)
 BATCH_SIZE = Axis("batch_size", "batch_sizes", "campaign", "batch", shapes_engine=False)
-SCHEME = Axis("scheme", "schemes", "arm", "scheme", shapes_engine=True, keys=("method", "k"),
-              attributes=("synthetic",))
-ACCEPTANCE = Axis("acceptance_name", "acceptance", "arm", "acceptance vector", shapes_engine=True,
-                  keys=("acceptance_kind", "configured_L"), attributes=("acceptance_rates",))
+SCHEME = Axis("scheme", "schemes", "arm", "scheme", shapes_engine=True, keys=("method", "k"), attributes=("synthetic",))
+ACCEPTANCE = Axis(
+    "acceptance_name",
+    "acceptance",
+    "arm",
+    "acceptance vector",
+    shapes_engine=True,
+    keys=("acceptance_kind", "configured_L"),
+    attributes=("acceptance_rates",),
+)
 SEED = Axis("seed", "seeds", "campaign", "seed", shapes_engine=False, replicate=True)
 WINDOW = Axis("window_index", "windows", "arm", "window", shapes_engine=False, replicate=True)
-ENGINE_REPLICATE = Axis("engine_replicate", "engine_replicates", "campaign", "engine replicate", shapes_engine=False,
-                        replicate=True)
+ENGINE_REPLICATE = Axis(
+    "engine_replicate", "engine_replicates", "campaign", "engine replicate", shapes_engine=False, replicate=True
+)
 DEVICE = Axis("device", "device", "setting", "device", shapes_engine=True)
 PREFIX_CACHING = Axis("prefix_caching", "prefix_caching", "setting", "prefix caching", shapes_engine=True)
 
-AXES: tuple[Axis, ...] = (ENGINE, MODEL_PAIR, WORKLOAD, CORPUS, CUDA_GRAPHS, BATCH_SIZE, SCHEME, ACCEPTANCE,
-                          SEED, WINDOW, ENGINE_REPLICATE, DEVICE, PREFIX_CACHING)
+AXES: tuple[Axis, ...] = (
+    ENGINE,
+    MODEL_PAIR,
+    WORKLOAD,
+    CORPUS,
+    CUDA_GRAPHS,
+    BATCH_SIZE,
+    SCHEME,
+    ACCEPTANCE,
+    SEED,
+    WINDOW,
+    ENGINE_REPLICATE,
+    DEVICE,
+    PREFIX_CACHING,
+)
 
 # Record identity columns that come from the plan's bookkeeping, not from an axis value.
 PLAN_COLUMNS: tuple[str, ...] = ("cell_id", "campaign_id", "cell_name", "role", "run_order_index", "run_order_seed")
@@ -191,9 +224,18 @@ ARM_KEYS: tuple[str, ...]
 ARM_NAMES: tuple[str, ...]
 SAME_ENGINE_STATE: tuple[str, ...]
 LABELS: dict[str, str]
-_DERIVED = {"PAIR_KEYS": "pair", "CONFIGURATION_KEYS": "configuration", "CURVE_KEYS": "curve",
-            "SERIES_KEYS": "series", "SLICE_KEYS": "slice", "READING_KEYS": "reading", "ARM_KEYS": "arm",
-            "ARM_NAMES": "arm_names", "SAME_ENGINE_STATE": "same_engine_state", "LABELS": "labels"}
+_DERIVED = {
+    "PAIR_KEYS": "pair",
+    "CONFIGURATION_KEYS": "configuration",
+    "CURVE_KEYS": "curve",
+    "SERIES_KEYS": "series",
+    "SLICE_KEYS": "slice",
+    "READING_KEYS": "reading",
+    "ARM_KEYS": "arm",
+    "ARM_NAMES": "arm_names",
+    "SAME_ENGINE_STATE": "same_engine_state",
+    "LABELS": "labels",
+}
 
 
 @functools.cache

@@ -131,7 +131,8 @@ class Cell:
             "tensor_parallel_size": self.n_gpus,
             # The model that drafts: the scheme's own drafter for eagle3, dflash, dspark (and an mtp assistant);
             # otherwise the pair's draft as before (draft_model; null for a pair without one).
-            "draft_model": self.setup.scheme.drafter or (self.setup.engine.draft.model if self.setup.engine.draft else None),
+            "draft_model": self.setup.scheme.drafter
+            or (self.setup.engine.draft.model if self.setup.engine.draft else None),
             "scheme": self.scheme,
             "method": self.method,
             "k": self.k,
@@ -217,7 +218,11 @@ class CellTable:
         for gid, g in self._groups.items():
             kept = tuple(c for c in g.cells if c.record_path in only)
             if kept:
-                out[gid] = g if len(kept) == len(g.cells) else EngineGroup(gid, g.family_id, g.index, g.phase, g.engine_key, kept)
+                out[gid] = (
+                    g
+                    if len(kept) == len(g.cells)
+                    else EngineGroup(gid, g.family_id, g.index, g.phase, g.engine_key, kept)
+                )
         return out
 
     def warm_start_groups(self) -> frozenset[str]:
@@ -245,8 +250,7 @@ class CellTable:
         measured = [c for c in group.cells if not c.unsupported_reason]
         if not measured:
             return GroupEstimate()
-        warm = (warm_cache and self.engine_start_warm_s is not None
-                and group.group_id in self.warm_start_groups())
+        warm = warm_cache and self.engine_start_warm_s is not None and group.group_id in self.warm_start_groups()
         warmups = skipped = 0
         warmup_s = windows_s = cooldown_s = 0.0
         previous = None
@@ -291,13 +295,40 @@ class CellTable:
         return sum(1 for g in self.engine_groups().values() if any(not c.unsupported_reason for c in g.cells))
 
     def write_plan(self, path: str | Path) -> None:
-        identity = ["campaign_id", "cell_name", "run_order_index", "role", "engine", "model_pair", "scheme",
-                    "method", "k", "acceptance_name", "configured_L", "batch_size", "corpus", "seed",
-                    "cuda_graphs", "workload", "window_index", "engine_replicate"]
+        identity = [
+            "campaign_id",
+            "cell_name",
+            "run_order_index",
+            "role",
+            "engine",
+            "model_pair",
+            "scheme",
+            "method",
+            "k",
+            "acceptance_name",
+            "configured_L",
+            "batch_size",
+            "corpus",
+            "seed",
+            "cuda_graphs",
+            "workload",
+            "window_index",
+            "engine_replicate",
+        ]
         # warmup: 1 = the cell warms up, 0 = it follows a window of the same engine state (ADR 0188);
         # warm_start: 1 = its group's start is planned from a warm compile cache (ADR 0189). Appended.
-        columns = [*identity, "cell_id", "record_path", "estimated_gpu_s", "engine_group", "engine_start",
-                   "unsupported", "n_gpus", "warmup", "warm_start"]
+        columns = [
+            *identity,
+            "cell_id",
+            "record_path",
+            "estimated_gpu_s",
+            "engine_group",
+            "engine_start",
+            "unsupported",
+            "n_gpus",
+            "warmup",
+            "warm_start",
+        ]
         # A cell's estimate is its share of its engine launch's: the first member carries the engine start and the
         # idle measurement, every member its warm-up (where planned), window and cool-down (the column still sums
         # to estimated_gpu_s()).
@@ -308,13 +339,22 @@ class CellTable:
             for i, c in enumerate(g.cells):
                 wl = c.setup.workload
                 warmup = warmup_planned(previous, c)
-                est = ((estimate.start_s + estimate.idle_s if i == 0 else 0.0) + (wl.warmup_s if warmup else 0.0)
-                       + wl.energy_window_s + (0.0 if wl.kind == "closed_batch" else wl.cooldown_s))
+                est = (
+                    (estimate.start_s + estimate.idle_s if i == 0 else 0.0)
+                    + (wl.warmup_s if warmup else 0.0)
+                    + wl.energy_window_s
+                    + (0.0 if wl.kind == "closed_batch" else wl.cooldown_s)
+                )
                 if c.unsupported_reason:  # written without a lease or an engine start (ADR 0063)
                     rows[c.record_path] = (gid if self.share_engines else None, False, 0.0, False, False)
                     continue
-                rows[c.record_path] = (gid if self.share_engines else None, i == 0, est, warmup,
-                                       i == 0 and estimate.warm_start)
+                rows[c.record_path] = (
+                    gid if self.share_engines else None,
+                    i == 0,
+                    est,
+                    warmup,
+                    i == 0 and estimate.warm_start,
+                )
                 previous = c
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", newline="") as fh:
@@ -324,9 +364,20 @@ class CellTable:
                 for c in cells:
                     ident = c.identity()
                     gid, starts, est, warmup, warm = rows[c.record_path]
-                    w.writerow([ident.get(col) for col in identity]
-                               + [c.cell_id, c.record_path, f"{est * c.n_gpus:.0f}", gid, int(starts),
-                                  c.unsupported_reason or "", c.n_gpus, int(warmup), int(warm)])
+                    w.writerow(
+                        [ident.get(col) for col in identity]
+                        + [
+                            c.cell_id,
+                            c.record_path,
+                            f"{est * c.n_gpus:.0f}",
+                            gid,
+                            int(starts),
+                            c.unsupported_reason or "",
+                            c.n_gpus,
+                            int(warmup),
+                            int(warm),
+                        ]
+                    )
 
     def summary(self) -> str:
         by_launch = self._estimates()
@@ -334,38 +385,60 @@ class CellTable:
         engines = len({c.engine_key for c in self.cells})
         if self.share_engines:
             families = len({c.family_id for c in self.cells})
-            starts = (f"{self.engine_starts()} engine starts: one per engine group, {families} campaign "
-                      f"famil{'y' if families == 1 else 'ies'}, share_engines on"
-                      + (", synthetic acceptance swapped in place" if self.swap_acceptance else ""))
+            starts = (
+                f"{self.engine_starts()} engine starts: one per engine group, {families} campaign "
+                f"famil{'y' if families == 1 else 'ies'}, share_engines on"
+                + (", synthetic acceptance swapped in place" if self.swap_acceptance else "")
+            )
         else:
             starts = f"{self.engine_starts()} engine starts: one per cell"
         estimates = [e for e, _ in by_launch]
         device_s = sum(e.total_s for e in estimates)
-        share = f", ≈ {100 * self.estimated_window_s() / device_s:.0f} % of it inside energy windows" if device_s else ""
+        share = (
+            f", ≈ {100 * self.estimated_window_s() / device_s:.0f} % of it inside energy windows" if device_s else ""
+        )
         if any(c.n_gpus > 1 for c in self.cells):  # tensor-parallel cells hold several GPUs at once (ADR 0155)
             share = f" ({device_s / 3600:.2f} device-hours one cell at a time{share})"
         unsupported = sum(1 for c in self.cells if c.unsupported_reason)
-        skipped = (f"; {unsupported} cell(s) the engine cannot run are written as unsupported records without "
-                   f"a GPU (see the plan's unsupported column)") if unsupported else ""
-        return (f"{len(self.cells)} cells in {len(self.campaigns)} campaigns, {engines} distinct engine "
-                f"configurations, estimated {hours:.2f} GPU-hours{share} ({starts}){skipped}"
-                + (self._outside_windows(estimates) if device_s else ""))
-
+        skipped = (
+            (
+                f"; {unsupported} cell(s) the engine cannot run are written as unsupported records without "
+                f"a GPU (see the plan's unsupported column)"
+            )
+            if unsupported
+            else ""
+        )
+        return (
+            f"{len(self.cells)} cells in {len(self.campaigns)} campaigns, {engines} distinct engine "
+            f"configurations, estimated {hours:.2f} GPU-hours{share} ({starts}){skipped}"
+            + (self._outside_windows(estimates) if device_s else "")
+        )
 
     def _outside_windows(self, estimates: list[GroupEstimate]) -> str:
         """Where the planned device time outside the windows goes (ADR 0038, 0188, 0189)."""
         started = [e for e in estimates if e.start_s or e.warm_start]
         warm = sum(e.warm_start for e in started)
-        cached = (f", {warm} of them from a warm compile cache" if warm else
-                  f", {len(self.warm_start_groups())} of them could load their compiled graphs from the compile cache "
-                  f"(protocol.engine_start_warm_s unset: planned cold)" if self.warm_start_groups() else "")
+        cached = (
+            f", {warm} of them from a warm compile cache"
+            if warm
+            else f", {len(self.warm_start_groups())} of them could load their compiled graphs from the compile cache "
+            f"(protocol.engine_start_warm_s unset: planned cold)"
+            if self.warm_start_groups()
+            else ""
+        )
         skipped = sum(e.warmups_skipped for e in estimates)
-        return (f"\nOutside the energy windows: engine starts {sum(e.start_s for e in started):.0f} s{cached}; idle "
-                f"power {sum(e.idle_s for e in started):.0f} s; warm-ups {sum(e.warmup_s for e in estimates):.0f} s "
-                f"for {sum(e.warmups for e in estimates)} cells, {skipped} cells without one (same engine state as "
-                f"the window before, ADR 0188)"
-                + (f"; cool-downs {sum(e.cooldown_s for e in estimates):.0f} s" if any(e.cooldown_s for e in estimates)
-                   else "") + ".")
+        return (
+            f"\nOutside the energy windows: engine starts {sum(e.start_s for e in started):.0f} s{cached}; idle "
+            f"power {sum(e.idle_s for e in started):.0f} s; warm-ups {sum(e.warmup_s for e in estimates):.0f} s "
+            f"for {sum(e.warmups for e in estimates)} cells, {skipped} cells without one (same engine state as "
+            f"the window before, ADR 0188)"
+            + (
+                f"; cool-downs {sum(e.cooldown_s for e in estimates):.0f} s"
+                if any(e.cooldown_s for e in estimates)
+                else ""
+            )
+            + "."
+        )
 
 
 @dataclass(frozen=True)
@@ -396,10 +469,12 @@ def same_engine_state(previous: Cell | None, cell: Cell) -> bool:
     previous loop drained."""
     if previous is None or cell.workload_kind != "closed_batch" or previous.cell_id == cell.cell_id:
         return False
-    return (previous.engine_key == cell.engine_key
-            and all(getattr(previous, f) == getattr(cell, f) for f in axes.SAME_ENGINE_STATE)
-            and previous.acceptance_rates == cell.acceptance_rates
-            and previous.setup.workload == cell.setup.workload)
+    return (
+        previous.engine_key == cell.engine_key
+        and all(getattr(previous, f) == getattr(cell, f) for f in axes.SAME_ENGINE_STATE)
+        and previous.acceptance_rates == cell.acceptance_rates
+        and previous.setup.workload == cell.setup.workload
+    )
 
 
 def warmup_planned(previous: Cell | None, cell: Cell) -> bool:
@@ -440,7 +515,9 @@ def _estimate_s(workload: WorkloadSpec, protocol: dict) -> float:
     return base if workload.kind == "closed_batch" else base + workload.cooldown_s
 
 
-def _scheme_variants(name: str, scheme: dict, config: dict) -> list[tuple[str | None, str | None, tuple | None, float | None]]:
+def _scheme_variants(
+    name: str, scheme: dict, config: dict
+) -> list[tuple[str | None, str | None, tuple | None, float | None]]:
     """(acceptance name, kind, rates, configured L) for each cell a scheme yields."""
     if not scheme.get("synthetic"):
         return [(None, None, None, None)]
@@ -502,29 +579,50 @@ def expand(config: dict) -> Iterator[tuple[str, list[CampaignPlan]]]:
                     for rep in range(int(config.get("engine_replicates", 1))):
                         rsuffix = "-" + replicate_suffix(rep, "r") if rep else ""
                         family = f"{engine}-{pair_name}-{wl_name}-cg{int(graphs)}{rsuffix}"
-                        engine_base = {"engine": engine, "pair": pair, "graphs": graphs, "device": config["device"],
-                                       "prefix_caching": config["prefix_caching"], "opts": engine_opts.get(engine, {})}
+                        engine_base = {
+                            "engine": engine,
+                            "pair": pair,
+                            "graphs": graphs,
+                            "device": config["device"],
+                            "prefix_caching": config["prefix_caching"],
+                            "opts": engine_opts.get(engine, {}),
+                        }
                         engine_blob = _blob(engine_base)
                         engine_spec = EngineSpec(
-                            engine=engine, target=ModelSpec(pair["target"]),
+                            engine=engine,
+                            target=ModelSpec(pair["target"]),
                             draft=ModelSpec(pair["draft"]) if pair.get("draft") is not None else None,
-                            max_model_len=pair.get("max_model_len"), cuda_graphs=graphs, device=config["device"],
-                            prefix_caching=config["prefix_caching"], options=engine_opts.get(engine, {}))
+                            max_model_len=pair.get("max_model_len"),
+                            cuda_graphs=graphs,
+                            device=config["device"],
+                            prefix_caching=config["prefix_caching"],
+                            options=engine_opts.get(engine, {}),
+                        )
                         plans = []
                         for batch in config["batch_sizes"]:
                             for corpus_name, corpus in config["corpora"].items():
                                 for seed in config["seeds"]:
-                                    campaign = (f"{engine}-{pair_name}-{wl_name}-b{batch}-{corpus_name}-s{seed}"
-                                                f"-cg{int(graphs)}{rsuffix}")
+                                    campaign = (
+                                        f"{engine}-{pair_name}-{wl_name}-b{batch}-{corpus_name}-s{seed}"
+                                        f"-cg{int(graphs)}{rsuffix}"
+                                    )
                                     setup = CampaignSpec(
-                                        engine=engine_spec, workload=workload,
-                                        corpus=CorpusSpec(corpus_name, corpus.get("pool_size", config["pool_size"]),
-                                                          corpus),
-                                        batch_size=batch, seed=seed,
+                                        engine=engine_spec,
+                                        workload=workload,
+                                        corpus=CorpusSpec(
+                                            corpus_name, corpus.get("pool_size", config["pool_size"]), corpus
+                                        ),
+                                        batch_size=batch,
+                                        seed=seed,
                                         protocol=ProtocolSpec(protocol["idle_s"], protocol["engine_ready_timeout_s"]),
-                                        meter=config["meter"], engine_replicate=rep)
-                                    plans.append(CampaignPlan(campaign, family, engine, pair_name, wl_name, setup,
-                                                              engine_blob, est))
+                                        meter=config["meter"],
+                                        engine_replicate=rep,
+                                    )
+                                    plans.append(
+                                        CampaignPlan(
+                                            campaign, family, engine, pair_name, wl_name, setup, engine_blob, est
+                                        )
+                                    )
                         yield family, plans
 
 
@@ -540,7 +638,9 @@ def campaign_arms(config: dict, variants: dict[str, list]) -> list[Arm]:
     def wsuffix(w: int) -> str:
         return "--" + replicate_suffix(w, "w") if w else ""
 
-    arms = [Arm(f"{baseline_name}--open{wsuffix(w)}", ROLE_OPENING, baseline_name, base, none, w) for w in range(windows)]
+    arms = [
+        Arm(f"{baseline_name}--open{wsuffix(w)}", ROLE_OPENING, baseline_name, base, none, w) for w in range(windows)
+    ]
     for sname, scheme in config["schemes"].items():
         if scheme["method"] == "baseline":
             continue
@@ -548,11 +648,14 @@ def campaign_arms(config: dict, variants: dict[str, list]) -> list[Arm]:
         scheme = {key: value for key, value in scheme.items() if key != "batch_sizes"}
         for variant in variants[sname]:
             label = sname if variant[0] is None else f"{sname}--{variant[0]}"
-            arms.extend(Arm(f"{label}{wsuffix(w)}", ROLE_POINT, sname, scheme, variant, w, only)
-                        for w in range(windows))
+            arms.extend(
+                Arm(f"{label}{wsuffix(w)}", ROLE_POINT, sname, scheme, variant, w, only) for w in range(windows)
+            )
     if config["protocol"]["closing_baseline"]:
-        arms.extend(Arm(f"{baseline_name}--close{wsuffix(w)}", ROLE_CLOSING, baseline_name, base, none, w)
-                    for w in range(windows))
+        arms.extend(
+            Arm(f"{baseline_name}--close{wsuffix(w)}", ROLE_CLOSING, baseline_name, base, none, w)
+            for w in range(windows)
+        )
     return arms
 
 
@@ -621,27 +724,38 @@ def _arm_part(plan: CampaignPlan, arm: Arm, config: dict, swap: bool) -> tuple:
         # The pair's own drafter for this method (models.<pair>.drafters): in the cell's scheme, so the id is the
         # one the same drafter given on the scheme would give.
         scheme = {**scheme, "drafter": drafter}
-    arm_spec = ArmSpec(role=arm.role, scheme=SchemeSpec({**scheme, "name": arm.scheme_name}),
-                       acceptance=AcceptanceSpec(tuple(rates) if rates else None), window_index=arm.window_index)
+    arm_spec = ArmSpec(
+        role=arm.role,
+        scheme=SchemeSpec({**scheme, "name": arm.scheme_name}),
+        acceptance=AcceptanceSpec(tuple(rates) if rates else None),
+        window_index=arm.window_index,
+    )
     campaign = plan.setup
     order_key = _sha(plan.engine_blob + _blob({"scheme": scheme, "rates": rates}), 10)
     # A swappable arm's vectors share one engine: its key leaves the rates out; the order key keeps
     # them, so the vectors still run shuffled.
-    swapped = (swap and plan.engine == "vllm" and bool(scheme.get("synthetic"))
-               and campaign.workload.kind == "closed_batch" and rates is not None)
-    engine_key = (_sha(plan.engine_blob + _blob({"scheme": scheme, "rates": "swapped"}), 10)
-                  if swapped else order_key)
+    swapped = (
+        swap
+        and plan.engine == "vllm"
+        and bool(scheme.get("synthetic"))
+        and campaign.workload.kind == "closed_batch"
+        and rates is not None
+    )
+    engine_key = _sha(plan.engine_blob + _blob({"scheme": scheme, "rates": "swapped"}), 10) if swapped else order_key
     unsupported = None
     if schemes.get(scheme["method"]).needs_drafter and not drafter:
-        unsupported = (f"no {scheme['method']} drafter for model pair {plan.pair_name!r}: give the scheme a drafter "
-                       f"or the pair its own (models.{plan.pair_name}.drafters.{scheme['method']})")
+        unsupported = (
+            f"no {scheme['method']} drafter for model pair {plan.pair_name!r}: give the scheme a drafter "
+            f"or the pair its own (models.{plan.pair_name}.drafters.{scheme['method']})"
+        )
     elif config["protocol"].get("unsupported_from_tables", True):
         unsupported = planned_unsupported(plan.engine, campaign.engine.target.model, scheme)
     return scheme, arm_spec, _blob(arm_spec.as_dict()), order_key, engine_key, unsupported
 
 
-def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: str,
-             memo: dict | None = None) -> tuple[Cell, str]:
+def identify(
+    plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: str, memo: dict | None = None
+) -> tuple[Cell, str]:
     """The cell of one arm in one campaign, and its order key (the engine key before any swap).
 
     The id hashes the campaign's shared spec and the arm's own part; the window index enters the hash
@@ -659,15 +773,34 @@ def identify(plan: CampaignPlan, arm: Arm, config: dict, swap: bool, base_blob: 
     vname, kind, rates, L = arm.variant
     cell = Cell(
         cell_id=_sha(base_blob + arm_blob),
-        campaign_id=plan.campaign_id, name=arm.name, role=arm.role, engine=plan.engine, model_pair=plan.pair_name,
-        scheme=arm.scheme_name, method=scheme["method"], k=scheme.get("k"),
-        synthetic=bool(scheme.get("synthetic")), acceptance_name=vname, acceptance_kind=kind,
-        acceptance_rates=rates, configured_L=L, batch_size=campaign.batch_size, corpus=campaign.corpus.name,
-        seed=campaign.seed, cuda_graphs=campaign.engine.cuda_graphs, workload=plan.workload_name,
-        workload_kind=campaign.workload.kind, device=config["device"], engine_key=engine_key,
-        run_order_seed=config["protocol"]["run_order_seed"], estimated_s=0.0 if unsupported else plan.estimated_s,
-        setup=CellSpec(campaign, arm_spec), family_id=plan.family_id, window_index=arm.window_index,
-        engine_replicate=campaign.engine_replicate, unsupported_reason=unsupported,
+        campaign_id=plan.campaign_id,
+        name=arm.name,
+        role=arm.role,
+        engine=plan.engine,
+        model_pair=plan.pair_name,
+        scheme=arm.scheme_name,
+        method=scheme["method"],
+        k=scheme.get("k"),
+        synthetic=bool(scheme.get("synthetic")),
+        acceptance_name=vname,
+        acceptance_kind=kind,
+        acceptance_rates=rates,
+        configured_L=L,
+        batch_size=campaign.batch_size,
+        corpus=campaign.corpus.name,
+        seed=campaign.seed,
+        cuda_graphs=campaign.engine.cuda_graphs,
+        workload=plan.workload_name,
+        workload_kind=campaign.workload.kind,
+        device=config["device"],
+        engine_key=engine_key,
+        run_order_seed=config["protocol"]["run_order_seed"],
+        estimated_s=0.0 if unsupported else plan.estimated_s,
+        setup=CellSpec(campaign, arm_spec),
+        family_id=plan.family_id,
+        window_index=arm.window_index,
+        engine_replicate=campaign.engine_replicate,
+        unsupported_reason=unsupported,
     )
     return cell, order_key
 
@@ -702,12 +835,19 @@ class FamilyOrder:
             self.point_order.update({k: len(self.point_order) + i for i, k in enumerate(new)})
         for c in sorted(points, key=lambda c: self.point_order[order_keys[c.cell_id]]):
             self.engine_order.setdefault(c.engine_key, self.point_order[order_keys[c.cell_id]])
-        points.sort(key=lambda c: (self.engine_order[c.engine_key], c.window_index,
-                                   self.point_order[order_keys[c.cell_id]], c.name))
+        points.sort(
+            key=lambda c: (
+                self.engine_order[c.engine_key],
+                c.window_index,
+                self.point_order[order_keys[c.cell_id]],
+                c.name,
+            )
+        )
 
 
-def order_campaign(cells_: list[Cell], order_keys: dict[str, str], share: bool, family: FamilyOrder,
-                   order_seed: int) -> list[Cell]:
+def order_campaign(
+    cells_: list[Cell], order_keys: dict[str, str], share: bool, family: FamilyOrder, order_seed: int
+) -> list[Cell]:
     """Opening baselines, the points in their shuffled order, closing baselines; each with its index."""
     opening = [c for c in cells_ if c.role == ROLE_OPENING]
     closing = [c for c in cells_ if c.role == ROLE_CLOSING]
@@ -748,10 +888,18 @@ def build(config: dict) -> CellTable:
                 by_path[c.record_path] = c
             campaigns[plan.campaign_id] = ordered
             cells.extend(ordered)
-    return CellTable(cells=cells, by_path=by_path, campaigns=campaigns, share_engines=share, swap_acceptance=swap,
-                     engine_start_s=float(protocol["engine_start_s"]), idle_s=float(protocol["idle_s"]),
-                     engine_start_warm_s=(float(protocol["engine_start_warm_s"])
-                                          if protocol.get("engine_start_warm_s") is not None else None))
+    return CellTable(
+        cells=cells,
+        by_path=by_path,
+        campaigns=campaigns,
+        share_engines=share,
+        swap_acceptance=swap,
+        engine_start_s=float(protocol["engine_start_s"]),
+        idle_s=float(protocol["idle_s"]),
+        engine_start_warm_s=(
+            float(protocol["engine_start_warm_s"]) if protocol.get("engine_start_warm_s") is not None else None
+        ),
+    )
 
 
 def _engine_groups(table: CellTable) -> dict[str, EngineGroup]:
@@ -763,8 +911,11 @@ def _engine_groups(table: CellTable) -> dict[str, EngineGroup]:
     group: batch size, corpus, seed, name — ascending, so that the order never depends on how the
     config lists them. Without sharing each cell is a group of its own, in campaign order."""
     if not table.share_engines:
-        return {c.record_path: EngineGroup(c.record_path, c.family_id, c.run_order_index, c.role, c.engine_key, (c,))
-                for members in table.campaigns.values() for c in members}
+        return {
+            c.record_path: EngineGroup(c.record_path, c.family_id, c.run_order_index, c.role, c.engine_key, (c,))
+            for members in table.campaigns.values()
+            for c in members
+        }
     families: dict[str, dict[tuple[int, int, str], list[Cell]]] = {}
     for members in table.campaigns.values():
         for c in members:
@@ -795,4 +946,6 @@ def _point_rank(members: list[Cell], cell: Cell) -> int:
 
 def _with_order(cell: Cell, index: int) -> Cell:
     # Frozen dataclass: rebuild with the order index (cheap; no deep copy of spec).
-    return Cell(**{f: getattr(cell, f) for f in cell.__dataclass_fields__ if f != "run_order_index"}, run_order_index=index)
+    return Cell(
+        **{f: getattr(cell, f) for f in cell.__dataclass_fields__ if f != "run_order_index"}, run_order_index=index
+    )

@@ -245,12 +245,24 @@ class CampaignSpec:
     def as_dict(self) -> dict[str, Any]:
         e = self.engine
         out = {
-            "engine": e.engine, "target": e.target.entry, "draft": e.draft.entry if e.draft else None,
-            "max_model_len": e.max_model_len, "batch_size": self.batch_size, "corpus": self.corpus.name,
-            "corpus_spec": self.corpus.entry, "pool_size": self.corpus.pool_size, "seed": self.seed,
-            "cuda_graphs": e.cuda_graphs, "workload": self.workload.entry, "device": e.device,
-            "prefix_caching": e.prefix_caching, "engine_options": e.options,
-            "protocol": {"idle_s": self.protocol.idle_s, "engine_ready_timeout_s": self.protocol.engine_ready_timeout_s},
+            "engine": e.engine,
+            "target": e.target.entry,
+            "draft": e.draft.entry if e.draft else None,
+            "max_model_len": e.max_model_len,
+            "batch_size": self.batch_size,
+            "corpus": self.corpus.name,
+            "corpus_spec": self.corpus.entry,
+            "pool_size": self.corpus.pool_size,
+            "seed": self.seed,
+            "cuda_graphs": e.cuda_graphs,
+            "workload": self.workload.entry,
+            "device": e.device,
+            "prefix_caching": e.prefix_caching,
+            "engine_options": e.options,
+            "protocol": {
+                "idle_s": self.protocol.idle_s,
+                "engine_ready_timeout_s": self.protocol.engine_ready_timeout_s,
+            },
             "meter": self.meter,
         }
         if self.engine_replicate:  # in the hashed spec only when it is not 0: older ids stay (ADR 0064)
@@ -268,8 +280,11 @@ class ArmSpec:
     window_index: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"scheme": self.scheme.entry, "role": self.role,
-                               "acceptance_rates": self.acceptance.as_list()}
+        out: dict[str, Any] = {
+            "scheme": self.scheme.entry,
+            "role": self.role,
+            "acceptance_rates": self.acceptance.as_list(),
+        }
         if self.window_index:  # as engine_replicate: the first window keeps its pre-window id
             out["window_index"] = self.window_index
         return out
@@ -350,20 +365,34 @@ class CellSpec:
         protocol = d.get("protocol") or {}
         corpus_entry = d.get("corpus_spec") or {}
         engine = EngineSpec(
-            engine=d["engine"], target=ModelSpec(d["target"]),
-            draft=ModelSpec(d["draft"]) if d.get("draft") else None, max_model_len=d.get("max_model_len"),
-            cuda_graphs=bool(d.get("cuda_graphs", False)), device=d.get("device", "cuda"),
-            prefix_caching=bool(d.get("prefix_caching", False)), options=d.get("engine_options") or {})
+            engine=d["engine"],
+            target=ModelSpec(d["target"]),
+            draft=ModelSpec(d["draft"]) if d.get("draft") else None,
+            max_model_len=d.get("max_model_len"),
+            cuda_graphs=bool(d.get("cuda_graphs", False)),
+            device=d.get("device", "cuda"),
+            prefix_caching=bool(d.get("prefix_caching", False)),
+            options=d.get("engine_options") or {},
+        )
         campaign = CampaignSpec(
-            engine=engine, workload=WorkloadSpec(d["workload"]),
+            engine=engine,
+            workload=WorkloadSpec(d["workload"]),
             corpus=CorpusSpec(d.get("corpus", ""), d.get("pool_size"), corpus_entry),
-            batch_size=d["batch_size"], seed=d["seed"],
-            protocol=ProtocolSpec(protocol.get("idle_s", 0), protocol.get("engine_ready_timeout_s",
-                                                                           DEFAULT_READY_TIMEOUT_S)),
-            meter=d.get("meter", "auto"), engine_replicate=d.get("engine_replicate", 0))
+            batch_size=d["batch_size"],
+            seed=d["seed"],
+            protocol=ProtocolSpec(
+                protocol.get("idle_s", 0), protocol.get("engine_ready_timeout_s", DEFAULT_READY_TIMEOUT_S)
+            ),
+            meter=d.get("meter", "auto"),
+            engine_replicate=d.get("engine_replicate", 0),
+        )
         rates = d.get("acceptance_rates")
-        arm = ArmSpec(role=d.get("role", axes.ROLE_POINT), scheme=SchemeSpec(d["scheme"]),
-                      acceptance=AcceptanceSpec(tuple(rates) if rates else None), window_index=d.get("window_index", 0))
+        arm = ArmSpec(
+            role=d.get("role", axes.ROLE_POINT),
+            scheme=SchemeSpec(d["scheme"]),
+            acceptance=AcceptanceSpec(tuple(rates) if rates else None),
+            window_index=d.get("window_index", 0),
+        )
         return cls(campaign, arm)
 
     @classmethod

@@ -109,8 +109,11 @@ def _schema_error(e) -> ConfigError:
     if e.validator == "additionalProperties":
         allowed = sorted(e.schema.get("properties", {}))
         unknown = sorted(set(e.instance) - set(allowed), key=str)
-        return ConfigError(key_path([*parts, str(unknown[0])]), e.instance[unknown[0]],
-                           f"unknown key; allowed here: {', '.join(allowed)}")
+        return ConfigError(
+            key_path([*parts, str(unknown[0])]),
+            e.instance[unknown[0]],
+            f"unknown key; allowed here: {', '.join(allowed)}",
+        )
     if e.validator == "required":
         missing = [k for k in e.validator_value if k not in e.instance]
         return ConfigError(key_path([*parts, missing[0]]), None, f"required key missing ({e.message})")
@@ -190,8 +193,11 @@ def reference_evidence_path(config: Mapping[str, Any]) -> Path | None:
         return None
     where = resolve_evidence_path(path)
     if not where.exists():
-        raise ConfigError("report.reference_evidence", path, "no such file or folder (relative paths are taken from "
-                                                             "the working directory, then the repository)")
+        raise ConfigError(
+            "report.reference_evidence",
+            path,
+            "no such file or folder (relative paths are taken from the working directory, then the repository)",
+        )
     return where
 
 
@@ -209,9 +215,13 @@ def _check_reference_evidence(config: dict, table: Any) -> None:
         module = missing_analysis_module(exc)
         if module is None:
             raise
-        log.warning("report.reference_evidence = %s: it exists; its records were not compared with this config's "
-                    "cells (%s is not installed here: %s); the reproducibility stage compares them",
-                    config["report"]["reference_evidence"], module, INSTALL_HINT)
+        log.warning(
+            "report.reference_evidence = %s: it exists; its records were not compared with this config's "
+            "cells (%s is not installed here: %s); the reproducibility stage compares them",
+            config["report"]["reference_evidence"],
+            module,
+            INSTALL_HINT,
+        )
         return
     evidence.check_reference(config, table)
 
@@ -234,8 +244,17 @@ def _refuse_non_finite(node: Any, path: list) -> None:
 
 
 # Engine options passed through unchecked whose values are counts: 4.0 and 4 must build one engine (and one id).
-INTEGER_ENGINE_OPTIONS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "max_running_requests",
-                          "max_total_tokens", "chunked_prefill_size", "cuda_graph_max_bs", "tp_size", "seed")
+INTEGER_ENGINE_OPTIONS = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "max_running_requests",
+    "max_total_tokens",
+    "chunked_prefill_size",
+    "cuda_graph_max_bs",
+    "tp_size",
+    "seed",
+)
 
 
 def _integral(value: Any) -> bool:
@@ -293,18 +312,33 @@ def paper_grade_shortfalls(config: Mapping[str, Any]) -> list[tuple[str, Any, st
     out: list[tuple[str, Any, str]] = []
     for name, wl in config["workloads"].items():
         if wl["output_len"] < PAPER_OUTPUT_LEN:
-            out.append((f"workloads.{name}.output_len", wl["output_len"],
-                        f"the paper generated {PAPER_OUTPUT_LEN} tokens per request"))
+            out.append(
+                (
+                    f"workloads.{name}.output_len",
+                    wl["output_len"],
+                    f"the paper generated {PAPER_OUTPUT_LEN} tokens per request",
+                )
+            )
         key = "min_window_s" if wl["kind"] == "closed_batch" else "window_s"
         if wl[key] < PAPER_MIN_WINDOW_S:
-            out.append((f"workloads.{name}.{key}", wl[key],
-                        f"below {PAPER_MIN_WINDOW_S:.0f} s one {NVML_UPDATE_S * 1000:.0f} ms NVML counter update is more "
-                        f"than {PAPER_WINDOW_SHARE:.1%} of the window"))
+            out.append(
+                (
+                    f"workloads.{name}.{key}",
+                    wl[key],
+                    f"below {PAPER_MIN_WINDOW_S:.0f} s one {NVML_UPDATE_S * 1000:.0f} ms NVML counter update is more "
+                    f"than {PAPER_WINDOW_SHARE:.1%} of the window",
+                )
+            )
     if len(config["seeds"]) < PAPER_MIN_SEEDS:
         out.append(("seeds", config["seeds"], f"the paper ran at least {PAPER_MIN_SEEDS} seeds"))
     if config["checks"]["min_window_s"] < PAPER_MIN_WINDOW_S:
-        out.append(("checks.min_window_s", config["checks"]["min_window_s"],
-                    f"the pre-registered window check accepts windows shorter than {PAPER_MIN_WINDOW_S:.0f} s"))
+        out.append(
+            (
+                "checks.min_window_s",
+                config["checks"]["min_window_s"],
+                f"the pre-registered window check accepts windows shorter than {PAPER_MIN_WINDOW_S:.0f} s",
+            )
+        )
     return out
 
 
@@ -316,11 +350,20 @@ def _check_paper_grade(config: dict) -> None:
     shortfalls = paper_grade_shortfalls(config)
     if setting is True and shortfalls:
         key, value, reason = shortfalls[0]
-        raise ConfigError(key, value, f"below paper grade ({reason}); paper_grade: true asks for it "
-                                      f"(set paper_grade: false for an exploratory run)")
+        raise ConfigError(
+            key,
+            value,
+            f"below paper grade ({reason}); paper_grade: true asks for it "
+            f"(set paper_grade: false for an exploratory run)",
+        )
     for key, value, reason in shortfalls:
-        log.warning("config %s: not paper grade at %s = %r: %s (ADR 0097; paper_grade: false silences this)",
-                    config.get("name"), key, value, reason)
+        log.warning(
+            "config %s: not paper grade at %s = %r: %s (ADR 0097; paper_grade: false silences this)",
+            config.get("name"),
+            key,
+            value,
+            reason,
+        )
 
 
 def read_yaml(path: str | Path) -> dict:
@@ -392,7 +435,9 @@ def _check_semantics(config: dict) -> None:
     if len(set(config["engines"])) != len(config["engines"]):
         raise ConfigError("engines", config["engines"], "duplicate engine")
     if "sglang" in config["engines"] and device == "cpu":
-        raise ConfigError("device", device, "the sglang adapter runs on cuda only (ADR 0016); use engines: [vllm] on cpu")
+        raise ConfigError(
+            "device", device, "the sglang adapter runs on cuda only (ADR 0016); use engines: [vllm] on cpu"
+        )
 
     for key in ("batch_sizes", "seeds", "cuda_graphs"):
         values = config[key]
@@ -406,19 +451,29 @@ def _check_semantics(config: dict) -> None:
 
     protocol = config["protocol"]
     if config["windows"] > 1 and not protocol.get("share_engines"):
-        raise ConfigError("windows", config["windows"], "replicate windows run back to back on one warm engine: "
-                          "needs protocol.share_engines: true (without it every window would be an engine start; "
-                          "use engine_replicates for that)")
+        raise ConfigError(
+            "windows",
+            config["windows"],
+            "replicate windows run back to back on one warm engine: "
+            "needs protocol.share_engines: true (without it every window would be an engine start; "
+            "use engine_replicates for that)",
+        )
     if protocol.get("swap_synthetic_acceptance") and not protocol.get("share_engines"):
-        raise ConfigError("protocol.swap_synthetic_acceptance", True,
-                          "it shares one engine across a scheme's acceptance vectors: needs protocol.share_engines: true")
+        raise ConfigError(
+            "protocol.swap_synthetic_acceptance",
+            True,
+            "it shares one engine across a scheme's acceptance vectors: needs protocol.share_engines: true",
+        )
 
     warm = protocol.get("engine_start_warm_s")
     if warm is not None and warm > protocol["engine_start_s"]:
-        raise ConfigError("protocol.engine_start_warm_s", warm,
-                          f"above protocol.engine_start_s = {protocol['engine_start_s']}: a start that loads its "
-                          f"compiled graphs from the compile cache is never planned longer than one that compiles them "
-                          f"(ADR 0189)")
+        raise ConfigError(
+            "protocol.engine_start_warm_s",
+            warm,
+            f"above protocol.engine_start_s = {protocol['engine_start_s']}: a start that loads its "
+            f"compiled graphs from the compile cache is never planned longer than one that compiles them "
+            f"(ADR 0189)",
+        )
 
     for name, pair in config["models"].items():
         if "target" not in pair:
@@ -427,13 +482,16 @@ def _check_semantics(config: dict) -> None:
     for section in ("models", "schemes", "corpora", "workloads", "acceptance"):
         for name in config[section]:
             if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-                raise ConfigError(f"{section}.{name}", name,
-                                  "a name holds only letters, digits, '_' and '.', and starts with a letter, digit or "
-                                  "'_' (names build record paths, ids and the words of the cell's shell command; "
-                                  "'-' separates the parts of an id)")
+                raise ConfigError(
+                    f"{section}.{name}",
+                    name,
+                    "a name holds only letters, digits, '_' and '.', and starts with a letter, digit or "
+                    "'_' (names build record paths, ids and the words of the cell's shell command; "
+                    "'-' separates the parts of an id)",
+                )
 
     for name, vector in config["acceptance"].items():
-        (kind, value), = vector.items()
+        ((kind, value),) = vector.items()
         if kind in ("minvar", "geometric") and value < 1:
             raise ConfigError(f"acceptance.{name}.{kind}", value, "mean acceptance length must be in [1, k+1]")
 
@@ -448,44 +506,68 @@ def _check_semantics(config: dict) -> None:
             if scheme.get("synthetic") or scheme.get("acceptance") or "k" in scheme:
                 raise ConfigError(key, scheme, "a baseline drafts nothing: no k, synthetic or acceptance")
             if "batch_sizes" in scheme:
-                raise ConfigError(f"{key}.batch_sizes", scheme["batch_sizes"],
-                                  "the baseline runs at every batch size of the grid (every speculative cell pairs "
-                                  "with the baseline of its batch size); give the speculative schemes their own "
-                                  "batch_sizes instead")
+                raise ConfigError(
+                    f"{key}.batch_sizes",
+                    scheme["batch_sizes"],
+                    "the baseline runs at every batch size of the grid (every speculative cell pairs "
+                    "with the baseline of its batch size); give the speculative schemes their own "
+                    "batch_sizes instead",
+                )
             continue
         _check_scheme_batch_sizes(key, scheme.get("batch_sizes"), config["batch_sizes"])
         if "k" not in scheme:
             raise ConfigError(f"{key}.k", None, f"{method} needs k (draft tokens per round)")
         k = scheme["k"]
         if k > MAX_K:
-            raise ConfigError(f"{key}.k", k, f"no drafter proposes more than {MAX_K} tokens per round (block drafters "
-                                             f"16); a larger k is a typo, and resolving its acceptance vectors would "
-                                             f"hang the plan")
+            raise ConfigError(
+                f"{key}.k",
+                k,
+                f"no drafter proposes more than {MAX_K} tokens per round (block drafters "
+                f"16); a larger k is a typo, and resolving its acceptance vectors would "
+                f"hang the plan",
+            )
         _check_scheme_inputs(config, name, scheme)
         if scheme["synthetic"]:
             if device == "cpu":
-                raise ConfigError(f"{key}.synthetic", True, "synthetic acceptance is GPU-only in vLLM (CPU sampling asserts); use device: cuda or synthetic: false")
+                raise ConfigError(
+                    f"{key}.synthetic",
+                    True,
+                    "synthetic acceptance is GPU-only in vLLM (CPU sampling asserts); use device: cuda or synthetic: false",
+                )
             chosen = scheme.get("acceptance", list(config["acceptance"]))
             if not chosen:
-                raise ConfigError(f"{key}.acceptance", chosen, "a synthetic scheme needs at least one acceptance vector")
+                raise ConfigError(
+                    f"{key}.acceptance", chosen, "a synthetic scheme needs at least one acceptance vector"
+                )
             for vname in chosen:
                 if vname not in config["acceptance"]:
-                    raise ConfigError(f"{key}.acceptance", vname, f"unknown acceptance vector (no acceptance.{vname}); "
-                                                                  f"defined: {', '.join(config['acceptance']) or 'none'}")
+                    raise ConfigError(
+                        f"{key}.acceptance",
+                        vname,
+                        f"unknown acceptance vector (no acceptance.{vname}); "
+                        f"defined: {', '.join(config['acceptance']) or 'none'}",
+                    )
                 try:
                     acc.resolve(config["acceptance"][vname], k)
                 except acc.AcceptanceError as exc:
                     width = scheme_registry.verify_width(method, k)
-                    raise ConfigError(f"acceptance.{vname}", config["acceptance"][vname],
-                                      f"{exc} (for scheme {name!r}: {method} drafts k={k} and verifies {width} tokens "
-                                      f"per pass, so L lies in [1, {width}])") from None
+                    raise ConfigError(
+                        f"acceptance.{vname}",
+                        config["acceptance"][vname],
+                        f"{exc} (for scheme {name!r}: {method} drafts k={k} and verifies {width} tokens "
+                        f"per pass, so L lies in [1, {width}])",
+                    ) from None
                 if "sglang" in config["engines"]:
                     _check_sglang_acceptance(vname, config["acceptance"][vname], name, method, config)
         elif scheme.get("acceptance"):
-            raise ConfigError(f"{key}.acceptance", scheme["acceptance"], "acceptance vectors apply only to synthetic: true schemes")
+            raise ConfigError(
+                f"{key}.acceptance", scheme["acceptance"], "acceptance vectors apply only to synthetic: true schemes"
+            )
 
     if not any(s["method"] == "baseline" for s in config["schemes"].values()):
-        raise ConfigError("schemes", sorted(config["schemes"]), "needs a baseline scheme: every speculative cell is paired with one")
+        raise ConfigError(
+            "schemes", sorted(config["schemes"]), "needs a baseline scheme: every speculative cell is paired with one"
+        )
     if sum(s["method"] == "baseline" for s in config["schemes"].values()) > 1:
         raise ConfigError("schemes", sorted(config["schemes"]), "more than one baseline scheme")
 
@@ -515,9 +597,12 @@ def _check_scheme_batch_sizes(key: str, only: list | None, grid: list) -> None:
         raise ConfigError(f"{key}.batch_sizes", only, "duplicate value")
     for i, b in enumerate(only):
         if b not in grid:
-            raise ConfigError(f"{key}.batch_sizes[{i}]", b,
-                              f"not one of the grid's batch_sizes {grid}: a scheme's own batch sizes choose among "
-                              f"them (the baseline of that batch size is what its cells pair with)")
+            raise ConfigError(
+                f"{key}.batch_sizes[{i}]",
+                b,
+                f"not one of the grid's batch_sizes {grid}: a scheme's own batch sizes choose among "
+                f"them (the baseline of that batch size is what its cells pair with)",
+            )
 
 
 def _check_workload(name: str, wl: dict, config: dict) -> None:
@@ -527,14 +612,20 @@ def _check_workload(name: str, wl: dict, config: dict) -> None:
         if option in wl and kind != "open_loop":
             raise ConfigError(f"{key}.{option}", wl[option], f"{option} belongs to open_loop; {kind} has no arrivals")
     if "concurrency" in wl and kind != "closed_loop":
-        raise ConfigError(f"{key}.concurrency", wl["concurrency"],
-                          f"concurrency belongs to closed_loop (N clients); {kind} does not take it")
+        raise ConfigError(
+            f"{key}.concurrency",
+            wl["concurrency"],
+            f"concurrency belongs to closed_loop (N clients); {kind} does not take it",
+        )
     if kind == "open_loop":
         if "rate" not in wl:
             raise ConfigError(f"{key}.rate", None, "open_loop needs a request rate (requests/s)")
         if "burstiness" in wl and not wl["burstiness"] > 0:
-            raise ConfigError(f"{key}.burstiness", wl["burstiness"],
-                              "burstiness is the gamma shape of the gaps between arrivals: must be > 0 (1 = Poisson)")
+            raise ConfigError(
+                f"{key}.burstiness",
+                wl["burstiness"],
+                "burstiness is the gamma shape of the gaps between arrivals: must be > 0 (1 = Poisson)",
+            )
     if kind == "closed_loop":
         _check_concurrency(key, wl.get("concurrency"), config)
 
@@ -549,16 +640,22 @@ def _check_concurrency(key: str, n: Any, config: dict) -> None:
         cap = (config["engine_options"].get(engine) or {}).get(option) if option else None
         if cap is not None:
             if n > int(cap):
-                raise ConfigError(f"{key}.concurrency", n,
-                                  f"above engine_options.{engine}.{option} = {cap}: the engine would queue the clients "
-                                  f"beyond it and run fewer than {n} at once")
+                raise ConfigError(
+                    f"{key}.concurrency",
+                    n,
+                    f"above engine_options.{engine}.{option} = {cap}: the engine would queue the clients "
+                    f"beyond it and run fewer than {n} at once",
+                )
             continue
         for i, b in enumerate(config["batch_sizes"]):
             if n > b:
-                raise ConfigError(f"{key}.concurrency", n,
-                                  f"above batch_sizes[{i}] = {b}, which sets {engine}'s {option} when "
-                                  f"engine_options.{engine}.{option} is not given: the engine would run fewer than "
-                                  f"{n} at once; raise the batch size or set {option}")
+                raise ConfigError(
+                    f"{key}.concurrency",
+                    n,
+                    f"above batch_sizes[{i}] = {b}, which sets {engine}'s {option} when "
+                    f"engine_options.{engine}.{option} is not given: the engine would run fewer than "
+                    f"{n} at once; raise the batch size or set {option}",
+                )
 
 
 def _check_scheme_inputs(config: dict, name: str, scheme: dict) -> None:
@@ -572,62 +669,88 @@ def _check_scheme_inputs(config: dict, name: str, scheme: dict) -> None:
     if desc.needs_pair_draft:
         missing = [n for n in config["models"] if "draft" not in config["models"][n]]
         if missing:
-            raise ConfigError(f"models.{missing[0]}.draft", None, f"scheme {name!r} ({method}) needs a draft model in every pair")
+            raise ConfigError(
+                f"models.{missing[0]}.draft", None, f"scheme {name!r} ({method}) needs a draft model in every pair"
+            )
     sources = scheme_registry.drafter_sources(config, name, scheme)
     if desc.needs_drafter and not sources:
-        raise ConfigError(f"{key}.drafter", None, f"{method} needs drafter weights (hub id or dir): give the scheme a "
-                          f"`drafter`, or each target its own under models.<pair>.drafters.{method}")
+        raise ConfigError(
+            f"{key}.drafter",
+            None,
+            f"{method} needs drafter weights (hub id or dir): give the scheme a "
+            f"`drafter`, or each target its own under models.<pair>.drafters.{method}",
+        )
     if drafter and method not in DRAFTER_METHODS:
-        raise ConfigError(f"{key}.drafter", drafter, f"{method} takes no drafter of its own "
-                          f"(only {', '.join(DRAFTER_METHODS)} do)")
+        raise ConfigError(
+            f"{key}.drafter", drafter, f"{method} takes no drafter of its own (only {', '.join(DRAFTER_METHODS)} do)"
+        )
     if desc.needs_target_mtp and not drafter:
         for pair_name, pair in config["models"].items():
             if (pair.get("drafters") or {}).get(method):
                 continue  # this target's own MTP drafter (an assistant model)
             target_cfg = scheme_registry.read_model_config(pair["target"]["model"])
             if target_cfg is not None and scheme_registry.target_mtp_layers(target_cfg) == 0:
-                raise ConfigError(f"models.{pair_name}.target.model", pair["target"]["model"],
-                                  f"scheme {name!r} (mtp) drafts with the target's own MTP layers, and this target's "
-                                  f"config.json declares none ({', '.join(scheme_registry.MTP_LAYER_KEYS)}); "
-                                  f"vLLM would fail with \"Unsupported speculative method: 'mtp'\"")
+                raise ConfigError(
+                    f"models.{pair_name}.target.model",
+                    pair["target"]["model"],
+                    f"scheme {name!r} (mtp) drafts with the target's own MTP layers, and this target's "
+                    f"config.json declares none ({', '.join(scheme_registry.MTP_LAYER_KEYS)}); "
+                    f"vLLM would fail with \"Unsupported speculative method: 'mtp'\"",
+                )
     for where, source in sources if desc.is_block else []:
         drafter_cfg = scheme_registry.read_model_config(source)
         want = scheme_registry.block_k(method, drafter_cfg) if drafter_cfg is not None else None
         if want is not None and int(k) != want:
             block = scheme_registry.trained_block(method, drafter_cfg)
-            raise ConfigError(f"{key}.k", k, f"{method} drafter {source} ({where}) was trained with block {block}, so "
-                              f"it drafts k = {want} per round (verify width {want + 1}); a different k changes the "
-                              f"block the drafter fills")
+            raise ConfigError(
+                f"{key}.k",
+                k,
+                f"{method} drafter {source} ({where}) was trained with block {block}, so "
+                f"it drafts k = {want} per round (verify width {want + 1}); a different k changes the "
+                f"block the drafter fills",
+            )
 
 
 def _check_sglang_acceptance(vname: str, vector: dict, scheme_name: str, method: str, config: dict) -> None:
     """SGLang fakes acceptance with one mean length per verify step (SGLANG_SIMULATE_ACC_LEN,
     method match-expected: floor(L) or ceil(L) with mean L — per request exactly the ``minvar``
     distribution). It has no per-position vector and no way to draw a geometric one (ADR 0016)."""
-    (kind, value), = vector.items()
+    ((kind, value),) = vector.items()
     if kind == "rates":
-        raise ConfigError(f"acceptance.{vname}.rates", value,
-                          f"engine sglang simulates a mean acceptance length per verify step (SGLANG_SIMULATE_ACC_LEN), "
-                          f"not a per-position vector (scheme {scheme_name!r}); give it as minvar: L, or leave sglang "
-                          f"out of engines")
+        raise ConfigError(
+            f"acceptance.{vname}.rates",
+            value,
+            f"engine sglang simulates a mean acceptance length per verify step (SGLANG_SIMULATE_ACC_LEN), "
+            f"not a per-position vector (scheme {scheme_name!r}); give it as minvar: L, or leave sglang "
+            f"out of engines",
+        )
     if kind == "geometric":
-        raise ConfigError(f"acceptance.{vname}.geometric", value,
-                          f"engine sglang can only draw floor(L) or ceil(L) accepted per step (SGLANG_SIMULATE_ACC_METHOD "
-                          f"match-expected), i.e. the minvar distribution; a geometric one it cannot reproduce "
-                          f"(scheme {scheme_name!r}); use minvar: {value}")
+        raise ConfigError(
+            f"acceptance.{vname}.geometric",
+            value,
+            f"engine sglang can only draw floor(L) or ceil(L) accepted per step (SGLANG_SIMULATE_ACC_METHOD "
+            f"match-expected), i.e. the minvar distribution; a geometric one it cannot reproduce "
+            f"(scheme {scheme_name!r}); use minvar: {value}",
+        )
     if method == "dspark":
         # SGLang 0.5.17's DSpark verify (dspark_components/dspark_verify.py, _simulated_correct_len) does not draw
         # floor/ceil like the other workers: it accepts round(L − 1) drafts on every step, so only a whole L is
         # realised; and it refuses L > 1 unless every request is verified in full (dspark_worker_v2.py).
         if value != int(value):
-            raise ConfigError(f"acceptance.{vname}.minvar", value,
-                              f"engine sglang simulates DSpark acceptance as a constant round(L - 1) accepted drafts "
-                              f"per step (scheme {scheme_name!r}), so only a whole L is realised; use an integer L")
+            raise ConfigError(
+                f"acceptance.{vname}.minvar",
+                value,
+                f"engine sglang simulates DSpark acceptance as a constant round(L - 1) accepted drafts "
+                f"per step (scheme {scheme_name!r}), so only a whole L is realised; use an integer L",
+            )
         sg_opts = config["engine_options"].get("sglang") or {}
         mode = str((sg_opts.get("env") or {}).get("SGLANG_RAGGED_VERIFY_MODE", "static"))
         trimmed = mode == "cap-accept" or (mode == "compact" and sg_opts.get("speculative_dspark_sps_table_path"))
         if value != 1 and trimmed:
-            raise ConfigError("engine_options.sglang.env.SGLANG_RAGGED_VERIFY_MODE", mode,
-                              f"SGLANG_SIMULATE_ACC_LEN>1.0 with DSpark requires a verify-all schedule "
-                              f"(SGLANG_RAGGED_VERIFY_MODE=static, or =compact with the uninitialized/flat SPS table) "
-                              f"(scheme {scheme_name!r})")
+            raise ConfigError(
+                "engine_options.sglang.env.SGLANG_RAGGED_VERIFY_MODE",
+                mode,
+                f"SGLANG_SIMULATE_ACC_LEN>1.0 with DSpark requires a verify-all schedule "
+                f"(SGLANG_RAGGED_VERIFY_MODE=static, or =compact with the uninitialized/flat SPS table) "
+                f"(scheme {scheme_name!r})",
+            )

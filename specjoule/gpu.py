@@ -65,8 +65,9 @@ def _visible_candidates() -> list[tuple[int, str]]:
     return [(d.index, d.uuid) for d in devices]
 
 
-def acquire(device: str, n_gpus: int = 1, lock_dir: str | None = None, timeout_s: float = 3600.0,
-            poll_s: float = 2.0) -> GpuLease:
+def acquire(
+    device: str, n_gpus: int = 1, lock_dir: str | None = None, timeout_s: float = 3600.0, poll_s: float = 2.0
+) -> GpuLease:
     """Decide and pin the GPUs for one cell. Must run before any CUDA import in this process."""
     if device == "cpu":
         return GpuLease(source="cpu", cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -79,18 +80,23 @@ def acquire(device: str, n_gpus: int = 1, lock_dir: str | None = None, timeout_s
     if os.environ.get("SLURM_JOB_ID") and cvd:
         entries = [e for e in cvd.split(",") if e.strip()]
         if len(entries) < n_gpus:
-            raise GpuLeaseError(f"CUDA_VISIBLE_DEVICES = {cvd!r} under SLURM job {os.environ['SLURM_JOB_ID']}: "
-                                f"the cell needs {n_gpus} GPU(s); request --gpus={n_gpus}")
+            raise GpuLeaseError(
+                f"CUDA_VISIBLE_DEVICES = {cvd!r} under SLURM job {os.environ['SLURM_JOB_ID']}: "
+                f"the cell needs {n_gpus} GPU(s); request --gpus={n_gpus}"
+            )
         if len(entries) > n_gpus:
             # A larger allocation (a site's fixed GRES, a job sized for the grid's largest TP): the cell takes
             # its first n_gpus and leaves the rest out of sight, so that neither the engine nor the meter
             # counts a GPU the cell does not use (ADR 0155).
             cvd = ",".join(e.strip() for e in entries[:n_gpus])
             os.environ["CUDA_VISIBLE_DEVICES"] = cvd
-            log.info("GPU: SLURM job %s allocated %d GPU(s); the cell uses the first %d",
-                     os.environ["SLURM_JOB_ID"], len(entries), n_gpus)
-        log.info("GPU: SLURM job %s allocation used as given: CUDA_VISIBLE_DEVICES=%s",
-                 os.environ["SLURM_JOB_ID"], cvd)
+            log.info(
+                "GPU: SLURM job %s allocated %d GPU(s); the cell uses the first %d",
+                os.environ["SLURM_JOB_ID"],
+                len(entries),
+                n_gpus,
+            )
+        log.info("GPU: SLURM job %s allocation used as given: CUDA_VISIBLE_DEVICES=%s", os.environ["SLURM_JOB_ID"], cvd)
         return GpuLease(source="slurm", cuda_visible_devices=cvd)
 
     from filelock import FileLock, Timeout
@@ -99,8 +105,9 @@ def acquire(device: str, n_gpus: int = 1, lock_dir: str | None = None, timeout_s
     lock_root.mkdir(parents=True, exist_ok=True)
     candidates = _visible_candidates()
     if len(candidates) < n_gpus:
-        raise GpuLeaseError(f"the cell needs {n_gpus} GPU(s) but {len(candidates)} are visible "
-                            f"(CUDA_VISIBLE_DEVICES={cvd!r})")
+        raise GpuLeaseError(
+            f"the cell needs {n_gpus} GPU(s) but {len(candidates)} are visible (CUDA_VISIBLE_DEVICES={cvd!r})"
+        )
     deadline = time.monotonic() + timeout_s
     waited_logged = False
     while True:
@@ -120,13 +127,19 @@ def acquire(device: str, n_gpus: int = 1, lock_dir: str | None = None, timeout_s
             os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
             os.environ["CUDA_VISIBLE_DEVICES"] = indices
             log.info("GPU: leased %s (NVML index %s) under %s", [u for _, u, _ in held], indices, lock_root)
-            return GpuLease(source="lease", cuda_visible_devices=indices, uuids=[u for _, u, _ in held],
-                            _locks=[lk for _, _, lk in held])
+            return GpuLease(
+                source="lease",
+                cuda_visible_devices=indices,
+                uuids=[u for _, u, _ in held],
+                _locks=[lk for _, _, lk in held],
+            )
         for _, _, lock in held:  # partial set: give it back so two cells cannot deadlock
             lock.release(force=True)
         if time.monotonic() >= deadline:
-            raise GpuLeaseError(f"no {n_gpus} free GPU(s) among {[u for _, u in candidates]} after {timeout_s:.0f} s "
-                                f"(locks in {lock_root})")
+            raise GpuLeaseError(
+                f"no {n_gpus} free GPU(s) among {[u for _, u in candidates]} after {timeout_s:.0f} s "
+                f"(locks in {lock_root})"
+            )
         if not waited_logged:
             log.info("GPU: all %d candidate GPU(s) leased by other cells; waiting", len(candidates))
             waited_logged = True

@@ -52,6 +52,7 @@ class HardwareError(RuntimeError):
 # ------------------------------------------------------------------------------------------------
 # plain data and arithmetic (no torch; tested on CPU with recorded inputs)
 
+
 @dataclass
 class KernelRun:
     """One kernel's timed and metered loop, as measured (everything the arithmetic needs)."""
@@ -89,8 +90,9 @@ def balance_point(ops_per_s: float, bytes_per_s: float) -> float:
     return ops_per_s / bytes_per_s
 
 
-def fit_energy_coefficients(static_w: float, a: KernelRun, b: KernelRun,
-                            bytes_per_s: tuple[float, float] | None = None) -> tuple[float, float]:
+def fit_energy_coefficients(
+    static_w: float, a: KernelRun, b: KernelRun, bytes_per_s: tuple[float, float] | None = None
+) -> tuple[float, float]:
     """(J per HBM byte, J per operation) from two kernels' power above static power.
 
     P_k − P_static = e_byte · bytes/s_k + e_op · ops/s_k for k in {a, b}: two equations, two
@@ -102,14 +104,18 @@ def fit_energy_coefficients(static_w: float, a: KernelRun, b: KernelRun,
     pa, pb = a.power_w - static_w, b.power_w - static_w
     det = ba * ob - bb * oa
     if abs(det) <= 1e-12 * max(abs(ba * ob), abs(bb * oa), 1e-300):
-        raise HardwareError(f"kernels {a.name} and {b.name} have proportional bytes/s and ops/s: "
-                            f"energy per byte and per operation cannot be separated")
+        raise HardwareError(
+            f"kernels {a.name} and {b.name} have proportional bytes/s and ops/s: "
+            f"energy per byte and per operation cannot be separated"
+        )
     e_byte = (pa * ob - pb * oa) / det
     e_op = (ba * pb - bb * pa) / det
     if e_byte <= 0 or e_op <= 0:
-        raise HardwareError(f"energy fit gave e_byte = {e_byte:.3g} J/B, e_op = {e_op:.3g} J/op (≤ 0) from "
-                            f"{a.name} {a.power_w:.1f} W, {b.name} {b.power_w:.1f} W over static {static_w:.1f} W: "
-                            f"the kernels did not draw more than idle; re-run on an otherwise idle GPU")
+        raise HardwareError(
+            f"energy fit gave e_byte = {e_byte:.3g} J/B, e_op = {e_op:.3g} J/op (≤ 0) from "
+            f"{a.name} {a.power_w:.1f} W, {b.name} {b.power_w:.1f} W over static {static_w:.1f} W: "
+            f"the kernels did not draw more than idle; re-run on an otherwise idle GPU"
+        )
     return e_byte, e_op
 
 
@@ -136,8 +142,10 @@ def summarise(raw: Mapping[str, Any]) -> dict[str, Any]:
     copy, reduce, mm = kernels["copy"], kernels["reduce"], kernels["matmul"]
     for k in kernels.values():
         if not k.busy_at_end:
-            raise HardwareError(f"kernel {k.name}: the GPU ran out of work before the last energy edge; "
-                                f"its power would include idle time (raise the replay margin)")
+            raise HardwareError(
+                f"kernel {k.name}: the GPU ran out of work before the last energy edge; "
+                f"its power would include idle time (raise the replay margin)"
+            )
     hbm = max(copy.bytes_per_s, reduce.bytes_per_s)
     hbm_source = "copy" if copy.bytes_per_s >= reduce.bytes_per_s else "reduce"
     ops = mm.ops_per_s
@@ -145,7 +153,10 @@ def summarise(raw: Mapping[str, Any]) -> dict[str, Any]:
     if mm_gpm_bytes is not None and mm_gpm_bytes > mm.bytes_per_s:
         mm_bytes, bytes_method = mm_gpm_bytes, "matmul HBM bytes/s from GPM DRAM utilization scaled by the copy's"
     else:
-        mm_bytes, bytes_method = mm.bytes_per_s, "matmul HBM bytes/s as its lower bound (A, B read once, C written once)"
+        mm_bytes, bytes_method = (
+            mm.bytes_per_s,
+            "matmul HBM bytes/s as its lower bound (A, B read once, C written once)",
+        )
     e_byte, e_op = fit_energy_coefficients(idle_w, copy, mm, bytes_per_s=(copy.bytes_per_s, mm_bytes))
     predicted_reduce_w = idle_w + e_byte * reduce.bytes_per_s + e_op * reduce.ops_per_s
     return {
@@ -169,10 +180,12 @@ def summarise(raw: Mapping[str, Any]) -> dict[str, Any]:
             "measured_power_w": reduce.power_w,
             "relative_error": (predicted_reduce_w - reduce.power_w) / reduce.power_w,
         },
-        "method": ("static = idle power (CUDA context, no kernel, before any kernel); "
-                   "e_byte, e_op solved from copy and matmul power above static (two equations, two unknowns); "
-                   f"{bytes_method}; HBM ceiling = the faster of copy (read + write) and reduction (read); "
-                   "the reduction is held out and predicted (reduce_check)"),
+        "method": (
+            "static = idle power (CUDA context, no kernel, before any kernel); "
+            "e_byte, e_op solved from copy and matmul power above static (two equations, two unknowns); "
+            f"{bytes_method}; HBM ceiling = the faster of copy (read + write) and reduction (read); "
+            "the reduction is held out and predicted (reduce_check)"
+        ),
     }
 
 
@@ -189,8 +202,14 @@ def load(path: str | Path) -> dict[str, Any]:
     for key in ("gpu_uuid", "driver_version", "constants"):
         if key not in data:
             raise HardwareError(f"{path}: missing {key!r}")
-    for key in ("hbm_bytes_per_s", "bf16_ops_per_s", "balance_point_op_per_byte", "energy_per_byte_j",
-                "energy_per_op_j", "static_power_w"):
+    for key in (
+        "hbm_bytes_per_s",
+        "bf16_ops_per_s",
+        "balance_point_op_per_byte",
+        "energy_per_byte_j",
+        "energy_per_op_j",
+        "static_power_w",
+    ):
         v = data["constants"].get(key)
         if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise HardwareError(f"{path}: constants.{key} = {v!r} is not a positive number")
@@ -207,8 +226,9 @@ def find_calibrations(directory: str | Path) -> list[dict[str, Any]]:
     return out
 
 
-def for_gpu(calibrations: list[dict[str, Any]], gpu_uuid: str | None,
-            driver: str | None = None) -> dict[str, Any] | None:
+def for_gpu(
+    calibrations: list[dict[str, Any]], gpu_uuid: str | None, driver: str | None = None
+) -> dict[str, Any] | None:
     """The calibration of this GPU: same driver if there is one, else the latest of that GPU."""
     mine = [c for c in calibrations if gpu_uuid and c["gpu_uuid"] == gpu_uuid]
     same_driver = [c for c in mine if c["driver_version"] == driver]
@@ -218,6 +238,7 @@ def for_gpu(calibrations: list[dict[str, Any]], gpu_uuid: str | None,
 
 # ------------------------------------------------------------------------------------------------
 # measurement (torch + NVML; the GPU machine)
+
 
 @dataclass
 class _Nvml:
@@ -245,9 +266,11 @@ class _Nvml:
     def telemetry(self) -> tuple[float | None, int | None, float | None]:
         nv, h = self.nv, self.handle
         out: list[Any] = []
-        for call in (lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
-                     lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(h),
-                     lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)):
+        for call in (
+            lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+            lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(h),
+            lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
+        ):
             try:
                 out.append(call())
             except (nv.NVMLError, AttributeError):
@@ -264,28 +287,48 @@ def _open_nvml() -> _Nvml:
     except MeterError as exc:
         raise HardwareError(f"calibrate needs an NVIDIA GPU and its driver: {exc}") from exc
     if not visible:
-        raise HardwareError(f"calibrate: no GPU visible (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+        raise HardwareError(
+            f"calibrate: no GPU visible (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})"
+        )
     dev = visible[0]  # torch's cuda:0 under the lease's PCI_BUS_ID order
     nv = nvml_init()
     h = nv.nvmlDeviceGetHandleByIndex(dev.index)
-    return _Nvml(nv, h, dev.uuid, dev.name, _text(nv.nvmlSystemGetDriverVersion()),
-                 nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0)
+    return _Nvml(
+        nv,
+        h,
+        dev.uuid,
+        dev.name,
+        _text(nv.nvmlSystemGetDriverVersion()),
+        nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
+    )
 
 
 def _import_torch():
     try:
         import torch
     except ImportError as exc:
-        raise HardwareError(f"calibrate needs torch with CUDA (import torch failed: {exc}); run it on the GPU "
-                            f"machine's Python") from exc
+        raise HardwareError(
+            f"calibrate needs torch with CUDA (import torch failed: {exc}); run it on the GPU machine's Python"
+        ) from exc
     if not torch.cuda.is_available():
-        raise HardwareError(f"calibrate: torch {torch.__version__} sees no CUDA device "
-                            f"(torch.version.cuda = {torch.version.cuda})")
+        raise HardwareError(
+            f"calibrate: torch {torch.__version__} sees no CUDA device (torch.version.cuda = {torch.version.cuda})"
+        )
     return torch
 
 
-def _metered_loop(torch, nvml: _Nvml, gpm, name: str, fn: Callable[[], Any], hbm_bytes: float, ops: float,
-                  seconds: float, lead_s: float, replay_s: float = 0.05) -> KernelRun:
+def _metered_loop(
+    torch,
+    nvml: _Nvml,
+    gpm,
+    name: str,
+    fn: Callable[[], Any],
+    hbm_bytes: float,
+    ops: float,
+    seconds: float,
+    lead_s: float,
+    replay_s: float = 0.05,
+) -> KernelRun:
     """Capture ``fn`` in a CUDA graph of ~replay_s and replay it back to back from a launcher thread
     while this thread meters the steady middle between two energy-counter updates.
 
@@ -380,12 +423,30 @@ def _metered_loop(torch, nvml: _Nvml, gpm, name: str, fn: Callable[[], Any], hbm
     # The GPU worked through every launched replay without a gap only if the event span covers the
     # host span from the first launch to the last edge (a launcher slower than the GPU would leave gaps).
     busy = busy and kernel_s >= 0.97 * (t_e1 - t_launch)
-    log.info("%s: %d × %d iterations in %.3f s (first edge %.2f s after launch), %.1f W, busy %s", name,
-             launched[0], reps, kernel_s, t_e0 - t_launch, (e1 - e0) / 1000.0 / (t_e1 - t_e0), busy)
-    return KernelRun(name=name, hbm_bytes_per_iter=float(hbm_bytes), ops_per_iter=float(ops), iters=iters,
-                     kernel_s=kernel_s, energy_j=(e1 - e0) / 1000.0, energy_s=t_e1 - t_e0,
-                     sm_clock_mhz=sum(clocks) / len(clocks) if clocks else None, throttle_mask=masks,
-                     temperature_c=max(temps) if temps else None, gpm=gpm_values, busy_at_end=busy)
+    log.info(
+        "%s: %d × %d iterations in %.3f s (first edge %.2f s after launch), %.1f W, busy %s",
+        name,
+        launched[0],
+        reps,
+        kernel_s,
+        t_e0 - t_launch,
+        (e1 - e0) / 1000.0 / (t_e1 - t_e0),
+        busy,
+    )
+    return KernelRun(
+        name=name,
+        hbm_bytes_per_iter=float(hbm_bytes),
+        ops_per_iter=float(ops),
+        iters=iters,
+        kernel_s=kernel_s,
+        energy_j=(e1 - e0) / 1000.0,
+        energy_s=t_e1 - t_e0,
+        sm_clock_mhz=sum(clocks) / len(clocks) if clocks else None,
+        throttle_mask=masks,
+        temperature_c=max(temps) if temps else None,
+        gpm=gpm_values,
+        busy_at_end=busy,
+    )
 
 
 def measure(seconds: float = 4.0, idle_s: float = 3.0) -> dict[str, Any]:
@@ -399,8 +460,14 @@ def measure(seconds: float = 4.0, idle_s: float = 3.0) -> dict[str, Any]:
     torch.zeros(1, device="cuda")  # the context: part of the static power an engine also holds
     torch.cuda.synchronize()
     gpm, gpm_reason = GpmReader.probe(nvml.nv, nvml.handle)
-    log.info("GPU %s (%s), driver %s, limit %.0f W; GPM: %s", nvml.name, nvml.uuid, nvml.driver, nvml.power_limit_w,
-             "yes" if gpm else gpm_reason)
+    log.info(
+        "GPU %s (%s), driver %s, limit %.0f W; GPM: %s",
+        nvml.name,
+        nvml.uuid,
+        nvml.driver,
+        nvml.power_limit_w,
+        "yes" if gpm else gpm_reason,
+    )
 
     # Idle first, before any kernel warmed the chip: the floor the engine's cells also stand on.
     time.sleep(0.5)
@@ -423,13 +490,39 @@ def measure(seconds: float = 4.0, idle_s: float = 3.0) -> dict[str, Any]:
     kernels = {}
     # The copy runs on the SMs (an elementwise negation: read once, write once): copy_ captured in a
     # graph becomes a copy-engine memcpy node, which moved only 2.7 TB/s on an H200 (ADR 0100).
-    kernels["copy"] = _metered_loop(torch, nvml, gpm, "copy", lambda: torch.neg(src, out=dst),  # noqa: F821 (run before the del)
-                                    hbm_bytes=2 * src.numel() * BF16_BYTES, ops=0, seconds=seconds, lead_s=0.4)
-    kernels["reduce"] = _metered_loop(torch, nvml, gpm, "reduce", lambda: torch.sum(src, dim=0, out=out),  # noqa: F821
-                                      hbm_bytes=src.numel() * BF16_BYTES, ops=0, seconds=seconds, lead_s=0.4)
-    kernels["matmul"] = _metered_loop(torch, nvml, gpm, "matmul", lambda: torch.matmul(a, b, out=c),  # noqa: F821
-                                      hbm_bytes=3 * MATMUL_N * MATMUL_N * BF16_BYTES, ops=2 * MATMUL_N ** 3,
-                                      seconds=seconds, lead_s=0.8)
+    kernels["copy"] = _metered_loop(
+        torch,
+        nvml,
+        gpm,
+        "copy",
+        lambda: torch.neg(src, out=dst),  # noqa: F821 (run before the del)
+        hbm_bytes=2 * src.numel() * BF16_BYTES,
+        ops=0,
+        seconds=seconds,
+        lead_s=0.4,
+    )
+    kernels["reduce"] = _metered_loop(
+        torch,
+        nvml,
+        gpm,
+        "reduce",
+        lambda: torch.sum(src, dim=0, out=out),  # noqa: F821
+        hbm_bytes=src.numel() * BF16_BYTES,
+        ops=0,
+        seconds=seconds,
+        lead_s=0.4,
+    )
+    kernels["matmul"] = _metered_loop(
+        torch,
+        nvml,
+        gpm,
+        "matmul",
+        lambda: torch.matmul(a, b, out=c),  # noqa: F821
+        hbm_bytes=3 * MATMUL_N * MATMUL_N * BF16_BYTES,
+        ops=2 * MATMUL_N**3,
+        seconds=seconds,
+        lead_s=0.8,
+    )
     # The result is used, so nothing above can be skipped; a non-finite one means broken data.
     if not bool(torch.isfinite(c[:64, :64].float()).all()) or not math.isfinite(float(out)):
         raise HardwareError("calibration kernels produced non-finite values")
@@ -440,11 +533,17 @@ def measure(seconds: float = 4.0, idle_s: float = 3.0) -> dict[str, Any]:
         "idle": idle,
         "kernels": {k: asdict(v) for k, v in kernels.items()},
         "gpm_reason": gpm_reason,
-        "gpu_uuid": nvml.uuid, "gpu_name": nvml.name, "driver_version": nvml.driver,
+        "gpu_uuid": nvml.uuid,
+        "gpu_name": nvml.name,
+        "driver_version": nvml.driver,
         "power_limit_w": nvml.power_limit_w,
-        "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
-        "seconds_per_kernel": seconds, "idle_s": idle_s, "calibration_s": gpu_s,
-        "matmul_n": MATMUL_N, "copy_buffer_bytes": COPY_BYTES,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "seconds_per_kernel": seconds,
+        "idle_s": idle_s,
+        "calibration_s": gpu_s,
+        "matmul_n": MATMUL_N,
+        "copy_buffer_bytes": COPY_BYTES,
     }
 
 
@@ -475,7 +574,9 @@ def calibrate(out_dir: str | Path, seconds: float = 4.0, force: bool = False, le
             raise
         data = {
             "schema": SCHEMA,
-            "gpu_uuid": raw["gpu_uuid"], "gpu_name": raw["gpu_name"], "driver_version": raw["driver_version"],
+            "gpu_uuid": raw["gpu_uuid"],
+            "gpu_name": raw["gpu_name"],
+            "driver_version": raw["driver_version"],
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "hostname": os.uname().nodename,
             "git_commit": os.environ.get("SPECJOULE_GIT_COMMIT"),
@@ -494,13 +595,15 @@ def calibrate(out_dir: str | Path, seconds: float = 4.0, force: bool = False, le
 
 def describe(data: Mapping[str, Any]) -> str:
     c = data["constants"]
-    return (f"{data['gpu_name']} {data['gpu_uuid']} driver {data['driver_version']}: "
-            f"HBM {c['hbm_bytes_per_s'] / 1e12:.2f} TB/s ({c['hbm_source']}; copy {c['copy_bytes_per_s'] / 1e12:.2f}, "
-            f"reduce {c['reduce_bytes_per_s'] / 1e12:.2f}), bf16 {c['bf16_ops_per_s'] / 1e12:.0f} TFLOP/s, "
-            f"balance {c['balance_point_op_per_byte']:.0f} op/B; static {c['static_power_w']:.0f} W, "
-            f"{c['energy_per_byte_pj']:.1f} pJ/B, {c['energy_per_op_pj']:.3f} pJ/op; "
-            f"reduction predicted {c['reduce_check']['predicted_power_w']:.0f} W vs measured "
-            f"{c['reduce_check']['measured_power_w']:.0f} W; power {', '.join(f'{k} {v:.0f} W' for k, v in c['power_w'].items())}")
+    return (
+        f"{data['gpu_name']} {data['gpu_uuid']} driver {data['driver_version']}: "
+        f"HBM {c['hbm_bytes_per_s'] / 1e12:.2f} TB/s ({c['hbm_source']}; copy {c['copy_bytes_per_s'] / 1e12:.2f}, "
+        f"reduce {c['reduce_bytes_per_s'] / 1e12:.2f}), bf16 {c['bf16_ops_per_s'] / 1e12:.0f} TFLOP/s, "
+        f"balance {c['balance_point_op_per_byte']:.0f} op/B; static {c['static_power_w']:.0f} W, "
+        f"{c['energy_per_byte_pj']:.1f} pJ/B, {c['energy_per_op_pj']:.3f} pJ/op; "
+        f"reduction predicted {c['reduce_check']['predicted_power_w']:.0f} W vs measured "
+        f"{c['reduce_check']['measured_power_w']:.0f} W; power {', '.join(f'{k} {v:.0f} W' for k, v in c['power_w'].items())}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -525,8 +628,10 @@ def main(argv: list[str] | None = None) -> int:
         print(describe(data))
         if args.pointer:
             Path(args.pointer).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.pointer).write_text(json.dumps({"path": str(path), "gpu_uuid": data["gpu_uuid"],
-                                                      "driver_version": data["driver_version"]}) + "\n")
+            Path(args.pointer).write_text(
+                json.dumps({"path": str(path), "gpu_uuid": data["gpu_uuid"], "driver_version": data["driver_version"]})
+                + "\n"
+            )
         return 0
     except HardwareError as exc:
         print(f"specjoule.hardware: {exc}", file=sys.stderr)

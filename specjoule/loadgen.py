@@ -51,8 +51,10 @@ KEEPALIVE_S = 60.0  # as vllm bench serve
 # ---------------------------------------------------------------------------------------------------------------
 # arrival schedules
 
-def arrival_offsets(rate: float, horizon_s: float, seed: int, schedule: str = DEFAULT_SCHEDULE,
-                    burstiness: float = DEFAULT_BURSTINESS) -> list[float]:
+
+def arrival_offsets(
+    rate: float, horizon_s: float, seed: int, schedule: str = DEFAULT_SCHEDULE, burstiness: float = DEFAULT_BURSTINESS
+) -> list[float]:
     """Arrival offsets (s from the loop's start) on [0, horizon_s], reproducible from ``seed``.
 
     ``independent``: gaps drawn until the horizon (the number of arrivals is random; with burstiness 1 exactly the
@@ -91,6 +93,7 @@ def arrival_offsets(rate: float, horizon_s: float, seed: int, schedule: str = DE
 # ---------------------------------------------------------------------------------------------------------------
 # one request
 
+
 @dataclass
 class Sent:
     """One request as the client handled it (monotonic times)."""
@@ -120,8 +123,9 @@ class StreamClient:
     async def __aenter__(self) -> StreamClient:
         import aiohttp
 
-        connector = aiohttp.TCPConnector(limit=self.limit, limit_per_host=self.limit, keepalive_timeout=KEEPALIVE_S,
-                                         force_close=False)
+        connector = aiohttp.TCPConnector(
+            limit=self.limit, limit_per_host=self.limit, keepalive_timeout=KEEPALIVE_S, force_close=False
+        )
         self.session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout_s))
         return self
 
@@ -171,6 +175,7 @@ class StreamClient:
 # ---------------------------------------------------------------------------------------------------------------
 # the loop
 
+
 @dataclass
 class LoopOutcome:
     """What the loop hands back to workloads.WindowResult."""
@@ -199,8 +204,15 @@ async def _sleep_until(t: float) -> None:
 class Loop:
     """One open- or closed-loop window on a server engine (``run`` blocks until it is over)."""
 
-    def __init__(self, engine: Any, meter: Meter, pool: list[list[int]], spec: CellSpec | Mapping[str, Any],
-                 drain: bool = False, sample_s: float | None = SAMPLE_RUNNING_S) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        meter: Meter,
+        pool: list[list[int]],
+        spec: CellSpec | Mapping[str, Any],
+        drain: bool = False,
+        sample_s: float | None = SAMPLE_RUNNING_S,
+    ) -> None:
         if not pool:
             raise EngineError("loop workload: the prompt pool is empty")
         spec = CellSpec.of(spec)  # the planned dict form too, as make_engine takes it (benchmarks, tools)
@@ -217,8 +229,11 @@ class Loop:
         # Left out of the config: the load generator's defaults (not in the cell id, ADR 0110).
         self.schedule = wl.schedule or DEFAULT_SCHEDULE
         self.burstiness = wl.burstiness if wl.burstiness is not None else DEFAULT_BURSTINESS
-        self.arrivals = (arrival_offsets(self.rate, self.horizon, int(spec.seed), self.schedule, self.burstiness)
-                         if self.rate is not None else [])
+        self.arrivals = (
+            arrival_offsets(self.rate, self.horizon, int(spec.seed), self.schedule, self.burstiness)
+            if self.rate is not None
+            else []
+        )
         self.sent: list[Sent] = []
         self.snaps: list[TimedSnapshot] = []
         self.edge_snaps: dict[str, TimedSnapshot] = {}
@@ -303,9 +318,18 @@ class Loop:
         return task
 
     async def _open_loop(self, client: StreamClient) -> None:
-        log.info("open loop: %d arrivals at %.2f/s (%s schedule, burstiness %g) over %.1f s (warm-up %.1f, "
-                 "window %.1f, cooldown %.1f)", len(self.arrivals), self.rate, self.schedule, self.burstiness,
-                 self.horizon, self.warmup, self.window, self.cooldown)
+        log.info(
+            "open loop: %d arrivals at %.2f/s (%s schedule, burstiness %g) over %.1f s (warm-up %.1f, "
+            "window %.1f, cooldown %.1f)",
+            len(self.arrivals),
+            self.rate,
+            self.schedule,
+            self.burstiness,
+            self.horizon,
+            self.warmup,
+            self.window,
+            self.cooldown,
+        )
         for j, at in enumerate(self.arrivals):
             due = self.t0 + at
             await _sleep_until(due)
@@ -317,8 +341,14 @@ class Loop:
     async def _closed_loop(self, client: StreamClient) -> None:
         n = int(self.concurrency)  # type: ignore[arg-type]
         ramp = CLOSED_LOOP_RAMP_SHARE * self.warmup
-        log.info("closed loop: %d clients, started over %.2f s (warm-up %.1f, window %.1f, cooldown %.1f)",
-                 n, ramp, self.warmup, self.window, self.cooldown)
+        log.info(
+            "closed loop: %d clients, started over %.2f s (warm-up %.1f, window %.1f, cooldown %.1f)",
+            n,
+            ramp,
+            self.warmup,
+            self.window,
+            self.cooldown,
+        )
         for c in range(n):
             self._spawn(self._client(client, c, self.t0 + ramp * c / n, n))
         # The clients stop sending at the horizon; their last requests are drained or cancelled (_main).
@@ -372,8 +402,10 @@ class Loop:
         if left:
             done, pending = await asyncio.wait(left, timeout=self.timeout)
             if pending:
-                raise EngineError(f"drain: requests still in flight after {self.timeout:.0f} s; the next cell on "
-                                  f"this engine would measure them")
+                raise EngineError(
+                    f"drain: requests still in flight after {self.timeout:.0f} s; the next cell on "
+                    f"this engine would measure them"
+                )
         log.info("drain: done")
 
     # -- after the loop ---------------------------------------------------------------------------------------
@@ -389,8 +421,17 @@ class Loop:
         running = [s.snapshot.gauges.get("num_requests_running", 0.0) for s in readings]
         columns = self._columns(readings, (before_start, after_start), (before_end, after_end))
         extra = {"arrivals": len(self.arrivals)} if self.kind == "open_loop" else {}
-        return LoopOutcome(self.t_start, self.t_end, self.wall_start, self.wall_end,
-                           [s.result for s in in_window if s.result is not None], running, delta, columns, extra)
+        return LoopOutcome(
+            self.t_start,
+            self.t_end,
+            self.wall_start,
+            self.wall_end,
+            [s.result for s in in_window if s.result is not None],
+            running,
+            delta,
+            columns,
+            extra,
+        )
 
     def _columns(self, readings: list[TimedSnapshot], start: tuple, end: tuple) -> dict[str, Any]:
         t0, t1 = self.t_start, self.t_end
@@ -404,9 +445,11 @@ class Loop:
             "burstiness": self.burstiness if self.kind == "open_loop" else None,
             "requests_sent": len(sent_in),
             "realized_request_rate": len(sent_in) / window if window > 0 else None,
-            "send_lag_p50_s": percentile(lags, 0.5), "send_lag_p99_s": percentile(lags, 0.99),
+            "send_lag_p50_s": percentile(lags, 0.5),
+            "send_lag_p99_s": percentile(lags, 0.99),
             "send_lag_max_s": lags[-1] if lags else None,
-            "inflight_at_start": self._inflight(t0), "inflight_at_end": self._inflight(t1),
+            "inflight_at_start": self._inflight(t0),
+            "inflight_at_end": self._inflight(t1),
             "mean_inflight": self._mean_inflight(t0, t1),
             "snapshot_start_s": self.edge_snaps["start"].duration_s if "start" in self.edge_snaps else None,
             "snapshot_end_s": self.edge_snaps["end"].duration_s if "end" in self.edge_snaps else None,
@@ -414,8 +457,9 @@ class Loop:
             "metrics_polls": len(polls),
             "metrics_poll_mean_s": sum(polls) / len(polls) if polls else None,
             "running_requests_segments": self._segments(readings, "num_requests_running"),
-            "waiting_requests_mean": _mean([s.snapshot.gauges[g] for s in readings
-                                            for g in ("num_requests_waiting",) if g in s.snapshot.gauges]),
+            "waiting_requests_mean": _mean(
+                [s.snapshot.gauges[g] for s in readings for g in ("num_requests_waiting",) if g in s.snapshot.gauges]
+            ),
         }
         return out
 

@@ -276,8 +276,17 @@ def _has_qkv_bias(f: _Fields, model_type: str) -> bool:
     return model_type in ("qwen2", "qwen2_moe", "mimo") or bool(f.get("attention_bias", False))
 
 
-def _gqa_attention_params(hidden: int, heads: int, kv_heads: int, head_dim: int, *, bias: bool,
-                          qk_norm: bool, k_eq_v: bool = False, q_gate: bool = False) -> int:
+def _gqa_attention_params(
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    *,
+    bias: bool,
+    qk_norm: bool,
+    k_eq_v: bool = False,
+    q_gate: bool = False,
+) -> int:
     q = hidden * heads * head_dim * (2 if q_gate else 1)
     kv = hidden * kv_heads * head_dim * (1 if k_eq_v else 2)
     o = heads * head_dim * hidden
@@ -317,14 +326,22 @@ def _describe_gqa(f: _Fields, path: Path, arch: str, model_type: str) -> ModelSh
 
     full_hd = f.int("global_head_dim") if is_gemma4 and f.has("global_head_dim") else None
     k_eq_v = is_gemma4 and bool(f.get("attention_k_eq_v", False))
-    full_kvh = (f.int("num_global_key_value_heads") if k_eq_v and f.has("num_global_key_value_heads") else kvh) if is_gemma4 else None
+    full_kvh = (
+        (f.int("num_global_key_value_heads") if k_eq_v and f.has("num_global_key_value_heads") else kvh)
+        if is_gemma4
+        else None
+    )
 
     num_experts = f.opt_int("num_experts", "n_routed_experts", "num_local_experts")
     moe = bool(num_experts) and (not is_gemma4 or bool(f.get("enable_moe_block", False)))
     topk = f.int("num_experts_per_tok", "top_k_experts") if moe else None
     moe_i = f.int("moe_intermediate_size", "expert_intermediate_size") if moe else None
     shared_i = f.opt_int("shared_expert_intermediate_size") if moe else None
-    dense_i = f.int("intermediate_size") if (not moe or is_gemma4 or f.get("mlp_only_layers")) else f.opt_int("intermediate_size")
+    dense_i = (
+        f.int("intermediate_size")
+        if (not moe or is_gemma4 or f.get("mlp_only_layers"))
+        else f.opt_int("intermediate_size")
+    )
     mlp_only = set(f.get("mlp_only_layers") or [])
     sparse_step = f.get("decoder_sparse_step", 1) or 1
 
@@ -367,18 +384,47 @@ def _describe_gqa(f: _Fields, path: Path, arch: str, model_type: str) -> ModelSh
 
     n_mtp = mtp_layer_count(f.cfg)
     # A MiMo/Qwen2-style MTP layer: one decoder layer (dense) + eh_proj (2H -> H) + 3 norms.
-    mtp = n_mtp * (_gqa_attention_params(H, nh, kvh, hd, bias=bias, qk_norm=qk_norm) + 2 * H
-                   + _mlp_params(H, dense_i or 0) + 2 * H * H + 3 * H) if n_mtp else 0
+    mtp = (
+        n_mtp
+        * (
+            _gqa_attention_params(H, nh, kvh, hd, bias=bias, qk_norm=qk_norm)
+            + 2 * H
+            + _mlp_params(H, dense_i or 0)
+            + 2 * H * H
+            + 3 * H
+        )
+        if n_mtp
+        else 0
+    )
 
     family = "gqa_sliding" if n_sliding else ("mha" if kvh == nh else "gqa")
     return ModelShape(
-        path=str(path.parent), architecture=arch, model_type=model_type, family=family, moe=moe,
-        intermediate_size=dense_i, num_kv_heads=kvh, head_dim=hd,
-        num_experts=num_experts if moe else None, experts_per_token=topk, moe_intermediate_size=moe_i,
-        shared_expert_intermediate_size=shared_i, sliding_window=window, sliding_layers=n_sliding,
-        kv_lora_rank=None, q_lora_rank=None, qk_rope_head_dim=None, qk_nope_head_dim=None, v_head_dim=None,
-        linear_attention_layers=0, mtp_layers=n_mtp, params_total=total, params_active=active, params_mtp=mtp,
-        full_attention_head_dim=full_hd, full_attention_kv_heads=full_kvh,
+        path=str(path.parent),
+        architecture=arch,
+        model_type=model_type,
+        family=family,
+        moe=moe,
+        intermediate_size=dense_i,
+        num_kv_heads=kvh,
+        head_dim=hd,
+        num_experts=num_experts if moe else None,
+        experts_per_token=topk,
+        moe_intermediate_size=moe_i,
+        shared_expert_intermediate_size=shared_i,
+        sliding_window=window,
+        sliding_layers=n_sliding,
+        kv_lora_rank=None,
+        q_lora_rank=None,
+        qk_rope_head_dim=None,
+        qk_nope_head_dim=None,
+        v_head_dim=None,
+        linear_attention_layers=0,
+        mtp_layers=n_mtp,
+        params_total=total,
+        params_active=active,
+        params_mtp=mtp,
+        full_attention_head_dim=full_hd,
+        full_attention_kv_heads=full_kvh,
         **c,
     )
 
@@ -406,8 +452,10 @@ def _describe_mla(f: _Fields, path: Path, arch: str, model_type: str) -> ModelSh
         if moe and i >= first_dense and i % freq == 0:
             router = H * num_experts + (num_experts if f.get("topk_method") == "noaux_tc" else 0)
             shared = _mlp_params(H, shared_i) if shared_i else 0
-            return (base + router + shared + num_experts * _mlp_params(H, moe_i),
-                    base + router + shared + topk * _mlp_params(H, moe_i))
+            return (
+                base + router + shared + num_experts * _mlp_params(H, moe_i),
+                base + router + shared + topk * _mlp_params(H, moe_i),
+            )
         return base + _mlp_params(H, dense_i), base + _mlp_params(H, dense_i)
 
     total = active = _embedding_params(c) + H
@@ -418,12 +466,30 @@ def _describe_mla(f: _Fields, path: Path, arch: str, model_type: str) -> ModelSh
     # DeepSeek-style MTP layer: enorm, hnorm, eh_proj (2H -> H), one (MoE) decoder layer, shared_head.norm.
     mtp = n_mtp * (layer(L)[0] + 2 * H * H + 3 * H) if n_mtp else 0
     return ModelShape(
-        path=str(path.parent), architecture=arch, model_type=model_type, family="mla", moe=moe,
-        intermediate_size=dense_i, num_kv_heads=f.opt_int("num_key_value_heads") or nh, head_dim=qk,
-        num_experts=num_experts, experts_per_token=topk, moe_intermediate_size=moe_i,
-        shared_expert_intermediate_size=shared_i, sliding_window=None, sliding_layers=0,
-        kv_lora_rank=kvr, q_lora_rank=qr, qk_rope_head_dim=rope, qk_nope_head_dim=nope, v_head_dim=vhd,
-        linear_attention_layers=0, mtp_layers=n_mtp, params_total=total, params_active=active, params_mtp=mtp,
+        path=str(path.parent),
+        architecture=arch,
+        model_type=model_type,
+        family="mla",
+        moe=moe,
+        intermediate_size=dense_i,
+        num_kv_heads=f.opt_int("num_key_value_heads") or nh,
+        head_dim=qk,
+        num_experts=num_experts,
+        experts_per_token=topk,
+        moe_intermediate_size=moe_i,
+        shared_expert_intermediate_size=shared_i,
+        sliding_window=None,
+        sliding_layers=0,
+        kv_lora_rank=kvr,
+        q_lora_rank=qr,
+        qk_rope_head_dim=rope,
+        qk_nope_head_dim=nope,
+        v_head_dim=vhd,
+        linear_attention_layers=0,
+        mtp_layers=n_mtp,
+        params_total=total,
+        params_active=active,
+        params_mtp=mtp,
         **c,
     )
 
@@ -459,8 +525,7 @@ def _describe_gated_deltanet(f: _Fields, path: Path, arch: str, model_type: str)
             return _mlp_params(H, dense_i), _mlp_params(H, dense_i)
         router = H * num_experts
         shared = (_mlp_params(H, shared_i) + H) if shared_i else 0
-        return (router + shared + num_experts * _mlp_params(H, moe_i),
-                router + shared + topk * _mlp_params(H, moe_i))
+        return (router + shared + num_experts * _mlp_params(H, moe_i), router + shared + topk * _mlp_params(H, moe_i))
 
     m_total, m_active = mlp()
     total = active = _embedding_params(c) + H
@@ -473,13 +538,31 @@ def _describe_gated_deltanet(f: _Fields, path: Path, arch: str, model_type: str)
     mtp = (2 * H + 2 * H * H + n_mtp * (full + 2 * H + m_total) + H) if n_mtp else 0
     state = nv * dk * dv + conv_dim * (kernel - 1)  # recurrent state (per value head dk x dv) + conv window
     return ModelShape(
-        path=str(path.parent), architecture=arch, model_type=model_type, family="gated_deltanet", moe=moe,
-        intermediate_size=dense_i, num_kv_heads=kvh, head_dim=hd,
-        num_experts=num_experts, experts_per_token=topk, moe_intermediate_size=moe_i,
-        shared_expert_intermediate_size=shared_i, sliding_window=None, sliding_layers=0,
-        kv_lora_rank=None, q_lora_rank=None, qk_rope_head_dim=None, qk_nope_head_dim=None, v_head_dim=None,
-        linear_attention_layers=n_linear, mtp_layers=n_mtp, params_total=total, params_active=active,
-        params_mtp=mtp, linear_state_elements_per_layer=state,
+        path=str(path.parent),
+        architecture=arch,
+        model_type=model_type,
+        family="gated_deltanet",
+        moe=moe,
+        intermediate_size=dense_i,
+        num_kv_heads=kvh,
+        head_dim=hd,
+        num_experts=num_experts,
+        experts_per_token=topk,
+        moe_intermediate_size=moe_i,
+        shared_expert_intermediate_size=shared_i,
+        sliding_window=None,
+        sliding_layers=0,
+        kv_lora_rank=None,
+        q_lora_rank=None,
+        qk_rope_head_dim=None,
+        qk_nope_head_dim=None,
+        v_head_dim=None,
+        linear_attention_layers=n_linear,
+        mtp_layers=n_mtp,
+        params_total=total,
+        params_active=active,
+        params_mtp=mtp,
+        linear_state_elements_per_layer=state,
         **c,
     )
 
@@ -517,23 +600,41 @@ def describe_drafter(model: str | Path) -> DrafterShape:
         raise ModelShapeError("architectures", path, f"= {arch!r} names no drafter kind ({', '.join(DRAFTER_KINDS)})")
     if kind == "draft_model":
         s = describe(model)
-        return DrafterShape(path=s.path, kind=kind, architecture=arch, block_size=None, target_layer_ids=None,
-                            num_layers=s.num_layers, hidden_size=s.hidden_size, draft_vocab_size=s.vocab_size,
-                            params=s.params_total,  # a separate model shares nothing with the target
-                            num_attention_heads=s.num_attention_heads, num_kv_heads=s.num_kv_heads,
-                            head_dim=s.head_dim)
+        return DrafterShape(
+            path=s.path,
+            kind=kind,
+            architecture=arch,
+            block_size=None,
+            target_layer_ids=None,
+            num_layers=s.num_layers,
+            hidden_size=s.hidden_size,
+            draft_vocab_size=s.vocab_size,
+            params=s.params_total,  # a separate model shares nothing with the target
+            num_attention_heads=s.num_attention_heads,
+            num_kv_heads=s.num_kv_heads,
+            head_dim=s.head_dim,
+        )
     if kind == "mtp":
         s = describe(model)
-        return DrafterShape(path=s.path, kind=kind, architecture=arch, block_size=None, target_layer_ids=None,
-                            num_layers=s.mtp_layers, hidden_size=s.hidden_size, draft_vocab_size=s.vocab_size,
-                            params=s.params_mtp,
-                            # The MTP module embeds its input token and scores with the target's embedding and
-                            # lm_head (vLLM 0.26.0 mimo_mtp.py loads both from the checkpoint: "the shared
-                            # embedding/head"); a tied checkpoint has one matrix for both.
-                            params_shareable=(1 if s.tie_word_embeddings else 2) * s.vocab_size * s.hidden_size,
-                            shared_lm_head_params=s.vocab_size * s.hidden_size,
-                            num_attention_heads=s.num_attention_heads, num_kv_heads=s.num_kv_heads,
-                            head_dim=s.head_dim)
+        return DrafterShape(
+            path=s.path,
+            kind=kind,
+            architecture=arch,
+            block_size=None,
+            target_layer_ids=None,
+            num_layers=s.mtp_layers,
+            hidden_size=s.hidden_size,
+            draft_vocab_size=s.vocab_size,
+            params=s.params_mtp,
+            # The MTP module embeds its input token and scores with the target's embedding and
+            # lm_head (vLLM 0.26.0 mimo_mtp.py loads both from the checkpoint: "the shared
+            # embedding/head"); a tied checkpoint has one matrix for both.
+            params_shareable=(1 if s.tie_word_embeddings else 2) * s.vocab_size * s.hidden_size,
+            shared_lm_head_params=s.vocab_size * s.hidden_size,
+            num_attention_heads=s.num_attention_heads,
+            num_kv_heads=s.num_kv_heads,
+            head_dim=s.head_dim,
+        )
     cfg = _text_config(raw)
     f = _Fields(cfg, path)
     H, L, V = f.int("hidden_size"), f.int("num_hidden_layers"), f.int("vocab_size")
@@ -544,7 +645,11 @@ def describe_drafter(model: str | Path) -> DrafterShape:
     target_h = f.opt_int("target_hidden_size") or H
     dflash_cfg = f.get("dflash_config") or {}
     eagle_cfg = f.get("eagle_config") or {}
-    ids = dflash_cfg.get("target_layer_ids") or f.get("target_layer_ids") or eagle_cfg.get("eagle_aux_hidden_state_layer_ids")
+    ids = (
+        dflash_cfg.get("target_layer_ids")
+        or f.get("target_layer_ids")
+        or eagle_cfg.get("eagle_aux_hidden_state_layer_ids")
+    )
     ids = tuple(int(i) for i in ids) if ids else None
     block = dflash_cfg.get("block_size") or f.get("block_size")
     draft_vocab = f.opt_int("draft_vocab_size") or V
@@ -554,8 +659,10 @@ def describe_drafter(model: str | Path) -> DrafterShape:
         n_aux = len(ids) if ids else (3 if kind == "eagle3" else 1)
         # EAGLE3: the first layer's q/k/v read [embedding ; hidden] (2H); fc fuses the aux hidden states.
         first_in = 2 * H if kind == "eagle3" else H
-        layer0 = (first_in * nh * hd + 2 * first_in * kvh * hd + nh * hd * H + _mlp_params(H, inter) + 3 * H)
-        rest = (L - 1) * (_gqa_attention_params(H, nh, kvh, hd, bias=bias, qk_norm=False) + _mlp_params(H, inter) + 2 * H)
+        layer0 = first_in * nh * hd + 2 * first_in * kvh * hd + nh * hd * H + _mlp_params(H, inter) + 3 * H
+        rest = (L - 1) * (
+            _gqa_attention_params(H, nh, kvh, hd, bias=bias, qk_norm=False) + _mlp_params(H, inter) + 2 * H
+        )
         fc = (n_aux * target_h * H) if kind == "eagle3" else 2 * H * H
         params = layer0 + rest + fc + H
         once = fc if kind == "eagle3" else 0
@@ -576,12 +683,24 @@ def describe_drafter(model: str | Path) -> DrafterShape:
     # always has the target's vocabulary.
     own_head = draft_vocab * H if draft_vocab != V else 0
     shareable = V * H + (0 if own_head else V * H)
-    return DrafterShape(path=str(path.parent), kind=kind, architecture=arch,
-                        block_size=int(block) if block else None, target_layer_ids=ids, num_layers=L,
-                        hidden_size=H, draft_vocab_size=draft_vocab, params=params + own_head,
-                        params_shareable=shareable, shared_lm_head_params=0 if own_head else V * H,
-                        lookup_params=lookup,
-                        params_once_per_round=once, num_attention_heads=nh, num_kv_heads=kvh, head_dim=hd)
+    return DrafterShape(
+        path=str(path.parent),
+        kind=kind,
+        architecture=arch,
+        block_size=int(block) if block else None,
+        target_layer_ids=ids,
+        num_layers=L,
+        hidden_size=H,
+        draft_vocab_size=draft_vocab,
+        params=params + own_head,
+        params_shareable=shareable,
+        shared_lm_head_params=0 if own_head else V * H,
+        lookup_params=lookup,
+        params_once_per_round=once,
+        num_attention_heads=nh,
+        num_kv_heads=kvh,
+        head_dim=hd,
+    )
 
 
 # ------------------------------------------------------------------------------------- parse-time checks
@@ -628,15 +747,23 @@ def _local_config(key: str, value: str, load_format: str, error: type) -> dict |
     if kind == "hub":
         return None
     if kind == "missing":
-        raise error(key, value, f"no such local model directory ({path}); a local path is relative to the "
-                                f"working directory or the repo, a hub id has the form org/name")
+        raise error(
+            key,
+            value,
+            f"no such local model directory ({path}); a local path is relative to the "
+            f"working directory or the repo, a hub id has the form org/name",
+        )
     if not path.is_dir():
         raise error(key, value, f"{path} is not a directory (a model dir holds config.json)")
     if not (path / "config.json").is_file():
         raise error(key, value, f"{path} has no config.json")
     if load_format != "dummy" and not _has_weights(path):
-        raise error(key, value, f"{path} has no weights (*.safetensors / *.bin) and load_format is "
-                                f"{load_format!r}; shape-only dirs need load_format: dummy")
+        raise error(
+            key,
+            value,
+            f"{path} has no weights (*.safetensors / *.bin) and load_format is "
+            f"{load_format!r}; shape-only dirs need load_format: dummy",
+        )
     try:
         return read_config(path)[0]
     except ModelShapeError as exc:
@@ -680,18 +807,26 @@ def check_models(config: dict) -> None:
             raw = _local_config(f"models.{name}.{role}.model", spec["model"], load_format, ConfigError)
             tp_reason = tensor_parallel_refusal(raw, int(spec.get("tensor_parallel_size", 1)))
             if tp_reason:
-                raise ConfigError(f"models.{name}.{role}.tensor_parallel_size", spec.get("tensor_parallel_size"),
-                                  f"{spec['model']}: {tp_reason}")
+                raise ConfigError(
+                    f"models.{name}.{role}.tensor_parallel_size",
+                    spec.get("tensor_parallel_size"),
+                    f"{spec['model']}: {tp_reason}",
+                )
             if role == "target":
                 targets[name] = (spec["model"], raw)
                 load_formats.append(load_format)
     # A drafter is loaded the way its target is: real weights unless every target is shape-only.
     drafter_format = "dummy" if load_formats and all(f == "dummy" for f in load_formats) else "auto"
 
-    drafters = [(f"schemes.{sname}.drafter", scheme["method"], scheme.get("drafter"))
-                for sname, scheme in config["schemes"].items()]
-    drafters += [(f"models.{pname}.drafters.{method}", method, path)
-                 for pname, pair in config["models"].items() for method, path in (pair.get("drafters") or {}).items()]
+    drafters = [
+        (f"schemes.{sname}.drafter", scheme["method"], scheme.get("drafter"))
+        for sname, scheme in config["schemes"].items()
+    ]
+    drafters += [
+        (f"models.{pname}.drafters.{method}", method, path)
+        for pname, pair in config["models"].items()
+        for method, path in (pair.get("drafters") or {}).items()
+    ]
     for key, method, drafter in drafters:
         # mtp on a target without MTP layers: config._check_scheme_inputs says it (specjoule/schemes.py owns schemes).
         if method not in ("eagle3", "dflash", "dspark", "mtp") or not drafter:
@@ -702,5 +837,9 @@ def check_models(config: dict) -> None:
         kind = drafter_kind(raw)
         if kind != method:
             archs = raw.get("architectures")
-            raise ConfigError(key, drafter, f"its config.json names architectures {archs} — a "
-                                            f"{kind or 'non-drafter'} model, not a {method} drafter")
+            raise ConfigError(
+                key,
+                drafter,
+                f"its config.json names architectures {archs} — a "
+                f"{kind or 'non-drafter'} model, not a {method} drafter",
+            )

@@ -58,10 +58,12 @@ class PairRecipe:
     """Everything that decides the weights (the training manifest stores it)."""
 
     seed: int = 0
-    target: Shape = Shape(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=2,
-                          num_key_value_heads=1)
-    draft: Shape = Shape(hidden_size=64, intermediate_size=192, num_hidden_layers=1, num_attention_heads=1,
-                         num_key_value_heads=1)
+    target: Shape = Shape(
+        hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1
+    )
+    draft: Shape = Shape(
+        hidden_size=64, intermediate_size=192, num_hidden_layers=1, num_attention_heads=1, num_key_value_heads=1
+    )
     # 160 + 100 steps of 16 windows of 64 tokens: ~2.7 min wall on 2 shared cores (ADR 0120).
     seq_len: int = 64
     batch_size: int = 16
@@ -186,16 +188,23 @@ def _save(model: Any, out: Path, config: dict[str, Any], manifest: dict[str, Any
     from safetensors.torch import save_file
 
     out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()
-             if k != "lm_head.weight"}
+    state = {
+        k: v.detach().to(torch.bfloat16).contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"
+    }
     save_file(dict(sorted(state.items())), str(out / WEIGHTS_FILE), metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
-    (out / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "do_sample": False}, indent=1, sort_keys=True) + "\n")
+    (out / "generation_config.json").write_text(
+        json.dumps(
+            {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "do_sample": False}, indent=1, sort_keys=True
+        )
+        + "\n"
+    )
     shutil.copyfile(tk.SHIPPED_TOKENIZER_PATH, out / "tokenizer.json")
     shutil.copyfile(tk.SHIPPED_TOKENIZER_CONFIG_PATH, out / "tokenizer_config.json")
     sha = weights_sha256(out)
-    (out / TRAINING_MANIFEST).write_text(json.dumps({**manifest, "weights_sha256": sha}, indent=1, sort_keys=True) + "\n")
+    (out / TRAINING_MANIFEST).write_text(
+        json.dumps({**manifest, "weights_sha256": sha}, indent=1, sort_keys=True) + "\n"
+    )
     return sha
 
 
@@ -216,7 +225,7 @@ def _batches(streams: dict[str, list[int]], recipe: PairRecipe, steps: int, salt
         for i in range(recipe.batch_size):
             t = tensors[i % n]
             start = int(torch.randint(0, len(t) - width + 1, (1,), generator=gen))
-            rows.append(t[start:start + width])
+            rows.append(t[start : start + width])
         yield torch.stack(rows)
 
 
@@ -235,8 +244,13 @@ def _build(shape: Shape, recipe: PairRecipe, vocab_size: int, init_seed: int) ->
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     cfg = qwen3_config(shape, recipe, vocab_size)
-    hf_cfg = Qwen3Config(**{k: v for k, v in cfg.items() if k not in ("architectures", "model_type", "torch_dtype",
-                                                                       "dtype", "rope_theta")})
+    hf_cfg = Qwen3Config(
+        **{
+            k: v
+            for k, v in cfg.items()
+            if k not in ("architectures", "model_type", "torch_dtype", "dtype", "rope_theta")
+        }
+    )
     torch.manual_seed(init_seed)
     model = Qwen3ForCausalLM(hf_cfg).float()
     return model, cfg
@@ -247,8 +261,11 @@ def _optimizer(model: Any, recipe: PairRecipe) -> Any:
 
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     rest = [p for n, p in model.named_parameters() if p.ndim < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": recipe.weight_decay},
-                              {"params": rest, "weight_decay": 0.0}], lr=recipe.lr, betas=(0.9, 0.95))
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+        lr=recipe.lr,
+        betas=(0.9, 0.95),
+    )
 
 
 def _step(model: Any, opt: Any, loss: Any, lr: float, recipe: PairRecipe) -> float:
@@ -263,8 +280,12 @@ def _step(model: Any, opt: Any, loss: Any, lr: float, recipe: PairRecipe) -> flo
     return float(loss.detach())
 
 
-def train_pair(recipe: PairRecipe, target_dir: str | Path, draft_dir: str | Path,
-               progress: Callable[[str], None] = lambda msg: None) -> TrainingResult:
+def train_pair(
+    recipe: PairRecipe,
+    target_dir: str | Path,
+    draft_dir: str | Path,
+    progress: Callable[[str], None] = lambda msg: None,
+) -> TrainingResult:
     """Train the target, distil the draft from it, save both checkpoints; deterministic per recipe."""
     import torch
 
@@ -314,18 +335,41 @@ def _train(recipe: PairRecipe, target_dir: Path, draft_dir: Path, progress: Call
     draft.eval()
 
     seconds = time.monotonic() - t0
-    common = {"recipe": recipe.as_dict(), "training_data_sha256": data_hash(streams),
-              "training_tokens": {k: len(v) for k, v in streams.items()},
-              "corpus_sources": {name: corpora.load_documents(name, {"source": "builtin", "name": name}).source
-                                 for name in recipe.corpora},
-              "tokenizer": tokenizer.name, "torch_version": torch.__version__, "built_by": "scripts/train_pair.py",
-              "training_seconds": round(seconds, 1)}
-    target_sha = _save(target, Path(target_dir), target_cfg,
-                       {**common, "role": "target", "parameters": sum(p.numel() for p in target.parameters()),
-                        "final_loss": losses["target"][-1]})
-    draft_sha = _save(draft, Path(draft_dir), draft_cfg,
-                      {**common, "role": "draft", "parameters": sum(p.numel() for p in draft.parameters()),
-                       "final_kl": losses["draft"][-1], "teacher_weights_sha256": target_sha})
+    common = {
+        "recipe": recipe.as_dict(),
+        "training_data_sha256": data_hash(streams),
+        "training_tokens": {k: len(v) for k, v in streams.items()},
+        "corpus_sources": {
+            name: corpora.load_documents(name, {"source": "builtin", "name": name}).source for name in recipe.corpora
+        },
+        "tokenizer": tokenizer.name,
+        "torch_version": torch.__version__,
+        "built_by": "scripts/train_pair.py",
+        "training_seconds": round(seconds, 1),
+    }
+    target_sha = _save(
+        target,
+        Path(target_dir),
+        target_cfg,
+        {
+            **common,
+            "role": "target",
+            "parameters": sum(p.numel() for p in target.parameters()),
+            "final_loss": losses["target"][-1],
+        },
+    )
+    draft_sha = _save(
+        draft,
+        Path(draft_dir),
+        draft_cfg,
+        {
+            **common,
+            "role": "draft",
+            "parameters": sum(p.numel() for p in draft.parameters()),
+            "final_kl": losses["draft"][-1],
+            "teacher_weights_sha256": target_sha,
+        },
+    )
     return TrainingResult(Path(target_dir), Path(draft_dir), target_sha, draft_sha, seconds, losses)
 
 
@@ -361,9 +405,15 @@ def greedy_acceptance(target: Any, draft: Any, prompts: list[list[int]], output_
     with torch.no_grad():
         for prompt in prompts:
             ids = torch.tensor([prompt], dtype=torch.long)
-            out = target.generate(ids, max_new_tokens=output_len, min_new_tokens=output_len, do_sample=False,
-                                  pad_token_id=0, eos_token_id=None)
-            cont = out[0, len(prompt):].tolist()
+            out = target.generate(
+                ids,
+                max_new_tokens=output_len,
+                min_new_tokens=output_len,
+                do_sample=False,
+                pad_token_id=0,
+                eos_token_id=None,
+            )
+            cont = out[0, len(prompt) :].tolist()
             p = 0
             while p < output_len - 1:
                 room = min(k, output_len - 1 - p)

@@ -73,8 +73,9 @@ class ProfileSettings:
             if int(getattr(self, name)) < 1:
                 raise ProfileError(f"{name} = {getattr(self, name)!r}: must be at least 1")
         if self.warmup_batches < 0 or self.reference_s < 0:
-            raise ProfileError(f"warmup_batches = {self.warmup_batches!r}, reference_s = {self.reference_s!r}: "
-                               f"must not be negative")
+            raise ProfileError(
+                f"warmup_batches = {self.warmup_batches!r}, reference_s = {self.reference_s!r}: must not be negative"
+            )
 
 
 # -- which cells, which engine ---------------------------------------------------------------------
@@ -87,13 +88,17 @@ def select_cells(table: Any, selectors: list[str]) -> list[Any]:
         key = sel if sel.endswith(".parquet") else f"results/cells/{sel.strip('/')}.parquet"
         cell = table.by_path.get(key)
         if cell is None:
-            campaign, _, name = key[len("results/cells/"):-len(".parquet")].rpartition("/")
+            campaign, _, name = key[len("results/cells/") : -len(".parquet")].rpartition("/")
             near = sorted(c.record_path for c in table.cells if c.name == name or c.campaign_id == campaign)[:5]
-            raise ProfileError(f"cell {sel!r} is not in this config's plan"
-                               + (f"; cells of that campaign or name: {', '.join(near)}" if near else ""))
+            raise ProfileError(
+                f"cell {sel!r} is not in this config's plan"
+                + (f"; cells of that campaign or name: {', '.join(near)}" if near else "")
+            )
         if cell.workload_kind != "closed_batch":
-            raise ProfileError(f"cell {sel!r} is {cell.workload_kind}: only closed-batch cells are profiled "
-                               f"(the offline engines' profiler hook)")
+            raise ProfileError(
+                f"cell {sel!r} is {cell.workload_kind}: only closed-batch cells are profiled "
+                f"(the offline engines' profiler hook)"
+            )
         out.append(cell)
     return out
 
@@ -136,9 +141,11 @@ def engine_spec(table: Any, cell: Any, trace_dir: Path, settings: ProfileSetting
     options = merge_overrides(dict(spec.engine.options), settings.overrides)
     if spec.engine.engine == "vllm":
         options["profiler_config"] = {
-            "profiler": "torch", "torch_profiler_dir": str(trace_dir.resolve()),
+            "profiler": "torch",
+            "torch_profiler_dir": str(trace_dir.resolve()),
             "torch_profiler_with_stack": uses_stack(cell.setup, settings),
-            "torch_profiler_record_shapes": False, "torch_profiler_use_gzip": True,
+            "torch_profiler_record_shapes": False,
+            "torch_profiler_use_gzip": True,
             # The per-op table vLLM prints on stop walks every event: seconds of device time for nothing we read.
             "torch_profiler_dump_cuda_time_total": False,
         }
@@ -166,8 +173,9 @@ def _decode_rounds(cell: Any, delta_counters: dict, batch: int, output_len: int,
     return drafts / batch if batch else 0.0
 
 
-def _timed_batches(engine: Any, prompts_for, n_or_seconds: tuple[int, float], output_len: int, timeout_s: float,
-                   cell: Any) -> dict[str, Any]:
+def _timed_batches(
+    engine: Any, prompts_for, n_or_seconds: tuple[int, float], output_len: int, timeout_s: float, cell: Any
+) -> dict[str, Any]:
     """Run whole batches (at least ``n``, and until ``seconds`` passed); their times and counter deltas."""
     n_min, seconds = n_or_seconds
     before = engine.snapshot()
@@ -187,11 +195,19 @@ def _timed_batches(engine: Any, prompts_for, n_or_seconds: tuple[int, float], ou
     rounds = _decode_rounds(cell, delta, batch, output_len, r)
     ttft = sum(ttfts) / len(ttfts) if ttfts else None
     decode_s = sum(walls) - (ttft or 0.0) * r
-    return {"t_start": t0, "t_end": t1, "batches": r, "batch_wall_s": walls, "ttft_mean_s": ttft,
-            "rounds": rounds, "committed_tokens": delta.get("committed_tokens"), "drafts": delta.get("drafts"),
-            "accepted_tokens": delta.get("accepted_tokens"),
-            # Wall time per verify round with the prefill (TTFT) taken out: what the profiled rounds compare to.
-            "round_ms": 1000.0 * decode_s / rounds if rounds else None}
+    return {
+        "t_start": t0,
+        "t_end": t1,
+        "batches": r,
+        "batch_wall_s": walls,
+        "ttft_mean_s": ttft,
+        "rounds": rounds,
+        "committed_tokens": delta.get("committed_tokens"),
+        "drafts": delta.get("drafts"),
+        "accepted_tokens": delta.get("accepted_tokens"),
+        # Wall time per verify round with the prefill (TTFT) taken out: what the profiled rounds compare to.
+        "round_ms": 1000.0 * decode_s / rounds if rounds else None,
+    }
 
 
 def nvml_window(timeline: Any, t_start: float, t_end: float) -> dict[str, float | None]:
@@ -210,13 +226,20 @@ def nvml_window(timeline: Any, t_start: float, t_end: float) -> dict[str, float 
     counter_w = None
     if len(e) >= 2 and e[-1][1] > e[0][1] and e[-1][0] > e[0][0]:
         counter_w = (e[-1][1] - e[0][1]) / 1000.0 / (e[-1][0] - e[0][0])
-    return {"gpu_util": sum(u) / len(u) / 100.0 if u else None,
-            "power_w": counter_w if counter_w is not None else (sum(p) / len(p) if p else None),
-            "samples": len(inside)}
+    return {
+        "gpu_util": sum(u) / len(u) / 100.0 if u else None,
+        "power_w": counter_w if counter_w is not None else (sum(p) / len(p) if p else None),
+        "samples": len(inside),
+    }
 
 
-def profile_cell(table: Any, cell: Any, out_dir: str | os.PathLike, settings: ProfileSettings = ProfileSettings(),
-                 lock_dir: str | None = None) -> dict[str, Any]:
+def profile_cell(
+    table: Any,
+    cell: Any,
+    out_dir: str | os.PathLike,
+    settings: ProfileSettings = ProfileSettings(),
+    lock_dir: str | None = None,
+) -> dict[str, Any]:
     """Profile one cell into ``out_dir`` (created; an old profile there is replaced). Returns ``profile.json``."""
     from specjoule import env as envmod
     from specjoule import gpu
@@ -244,14 +267,30 @@ def profile_cell(table: Any, cell: Any, out_dir: str | os.PathLike, settings: Pr
         return [pool[(r * batch + i) % len(pool)] for i in range(batch)]
 
     result: dict[str, Any] = {
-        "cell_id": cell.cell_id, "campaign_id": cell.campaign_id, "cell_name": cell.name, "engine": cell.engine,
-        "scheme": cell.scheme, "method": cell.method, "k": cell.k, "batch_size": batch,
-        "acceptance_name": cell.acceptance_name, "configured_L": cell.configured_L, "device": cell.device,
-        "cuda_graphs": cell.cuda_graphs, "prompt_len": cell.setup.workload.prompt_len,
-        "profile_output_len": output_len, "cell_output_len": cell.setup.workload.output_len,
-        "corpus_pool_hash": pool_hash, "settings": {**asdict(settings), "with_stack": uses_stack(cell.setup, settings)},
-        "engine_overrides": settings.overrides or None, "git_commit": envmod.git_commit(),
-        **{k: v for k, v in envmod.capture(cell.engine).items() if k in ("hostname", "host_cpu_model", "host_cpu_count")},
+        "cell_id": cell.cell_id,
+        "campaign_id": cell.campaign_id,
+        "cell_name": cell.name,
+        "engine": cell.engine,
+        "scheme": cell.scheme,
+        "method": cell.method,
+        "k": cell.k,
+        "batch_size": batch,
+        "acceptance_name": cell.acceptance_name,
+        "configured_L": cell.configured_L,
+        "device": cell.device,
+        "cuda_graphs": cell.cuda_graphs,
+        "prompt_len": cell.setup.workload.prompt_len,
+        "profile_output_len": output_len,
+        "cell_output_len": cell.setup.workload.output_len,
+        "corpus_pool_hash": pool_hash,
+        "settings": {**asdict(settings), "with_stack": uses_stack(cell.setup, settings)},
+        "engine_overrides": settings.overrides or None,
+        "git_commit": envmod.git_commit(),
+        **{
+            k: v
+            for k, v in envmod.capture(cell.engine).items()
+            if k in ("hostname", "host_cpu_model", "host_cpu_count")
+        },
     }
     lease = gpu.acquire(cell.device, n_gpus=spec.engine.n_gpus, lock_dir=lock_dir)
     meter = None
@@ -273,12 +312,22 @@ def profile_cell(table: Any, cell: Any, out_dir: str | os.PathLike, settings: Pr
             meter.start_sampling()
         for r in range(settings.warmup_batches):
             engine.generate_batch(prompts_for(r), output_len, timeout_s)
-        log.info("profile %s/%s: warm-up done (%d batch(es) of %d × %d tokens)", cell.campaign_id, cell.name,
-                 settings.warmup_batches, batch, output_len)
-        result["reference"] = _timed_batches(engine, prompts_for, (1, settings.reference_s), output_len, timeout_s,
-                                             cell)
-        started = engine.profile("start", str(trace_dir.resolve()) if cell.engine == "sglang" else None,
-                                 {"prefix": "specjoule", "with_stack": uses_stack(cell.setup, settings)})
+        log.info(
+            "profile %s/%s: warm-up done (%d batch(es) of %d × %d tokens)",
+            cell.campaign_id,
+            cell.name,
+            settings.warmup_batches,
+            batch,
+            output_len,
+        )
+        result["reference"] = _timed_batches(
+            engine, prompts_for, (1, settings.reference_s), output_len, timeout_s, cell
+        )
+        started = engine.profile(
+            "start",
+            str(trace_dir.resolve()) if cell.engine == "sglang" else None,
+            {"prefix": "specjoule", "with_stack": uses_stack(cell.setup, settings)},
+        )
         result["profiler_start_s"] = started.get("seconds")
         result["profiled"] = _timed_batches(engine, prompts_for, (settings.batches, 0.0), output_len, timeout_s, cell)
         stopped = engine.profile("stop", str(trace_dir.resolve()) if cell.engine == "sglang" else None, {})
@@ -302,7 +351,13 @@ def profile_cell(table: Any, cell: Any, out_dir: str | os.PathLike, settings: Pr
     if timeline is not None:
         write_atomic(timeline, out / TIMELINE_FILE)
     (out / PROFILE_FILE).write_text(json.dumps(result, indent=1, default=str))
-    log.info("profile %s/%s: %s, round %.2f ms unprofiled, %.2f ms profiled, %.0f s of device time",
-             cell.campaign_id, cell.name, result["trace_files"], result["reference"]["round_ms"] or float("nan"),
-             result["profiled"]["round_ms"] or float("nan"), result["device_s"])
+    log.info(
+        "profile %s/%s: %s, round %.2f ms unprofiled, %.2f ms profiled, %.0f s of device time",
+        cell.campaign_id,
+        cell.name,
+        result["trace_files"],
+        result["reference"]["round_ms"] or float("nan"),
+        result["profiled"]["round_ms"] or float("nan"),
+        result["device_s"],
+    )
     return result

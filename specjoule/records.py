@@ -38,8 +38,12 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("engine", _str, "vllm | sglang"),
     ("model_pair", _str, ""),
     ("target_model", _str, ""),
-    ("draft_model", _str, "the model that drafts: the scheme's drafter (eagle3, dflash, dspark, an mtp assistant; "
-                          "from wave 2) or the pair's draft model"),
+    (
+        "draft_model",
+        _str,
+        "the model that drafts: the scheme's drafter (eagle3, dflash, dspark, an mtp assistant; "
+        "from wave 2) or the pair's draft model",
+    ),
     ("scheme", _str, "scheme name from config"),
     ("method", _str, "baseline | ngram | draft_model | eagle3 | mtp | dflash | dspark"),
     ("k", _i64, "draft tokens per round"),
@@ -78,14 +82,25 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("engine_start_s", _f64, "engine construction to ready"),
     ("engine_instance", _str, "one id per engine launch: cells with equal ids shared one engine"),
     ("engine_shared_cells", _i64, "cells measured on this engine launch (1 = dedicated engine)"),
-    ("device_held_s", _f64, "seconds from taking this job's device lease to this record (monotonic): idle "
-                            "measurement, prompts, engine start and every cell so far; a job's last record is "
-                            "its device time less the engine teardown (ADR 0038)"),
-    ("engine_config", _str, "effective engine configuration read from the built engine (JSON object, sorted keys; "
-                            "ADR 0029); null when the adapter could not read it"),
+    (
+        "device_held_s",
+        _f64,
+        "seconds from taking this job's device lease to this record (monotonic): idle "
+        "measurement, prompts, engine start and every cell so far; a job's last record is "
+        "its device time less the engine teardown (ADR 0038)",
+    ),
+    (
+        "engine_config",
+        _str,
+        "effective engine configuration read from the built engine (JSON object, sorted keys; "
+        "ADR 0029); null when the adapter could not read it",
+    ),
     ("async_scheduling", _bool, "engine_config.async_scheduling as the engine resolved it; null when unknown"),
-    ("cuda_graph_sizes", _i64, "number of CUDA graph capture sizes (engine_config.cudagraph_capture_sizes); "
-                               "null when unknown"),
+    (
+        "cuda_graph_sizes",
+        _i64,
+        "number of CUDA graph capture sizes (engine_config.cudagraph_capture_sizes); null when unknown",
+    ),
     # window
     ("window_start", _ts, "wall clock"),
     ("window_end", _ts, "wall clock"),
@@ -96,13 +111,21 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("cooldown_s", _f64, "cooldown used"),
     ("repeats", _i64, "closed batch: generations inside the window"),
     # loop workloads: what the load generator did (ADR 0110-0112); null for closed batches
-    ("arrival_schedule", _str, "open loop: independent (gaps drawn until the horizon, the count random) | scaled "
-                               "(N gaps scaled so that N arrivals take N / rate, as vllm bench serve)"),
+    (
+        "arrival_schedule",
+        _str,
+        "open loop: independent (gaps drawn until the horizon, the count random) | scaled "
+        "(N gaps scaled so that N arrivals take N / rate, as vllm bench serve)",
+    ),
     ("burstiness", _f64, "open loop: gamma shape of the gaps between arrivals (1 = Poisson)"),
     ("requests_sent", _i64, "requests the client sent inside the window"),
     ("realized_request_rate", _f64, "requests_sent / window_s: the arrival rate the window actually got"),
-    ("send_lag_p50_s", _f64, "send time minus due time over the requests sent in the window, nearest-rank: due = "
-                             "the arrival (open loop), the client's previous completion (closed loop)"),
+    (
+        "send_lag_p50_s",
+        _f64,
+        "send time minus due time over the requests sent in the window, nearest-rank: due = "
+        "the arrival (open loop), the client's previous completion (closed loop)",
+    ),
     ("send_lag_p99_s", _f64, ""),
     ("send_lag_max_s", _f64, ""),
     ("inflight_at_start", _i64, "requests in flight at the client at the window's start"),
@@ -110,8 +133,12 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("mean_inflight", _f64, "time-average of the requests in flight at the client over the window (exact)"),
     ("snapshot_start_s", _f64, "seconds the /metrics read after the window's start took"),
     ("snapshot_end_s", _f64, "seconds the /metrics read after the window's end took"),
-    ("edge_committed_tokens", _i64, "committed tokens between the snapshots bracketing the two edges: the "
-                                    "counters at the marks are within this of the exact ones (ADR 0110)"),
+    (
+        "edge_committed_tokens",
+        _i64,
+        "committed tokens between the snapshots bracketing the two edges: the "
+        "counters at the marks are within this of the exact ones (ADR 0110)",
+    ),
     ("metrics_polls", _i64, "/metrics reads from the loop's start to its end (sampler and edges)"),
     ("metrics_poll_mean_s", _f64, "mean seconds per /metrics read (its cost to the server, ADR 0110)"),
     # energy
@@ -139,8 +166,12 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("accepted_per_position", pa.list_(_i64), ""),
     ("mean_running_requests", _f64, "concurrency sampled in the window"),
     ("max_running_requests", _f64, ""),
-    ("running_requests_segments", pa.list_(_f64), "loops: mean running-requests reading in each quarter of the "
-                                                  "window (null where none fell): the steady_state check"),
+    (
+        "running_requests_segments",
+        pa.list_(_f64),
+        "loops: mean running-requests reading in each quarter of the "
+        "window (null where none fell): the steady_state check",
+    ),
     ("waiting_requests_mean", _f64, "loops: mean of the engine's waiting-requests gauge in the window"),
     # latency (seconds)
     ("ttft_mean_s", _f64, ""),
@@ -149,22 +180,37 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("tpot_mean_s", _f64, "time between tokens"),
     ("tpot_p50_s", _f64, ""),
     ("tpot_p99_s", _f64, ""),
-    ("latency_source", _str, "request_metrics (vLLM, per request) | request_timestamps (SGLang meta_info stamps, "
-                             "per request) | client_stream (HTTP client, per request) | engine_histogram (bucketed)"),
+    (
+        "latency_source",
+        _str,
+        "request_metrics (vLLM, per request) | request_timestamps (SGLang meta_info stamps, "
+        "per request) | client_stream (HTTP client, per request) | engine_histogram (bucketed)",
+    ),
     ("starved_requests", _i64, "client_stream: requests whose stream reached the client in bursts (ADR 0110)"),
-    ("latency_unreliable_reason", _str, "why the time-between-tokens columns are null (client starved); null when "
-                                        "they are measured"),
+    (
+        "latency_unreliable_reason",
+        _str,
+        "why the time-between-tokens columns are null (client starved); null when they are measured",
+    ),
     # derived on the spot
     ("mj_per_committed_token", _f64, "null when energy is not measured"),
     ("realized_L", _f64, "1 + accepted / drafts"),
     ("accepted_per_verification", _f64, "accepted / drafts"),
     ("tokens_per_s", _f64, "committed tokens / window"),
-    ("round_time_ms", _f64, "window per engine step that committed tokens: 1000 × window_s × B_eff / (committed − "
-                            "accepted); B_eff = batch_size (closed batch) or mean_running_requests (open loop); "
-                            "a baseline decode step or a speculation round alike (ADR 0029)"),
+    (
+        "round_time_ms",
+        _f64,
+        "window per engine step that committed tokens: 1000 × window_s × B_eff / (committed − "
+        "accepted); B_eff = batch_size (closed batch) or mean_running_requests (open loop); "
+        "a baseline decode step or a speculation round alike (ADR 0029)",
+    ),
     # wave 2 (appended: older records read back with these null)
-    ("status", _str, "measured | unsupported (null in records before wave 2 = measured); an unsupported record has "
-                     "identity and environment columns only (ADR 0063)"),
+    (
+        "status",
+        _str,
+        "measured | unsupported (null in records before wave 2 = measured); an unsupported record has "
+        "identity and environment columns only (ADR 0063)",
+    ),
     ("unsupported_reason", _str, "why the engine cannot run this cell, in the engine's own words where it gave them"),
     ("window_index", _i64, "0-based replicate window on one warm engine (null before wave 2 = 0; ADR 0064)"),
     ("engine_replicate", _i64, "0-based replicate of the campaign on fresh engine starts (null before wave 2 = 0)"),
@@ -174,59 +220,120 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("draft_architecture", _str, "architectures[0] of the drafter's (or the pair's draft model's) config.json"),
     ("verify_width", _f64, "tokens verified per request per verify pass, measured: 1 + draft_tokens / drafts"),
     ("drafted_per_committed", _f64, "draft tokens proposed per committed token: draft_tokens / committed_tokens"),
-    ("draft_passes_per_round", _f64, "drafter forward passes per speculation round, by scheme: draft_model and heads "
-                                     "k, block drafters 1, host n-gram 0 (specjoule.schemes)"),
+    (
+        "draft_passes_per_round",
+        _f64,
+        "drafter forward passes per speculation round, by scheme: draft_model and heads "
+        "k, block drafters 1, host n-gram 0 (specjoule.schemes)",
+    ),
     ("host_cpu_model", _str, "CPU model of the host that drove the engine (/proc/cpuinfo)"),
     ("host_cpu_count", _i64, "CPUs usable by the cell process"),
     ("host_load_1m", _f64, "1-minute load average at the window's end"),
     ("gpu_busy_fraction", _f64, "mean NVML GPU utilization in the window / 100 (null without a GPU meter)"),
     # hardware counters over the window (issue 18, ADR 0101): NVML GPM on Hopper and later, read at the
     # window edges; null with counters_reason where the GPU, driver or VM does not give them (never 0)
-    ("counters_source", _str, "gpm (NVML GPU performance monitoring) | utilization (nvmlDeviceGetUtilizationRates "
-                              "only) | none (no meter)"),
+    (
+        "counters_source",
+        _str,
+        "gpm (NVML GPU performance monitoring) | utilization (nvmlDeviceGetUtilizationRates only) | none (no meter)",
+    ),
     ("counters_reason", _str, "why the GPM columns are null (the NVML error in its own words); null when measured"),
-    ("dram_bw_util_pct", _f64, "GPM DRAM bandwidth utilization over the window, % of the GPU's theoretical peak "
-                               "(mean over the cell's GPUs)"),
+    (
+        "dram_bw_util_pct",
+        _f64,
+        "GPM DRAM bandwidth utilization over the window, % of the GPU's theoretical peak (mean over the cell's GPUs)",
+    ),
     ("sm_active_pct", _f64, "GPM SM activity over the window: % of SMs busy (mean over GPUs)"),
     ("tensor_active_pct", _f64, "GPM tensor-core activity over the window: % of time any tensor pipe was busy"),
-    ("mem_busy_pct", _f64, "mean of nvmlDeviceGetUtilizationRates().memory in the window: % of time HBM was read "
-                           "or written (not bandwidth); the fallback where GPM is refused"),
-    ("target_revision", _str, "the target's weights as resolve_models found them: a hub snapshot's commit, "
-                              "sha256:<weights> for a local checkpoint (fp:<…> above 2 GiB), config-sha256:<…> "
-                              "for a shape-only one; null outside Snakemake (ADR 0121)"),
-    ("draft_revision", _str, "the same for the drafter (the pair's draft for draft_model, the scheme's drafter "
-                             "otherwise); null for ngram and baseline"),
+    (
+        "mem_busy_pct",
+        _f64,
+        "mean of nvmlDeviceGetUtilizationRates().memory in the window: % of time HBM was read "
+        "or written (not bandwidth); the fallback where GPM is refused",
+    ),
+    (
+        "target_revision",
+        _str,
+        "the target's weights as resolve_models found them: a hub snapshot's commit, "
+        "sha256:<weights> for a local checkpoint (fp:<…> above 2 GiB), config-sha256:<…> "
+        "for a shape-only one; null outside Snakemake (ADR 0121)",
+    ),
+    (
+        "draft_revision",
+        _str,
+        "the same for the drafter (the pair's draft for draft_model, the scheme's drafter "
+        "otherwise); null for ngram and baseline",
+    ),
     # tensor parallelism (issue 23, ADR 0155)
-    ("tensor_parallel_size", _i64, "the target's tensor-parallel size: GPUs the cell held and metered (energy_j sums "
-                                   "energy_j_per_gpu over them, in gpu_uuids order); null before issue 23 = 1"),
+    (
+        "tensor_parallel_size",
+        _i64,
+        "the target's tensor-parallel size: GPUs the cell held and metered (energy_j sums "
+        "energy_j_per_gpu over them, in gpu_uuids order); null before issue 23 = 1",
+    ),
     # faults (issue 21): what a shared cluster did to the cell, appended (older records read back with these null)
-    ("other_gpu_process_list", _str, "compute processes not ours on the cell's GPU(s) at its start or window end, "
-                                     "'pid N name (MiB) on GPU i; ...' (checks.gpu_in_use: flag; ADR 0133)"),
-    ("slurm_restart_count", _i64, "SLURM's restart count of the job that measured: 0 on its first run, >= 1 after "
-                                  "a requeue; null outside SLURM (ADR 0134)"),
-    ("retried", _bool, "an earlier attempt at this cell started and ended without a record (preemption, requeue, "
-                       "crash, failure); this record is from a later attempt (ADR 0134)"),
+    (
+        "other_gpu_process_list",
+        _str,
+        "compute processes not ours on the cell's GPU(s) at its start or window end, "
+        "'pid N name (MiB) on GPU i; ...' (checks.gpu_in_use: flag; ADR 0133)",
+    ),
+    (
+        "slurm_restart_count",
+        _i64,
+        "SLURM's restart count of the job that measured: 0 on its first run, >= 1 after "
+        "a requeue; null outside SLURM (ADR 0134)",
+    ),
+    (
+        "retried",
+        _bool,
+        "an earlier attempt at this cell started and ended without a record (preemption, requeue, "
+        "crash, failure); this record is from a later attempt (ADR 0134)",
+    ),
     # device time (issue 22): what the runner left out of the held time, appended (older records read back null)
-    ("warmup_skipped", _bool, "true: no warm-up, the window before on this engine ran the same configuration (only "
-                              "the seed or window index differ; ADR 0188); false: the configured warm-up ran"),
-    ("compile_cache_warm", _bool, "the engine start found its compiled graphs in the campaign's compile cache (true) "
-                                  "or compiled them (false); null: not vLLM, or nothing compiled (ADR 0189)"),
+    (
+        "warmup_skipped",
+        _bool,
+        "true: no warm-up, the window before on this engine ran the same configuration (only "
+        "the seed or window index differ; ADR 0188); false: the configured warm-up ran",
+    ),
+    (
+        "compile_cache_warm",
+        _bool,
+        "the engine start found its compiled graphs in the campaign's compile cache (true) "
+        "or compiled them (false); null: not vLLM, or nothing compiled (ADR 0189)",
+    ),
     # (appended 2026-12-02b; older records read back null: their commit and the bundle manifest name it, ADR 0183)
     ("transformers_version", _str, "the transformers the engine process imported to read the model configs"),
 ]
 
-RECORD_SCHEMA = pa.schema([pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in RECORD_FIELDS],
-                          metadata={"record_version": str(RECORD_VERSION)})
+RECORD_SCHEMA = pa.schema(
+    [pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in RECORD_FIELDS],
+    metadata={"record_version": str(RECORD_VERSION)},
+)
 RECORD_COLUMNS = [n for n, _, _ in RECORD_FIELDS]
 
-TIMELINE_SCHEMA = pa.schema([
-    ("t_monotonic", _f64), ("t_rel_s", _f64), ("gpu_index", pa.int32()), ("gpu_uuid", _str),
-    ("power_w", _f64), ("energy_mj", _i64), ("sm_clock_mhz", _i64), ("mem_clock_mhz", _i64),
-    ("temperature_c", _f64), ("throttle_reasons", _i64), ("gpu_util_pct", _f64), ("mem_util_pct", _f64),
-    ("in_window", _bool),
-    # GPM metrics between this tick's sample and the previous one (issue 18, ADR 0101); null where unsupported
-    ("dram_bw_util_pct", _f64), ("sm_active_pct", _f64), ("tensor_active_pct", _f64),
-])
+TIMELINE_SCHEMA = pa.schema(
+    [
+        ("t_monotonic", _f64),
+        ("t_rel_s", _f64),
+        ("gpu_index", pa.int32()),
+        ("gpu_uuid", _str),
+        ("power_w", _f64),
+        ("energy_mj", _i64),
+        ("sm_clock_mhz", _i64),
+        ("mem_clock_mhz", _i64),
+        ("temperature_c", _f64),
+        ("throttle_reasons", _i64),
+        ("gpu_util_pct", _f64),
+        ("mem_util_pct", _f64),
+        ("in_window", _bool),
+        # GPM metrics between this tick's sample and the previous one (issue 18, ADR 0101); null where unsupported
+        ("dram_bw_util_pct", _f64),
+        ("sm_active_pct", _f64),
+        ("tensor_active_pct", _f64),
+    ]
+)
 
 ENERGY_COLUMNS = ("energy_j", "energy_j_per_gpu", "mean_power_w", "idle_power_w", "mj_per_committed_token")
 
@@ -251,7 +358,7 @@ def derive(row: dict[str, Any]) -> dict[str, Any]:
     draft_tokens = out.get("draft_tokens")
     # Measured, not configured: a proposer that drafts fewer than k tokens (n-gram without a match) verifies fewer.
     out["verify_width"] = 1.0 + draft_tokens / drafts if (drafts and draft_tokens is not None) else None
-    out["drafted_per_committed"] = (draft_tokens / committed if (committed and draft_tokens is not None) else None)
+    out["drafted_per_committed"] = draft_tokens / committed if (committed and draft_tokens is not None) else None
     out["tokens_per_s"] = committed / window if (committed is not None and window) else None
     out["round_time_ms"] = round_time_ms(out)
     if energy is not None and window:

@@ -46,8 +46,11 @@ from specjoule.config import ConfigError
 MANIFEST_DIR = "results/.specjoule/models"
 MANIFEST_VERSION = 1
 # What an engine loads per load_format; `auto` as specjoule.models.WEIGHT_GLOBS (safetensors, else .bin).
-WEIGHT_PATTERNS = {"auto": ("*.safetensors", "*.bin"), "safetensors": ("*.safetensors",),
-                   "pt": ("*.bin", "*.pt", "*.pth")}
+WEIGHT_PATTERNS = {
+    "auto": ("*.safetensors", "*.bin"),
+    "safetensors": ("*.safetensors",),
+    "pt": ("*.bin", "*.pt", "*.pth"),
+}
 # Files fetched from the hub besides the weights: config, tokenizer and generation settings.
 METADATA_PATTERNS = ("*.json", "*.model", "*.tiktoken", "*.txt", "*.jinja")
 FULL_HASH_MAX_BYTES = 2 * 1024**3
@@ -103,7 +106,9 @@ def model_refs(config: dict[str, Any]) -> list[ModelRef]:
                 refs.append(ModelRef(f"schemes.{name}.drafter", scheme["drafter"], fmt, None))
     for pair_name, pair in config["models"].items():  # each target's own drafters (models.<pair>.drafters)
         for method, drafter in (pair.get("drafters") or {}).items():
-            refs.append(ModelRef(f"models.{pair_name}.drafters.{method}", drafter, drafter_load_format(pair["target"]), None))
+            refs.append(
+                ModelRef(f"models.{pair_name}.drafters.{method}", drafter, drafter_load_format(pair["target"]), None)
+            )
     return refs
 
 
@@ -169,9 +174,12 @@ def weight_files(ref: ModelRef, path: Path) -> list[Path]:
         if files:
             break
     if not files:
-        raise ResolveError(ref.key, str(path),
-                           f"no weights ({', '.join(patterns)}) in this checkpoint while load_format is "
-                           f"{ref.load_format!r}; a shape-only model (config.json alone) needs load_format: dummy")
+        raise ResolveError(
+            ref.key,
+            str(path),
+            f"no weights ({', '.join(patterns)}) in this checkpoint while load_format is "
+            f"{ref.load_format!r}; a shape-only model (config.json alone) needs load_format: dummy",
+        )
     check_shards(ref, path)
     return files
 
@@ -186,8 +194,11 @@ def check_shards(ref: ModelRef, path: Path) -> None:
             raise ResolveError(ref.key, str(index), f"weight index is not JSON ({exc.msg})") from None
         missing = sorted(s for s in shards if not (path / s).is_file())
         if missing:
-            raise ResolveError(ref.key, str(path), f"{index.name} names {len(missing)} shard(s) not in the directory: "
-                                                   f"{', '.join(missing[:3])}")
+            raise ResolveError(
+                ref.key,
+                str(path),
+                f"{index.name} names {len(missing)} shard(s) not in the directory: {', '.join(missing[:3])}",
+            )
 
 
 def tokenizer_top_id(path: Path) -> int | None:
@@ -228,8 +239,12 @@ def check_vocab_covers(key: str, model_path: Path, vocab: int | None, tok_source
     if vocab is None or top is None:
         return
     if top >= vocab:
-        raise ResolveError(key, tok_source, f"this tokenizer produces ids up to {top}, but the model at {model_path} "
-                                            f"embeds only vocab_size {vocab}: prompts would hold ids it cannot embed")
+        raise ResolveError(
+            key,
+            tok_source,
+            f"this tokenizer produces ids up to {top}, but the model at {model_path} "
+            f"embeds only vocab_size {vocab}: prompts would hold ids it cannot embed",
+        )
 
 
 def check_dir(ref: ModelRef, path: Path) -> dict[str, Any]:
@@ -238,8 +253,12 @@ def check_dir(ref: ModelRef, path: Path) -> dict[str, Any]:
         raise ResolveError(ref.key, str(path), "not a directory")
     if ref.load_format == "tokenizer":
         if not tk.has_own_tokenizer(path):
-            raise ResolveError(ref.key, str(path), "no tokenizer files (tokenizer.json, tokenizer_config.json, "
-                                                   "tokenizer.model, vocab.json) in this directory")
+            raise ResolveError(
+                ref.key,
+                str(path),
+                "no tokenizer files (tokenizer.json, tokenizer_config.json, "
+                "tokenizer.model, vocab.json) in this directory",
+            )
         return {}
     cfg = _config_json(ref, path)
     if ref.needs_weights:
@@ -261,7 +280,9 @@ def check_config(config: dict[str, Any]) -> None:
             m = pair.get(role)
             if not m:
                 continue
-            ref = ModelRef(f"models.{pair_name}.{role}.model", m["model"], m.get("load_format", "auto"), m.get("revision"))
+            ref = ModelRef(
+                f"models.{pair_name}.{role}.model", m["model"], m.get("load_format", "auto"), m.get("revision")
+            )
             path = local_dir(ref.model)
             if path is None:
                 continue
@@ -270,8 +291,9 @@ def check_config(config: dict[str, Any]) -> None:
             if role == "target":
                 prompt_tok = (_tokenizer_key(pair_name, m), *prompt_tokenizer(ref, m.get("tokenizer"), path))
             if prompt_tok is not None:
-                check_vocab_covers(prompt_tok[0], path, vocab_size_of(_config_json(ref, path)), prompt_tok[1],
-                                   prompt_tok[2])
+                check_vocab_covers(
+                    prompt_tok[0], path, vocab_size_of(_config_json(ref, path)), prompt_tok[1], prompt_tok[2]
+                )
 
 
 def _tokenizer_key(pair_name: str, target: dict[str, Any]) -> str:
@@ -293,16 +315,22 @@ def check_corpora(config: dict[str, Any], config_file: str = "CONFIG") -> None:
 
     needs_download = []
     for name, spec in config["corpora"].items():
-        if spec["source"] == "hf" and corpora.is_hub_dataset_id(spec["dataset"]) and \
-                corpora.hub_snapshot(spec["dataset"], spec.get("revision")) is None:
+        if (
+            spec["source"] == "hf"
+            and corpora.is_hub_dataset_id(spec["dataset"])
+            and corpora.hub_snapshot(spec["dataset"], spec.get("revision")) is None
+        ):
             needs_download.append(name)
     if needs_download:
         first = needs_download[0]
         commands = "; ".join(FETCH_HINT.format(config=config_file, name=n) for n in needs_download)
-        raise ConfigError(f"corpora.{first}.dataset", config["corpora"][first]["dataset"],
-                          f"corpora {', '.join(needs_download)} need a download: not in the local hub cache "
-                          f"({cache_dir()}); fetch once on a machine that reaches the hub (the cache must be "
-                          f"visible where cells run): {commands}")
+        raise ConfigError(
+            f"corpora.{first}.dataset",
+            config["corpora"][first]["dataset"],
+            f"corpora {', '.join(needs_download)} need a download: not in the local hub cache "
+            f"({cache_dir()}); fetch once on a machine that reaches the hub (the cache must be "
+            f"visible where cells run): {commands}",
+        )
     for name, spec in config["corpora"].items():
         if spec["source"] not in ("file", "hf"):
             continue  # random needs nothing; builtin and package data come with the install
@@ -314,8 +342,11 @@ def check_corpora(config: dict[str, Any], config_file: str = "CONFIG") -> None:
             raise ConfigError(f"corpora.{name}.{key}", value, exc.reason) from None
         pool_size = spec.get("pool_size") or config.get("pool_size") or corpora.DEFAULT_POOL_SIZE
         if len(docs.docs) < pool_size:
-            raise ConfigError(f"corpora.{name}.pool_size", pool_size,
-                              f"{docs.source} has {len(docs.docs)} distinct documents, fewer than the pool needs")
+            raise ConfigError(
+                f"corpora.{name}.pool_size",
+                pool_size,
+                f"{docs.source} has {len(docs.docs)} distinct documents, fewer than the pool needs",
+            )
 
 
 # -- resolution (the rule) ----------------------------------------------------------------------------
@@ -371,8 +402,12 @@ def fetch(ref: ModelRef, cache: str) -> Path:
     try:
         return Path(snapshot_download(ref.model, revision=ref.revision, cache_dir=cache, allow_patterns=patterns))
     except Exception as exc:  # offline with nothing cached, unknown repo, gated repo, network…
-        raise ResolveError(ref.key, ref.model, f"cannot fetch this hub model into {cache}: {type(exc).__name__}: "
-                                               f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+        raise ResolveError(
+            ref.key,
+            ref.model,
+            f"cannot fetch this hub model into {cache}: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}",
+        ) from None
 
 
 def resolve(ref: ModelRef, cache: str) -> dict[str, Any]:
@@ -390,9 +425,18 @@ def resolve(ref: ModelRef, cache: str) -> dict[str, Any]:
         revision = path.name
     else:
         revision = config_revision(path) if (path / "config.json").is_file() else weights_revision_of_tokenizer(path)
-    return {"manifest_version": MANIFEST_VERSION, "key": ref.key, "model": ref.model, "source": source,
-            "path": str(path.resolve()), "revision": revision, "load_format": ref.load_format,
-            "requested_revision": ref.revision, "vocab_size": vocab_size_of(cfg), "cache": cache}
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "key": ref.key,
+        "model": ref.model,
+        "source": source,
+        "path": str(path.resolve()),
+        "revision": revision,
+        "load_format": ref.load_format,
+        "requested_revision": ref.revision,
+        "vocab_size": vocab_size_of(cfg),
+        "cache": cache,
+    }
 
 
 def weights_revision_of_tokenizer(path: Path) -> str:
@@ -409,8 +453,12 @@ def check_resolved_pairs(config: dict[str, Any], manifests: dict[str, dict[str, 
     by_key = {m["key"]: m for m in manifests.values()}
     for pair_name, pair in config["models"].items():
         target = pair["target"]
-        tref = ModelRef(f"models.{pair_name}.target.model", target["model"], target.get("load_format", "auto"),
-                        target.get("revision"))
+        tref = ModelRef(
+            f"models.{pair_name}.target.model",
+            target["model"],
+            target.get("load_format", "auto"),
+            target.get("revision"),
+        )
         tman = manifests.get(tref.manifest_key) or by_key.get(tref.key)
         if tman is None:
             continue
@@ -425,7 +473,9 @@ def check_resolved_pairs(config: dict[str, Any], manifests: dict[str, dict[str, 
             m = pair.get(role)
             if not m:
                 continue
-            ref = ModelRef(f"models.{pair_name}.{role}.model", m["model"], m.get("load_format", "auto"), m.get("revision"))
+            ref = ModelRef(
+                f"models.{pair_name}.{role}.model", m["model"], m.get("load_format", "auto"), m.get("revision")
+            )
             man = manifests.get(ref.manifest_key)
             if man:
                 check_vocab_covers(tok_key, Path(man["path"]), man.get("vocab_size"), tok_source, top)

@@ -160,8 +160,15 @@ def mark_attempt(cell) -> None:
     """Note that this cell's measurement started (removed once its record is written)."""
     marker = attempt_marker(cell)
     marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"slurm_job_id": os.environ.get("SLURM_JOB_ID"), "host": envmod.capture()["hostname"],
-                                  "started": time.time()}))
+    marker.write_text(
+        json.dumps(
+            {
+                "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+                "host": envmod.capture()["hostname"],
+                "started": time.time(),
+            }
+        )
+    )
 
 
 def slurm_restart_count() -> int | None:
@@ -219,8 +226,11 @@ def keep_for_requeue(job: CellJob) -> None:
 
 def current_device(device: str) -> dict[str, Any]:
     """Host and GPU UUIDs this job runs on (CUDA_VISIBLE_DEVICES resolved through NVML), as records name them."""
-    out: dict[str, Any] = {"hostname": envmod.capture()["hostname"], "gpu_uuid": None,
-                           "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    out: dict[str, Any] = {
+        "hostname": envmod.capture()["hostname"],
+        "gpu_uuid": None,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
     if device == "cuda":
         try:
             from specjoule.meter.nvml import list_devices, resolve_visible
@@ -248,14 +258,22 @@ def restorable(job: CellJob, here: dict[str, Any], config_hash: str | None, vers
     except Exception as exc:  # noqa: BLE001 - unreadable: measure again
         log.warning("requeue: %s unreadable (%s): measuring again", record, exc)
         return None
-    same_cell = (row.get("cell_id") == job.cell.cell_id and row.get("config_hash") == config_hash
-                 and str(row.get("version_param")) == str(version_param))
+    same_cell = (
+        row.get("cell_id") == job.cell.cell_id
+        and row.get("config_hash") == config_hash
+        and str(row.get("version_param")) == str(version_param)
+    )
     device_keys = ("hostname", "gpu_uuid") if here["gpu_uuid"] else ("hostname", "cuda_visible_devices")
     same_device = all(row.get(k) == here[k] for k in device_keys)
     if not (same_cell and same_device):
-        log.warning("requeue: %s/%s was measured before the requeue on %s, this run is on %s%s: measuring again",
-                    job.cell.campaign_id, job.cell.name, {k: row.get(k) for k in device_keys},
-                    {k: here[k] for k in device_keys}, "" if same_cell else " (and the cell, config or version differ)")
+        log.warning(
+            "requeue: %s/%s was measured before the requeue on %s, this run is on %s%s: measuring again",
+            job.cell.campaign_id,
+            job.cell.name,
+            {k: row.get(k) for k in device_keys},
+            {k: here[k] for k in device_keys},
+            "" if same_cell else " (and the cell, config or version differ)",
+        )
         return None
     return record
 
@@ -272,8 +290,9 @@ def unsupported_row(cell, reason: str, engine_version: str | None = None) -> dic
     return row
 
 
-def _write_unsupported(jobs: list[CellJob], reason: str, engine_version: str | None, *, config_hash, commit,
-                       version_param) -> list[dict[str, Any]]:
+def _write_unsupported(
+    jobs: list[CellJob], reason: str, engine_version: str | None, *, config_hash, commit, version_param
+) -> list[dict[str, Any]]:
     rows = []
     for job in jobs:
         row = unsupported_row(job.cell, reason, engine_version)
@@ -299,11 +318,20 @@ def run_cell(cell, record_path: str | os.PathLike, timeline_path: str | os.PathL
     return run_cells([CellJob(cell, record_path, timeline_path)], **kwargs)[0]
 
 
-def run_cells(jobs: list[CellJob], *, log_path: str | os.PathLike | None = None, config_hash: str | None = None,
-              git_commit: str | None = None, version_param: int | None = None,
-              server_url: str | None = None, server_command: list[str] | None = None,
-              force_server: bool = False, lock_dir: str | None = None, gpu_in_use: str = "flag",
-              stall_timeout_s: float | None = None) -> list[dict[str, Any]]:
+def run_cells(
+    jobs: list[CellJob],
+    *,
+    log_path: str | os.PathLike | None = None,
+    config_hash: str | None = None,
+    git_commit: str | None = None,
+    version_param: int | None = None,
+    server_url: str | None = None,
+    server_command: list[str] | None = None,
+    force_server: bool = False,
+    lock_dir: str | None = None,
+    gpu_in_use: str = "flag",
+    stall_timeout_s: float | None = None,
+) -> list[dict[str, Any]]:
     """Measure cells that share one engine configuration on one engine start, in the given order.
 
     One cell is the ordinary case. Several cells must have equal ``engine_key`` (ADR 0015); each
@@ -314,11 +342,15 @@ def run_cells(jobs: list[CellJob], *, log_path: str | os.PathLike | None = None,
         raise ValueError("run_cells: no cells")
     keys = {j.cell.engine_key for j in jobs}
     if len(keys) > 1:
-        raise ValueError(f"run_cells: cells of different engine configurations cannot share an engine: "
-                         f"{sorted((j.cell.name, j.cell.engine_key) for j in jobs)}")
+        raise ValueError(
+            f"run_cells: cells of different engine configurations cannot share an engine: "
+            f"{sorted((j.cell.name, j.cell.engine_key) for j in jobs)}"
+        )
     if len(jobs) > 1 and any(j.cell.setup.engine.prefix_caching for j in jobs):
-        raise ValueError("run_cells: prefix caching on: a shared engine would serve one cell's prompts "
-                         "from another's cache; share engines only with prefix_caching: false")
+        raise ValueError(
+            "run_cells: prefix caching on: a shared engine would serve one cell's prompts "
+            "from another's cache; share engines only with prefix_caching: false"
+        )
     commit = git_commit or envmod.git_commit()
     rows: list[dict[str, Any]] = []
     with cell_log(log_path), interruptible():
@@ -333,23 +365,40 @@ def run_cells(jobs: list[CellJob], *, log_path: str | os.PathLike | None = None,
         if planned != {None}:
             # Known at planning time (specjoule.support): no device lease, no engine start.
             reason = next(r for r in planned if r)
-            return rows + _write_unsupported(jobs, reason, None, config_hash=config_hash, commit=commit,
-                                             version_param=version_param)
+            return rows + _write_unsupported(
+                jobs, reason, None, config_hash=config_hash, commit=commit, version_param=version_param
+            )
         # An attempt marker left by an earlier attempt that wrote no record: this one is a retry (ADR 0134).
         retried = {j.cell.cell_id: attempt_marker(j.cell).exists() for j in jobs}
         for j in jobs:
             if retried[j.cell.cell_id]:
-                log.warning("cell %s/%s: an earlier attempt started and wrote no record (%s): this is a retry, and "
-                            "its record says so (retried)", j.cell.campaign_id, j.cell.name,
-                            attempt_marker(j.cell).read_text(errors="replace")[:200])
+                log.warning(
+                    "cell %s/%s: an earlier attempt started and wrote no record (%s): this is a retry, and "
+                    "its record says so (retried)",
+                    j.cell.campaign_id,
+                    j.cell.name,
+                    attempt_marker(j.cell).read_text(errors="replace")[:200],
+                )
         restarts = slurm_restart_count()
         mark_attempt(jobs[0].cell)
         try:
-            for job, row, timeline in _measure(jobs, log_path, server_url=server_url, server_command=server_command,
-                                               force_server=force_server, lock_dir=lock_dir, gpu_in_use=gpu_in_use,
-                                               stall_timeout_s=stall_timeout_s):
-                row.update(config_hash=config_hash, git_commit=commit, version_param=version_param,
-                           retried=retried[job.cell.cell_id], slurm_restart_count=restarts)
+            for job, row, timeline in _measure(
+                jobs,
+                log_path,
+                server_url=server_url,
+                server_command=server_command,
+                force_server=force_server,
+                lock_dir=lock_dir,
+                gpu_in_use=gpu_in_use,
+                stall_timeout_s=stall_timeout_s,
+            ):
+                row.update(
+                    config_hash=config_hash,
+                    git_commit=commit,
+                    version_param=version_param,
+                    retried=retried[job.cell.cell_id],
+                    slurm_restart_count=restarts,
+                )
                 row = records.derive(row)
                 records.validate_row(row)
                 table = records.to_table([row])
@@ -359,9 +408,14 @@ def run_cells(jobs: list[CellJob], *, log_path: str | os.PathLike | None = None,
                 except BaseException as exc:
                     _remove(job.record_path, job.timeline_path)
                     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                        log.error("cell %s/%s: the results disk is full (%s) while writing %s: nothing of this cell "
-                                  "is kept (no record, no timeline); free space and run again", job.cell.campaign_id,
-                                  job.cell.name, os.strerror(exc.errno), job.record_path)
+                        log.error(
+                            "cell %s/%s: the results disk is full (%s) while writing %s: nothing of this cell "
+                            "is kept (no record, no timeline); free space and run again",
+                            job.cell.campaign_id,
+                            job.cell.name,
+                            os.strerror(exc.errno),
+                            job.record_path,
+                        )
                     raise
                 log.info("cell %s/%s: record written to %s", job.cell.campaign_id, job.cell.name, job.record_path)
                 with contextlib.suppress(FileNotFoundError):
@@ -369,8 +423,14 @@ def run_cells(jobs: list[CellJob], *, log_path: str | os.PathLike | None = None,
                 keep_for_requeue(job)
                 rows.append(row)
         except EngineStartUnsupported as exc:
-            return _write_unsupported(jobs, exc.reason, exc.engine_version, config_hash=config_hash, commit=commit,
-                                      version_param=version_param)
+            return _write_unsupported(
+                jobs,
+                exc.reason,
+                exc.engine_version,
+                config_hash=config_hash,
+                commit=commit,
+                version_param=version_param,
+            )
         except CellInterrupted as exc:
             log.error("cell: cancelled (%s); no record written for the cell in progress", exc)
             raise
@@ -381,8 +441,9 @@ def run_cells(jobs: list[CellJob], *, log_path: str | os.PathLike | None = None,
     return rows
 
 
-def _resume_after_requeue(jobs: list[CellJob], config_hash: str | None,
-                          version_param: Any) -> tuple[list[CellJob], list[dict[str, Any]]]:
+def _resume_after_requeue(
+    jobs: list[CellJob], config_hash: str | None, version_param: Any
+) -> tuple[list[CellJob], list[dict[str, Any]]]:
     """After SLURM requeued this job: the leading cells it had measured on this device keep their records (put
     back from the job's requeue links, not measured again); the rest are measured. Returns (to measure, kept rows).
     Only a leading run of cells is kept: the campaign's order holds for what is measured again (ADR 0134)."""
@@ -398,9 +459,15 @@ def _resume_after_requeue(jobs: list[CellJob], config_hash: str | None,
         _link_or_copy(timeline, Path(job.timeline_path))
         _link_or_copy(record, Path(job.record_path))
         row = records.read_records([job.record_path]).to_pylist()[0]
-        log.warning("cell %s/%s: measured before SLURM requeued job %s (restart %s now), on this device (%s): "
-                    "record kept, not measured again", job.cell.campaign_id, job.cell.name,
-                    os.environ["SLURM_JOB_ID"], slurm_restart_count(), here)
+        log.warning(
+            "cell %s/%s: measured before SLURM requeued job %s (restart %s now), on this device (%s): "
+            "record kept, not measured again",
+            job.cell.campaign_id,
+            job.cell.name,
+            os.environ["SLURM_JOB_ID"],
+            slurm_restart_count(),
+            here,
+        )
         kept.append(row)
     return [], kept
 
@@ -417,10 +484,14 @@ def _check_metered_gpus(meter: Meter, n_gpus: int) -> None:
     fewer misses a tensor-parallel rank's. Fails before the engine starts, not in the analysis."""
     devices = getattr(meter, "devices", None)
     if devices and len(devices) != n_gpus:
-        raise MeterError(f"meter {meter.name} reads {len(devices)} GPU(s) ({', '.join(d.uuid for d in devices)}; "
-                         f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}) but the cell holds "
-                         f"{n_gpus} (target tensor_parallel_size): its energy would "
-                         f"{'include a GPU the engine does not use' if len(devices) > n_gpus else 'miss a rank'}")
+        raise MeterError(
+            f"meter {meter.name} reads {len(devices)} GPU(s) ({', '.join(d.uuid for d in devices)}; "
+            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}) but the cell holds "
+            f"{n_gpus} (target tensor_parallel_size): its energy would "
+            f"{'include a GPU the engine does not use' if len(devices) > n_gpus else 'miss a rank'}"
+        )
+
+
 def _check_gpu_free(meter: Meter, policy: str) -> None:
     """Another compute process on the cell's GPU when it starts (ADR 0133): refuse (no engine start) or flag
     (measure; the record lists the processes and the other_gpu_processes check fails the cell)."""
@@ -431,17 +502,30 @@ def _check_gpu_free(meter: Meter, policy: str) -> None:
         return
     listing = _process_list(others)
     if policy == "refuse":
-        raise GpuInUse(f"the cell's GPU is in use by {len(others)} other compute process(es): {listing}; "
-                       f"checks.gpu_in_use = refuse: no engine started, nothing measured; run again once the GPU "
-                       f"is free")
-    log.warning("GPU in use by %d other compute process(es): %s; measuring anyway (checks.gpu_in_use = flag): the "
-                "record lists them (other_gpu_process_list) and the other_gpu_processes check fails the cell",
-                len(others), listing)
+        raise GpuInUse(
+            f"the cell's GPU is in use by {len(others)} other compute process(es): {listing}; "
+            f"checks.gpu_in_use = refuse: no engine started, nothing measured; run again once the GPU "
+            f"is free"
+        )
+    log.warning(
+        "GPU in use by %d other compute process(es): %s; measuring anyway (checks.gpu_in_use = flag): the "
+        "record lists them (other_gpu_process_list) and the other_gpu_processes check fails the cell",
+        len(others),
+        listing,
+    )
 
 
-def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force_server,
-             lock_dir, gpu_in_use: str = "flag", stall_timeout_s: float | None = None,
-             ) -> Iterator[tuple[CellJob, dict, Any]]:
+def _measure(
+    jobs: list[CellJob],
+    log_path,
+    *,
+    server_url,
+    server_command,
+    force_server,
+    lock_dir,
+    gpu_in_use: str = "flag",
+    stall_timeout_s: float | None = None,
+) -> Iterator[tuple[CellJob, dict, Any]]:
     # Local copies of hub models that resolve_models fetched (ADR 0121), and their revisions for the record.
     spec, revisions = resolve_models.localize(_engine_spec(jobs))
     device = spec.engine.device
@@ -464,11 +548,23 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
         for j in jobs:
             pools[j.cell.cell_id] = load_prompts(resolve_models.localize(j.cell.setup)[0])
             ids, pool_hash = pools[j.cell.cell_id]
-            log.info("prompts for %s/%s: %d × %d tokens from corpus %s (pool %s)", j.cell.campaign_id, j.cell.name, len(ids),
-                     len(ids[0]) if ids else 0, j.cell.corpus, pool_hash[:12])
+            log.info(
+                "prompts for %s/%s: %d × %d tokens from corpus %s (pool %s)",
+                j.cell.campaign_id,
+                j.cell.name,
+                len(ids),
+                len(ids[0]) if ids else 0,
+                j.cell.corpus,
+                pool_hash[:12],
+            )
         try:
-            engine = make_engine(spec, log_path, server_url=server_url, server_command=server_command,
-                                 force_server=force_server or len({j.cell.workload_kind for j in jobs}) > 1)
+            engine = make_engine(
+                spec,
+                log_path,
+                server_url=server_url,
+                server_command=server_command,
+                force_server=force_server or len({j.cell.workload_kind for j in jobs}) > 1,
+            )
         except EngineUnsupported as exc:
             raise EngineStartUnsupported(str(exc)) from exc
         log.info("engine: start (%s, %s)", spec.engine.engine, engine.kind)
@@ -480,12 +576,24 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
             except EngineUnsupported as exc:
                 raise EngineStartUnsupported(str(exc), (engine.info() or {}).get("engine_version")) from exc
             # Read outside engine.start(): the walk is not part of engine_start_s (ADR 0189).
-            cache_warm = (compile_cache.started_warm(cache_before, compile_cache.keys(cache_root))
-                          if cache_root is not None and cache_before is not None else None)
+            cache_warm = (
+                compile_cache.started_warm(cache_before, compile_cache.keys(cache_root))
+                if cache_root is not None and cache_before is not None
+                else None
+            )
             if cache_root is not None:
-                log.info("engine: compile cache %s: %s", cache_root, {True: "warm (no new compiled-graph entry)",
-                         False: "cold (this start compiled)", None: "nothing compiled into it"}[cache_warm])
-            instance = f"{envmod.capture(spec.engine.engine)['hostname']}:{getattr(engine, 'pgid', None)}:{time.time():.0f}"
+                log.info(
+                    "engine: compile cache %s: %s",
+                    cache_root,
+                    {
+                        True: "warm (no new compiled-graph entry)",
+                        False: "cold (this start compiled)",
+                        None: "nothing compiled into it",
+                    }[cache_warm],
+                )
+            instance = (
+                f"{envmod.capture(spec.engine.engine)['hostname']}:{getattr(engine, 'pgid', None)}:{time.time():.0f}"
+            )
             log.info("engine: ready after %.1f s", start_s)
             watchdog = workloads.Watchdog(float(spec.protocol.engine_ready_timeout_s), stall_timeout_s)
             applied = jobs[0].cell.acceptance_rates  # what the engine was built with (_engine_spec)
@@ -507,12 +615,16 @@ def _measure(jobs: list[CellJob], log_path, *, server_url, server_command, force
                     # index differ (ADR 0188): the engine is in the state a warm-up would bring it to.
                     cell_spec = cell_spec.replace(workload=cell_spec.workload.without_warmup())
                     warmup_skipped = True
-                    log.info("warm-up: skipped, the window before on this engine ran the same configuration (%s/%s)",
-                             previous.campaign_id, previous.name)
+                    log.info(
+                        "warm-up: skipped, the window before on this engine ran the same configuration (%s/%s)",
+                        previous.campaign_id,
+                        previous.name,
+                    )
                 meter.reset_window()
                 meter.start_sampling()
-                result = workloads.run(engine, meter, pools[j.cell.cell_id][0], cell_spec, drain=i < len(jobs) - 1,
-                                       watchdog=watchdog)
+                result = workloads.run(
+                    engine, meter, pools[j.cell.cell_id][0], cell_spec, drain=i < len(jobs) - 1, watchdog=watchdog
+                )
                 previous = j.cell
                 meter.stop_sampling()
                 mres = meter.result()
@@ -579,11 +691,16 @@ def model_columns(spec: CellSpec | dict) -> dict[str, Any]:
 
 def host_columns(timeline: Any) -> dict[str, Any]:
     """Host load at the window's end and the GPU's busy fraction over the window (issue 17: is the loop host-bound?)."""
-    out: dict[str, Any] = {"host_load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-                           "gpu_busy_fraction": None}
+    out: dict[str, Any] = {
+        "host_load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "gpu_busy_fraction": None,
+    }
     try:
-        util = [u for u, w in zip(timeline.column("gpu_util_pct").to_pylist(), timeline.column("in_window").to_pylist())
-                if w and u is not None]
+        util = [
+            u
+            for u, w in zip(timeline.column("gpu_util_pct").to_pylist(), timeline.column("in_window").to_pylist())
+            if w and u is not None
+        ]
     except (KeyError, AttributeError):
         util = []
     if util:
@@ -606,8 +723,17 @@ def engine_config_columns(cfg: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _row(cell, result: workloads.WindowResult, mres, engine: Engine, start_s: float, idle_w: float | None,
-         pool_hash: str, instance: str, shared: int) -> dict[str, Any]:
+def _row(
+    cell,
+    result: workloads.WindowResult,
+    mres,
+    engine: Engine,
+    start_s: float,
+    idle_w: float | None,
+    pool_hash: str,
+    instance: str,
+    shared: int,
+) -> dict[str, Any]:
     spec = cell.setup
     info = engine.info()
     row: dict[str, Any] = dict(cell.identity())
@@ -628,11 +754,19 @@ def _row(cell, result: workloads.WindowResult, mres, engine: Engine, start_s: fl
     if meter_cols.get("idle_power_w") is None:
         meter_cols["idle_power_w"] = idle_w
     row.update(meter_cols)
-    row.update(window_start=result.window_start, window_end=result.window_end,
-               window_start_monotonic=result.window_start_monotonic, window_end_monotonic=result.window_end_monotonic,
-               window_s=result.window_s, warmup_s=result.warmup_s, cooldown_s=result.cooldown_s,
-               repeats=result.repeats)
-    row["mean_power_w"] = (mres.energy_j / result.window_s) if mres.energy_j is not None and result.window_s > 0 else None
+    row.update(
+        window_start=result.window_start,
+        window_end=result.window_end,
+        window_start_monotonic=result.window_start_monotonic,
+        window_end_monotonic=result.window_end_monotonic,
+        window_s=result.window_s,
+        warmup_s=result.warmup_s,
+        cooldown_s=result.cooldown_s,
+        repeats=result.repeats,
+    )
+    row["mean_power_w"] = (
+        (mres.energy_j / result.window_s) if mres.energy_j is not None and result.window_s > 0 else None
+    )
 
     speculative = not spec.scheme.is_baseline
     counters = result.delta.columns(speculative)
@@ -654,11 +788,23 @@ def _row(cell, result: workloads.WindowResult, mres, engine: Engine, start_s: fl
 
     expected = result.extra.get("expected_committed")
     if expected is not None and row.get("committed_tokens") != expected:
-        log.warning("counters: committed tokens %s != %s expected from %d repeat(s) × B × output_len",
-                    row.get("committed_tokens"), expected, result.repeats)
+        log.warning(
+            "counters: committed tokens %s != %s expected from %d repeat(s) × B × output_len",
+            row.get("committed_tokens"),
+            expected,
+            result.repeats,
+        )
     energy = f"{mres.energy_j:.1f} J" if mres.energy_j is not None else "null (meter none)"
-    log.info("cell %s/%s: window %.2f s, committed %s, drafts %s, accepted %s, energy %s", cell.campaign_id, cell.name,
-             result.window_s, row.get("committed_tokens"), row.get("drafts"), row.get("accepted_tokens"), energy)
+    log.info(
+        "cell %s/%s: window %.2f s, committed %s, drafts %s, accepted %s, energy %s",
+        cell.campaign_id,
+        cell.name,
+        result.window_s,
+        row.get("committed_tokens"),
+        row.get("drafts"),
+        row.get("accepted_tokens"),
+        energy,
+    )
     return row
 
 
@@ -688,8 +834,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("records", nargs="+", help="record paths as in the plan (results/cells/<campaign>/<cell>.parquet)")
     ap.add_argument("--log", default=None)
     ap.add_argument("--server", action="store_true", help="run closed batches through `vllm serve` over HTTP")
-    ap.add_argument("--cell-id", action="append", default=[],
-                    help="the id the plan gave each record (in order); a mismatch refuses to measure")
+    ap.add_argument(
+        "--cell-id",
+        action="append",
+        default=[],
+        help="the id the plan gave each record (in order); a mismatch refuses to measure",
+    )
     args = ap.parse_args(argv)
     cfg = config.load(args.config)
     table = cells.build(cfg)
@@ -699,13 +849,22 @@ def main(argv: list[str] | None = None) -> int:
         # The plan and this process each rebuild the cell table; if they disagree (a changed library, a
         # config copy that differs), measuring would file a record under the wrong identity.
         if i < len(args.cell_id) and args.cell_id[i] != cell.cell_id:
-            ap.exit(2, f"runner: cell id mismatch for {path}: the plan says {args.cell_id[i]}, this runner builds "
-                       f"{cell.cell_id}; nothing measured\n")
+            ap.exit(
+                2,
+                f"runner: cell id mismatch for {path}: the plan says {args.cell_id[i]}, this runner builds "
+                f"{cell.cell_id}; nothing measured\n",
+            )
         jobs.append(CellJob(cell, cell.record_path, cell.timeline_path))
     try:
-        run_cells(jobs, log_path=args.log, config_hash=config.config_hash(cfg), version_param=cfg.get("version"),
-                  force_server=args.server, gpu_in_use=cfg["checks"].get("gpu_in_use", "flag"),
-                  stall_timeout_s=cfg["protocol"].get("stall_timeout_s"))
+        run_cells(
+            jobs,
+            log_path=args.log,
+            config_hash=config.config_hash(cfg),
+            version_param=cfg.get("version"),
+            force_server=args.server,
+            gpu_in_use=cfg["checks"].get("gpu_in_use", "flag"),
+            stall_timeout_s=cfg["protocol"].get("stall_timeout_s"),
+        )
     except CellInterrupted as exc:
         return 128 + exc.signum
     return 0

@@ -103,22 +103,95 @@ def _require_k(method: str, k: int | None) -> int:
     return int(k)
 
 
-SCHEMES: dict[str, Scheme] = {s.method: s for s in (
-    Scheme("baseline", "none", False, False, False, False, None, None, "v2_if_default",
-           "no speculation: one target pass per committed token"),
-    Scheme("ngram", "host", False, False, False, False, "ngram", "NGRAM", "v1",
-           "prompt lookup on the host: up to k tokens copied from an earlier match"),
-    Scheme("draft_model", "draft_model", True, False, False, False, "draft_model", "STANDALONE", "v1",
-           "a standalone small model drafts k tokens, one pass each"),
-    Scheme("eagle3", "head_chain", False, True, False, False, "eagle3", "EAGLE3", "v2_if_default",
-           "an EAGLE3 head on the target's hidden states drafts k tokens, one pass each"),
-    Scheme("mtp", "head_chain", False, False, True, True, "mtp", "NEXTN", "v2_if_default",
-           "the target's own multi-token-prediction layer(s) draft k tokens, one pass each"),
-    Scheme("dflash", "block", False, True, False, False, "dflash", "DFLASH", "v2_if_default",
-           "a DFlash block drafter fills its trained block (anchor + k masks) in one pass"),
-    Scheme("dspark", "block", False, True, False, False, "dspark", "DSPARK", "v2",
-           "a DSpark block drafter drafts its block of k in one pass, then a Markov head orders it"),
-)}
+SCHEMES: dict[str, Scheme] = {
+    s.method: s
+    for s in (
+        Scheme(
+            "baseline",
+            "none",
+            False,
+            False,
+            False,
+            False,
+            None,
+            None,
+            "v2_if_default",
+            "no speculation: one target pass per committed token",
+        ),
+        Scheme(
+            "ngram",
+            "host",
+            False,
+            False,
+            False,
+            False,
+            "ngram",
+            "NGRAM",
+            "v1",
+            "prompt lookup on the host: up to k tokens copied from an earlier match",
+        ),
+        Scheme(
+            "draft_model",
+            "draft_model",
+            True,
+            False,
+            False,
+            False,
+            "draft_model",
+            "STANDALONE",
+            "v1",
+            "a standalone small model drafts k tokens, one pass each",
+        ),
+        Scheme(
+            "eagle3",
+            "head_chain",
+            False,
+            True,
+            False,
+            False,
+            "eagle3",
+            "EAGLE3",
+            "v2_if_default",
+            "an EAGLE3 head on the target's hidden states drafts k tokens, one pass each",
+        ),
+        Scheme(
+            "mtp",
+            "head_chain",
+            False,
+            False,
+            True,
+            True,
+            "mtp",
+            "NEXTN",
+            "v2_if_default",
+            "the target's own multi-token-prediction layer(s) draft k tokens, one pass each",
+        ),
+        Scheme(
+            "dflash",
+            "block",
+            False,
+            True,
+            False,
+            False,
+            "dflash",
+            "DFLASH",
+            "v2_if_default",
+            "a DFlash block drafter fills its trained block (anchor + k masks) in one pass",
+        ),
+        Scheme(
+            "dspark",
+            "block",
+            False,
+            True,
+            False,
+            False,
+            "dspark",
+            "DSPARK",
+            "v2",
+            "a DSpark block drafter drafts its block of k in one pass, then a Markov head orders it",
+        ),
+    )
+}
 
 METHODS: tuple[str, ...] = ("baseline", "ngram", "draft_model", "eagle3", "mtp", "dflash", "dspark")
 assert set(METHODS) == set(SCHEMES)
@@ -160,7 +233,7 @@ def model_dir(name: str | None) -> Path | None:
     if not name:
         return None
     p = Path(name)
-    for cand in ([p] if p.is_absolute() else [p, REPO_ROOT / p]):
+    for cand in [p] if p.is_absolute() else [p, REPO_ROOT / p]:
         if (cand / "config.json").is_file():
             return cand
     return None
@@ -236,5 +309,8 @@ def drafter_sources(config: dict, scheme_name: str, scheme: dict) -> list[tuple[
     if scheme.get("drafter"):
         return [(f"schemes.{scheme_name}.drafter", scheme["drafter"])]
     method = scheme.get("method")
-    return [(f"models.{p}.drafters.{method}", pair["drafters"][method])
-            for p, pair in config["models"].items() if (pair.get("drafters") or {}).get(method)]
+    return [
+        (f"models.{p}.drafters.{method}", pair["drafters"][method])
+        for p, pair in config["models"].items()
+        if (pair.get("drafters") or {}).get(method)
+    ]

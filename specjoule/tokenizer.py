@@ -71,9 +71,13 @@ class ShippedTokenizer:
         try:
             from tokenizers import Tokenizer
         except ImportError as exc:  # pragma: no cover - tokenizers is a core dependency
-            raise TokenizerError("the shipped tokenizer needs the `tokenizers` package (pip install tokenizers)") from exc
+            raise TokenizerError(
+                "the shipped tokenizer needs the `tokenizers` package (pip install tokenizers)"
+            ) from exc
         if not self.path.is_file():
-            raise TokenizerError(f"shipped tokenizer missing at {self.path}; rebuild it with scripts/build_tokenizer.py")
+            raise TokenizerError(
+                f"shipped tokenizer missing at {self.path}; rebuild it with scripts/build_tokenizer.py"
+            )
         self._tok = Tokenizer.from_file(str(self.path))
         self.size = self._tok.get_vocab_size(with_added_tokens=True)
         self.name = f"{SHIPPED_NAME}@{file_sha256(self.path)[:12]}"

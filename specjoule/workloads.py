@@ -105,16 +105,22 @@ class Watchdog:
         try:
             res = engine.generate_batch(prompts, out_len, limit)
         except EngineHung as exc:
-            log.error("watchdog: no answer from the engine within %.0f s (%s): the engine is hung; %s", limit,
-                      "protocol.stall_timeout_s" if self.stall_timeout_s is not None else
-                      ("10 x its slowest batch" if self.slowest_s is not None else "engine_ready_timeout_s"), exc)
+            log.error(
+                "watchdog: no answer from the engine within %.0f s (%s): the engine is hung; %s",
+                limit,
+                "protocol.stall_timeout_s"
+                if self.stall_timeout_s is not None
+                else ("10 x its slowest batch" if self.slowest_s is not None else "engine_ready_timeout_s"),
+                exc,
+            )
             raise
         self.observe(time.monotonic() - t0)
         return res
 
 
-def closed_batch(engine: Engine, meter: Meter, pool: list[list[int]], spec: CellSpec,
-                 watchdog: Watchdog | None = None) -> WindowResult:
+def closed_batch(
+    engine: Engine, meter: Meter, pool: list[list[int]], spec: CellSpec, watchdog: Watchdog | None = None
+) -> WindowResult:
     wl = spec.workload
     b, out_len = int(spec.batch_size), wl.output_len
     min_window, max_repeats, warmup = wl.min_window_s, wl.max_repeats, wl.warmup_s
@@ -164,10 +170,25 @@ def closed_batch(engine: Engine, meter: Meter, pool: list[list[int]], spec: Cell
     after = engine.snapshot()
     log.info("window: end after %d generation(s), %.2f s", r, t_end - t_start)
     if r >= max_repeats and t_end - t_start < min_window:
-        log.warning("window: max_repeats=%d reached before min_window_s=%.1f (window %.2f s)",
-                    max_repeats, min_window, t_end - t_start)
-    return WindowResult(t_start, t_end, wall_start, wall_end, warmup_used, 0.0, r, requests, running,
-                        after.minus(before), extra={"expected_committed": r * b * out_len})
+        log.warning(
+            "window: max_repeats=%d reached before min_window_s=%.1f (window %.2f s)",
+            max_repeats,
+            min_window,
+            t_end - t_start,
+        )
+    return WindowResult(
+        t_start,
+        t_end,
+        wall_start,
+        wall_end,
+        warmup_used,
+        0.0,
+        r,
+        requests,
+        running,
+        after.minus(before),
+        extra={"expected_committed": r * b * out_len},
+    )
 
 
 def poisson_arrivals(rate: float, duration_s: float, seed: int) -> list[float]:
@@ -182,20 +203,40 @@ def loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: CellSpec, dr
     teardown ends them."""
     wl = spec.workload
     out = loadgen.run(engine, meter, pool, spec, drain=drain)
-    return WindowResult(out.t_start, out.t_end, out.wall_start, out.wall_end, wl.warmup_s, wl.cooldown_s, None,
-                        out.requests, out.running_samples, out.delta, extra=out.extra, columns=out.columns)
+    return WindowResult(
+        out.t_start,
+        out.t_end,
+        out.wall_start,
+        out.wall_end,
+        wl.warmup_s,
+        wl.cooldown_s,
+        None,
+        out.requests,
+        out.running_samples,
+        out.delta,
+        extra=out.extra,
+        columns=out.columns,
+    )
 
 
 def open_loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: CellSpec, drain: bool = False) -> WindowResult:
     return loop(engine, meter, pool, spec, drain=drain)
 
 
-def closed_loop(engine: Engine, meter: Meter, pool: list[list[int]], spec: CellSpec, drain: bool = False) -> WindowResult:
+def closed_loop(
+    engine: Engine, meter: Meter, pool: list[list[int]], spec: CellSpec, drain: bool = False
+) -> WindowResult:
     return loop(engine, meter, pool, spec, drain=drain)
 
 
-def run(engine: Engine, meter: Meter, pool: list[list[int]], spec: CellSpec, drain: bool = False,
-        watchdog: Watchdog | None = None) -> WindowResult:
+def run(
+    engine: Engine,
+    meter: Meter,
+    pool: list[list[int]],
+    spec: CellSpec,
+    drain: bool = False,
+    watchdog: Watchdog | None = None,
+) -> WindowResult:
     kind = spec.workload.kind
     if kind == "closed_batch":
         return closed_batch(engine, meter, pool, spec, watchdog=watchdog)

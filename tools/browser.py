@@ -23,9 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--hide-scrollbars", "--mute-audio"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--mute-audio",
+]
 REPORT_READY = "document.body && document.body.getAttribute('data-render-done') === '1'"
 # A vega-embed page of its own (results/figures/*.html): ready once a chart is in the DOM.
 EMBED_READY = "document.querySelector('.vega-embed svg, .vega-embed canvas') !== null"
@@ -63,7 +72,9 @@ def find_chromium() -> str:
         path = shutil.which(name)
         if path:
             return path
-    raise BrowserError("no chromium on PATH: run `sudo bash scripts/install_system_deps.sh` (Debian package `chromium`)")
+    raise BrowserError(
+        "no chromium on PATH: run `sudo bash scripts/install_system_deps.sh` (Debian package `chromium`)"
+    )
 
 
 class _Cdp:
@@ -116,8 +127,14 @@ class Chromium:
     def __enter__(self) -> Chromium:
         self._profile = tempfile.mkdtemp(prefix="specjoule-chromium-")
         self.stderr_path = os.path.join(self._profile, "stderr.log")
-        args = [self.binary, *CHROMIUM_FLAGS, f"--user-data-dir={self._profile}", "--remote-debugging-port=0",
-                f"--window-size={self.width},{self.height}", "about:blank"]
+        args = [
+            self.binary,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={self._profile}",
+            "--remote-debugging-port=0",
+            f"--window-size={self.width},{self.height}",
+            "about:blank",
+        ]
         with open(self.stderr_path, "wb") as err:
             # Own process group: teardown reaches Chromium's helpers and nothing else.
             self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
@@ -163,22 +180,36 @@ class Chromium:
             shutil.rmtree(self._profile, ignore_errors=True)
             self._profile = None
 
-    def open(self, target: str | Path, *, timeout: float = 90, screenshot: bool = True,
-             max_screenshot_height: int = 16000, ready: str = REPORT_READY) -> PageResult:
+    def open(
+        self,
+        target: str | Path,
+        *,
+        timeout: float = 90,
+        screenshot: bool = True,
+        max_screenshot_height: int = 16000,
+        ready: str = REPORT_READY,
+    ) -> PageResult:
         """Load a page, wait until the JavaScript expression ``ready`` is true (the report sets
         ``<body data-render-done="1">``) or ``timeout``, then collect errors, chart counts and a
         full-page screenshot."""
         if self._cdp is None:
             raise BrowserError("use Chromium as a context manager")
         cdp = self._cdp
-        url = Path(target).resolve().as_uri() if not str(target).startswith(("file:", "http:", "https:", "data:")) else str(target)
+        url = (
+            Path(target).resolve().as_uri()
+            if not str(target).startswith(("file:", "http:", "https:", "data:"))
+            else str(target)
+        )
         t0 = time.monotonic()
         target_id = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = cdp.call("Target.attachToTarget", {"targetId": target_id, "flatten": True})["sessionId"]
         for method in ("Runtime.enable", "Page.enable", "Log.enable", "Network.enable"):
             cdp.call(method, session=session)
-        cdp.call("Emulation.setDeviceMetricsOverride", {"width": self.width, "height": self.height,
-                                                        "deviceScaleFactor": 1, "mobile": False}, session=session)
+        cdp.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False},
+            session=session,
+        )
         cdp.events.clear()
         cdp.call("Page.navigate", {"url": url}, session=session)
 
@@ -193,7 +224,8 @@ class Chromium:
                 done = True
                 break
             time.sleep(0.1)
-        state = evaluate("""(() => {
+        state = (
+            evaluate("""(() => {
             const b = document.body;
             const boxes = Array.from(document.querySelectorAll('[data-figure], .vega-embed')).map(el => {
                 const r = el.getBoundingClientRect();
@@ -203,35 +235,59 @@ class Chromium:
             return {drawn: b.getAttribute('data-charts-drawn'), expected: b.getAttribute('data-charts-expected'),
                     errors: b.getAttribute('data-js-errors'), boxes: boxes,
                     notDrawn: Array.from(document.querySelectorAll('[data-not-drawn]')).map(e => e.getAttribute('data-not-drawn'))};
-        })()""") or {}
+        })()""")
+            or {}
+        )
         shot = b""
         if screenshot:
             # Let the last paint land before capturing.
             evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
             metrics = cdp.call("Page.getLayoutMetrics", session=session)
             size = metrics.get("cssContentSize") or metrics["contentSize"]
-            clip = {"x": 0, "y": 0, "width": max(1, int(size["width"])),
-                    "height": max(1, min(int(size["height"]), max_screenshot_height)), "scale": 1}
-            data = cdp.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip},
-                            session=session, timeout=120)["data"]
+            clip = {
+                "x": 0,
+                "y": 0,
+                "width": max(1, int(size["width"])),
+                "height": max(1, min(int(size["height"]), max_screenshot_height)),
+                "scale": 1,
+            }
+            data = cdp.call(
+                "Page.captureScreenshot",
+                {"format": "png", "captureBeyondViewport": True, "clip": clip},
+                session=session,
+                timeout=120,
+            )["data"]
             shot = base64.b64decode(data)
         events = list(cdp.events)
         cdp.call("Target.closeTarget", {"targetId": target_id})
         return PageResult(
-            url=url, render_done=done,
-            charts_drawn=int(state.get("drawn") or 0), charts_expected=int(state.get("expected") or 0),
+            url=url,
+            render_done=done,
+            charts_drawn=int(state.get("drawn") or 0),
+            charts_expected=int(state.get("expected") or 0),
             svg_charts=sum(1 for b in state.get("boxes", []) if b["svg"]),
             page_errors=json.loads(state.get("errors") or "[]"),
             exceptions=[_exception_text(e) for e in events if e.get("method") == "Runtime.exceptionThrown"],
-            console_errors=[_console_text(e) for e in events if e.get("method") == "Runtime.consoleAPICalled"
-                            and e["params"].get("type") in ("error", "assert")],
-            log_errors=[e["params"]["entry"].get("text", "") + " " + e["params"]["entry"].get("url", "")
-                        for e in events if e.get("method") == "Log.entryAdded" and e["params"]["entry"].get("level") == "error"],
-            external_requests=[e["params"]["request"]["url"] for e in events if e.get("method") == "Network.requestWillBeSent"
-                               and not e["params"]["request"]["url"].startswith(LOCAL_SCHEMES)],
+            console_errors=[
+                _console_text(e)
+                for e in events
+                if e.get("method") == "Runtime.consoleAPICalled" and e["params"].get("type") in ("error", "assert")
+            ],
+            log_errors=[
+                e["params"]["entry"].get("text", "") + " " + e["params"]["entry"].get("url", "")
+                for e in events
+                if e.get("method") == "Log.entryAdded" and e["params"]["entry"].get("level") == "error"
+            ],
+            external_requests=[
+                e["params"]["request"]["url"]
+                for e in events
+                if e.get("method") == "Network.requestWillBeSent"
+                and not e["params"]["request"]["url"].startswith(LOCAL_SCHEMES)
+            ],
             chart_boxes=[b for b in state.get("boxes", []) if b["svg"]],
             not_drawn=state.get("notDrawn", []),
-            screenshot=shot, elapsed_s=time.monotonic() - t0,
+            screenshot=shot,
+            elapsed_s=time.monotonic() - t0,
         )
 
 
@@ -274,8 +330,18 @@ if __name__ == "__main__":
         result = browser.open(sys.argv[1])
     if len(sys.argv) > 2:
         Path(sys.argv[2]).write_bytes(result.screenshot)
-    print(json.dumps({"render_done": result.render_done, "charts_drawn": result.charts_drawn,
-                      "charts_expected": result.charts_expected, "errors": result.all_errors,
-                      "external_requests": result.external_requests, "not_drawn": result.not_drawn,
-                      "elapsed_s": round(result.elapsed_s, 2)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "render_done": result.render_done,
+                "charts_drawn": result.charts_drawn,
+                "charts_expected": result.charts_expected,
+                "errors": result.all_errors,
+                "external_requests": result.external_requests,
+                "not_drawn": result.not_drawn,
+                "elapsed_s": round(result.elapsed_s, 2),
+            },
+            indent=1,
+        )
+    )
     sys.exit(0 if result.render_done and not result.all_errors and result.charts_drawn == result.charts_expected else 1)

@@ -645,8 +645,7 @@ def roots_for(profile: Profile, top_names: Mapping[str, str]) -> list[Root]:
         keep = profile.keep if profile.deps == "keep" else None
         roots.append(Root(top_names[t], profile.name, keep, profile.strip_extras, profile.override))
     for a in profile.add:
-        roots.append(Root(canonical(Requirement(a).name), profile.name, None, profile.strip_extras, role="add",
-                          spec=a))
+        roots.append(Root(canonical(Requirement(a).name), profile.name, None, profile.strip_extras, role="add", spec=a))
     for name in profile.force:
         roots.append(Root(name, profile.name, None, profile.strip_extras, forced=True, role="force"))
     for name in sorted(profile.no_deps):
@@ -681,8 +680,11 @@ def plan(
     forced = {r.name for r in roots if r.forced}
     # An `add` the node already satisfies stays the node's (the profile adds it so that the import path has it,
     # not to shadow a good copy): it is neither shipped nor expanded, like any node package.
-    kept_adds = {r.name: r for r in roots if r.role == "add" and r.name not in forced
-                 and _node_satisfies(installed.get(r.name), Requirement(r.spec))}
+    kept_adds = {
+        r.name: r
+        for r in roots
+        if r.role == "add" and r.name not in forced and _node_satisfies(installed.get(r.name), Requirement(r.spec))
+    }
     roots = [r for r in roots if r.name not in kept_adds]
     by_root = {r.name: r for r in roots}
     group_of: dict[str, str] = {}
@@ -759,9 +761,13 @@ def plan(
 
     for name, r in sorted(kept_adds.items()):
         if name not in decisions:
-            decisions[name] = Decision(name, installed[name], "node",
-                                       f"added by profile {r.group}; on the node at a compatible version "
-                                       f"({installed[name]})", r.group)
+            decisions[name] = Decision(
+                name,
+                installed[name],
+                "node",
+                f"added by profile {r.group}; on the node at a compatible version ({installed[name]})",
+                r.group,
+            )
     for name, ins in sorted(declared_only.items()):
         if name in decisions:
             continue
@@ -881,8 +887,16 @@ def read_lock_omitted(path: Path) -> list[dict[str, Any]]:
     for raw in Path(path).read_text().splitlines():
         m = re.fullmatch(r"#\s*omitted:\s*([A-Za-z0-9._-]+)\s+#\s*group=([\w-]+);\s*(.*)", raw.strip())
         if m:
-            out.append({"name": canonical(m.group(1)), "version": None, "action": "omit", "reason": m.group(3),
-                        "group": m.group(2), "required_by": []})
+            out.append(
+                {
+                    "name": canonical(m.group(1)),
+                    "version": None,
+                    "action": "omit",
+                    "reason": m.group(3),
+                    "group": m.group(2),
+                    "required_by": [],
+                }
+            )
     return out
 
 
@@ -1039,8 +1053,9 @@ def stage_bundle(
             for t in p.top
         ],
         "wheels": [e.__dict__ for e in entries],
-        "min_glibc": ".".join(map(str, max(filter(None, map(wheel_min_glibc, (e.filename for e in entries))),
-                                          default=(2, 5)))),
+        "min_glibc": ".".join(
+            map(str, max(filter(None, map(wheel_min_glibc, (e.filename for e in entries))), default=(2, 5)))
+        ),
         "total_wheel_bytes": sum(e.size for e in entries),
         "total_source_bytes": sum(e.source_size for e in entries),
     }
@@ -1060,9 +1075,7 @@ def _shell_quote(value: str) -> str:
 # --------------------------------------------------------------------------------------------- archive + parts
 
 
-def make_archive(
-    stage: Path, out: Path, *, preset: int = 9, threads: int = 0, use_xz_cli: bool | None = None
-) -> Path:
+def make_archive(stage: Path, out: Path, *, preset: int = 9, threads: int = 0, use_xz_cli: bool | None = None) -> Path:
     """A deterministic ``tar.xz`` of the staged directory (sorted members, zero times and owners).
 
     The ``xz`` program is used where present (multi-threaded); otherwise Python's lzma. Either way the node unpacks
@@ -1218,14 +1231,24 @@ def join_parts(parts_dir: Path, out: Path) -> Path:
 # --------------------------------------------------------------------------------------------- device limits
 
 
-def part_size_for_repo(repo_bytes: int, *, limit: int = DEVICE_CALL_LIMIT, margin: int = 2 * MIB,
-                       ceiling: int = 60 * MIB, floor: int = 8 * MIB) -> int:
+def part_size_for_repo(
+    repo_bytes: int,
+    *,
+    limit: int = DEVICE_CALL_LIMIT,
+    margin: int = 2 * MIB,
+    ceiling: int = 60 * MIB,
+    floor: int = 8 * MIB,
+) -> int:
     """The largest part that still travels beside ``repo_bytes`` of repository in one device call, with ``margin``
     left for the repository to grow (committed evidence) before the parts are used; at most ``ceiling``."""
     room = limit - repo_bytes - margin
     if room < floor:
-        raise BundleError("split", "auto", f"the repository's {repo_bytes:,} bytes leave {max(room, 0):,} bytes of a "
-                          f"{limit:,}-byte device call for a part; give --split explicitly or carry less")
+        raise BundleError(
+            "split",
+            "auto",
+            f"the repository's {repo_bytes:,} bytes leave {max(room, 0):,} bytes of a "
+            f"{limit:,}-byte device call for a part; give --split explicitly or carry less",
+        )
     return min(ceiling, room)
 
 

@@ -91,12 +91,28 @@ def replica_arch(hf_config: Any) -> dict[str, Any]:
     else:
         head_dim = getattr(text, "head_dim", None)
         head_size = head_dim if head_dim is not None and head_dim > 0 else getattr(text, "hidden_size", 0) // heads
-    kv_heads = next((getattr(text, a) for a in ("n_head_kv", "num_kv_heads", "num_key_value_heads",
-                                                   "multi_query_group_num", "num_attention_groups")
-                     if getattr(text, a, None) is not None), heads)
-    return {"head_size": head_size, "total_num_kv_heads": kv_heads, "total_num_attention_heads": heads,
-            "total_num_hidden_layers": getattr(text, "num_hidden_layers", 0), "hidden_size": getattr(text,
-            "hidden_size", 0), "vocab_size": getattr(text, "vocab_size", 0)}
+    kv_heads = next(
+        (
+            getattr(text, a)
+            for a in (
+                "n_head_kv",
+                "num_kv_heads",
+                "num_key_value_heads",
+                "multi_query_group_num",
+                "num_attention_groups",
+            )
+            if getattr(text, a, None) is not None
+        ),
+        heads,
+    )
+    return {
+        "head_size": head_size,
+        "total_num_kv_heads": kv_heads,
+        "total_num_attention_heads": heads,
+        "total_num_hidden_layers": getattr(text, "num_hidden_layers", 0),
+        "hidden_size": getattr(text, "hidden_size", 0),
+        "vocab_size": getattr(text, "vocab_size", 0),
+    }
 
 
 # The child process: reads each dir and prints one JSON line per dir. Kept as source so it runs under the
@@ -163,8 +179,21 @@ def _find(wheels: Path, name: str, spec: str) -> Path | None:
 def _get(wheels: Path, name: str, spec: str, offline: bool) -> Path:
     found = _find(wheels, name, spec)
     if found is None and not offline:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
-                        "-d", str(wheels), f"{name}{spec}"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--quiet",
+                "-d",
+                str(wheels),
+                f"{name}{spec}",
+            ],
+            check=True,
+        )
         found = _find(wheels, name, spec)
     if found is None:
         raise FileNotFoundError(f"no wheel of {name}{spec} in {wheels}" + (" (--offline)" if offline else ""))
@@ -209,22 +238,28 @@ def vllm_source(wheel: Path, scratch: Path) -> Path:
     return dest
 
 
-def probe(version: str, dirs: list[Path], *, wheels: Path, scratch: Path, vllm_wheel: Path | None,
-          offline: bool) -> list[dict[str, Any]]:
+def probe(
+    version: str, dirs: list[Path], *, wheels: Path, scratch: Path, vllm_wheel: Path | None, offline: bool
+) -> list[dict[str, Any]]:
     path = site_for(version, wheels, scratch, offline)
     child = scratch / "check_transformers_child.py"
     child.write_text(_CHILD)
     if vllm_wheel is None:
         mode = "replica"
-        (scratch / "check_transformers_replica.py").write_text(
-            "from typing import Any\n\n" + _source_of(replica_arch))
+        (scratch / "check_transformers_replica.py").write_text("from typing import Any\n\n" + _source_of(replica_arch))
     else:
         mode = "vllm"
         path.insert(0, vllm_source(vllm_wheel, scratch))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, path)), "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
-    proc = subprocess.run([sys.executable, str(child), mode, *map(str, dirs)], capture_output=True, text=True,
-                          env=env, cwd=scratch)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(map(str, path)),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+    }
+    proc = subprocess.run(
+        [sys.executable, str(child), mode, *map(str, dirs)], capture_output=True, text=True, env=env, cwd=scratch
+    )
     rows = [json.loads(ln[4:]) for ln in proc.stdout.splitlines() if ln.startswith("ROW ")]
     if len(rows) != len(dirs):
         raise RuntimeError(f"transformers {version} ({mode}): the child failed\n{proc.stderr[-3000:]}")
@@ -260,8 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="check-transformers-") as tmp:
         for v in versions:
-            rows += probe(v, dirs, wheels=args.wheels, scratch=Path(tmp), vllm_wheel=vllm_wheel,
-                          offline=args.offline)
+            rows += probe(v, dirs, wheels=args.wheels, scratch=Path(tmp), vllm_wheel=vllm_wheel, offline=args.offline)
     for r in rows:
         what = json.dumps(r["arch"]) if r["ok"] else f"RAISES {r['error']}: {r['message'][:90]}"
         print(f"transformers {r['transformers']:8s} [{r['mode']}] {Path(r['dir']).name:26s} {what}")

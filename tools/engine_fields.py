@@ -48,8 +48,13 @@ def module_literals(path: Path) -> dict[str, list[str]]:
     tree = ast.parse(path.read_text())
     aliases: dict[str, ast.AST] = {}
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Subscript) and getattr(node.value.value, "id", None) == "Literal"):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Subscript)
+            and getattr(node.value.value, "id", None) == "Literal"
+        ):
             aliases[node.targets[0].id] = node.value
     return {name: _literal_strings(value, aliases) for name, value in aliases.items()}
 
@@ -63,14 +68,17 @@ def frozenset_strings(path: Path, name: str) -> list[str]:
     """String members of a module-level ``NAME = frozenset({...})``."""
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name:
-            return sorted(c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str))
+            return sorted(
+                c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            )
     raise LookupError(name)
 
 
 def vllm(root: Path, version: str) -> dict:
     literals = module_literals(root / "config" / "speculative.py")
     return {
-        "engine": "vllm", "version": version,
+        "engine": "vllm",
+        "version": version,
         "source": "vllm/config/speculative.py, vllm/engine/arg_utils.py",
         "speculative_config_fields": class_fields(root / "config" / "speculative.py", "SpeculativeConfig"),
         "speculative_methods": sorted(set(literals["SpeculativeMethod"])),
@@ -82,12 +90,14 @@ def vllm(root: Path, version: str) -> dict:
 def sglang(root: Path, version: str) -> dict:
     srt = root / "srt"
     return {
-        "engine": "sglang", "version": version,
+        "engine": "sglang",
+        "version": version,
         "source": "sglang/srt/server_args.py, sglang/srt/speculative/spec_info.py, spec_registry.py",
         "server_args_fields": class_fields(srt / "server_args.py", "ServerArgs"),
-        "speculative_algorithms": sorted(set(enum_members(srt / "speculative" / "spec_info.py", "SpeculativeAlgorithm"))
-                                         | set(frozenset_strings(srt / "speculative" / "spec_registry.py",
-                                                                 "_RESERVED_ALIASES"))),
+        "speculative_algorithms": sorted(
+            set(enum_members(srt / "speculative" / "spec_info.py", "SpeculativeAlgorithm"))
+            | set(frozenset_strings(srt / "speculative" / "spec_registry.py", "_RESERVED_ALIASES"))
+        ),
     }
 
 

@@ -68,11 +68,18 @@ def sglang_architectures(wheel: Path) -> dict[str, str]:
                 for cls in _entry_class_by_text(source):
                     out[cls] = f"{module}:{cls}"
                 continue
-            aliases = {t.id: n.value.id for n in tree.body if isinstance(n, ast.Assign)
-                       for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Name)}
+            aliases = {
+                t.id: n.value.id
+                for n in tree.body
+                if isinstance(n, ast.Assign)
+                for t in n.targets
+                if isinstance(t, ast.Name) and isinstance(n.value, ast.Name)
+            }
             for node in tree.body:
-                if not (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "EntryClass"
-                                                             for t in node.targets)):
+                if not (
+                    isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "EntryClass" for t in node.targets)
+                ):
                     continue
                 elts = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
                 for e in elts:
@@ -97,8 +104,11 @@ def _class_graph(zf: zipfile.ZipFile, pattern: re.Pattern, marks: callable) -> t
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
-                names = {b.id if isinstance(b, ast.Name) else b.attr for b in node.bases
-                         if isinstance(b, (ast.Name, ast.Attribute))}
+                names = {
+                    b.id if isinstance(b, ast.Name) else b.attr
+                    for b in node.bases
+                    if isinstance(b, (ast.Name, ast.Attribute))
+                }
                 bases.setdefault(node.name, set()).update(names)
                 if marks(node, names):
                     marked.add(node.name)
@@ -140,8 +150,14 @@ def _entry_class_by_text(source: str) -> list[str]:
     return [n.strip() for n in m.group(1).split(",") if n.strip()] if m else []
 
 
-def render(vllm: dict[str, str], vllm_version: str, sglang: dict[str, str], sglang_version: str,
-           vllm_eagle3: list[str], sglang_eagle3: list[str]) -> str:
+def render(
+    vllm: dict[str, str],
+    vllm_version: str,
+    sglang: dict[str, str],
+    sglang_version: str,
+    vllm_eagle3: list[str],
+    sglang_eagle3: list[str],
+) -> str:
     def table(d: dict[str, str]) -> str:
         return "\n".join(f"    {k!r}: {v!r}," for k, v in sorted(d.items()))
 
@@ -220,8 +236,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "specjoule" / "support.py")
     args = ap.parse_args()
     vllm, sglang = vllm_architectures(args.vllm), sglang_architectures(args.sglang)
-    text = render(vllm, wheel_version(args.vllm), sglang, wheel_version(args.sglang),
-                  eagle3_targets(args.vllm, "vllm", vllm), eagle3_targets(args.sglang, "sglang", sglang))
+    text = render(
+        vllm,
+        wheel_version(args.vllm),
+        sglang,
+        wheel_version(args.sglang),
+        eagle3_targets(args.vllm, "vllm", vllm),
+        eagle3_targets(args.sglang, "sglang", sglang),
+    )
     args.out.write_text(text)
     print(f"wrote {args.out}")
 

@@ -24,8 +24,10 @@ def shipped_configs() -> list[str]:
 def plan_rows(cfg: dict) -> dict[str, list]:
     table = cells.build(cfg)
     groups = {c.record_path: g.group_id for g in table.engine_groups().values() for c in g.cells}
-    return {c.record_path: [c.cell_id, c.engine_key, c.run_order_index, c.family_id, groups[c.record_path]]
-            for c in table.cells}
+    return {
+        c.record_path: [c.cell_id, c.engine_key, c.run_order_index, c.family_id, groups[c.record_path]]
+        for c in table.cells
+    }
 
 
 def main() -> None:
@@ -41,7 +43,10 @@ def main() -> None:
     for i, (p, rows) in enumerate(out.items()):  # one line per cell: diffs stay readable
         lines.append(f" {json.dumps(p)}: {{")
         items = list(rows.items())
-        lines += [f"  {json.dumps(rp)}: {json.dumps(v)}" + ("," if j < len(items) - 1 else "") for j, (rp, v) in enumerate(items)]
+        lines += [
+            f"  {json.dumps(rp)}: {json.dumps(v)}" + ("," if j < len(items) - 1 else "")
+            for j, (rp, v) in enumerate(items)
+        ]
         lines.append(" }" + ("," if i < len(out) - 1 else ""))
     lines.append("}")
     (REPO / "tests/data/golden_cells.json").write_text("\n".join(lines) + "\n")

@@ -51,8 +51,21 @@ def build_local_wheel(args: argparse.Namespace, dest: Path, logfile: Path) -> Pa
     """This repository as a wheel (no build isolation: setuptools is in the development environment)."""
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", str(dest),
-         str(REPO)], logfile)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "-w",
+            str(dest),
+            str(REPO),
+        ],
+        logfile,
+    )
     wheels = list(dest.glob("specjoule-*.whl"))
     if len(wheels) != 1:
         raise SystemExit(f"expected one specjoule wheel in {dest}, found {wheels}")
@@ -70,8 +83,10 @@ def build_sdist_wheels(
     out = []
     for name in names:
         req = f"{name}=={pins[name]}" if pins and name in pins else name
-        run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-binary", name, "--quiet", "-w", str(dest), req],
-            logfile)
+        run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-binary", name, "--quiet", "-w", str(dest), req],
+            logfile,
+        )
     for w in sorted(dest.glob("*.whl")):
         meta = B.read_wheel(w)
         if not meta.pure:
@@ -87,8 +102,21 @@ def download(args, target: B.Target, lines: list[str], cache: Path, logfile: Pat
         return
     req = cache.parent / "work" / "download-requirements.txt"
     req.write_text("\n".join(lines) + "\n")
-    run([*pip_cmd(args), "download", "--no-deps", "--require-hashes", "--quiet", "-d", str(cache),
-         *target.pip_args(), "-r", str(req)], logfile)
+    run(
+        [
+            *pip_cmd(args),
+            "download",
+            "--no-deps",
+            "--require-hashes",
+            "--quiet",
+            "-d",
+            str(cache),
+            *target.pip_args(),
+            "-r",
+            str(req),
+        ],
+        logfile,
+    )
 
 
 def find_wheel(cache: Path, name: str, version: str) -> Path:
@@ -106,41 +134,65 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", action="append", help="profile from --profiles (repeat); default vllm + pipeline")
     ap.add_argument("--profiles", type=Path, default=REPO / "bundle" / "profiles.toml")
-    ap.add_argument("--installed", type=Path, default=REPO / "bundle" / "gpu-image-packages.txt",
-                    help="the node's `pip list --format=freeze` (bare names = version not recorded)")
+    ap.add_argument(
+        "--installed",
+        type=Path,
+        default=REPO / "bundle" / "gpu-image-packages.txt",
+        help="the node's `pip list --format=freeze` (bare names = version not recorded)",
+    )
     ap.add_argument("--python-version", default="3.12", help="the node's Python, 3.N")
     ap.add_argument("--glibc", default="2.39", help="the node's glibc (manylinux tags up to it are accepted)")
     ap.add_argument("--arch", default="x86_64", choices=["x86_64", "aarch64"])
     ap.add_argument("--platform", action="append", help="explicit platform tags instead of --glibc/--arch (repeat)")
     ap.add_argument("--out", type=Path, default=REPO / ".bundle")
-    ap.add_argument("--split", default="auto",
-                    help="largest part (K/M/G = KiB/MiB/GiB); 0 = do not split; auto (default) = what fits one "
-                    "device call beside the repository as it is now, less 2 MiB for growth, at most 60 MiB")
-    ap.add_argument("--pin", choices=["auto", "all", "protected"], default="auto",
-                    help="node packages pinned for the resolver: all with a known version, or only torch/CUDA "
-                    "(auto: all, then protected if that cannot resolve)")
-    ap.add_argument("--unknown", choices=["trust", "ship-pure"], default="trust",
-                    help="node packages without a recorded version that a bundled one constrains")
+    ap.add_argument(
+        "--split",
+        default="auto",
+        help="largest part (K/M/G = KiB/MiB/GiB); 0 = do not split; auto (default) = what fits one "
+        "device call beside the repository as it is now, less 2 MiB for growth, at most 60 MiB",
+    )
+    ap.add_argument(
+        "--pin",
+        choices=["auto", "all", "protected"],
+        default="auto",
+        help="node packages pinned for the resolver: all with a known version, or only torch/CUDA "
+        "(auto: all, then protected if that cannot resolve)",
+    )
+    ap.add_argument(
+        "--unknown",
+        choices=["trust", "ship-pure"],
+        default="trust",
+        help="node packages without a recorded version that a bundled one constrains",
+    )
     ap.add_argument("--lock", type=Path, default=None, help="lock file (default bundle/lock-<profiles>.txt)")
     ap.add_argument("--from-lock", action="store_true", help="skip the resolution; download what the lock lists")
     ap.add_argument("--plan-only", action="store_true", help="resolve, print and write the lock; nothing else")
     ap.add_argument("--no-archive", action="store_true", help="stop after staging the bundle directory")
     ap.add_argument("--xz-preset", type=int, default=9, choices=range(0, 10))
     ap.add_argument("--xz-threads", type=int, default=0, help="xz -T (0: one per core)")
-    ap.add_argument("--verify-python", default=None,
-                    help="a local interpreter of the node's Python version: pip-install the bundle into a scratch "
-                    "target with it (--no-index --no-deps) as the node will")
+    ap.add_argument(
+        "--verify-python",
+        default=None,
+        help="a local interpreter of the node's Python version: pip-install the bundle into a scratch "
+        "target with it (--no-index --no-deps) as the node will",
+    )
     ap.add_argument("--pip-python", default=sys.executable, help="interpreter whose pip resolves and downloads")
-    ap.add_argument("--split-only", action="store_true",
-                    help="only cut the existing --out archive into parts again (e.g. a smaller --split once the "
-                    "repository has grown)")
+    ap.add_argument(
+        "--split-only",
+        action="store_true",
+        help="only cut the existing --out archive into parts again (e.g. a smaller --split once the "
+        "repository has grown)",
+    )
     args = ap.parse_args(argv)
     if args.split_only:
         archive = args.out.resolve() / B.ARCHIVE_NAME
         if not archive.exists():
             raise SystemExit(f"no {archive}: build the bundle first")
-        report_parts(B.split_file(archive, part_size(args.split), args.out.resolve() / "parts"),
-                     args.out.resolve() / "parts", archive)
+        report_parts(
+            B.split_file(archive, part_size(args.split), args.out.resolve() / "parts"),
+            args.out.resolve() / "parts",
+            archive,
+        )
         return 0
 
     names = args.profile or ["vllm", "pipeline"]
@@ -155,9 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     cache.mkdir(parents=True, exist_ok=True)
     logfile = work / "pip.log"
     logfile.write_text("")
-    log(f"profiles {names}; Python {target.python_version}; {len(platforms)} platform tags ({platforms[0]} ...); "
+    log(
+        f"profiles {names}; Python {target.python_version}; {len(platforms)} platform tags ({platforms[0]} ...); "
         f"node list {args.installed.name}: {len(installed)} packages, "
-        f"{sum(v is not None for v in installed.values())} with versions")
+        f"{sum(v is not None for v in installed.values())} with versions"
+    )
 
     local = build_local_wheel(args, work / "local", logfile) if any(p.local_top for p in profiles) else None
     to_build = sorted({b for p in profiles for b in p.build})
@@ -195,19 +249,28 @@ def main(argv: list[str] | None = None) -> int:
                 top_names[t] = name
                 if p.deps == "all":
                     continue
-                run([*pip_cmd(args), "download", "--no-deps", "--quiet", "-d", str(cache), *target.pip_args(), t],
-                    logfile)
+                run(
+                    [*pip_cmd(args), "download", "--no-deps", "--quiet", "-d", str(cache), *target.pip_args(), t],
+                    logfile,
+                )
                 spec = Requirement(t).specifier
-                cands = [w for w in cache.glob("*.whl") if B.read_wheel(w).name == name
-                         and spec.contains(B.read_wheel(w).version, prereleases=True)]
+                cands = [
+                    w
+                    for w in cache.glob("*.whl")
+                    if B.read_wheel(w).name == name and spec.contains(B.read_wheel(w).version, prereleases=True)
+                ]
                 meta = max((B.read_wheel(w) for w in cands), key=lambda m: B.Version(m.version))
                 path = cache / meta.filename
-                resolved_tops[name] = B.Resolved(name, meta.version, f"pip-download:{meta.filename}",
-                                                 B.sha256_file(path), meta.requires)
-                log(f"top {name} {meta.version}: {len(meta.requires)} declared requirements, "
-                    f"{path.stat().st_size / B.MIB:.1f} MiB")
-            reqs = B.resolution_inputs(p, resolved_tops[top_names[p.top[0]]].requires
-                                       if p.deps == "keep" else (), target)
+                resolved_tops[name] = B.Resolved(
+                    name, meta.version, f"pip-download:{meta.filename}", B.sha256_file(path), meta.requires
+                )
+                log(
+                    f"top {name} {meta.version}: {len(meta.requires)} declared requirements, "
+                    f"{path.stat().st_size / B.MIB:.1f} MiB"
+                )
+            reqs = B.resolution_inputs(
+                p, resolved_tops[top_names[p.top[0]]].requires if p.deps == "keep" else (), target
+            )
             requests += reqs
         requests = sorted(set(requests))
         # 2. A real resolution on the node's Python/platform, the node's packages entering as stubs.
@@ -215,11 +278,21 @@ def main(argv: list[str] | None = None) -> int:
         resolved = None
         for pin in pins:
             try:
-                log(f"resolving {len(requests)} requirements (+{'specjoule wheel' if local else 'no local wheel'}), "
-                    f"node pinned: {pin}")
-                resolved = B.resolve(requests, target, installed, pin=pin, workdir=work,
-                                     local_wheels=[local] if local else [],
-                                     find_links=[work / "built"] if built else [], pip=pip_cmd(args), log=logfile)
+                log(
+                    f"resolving {len(requests)} requirements (+{'specjoule wheel' if local else 'no local wheel'}), "
+                    f"node pinned: {pin}"
+                )
+                resolved = B.resolve(
+                    requests,
+                    target,
+                    installed,
+                    pin=pin,
+                    workdir=work,
+                    local_wheels=[local] if local else [],
+                    find_links=[work / "built"] if built else [],
+                    pip=pip_cmd(args),
+                    log=logfile,
+                )
                 break
             except B.BundleError as exc:
                 log(f"resolution with node pinned '{pin}' failed:\n{exc.reason}")
@@ -239,17 +312,26 @@ def main(argv: list[str] | None = None) -> int:
             for pr in plan.problems:
                 log(f"PROBLEM: {pr}")
             raise SystemExit(f"{len(plan.problems)} problem(s): the bundle would not work as planned")
-        B.write_lock(lock, plan, resolved, header=[
-            f"specjoule offline bundle lock: profiles {'+'.join(names)}; Python {target.python_version}; "
-            f"{platforms[0]}; node list {args.installed.name}",
-            "written by tools/make_bundle.py; `--from-lock` downloads exactly these (pip --require-hashes)",
-        ], built_here=[*built_by_name, *(["specjoule"] if local else [])])
+        B.write_lock(
+            lock,
+            plan,
+            resolved,
+            header=[
+                f"specjoule offline bundle lock: profiles {'+'.join(names)}; Python {target.python_version}; "
+                f"{platforms[0]}; node list {args.installed.name}",
+                "written by tools/make_bundle.py; `--from-lock` downloads exactly these (pip --require-hashes)",
+            ],
+            built_here=[*built_by_name, *(["specjoule"] if local else [])],
+        )
         log(f"lock written: {lock.relative_to(REPO) if lock.is_relative_to(REPO) else lock}")
         if args.plan_only:
             return 0
         here = set(built_by_name) | ({"specjoule"} if local else set())
-        pins_to_get = [f"{d.name}=={d.version} --hash=sha256:{resolved[d.name].sha256}" for d in plan.of("ship")
-                       if d.name not in here]
+        pins_to_get = [
+            f"{d.name}=={d.version} --hash=sha256:{resolved[d.name].sha256}"
+            for d in plan.of("ship")
+            if d.name not in here
+        ]
         log(f"downloading {len(pins_to_get)} wheels (cache {cache})")
         download(args, target, pins_to_get, cache, logfile)
         shipped = []
@@ -265,10 +347,19 @@ def main(argv: list[str] | None = None) -> int:
     # 4. Stage: stored wheels, stand-ins, install.sh, manifest.
     stage = out / B.BUNDLE_NAME
     log(f"staging {len(shipped)} wheels (re-zipped uncompressed, RECORD hashes checked) in {stage}")
-    manifest = B.stage_bundle(stage, shipped, target=target, profiles=profiles, plan_=plan,
-                              install_script=REPO / "bundle" / "install.sh",
-                              extra={"node_list": args.installed.name, "lock": lock.name,
-                                     **({"omitted": B.read_lock_omitted(lock)} if args.from_lock else {})})
+    manifest = B.stage_bundle(
+        stage,
+        shipped,
+        target=target,
+        profiles=profiles,
+        plan_=plan,
+        install_script=REPO / "bundle" / "install.sh",
+        extra={
+            "node_list": args.installed.name,
+            "lock": lock.name,
+            **({"omitted": B.read_lock_omitted(lock)} if args.from_lock else {}),
+        },
+    )
     print_sizes(manifest)
     if args.verify_python:
         verify_install(args.verify_python, stage, work / "verify-site", target, logfile)
@@ -281,8 +372,10 @@ def main(argv: list[str] | None = None) -> int:
     log(f"compressing (xz -{args.xz_preset}) ...")
     B.make_archive(stage, archive, preset=args.xz_preset, threads=args.xz_threads)
     asize = archive.stat().st_size
-    log(f"{archive.name}: {asize:,} bytes ({asize / B.MIB:.1f} MiB) in {time.time() - t0:.0f} s; "
-        f"sha256 {B.sha256_file(archive)}")
+    log(
+        f"{archive.name}: {asize:,} bytes ({asize / B.MIB:.1f} MiB) in {time.time() - t0:.0f} s; "
+        f"sha256 {B.sha256_file(archive)}"
+    )
     if args.split != "0":
         parts = B.split_file(archive, part_size(args.split), out / "parts")
         report_parts(parts, out / "parts", archive)
@@ -308,24 +401,44 @@ def print_sizes(manifest: dict) -> None:
         g[2] += w["size"]
     for g, (n, src, stored) in sorted(groups.items()):
         log(f"group {g:9s}: {n:3d} wheels, {src / B.MIB:8.1f} MiB as served, {stored / B.MIB:8.1f} MiB stored")
-    log(f"total: {len(manifest['wheels'])} wheels, {manifest['total_source_bytes']:,} bytes as served, "
-        f"{manifest['total_wheel_bytes']:,} stored")
+    log(
+        f"total: {len(manifest['wheels'])} wheels, {manifest['total_source_bytes']:,} bytes as served, "
+        f"{manifest['total_wheel_bytes']:,} stored"
+    )
 
 
 def verify_install(python: str, stage: Path, site: Path, target: B.Target, logfile: Path) -> None:
     """Install the staged wheels as the node will, with a local interpreter of the node's Python version."""
-    have = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    have = subprocess.run(
+        [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     if have != target.python_version:
         raise SystemExit(f"--verify-python {python} is Python {have}, the bundle is for {target.python_version}")
     shutil.rmtree(site, ignore_errors=True)
     t0 = time.time()
     # the node's platform tags, not this machine's: its glibc may be older than the node's
-    run([python, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile", "--quiet", "--target", str(site),
-         *target.pip_args(), *map(str, sorted((stage / "wheels").glob("*.whl")))], logfile)
+    run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--quiet",
+            "--target",
+            str(site),
+            *target.pip_args(),
+            *map(str, sorted((stage / "wheels").glob("*.whl"))),
+        ],
+        logfile,
+    )
     dists = sorted(p.name for p in site.glob("*.dist-info"))
-    log(f"verify: {len(dists)} distributions installed into {site} with {python} in {time.time() - t0:.0f} s "
-        f"({B.dir_size(site) / B.MIB:.0f} MiB)")
+    log(
+        f"verify: {len(dists)} distributions installed into {site} with {python} in {time.time() - t0:.0f} s "
+        f"({B.dir_size(site) / B.MIB:.0f} MiB)"
+    )
 
 
 @functools.cache
@@ -359,11 +472,12 @@ def report_parts(parts: list[B.Part], parts_dir: Path, archive: Path) -> None:
         d = parts_dir / B.part_dir_name(p.index)
         size = B.dir_size(d)
         worst = max(worst, size)
-        print(f"    carry {_carry_path(d)}   {p.filename}  {p.size:,} bytes  "
-              f"sha256 {p.sha256[:16]}…")
+        print(f"    carry {_carry_path(d)}   {p.filename}  {p.size:,} bytes  sha256 {p.sha256[:16]}…")
     total = repo_bytes + worst
-    log(f"a device call carries the repository ({repo_bytes:,} bytes travel) + one part folder (≤ {worst:,}) "
-        f"= {total:,} of {B.DEVICE_CALL_LIMIT:,} bytes ({B.DEVICE_CALL_LIMIT - total:,} to spare)")
+    log(
+        f"a device call carries the repository ({repo_bytes:,} bytes travel) + one part folder (≤ {worst:,}) "
+        f"= {total:,} of {B.DEVICE_CALL_LIMIT:,} bytes ({B.DEVICE_CALL_LIMIT - total:,} to spare)"
+    )
     if total > B.DEVICE_CALL_LIMIT:
         raise SystemExit("a part plus the repository exceeds one device call's 64 MiB: use a smaller --split")
 

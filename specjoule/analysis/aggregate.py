@@ -32,24 +32,46 @@ ROLE_OPENING, ROLE_CLOSING, ROLE_POINT = axes.ROLE_OPENING, axes.ROLE_CLOSING, a
 # A record pairs with the baselines of its own campaign: the campaign id and every campaign-scope axis.
 PAIR_KEYS: tuple[str, ...] = axes.PAIR_KEYS
 # Metrics carried from each baseline onto every row: opening_*, closing_* and their mean baseline_*.
-BASELINE_METRICS: tuple[str, ...] = ("mj_per_committed_token", "tpot_mean_s", "mean_running_requests",
-                                     "tokens_per_s", "s_per_committed_token", "round_time_ms")
+BASELINE_METRICS: tuple[str, ...] = (
+    "mj_per_committed_token",
+    "tpot_mean_s",
+    "mean_running_requests",
+    "tokens_per_s",
+    "s_per_committed_token",
+    "round_time_ms",
+)
 
 # Columns aggregate adds after the record columns (documented here once; tests check them).
 PAIRING_COLUMNS: tuple[str, ...] = (
-    "record_path", "s_per_committed_token", "device_key",
-    "opening_cell_name", "closing_cell_name", "opening_device_key", "closing_device_key",
+    "record_path",
+    "s_per_committed_token",
+    "device_key",
+    "opening_cell_name",
+    "closing_cell_name",
+    "opening_device_key",
+    "closing_device_key",
     *(f"{side}_{m}" for side in ("opening", "closing") for m in BASELINE_METRICS),
     *(f"baseline_{m}" for m in BASELINE_METRICS),
-    "baseline_n", "pair_cross_gpu",
+    "baseline_n",
+    "pair_cross_gpu",
     # Windows (ADR 0080): baseline records per side and their names in window order. opening_cell_name
     # is the first window's; a flag on any window concerns every ratio built on the side.
-    "opening_n", "closing_n", "opening_cell_names", "closing_cell_names",
+    "opening_n",
+    "closing_n",
+    "opening_cell_names",
+    "closing_cell_names",
 )
 
 META_RECORD_VERSION = "specjoule_record_version"
 
-LATENCY_COLUMNS: tuple[str, ...] = ("ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "tpot_mean_s", "tpot_p50_s", "tpot_p99_s")
+LATENCY_COLUMNS: tuple[str, ...] = (
+    "ttft_mean_s",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "tpot_mean_s",
+    "tpot_p50_s",
+    "tpot_p99_s",
+)
 # SGLang offline records written before the timestamp fix (ADR 0016): their TTFT/TPOT came from
 # meta_info decode_throughput, which is wrong for non-streamed requests (TPOT ~1e-8 s at L = 6).
 UNTRUSTED_LATENCY = pl.col("engine").eq("sglang") & pl.col("latency_source").eq("request_metrics")
@@ -66,8 +88,13 @@ def scan_records(paths: Sequence[str | Path]) -> pl.LazyFrame:
     """
     if not paths:
         return pl.LazyFrame(schema=RECORD_POLARS_SCHEMA).with_columns(pl.lit(None, pl.String).alias("record_path"))
-    return pl.scan_parquet([str(p) for p in paths], schema=RECORD_POLARS_SCHEMA, missing_columns="insert",
-                           extra_columns="raise", include_file_paths="record_path")
+    return pl.scan_parquet(
+        [str(p) for p in paths],
+        schema=RECORD_POLARS_SCHEMA,
+        missing_columns="insert",
+        extra_columns="raise",
+        include_file_paths="record_path",
+    )
 
 
 def device_key(prefix: str = "") -> pl.Expr:
@@ -87,28 +114,41 @@ def _validate(df: pl.DataFrame) -> None:
     if bad.height:
         raise AnalysisError(
             f"record_version {bad['record_version'][0]!r} in {bad['record_path'][0]} "
-            f"({bad.height} record(s)); this reader knows {records.RECORD_VERSION}")
+            f"({bad.height} record(s)); this reader knows {records.RECORD_VERSION}"
+        )
     for col in ("campaign_id", "cell_name", "role"):
         missing = df.filter(pl.col(col).is_null())
         if missing.height:
             raise AnalysisError(f"{col} is null in {missing['record_path'][0]}")
     roles = df.filter(~pl.col("role").is_in([ROLE_OPENING, ROLE_CLOSING, ROLE_POINT]))
     if roles.height:
-        raise AnalysisError(f"role = {roles['role'][0]!r} in {roles['record_path'][0]}; "
-                            f"known: {ROLE_OPENING}, {ROLE_POINT}, {ROLE_CLOSING}")
-    dup = df.group_by("campaign_id", "cell_name").agg(pl.col("record_path")).filter(pl.col("record_path").list.len() > 1)
+        raise AnalysisError(
+            f"role = {roles['role'][0]!r} in {roles['record_path'][0]}; "
+            f"known: {ROLE_OPENING}, {ROLE_POINT}, {ROLE_CLOSING}"
+        )
+    dup = (
+        df.group_by("campaign_id", "cell_name").agg(pl.col("record_path")).filter(pl.col("record_path").list.len() > 1)
+    )
     if dup.height:
         r = dup.row(0, named=True)
-        raise AnalysisError(f"cell {r['campaign_id']}/{r['cell_name']} has {len(r['record_path'])} records: "
-                            f"{', '.join(sorted(r['record_path']))}")
+        raise AnalysisError(
+            f"cell {r['campaign_id']}/{r['cell_name']} has {len(r['record_path'])} records: "
+            f"{', '.join(sorted(r['record_path']))}"
+        )
     measured = df.filter(is_measured(df)).with_columns(window_index_expr(df))
     for role in (ROLE_OPENING, ROLE_CLOSING):
-        many = (measured.filter(pl.col("role") == role).group_by(*PAIR_KEYS, "_window").agg(pl.col("cell_name"))
-                .filter(pl.col("cell_name").list.len() > 1))
+        many = (
+            measured.filter(pl.col("role") == role)
+            .group_by(*PAIR_KEYS, "_window")
+            .agg(pl.col("cell_name"))
+            .filter(pl.col("cell_name").list.len() > 1)
+        )
         if many.height:
             r = many.row(0, named=True)
-            raise AnalysisError(f"campaign {r['campaign_id']} has {len(r['cell_name'])} {role} records for window "
-                                f"{r['_window']} ({', '.join(sorted(r['cell_name']))}); a side holds one record per window")
+            raise AnalysisError(
+                f"campaign {r['campaign_id']} has {len(r['cell_name'])} {role} records for window "
+                f"{r['_window']} ({', '.join(sorted(r['cell_name']))}); a side holds one record per window"
+            )
 
 
 def window_index_expr(df: pl.DataFrame | pl.LazyFrame) -> pl.Expr:
@@ -127,8 +167,12 @@ def _side_device(prefix: str) -> pl.Expr:
     # One device for all windows of a side: that device (as before windows); several: a value no
     # point's device equals, so pair_cross_gpu marks every ratio built on the side.
     keys = pl.col("device_key").unique().sort()
-    return (pl.when(pl.col("device_key").n_unique() == 1).then(pl.col("device_key").first())
-            .otherwise(pl.lit("mixed:") + keys.str.join(",")).alias(f"{prefix}_device_key"))
+    return (
+        pl.when(pl.col("device_key").n_unique() == 1)
+        .then(pl.col("device_key").first())
+        .otherwise(pl.lit("mixed:") + keys.str.join(","))
+        .alias(f"{prefix}_device_key")
+    )
 
 
 def pair(lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -141,27 +185,40 @@ def pair(lf: pl.LazyFrame) -> pl.LazyFrame:
     )
 
     def side(role: str, prefix: str) -> pl.LazyFrame:
-        return (lf.filter((pl.col("role") == role) & pl.col("_measured")).sort("_window", "cell_name")
-                .group_by(PAIR_KEYS, maintain_order=True).agg(
-                    pl.col("cell_name").first().alias(f"{prefix}_cell_name"),
-                    _side_device(prefix),
-                    *(_side_mean(m).alias(f"{prefix}_{m}") for m in BASELINE_METRICS),
-                    pl.len().cast(pl.Int32).alias(f"{prefix}_n"),
-                    pl.col("cell_name").alias(f"{prefix}_cell_names"),
-                ))
+        return (
+            lf.filter((pl.col("role") == role) & pl.col("_measured"))
+            .sort("_window", "cell_name")
+            .group_by(PAIR_KEYS, maintain_order=True)
+            .agg(
+                pl.col("cell_name").first().alias(f"{prefix}_cell_name"),
+                _side_device(prefix),
+                *(_side_mean(m).alias(f"{prefix}_{m}") for m in BASELINE_METRICS),
+                pl.len().cast(pl.Int32).alias(f"{prefix}_n"),
+                pl.col("cell_name").alias(f"{prefix}_cell_names"),
+            )
+        )
 
-    out = (lf.join(side(ROLE_OPENING, "opening"), on=list(PAIR_KEYS), how="left", nulls_equal=True, validate="m:1")
-             .join(side(ROLE_CLOSING, "closing"), on=list(PAIR_KEYS), how="left", nulls_equal=True, validate="m:1"))
+    out = lf.join(side(ROLE_OPENING, "opening"), on=list(PAIR_KEYS), how="left", nulls_equal=True, validate="m:1").join(
+        side(ROLE_CLOSING, "closing"), on=list(PAIR_KEYS), how="left", nulls_equal=True, validate="m:1"
+    )
     has_close = pl.col("closing_cell_name").is_not_null()
     out = out.with_columns(
         # Mean of opening and closing when the campaign has both; null propagates, so a baseline
         # whose closing twin lacks the metric gives no baseline value rather than a one-sided one.
-        *(pl.when(has_close).then((pl.col(f"opening_{m}") + pl.col(f"closing_{m}")) / 2)
-            .otherwise(pl.col(f"opening_{m}")).alias(f"baseline_{m}") for m in BASELINE_METRICS),
+        *(
+            pl.when(has_close)
+            .then((pl.col(f"opening_{m}") + pl.col(f"closing_{m}")) / 2)
+            .otherwise(pl.col(f"opening_{m}"))
+            .alias(f"baseline_{m}")
+            for m in BASELINE_METRICS
+        ),
         (pl.col("opening_n").fill_null(0) + pl.col("closing_n").fill_null(0)).cast(pl.Int32).alias("baseline_n"),
-        (pl.col("device_key").ne_missing(pl.col("opening_device_key"))
-         | (has_close & pl.col("device_key").ne_missing(pl.col("closing_device_key")))).alias("pair_cross_gpu"),
-        pl.col("opening_n").fill_null(0), pl.col("closing_n").fill_null(0),
+        (
+            pl.col("device_key").ne_missing(pl.col("opening_device_key"))
+            | (has_close & pl.col("device_key").ne_missing(pl.col("closing_device_key")))
+        ).alias("pair_cross_gpu"),
+        pl.col("opening_n").fill_null(0),
+        pl.col("closing_n").fill_null(0),
     )
     # An unsupported record measured nothing: it keeps its own columns and gets no pairing at all.
     unpaired = [c for c in PAIRING_COLUMNS if c not in ("record_path", "s_per_committed_token", "device_key")]
@@ -207,19 +264,26 @@ def _read_cached(paths: Sequence[str | Path], cache: Path, log: Callable[[str], 
         except (pl.exceptions.PolarsError, OSError) as exc:
             log(f"record cache {cache} unreadable ({exc}); reading every record")
             cached = None
-    hit = (cached.join(keys, on=["record_path", *_FILE_KEY], how="semi") if cached is not None
-           else pl.DataFrame(schema=dict(zip(expected, [*RECORD_POLARS_SCHEMA.dtypes(), pl.String,
-                                                           *(pl.Int64,) * len(_FILE_KEY)]))))
+    hit = (
+        cached.join(keys, on=["record_path", *_FILE_KEY], how="semi")
+        if cached is not None
+        else pl.DataFrame(
+            schema=dict(zip(expected, [*RECORD_POLARS_SCHEMA.dtypes(), pl.String, *(pl.Int64,) * len(_FILE_KEY)]))
+        )
+    )
     missing = keys.join(hit.select("record_path"), on="record_path", how="anti")
-    fresh = _read(missing["record_path"].to_list()).join(missing, on="record_path", how="left") if missing.height else None
+    fresh = (
+        _read(missing["record_path"].to_list()).join(missing, on="record_path", how="left") if missing.height else None
+    )
     log(f"{hit.height} record(s) from cache, {missing.height} read from disk")
     raw = pl.concat([hit, fresh.select(expected)]) if fresh is not None else hit
     write_parquet_atomic(raw, cache)
     return raw.drop(_FILE_KEY)
 
 
-def aggregate(paths: Sequence[str | Path], cache: str | Path | None = None,
-              log: Callable[[str], None] = lambda _msg: None) -> pl.DataFrame:
+def aggregate(
+    paths: Sequence[str | Path], cache: str | Path | None = None, log: Callable[[str], None] = lambda _msg: None
+) -> pl.DataFrame:
     """Read every record (lazily, one scan) and pair it; sorted by campaign and run order.
 
     ``cache``: a Parquet file of previously read records keyed by path and file identity; files
@@ -245,7 +309,11 @@ def _null_untrusted_latency(raw: pl.DataFrame, log: Callable[[str], None]) -> pl
     mask = UNTRUSTED_LATENCY.fill_null(False)
     return raw.with_columns(
         *(pl.when(mask).then(None).otherwise(pl.col(c)).alias(c) for c in LATENCY_COLUMNS),
-        pl.when(mask).then(pl.lit(UNTRUSTED_LATENCY_SOURCE)).otherwise(pl.col("latency_source")).alias("latency_source"))
+        pl.when(mask)
+        .then(pl.lit(UNTRUSTED_LATENCY_SOURCE))
+        .otherwise(pl.col("latency_source"))
+        .alias("latency_source"),
+    )
 
 
 def write(df: pl.DataFrame, path: str | Path, config_hash: str) -> None:

@@ -37,17 +37,53 @@ ENERGY = spread.Metric("energy_ratio", "mj_per_committed_token", "baseline_windo
 MJ = spread.Metric("mj_per_committed_token", "mj_per_committed_token")
 BASE_MJ = spread.Metric("baseline_mj_per_committed_token", "baseline_window_mj_per_committed_token")
 # What a row shows of each side.
-SHOWN = ("engine", "method", "k", "acceptance_kind", "configured_L", "batch_size", "corpus", "workload_kind",
-         "prompt_len", "output_len")
+SHOWN = (
+    "engine",
+    "method",
+    "k",
+    "acceptance_kind",
+    "configured_L",
+    "batch_size",
+    "corpus",
+    "workload_kind",
+    "prompt_len",
+    "output_len",
+)
 
 COMPARE_COLUMNS: tuple[str, ...] = (
-    "measure_key", *SHOWN, "cell_name_a", "cell_name_b", "campaigns_a", "campaigns_b", "same_cell_id",
-    "gpus_a", "gpus_b", "seeds_a", "seeds_b", "interval_level_a", "interval_level_b", "n_a", "n_b",
-    "energy_ratio_a", "energy_ratio_a_ci_low", "energy_ratio_a_ci_high",
-    "energy_ratio_b", "energy_ratio_b_ci_low", "energy_ratio_b_ci_high",
-    "shift", "shift_ci_low", "shift_ci_high",
-    "mj_per_committed_token_a", "mj_per_committed_token_b", "baseline_mj_a", "baseline_mj_b", "baseline_shift",
-    "differences", "comparable", "reproduces", "basis",
+    "measure_key",
+    *SHOWN,
+    "cell_name_a",
+    "cell_name_b",
+    "campaigns_a",
+    "campaigns_b",
+    "same_cell_id",
+    "gpus_a",
+    "gpus_b",
+    "seeds_a",
+    "seeds_b",
+    "interval_level_a",
+    "interval_level_b",
+    "n_a",
+    "n_b",
+    "energy_ratio_a",
+    "energy_ratio_a_ci_low",
+    "energy_ratio_a_ci_high",
+    "energy_ratio_b",
+    "energy_ratio_b_ci_low",
+    "energy_ratio_b_ci_high",
+    "shift",
+    "shift_ci_low",
+    "shift_ci_high",
+    "mj_per_committed_token_a",
+    "mj_per_committed_token_b",
+    "baseline_mj_a",
+    "baseline_mj_b",
+    "baseline_shift",
+    "differences",
+    "comparable",
+    "reproduces",
+    "basis",
 )
 
 
@@ -57,16 +93,22 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
     if not points.height:
         return pl.DataFrame(), pl.DataFrame()
     summary = spread.summarize(points, ["measure_key"], [ENERGY, MJ, BASE_MJ], level=level)
-    info = (points.sort("campaign_id", "seed", "window_index", "engine_replicate")
-            .group_by("measure_key", maintain_order=True).agg(
-                *(C(c).first() for c in SHOWN),
-                C("cell_name").first(), C("campaign_id").unique().sort().alias("campaigns"),
-                C("cell_id").filter(C("window_index") == 0).unique().sort().alias("cell_ids"),
-                C("device_key").unique().sort().alias("gpus"), C("seed").unique().sort().alias("seeds"),
-                C("engine_config").first(), C("pair_cross_gpu").fill_null(False).any().alias("crossed"),
-                pl.struct("seed", "corpus_pool_hash").unique().alias("pools"),
-                *(C(c).unique().sort().alias(c) for c in evidence.REPORTED if c != "gpu_uuid"),
-            ))
+    info = (
+        points.sort("campaign_id", "seed", "window_index", "engine_replicate")
+        .group_by("measure_key", maintain_order=True)
+        .agg(
+            *(C(c).first() for c in SHOWN),
+            C("cell_name").first(),
+            C("campaign_id").unique().sort().alias("campaigns"),
+            C("cell_id").filter(C("window_index") == 0).unique().sort().alias("cell_ids"),
+            C("device_key").unique().sort().alias("gpus"),
+            C("seed").unique().sort().alias("seeds"),
+            C("engine_config").first(),
+            C("pair_cross_gpu").fill_null(False).any().alias("crossed"),
+            pl.struct("seed", "corpus_pool_hash").unique().alias("pools"),
+            *(C(c).unique().sort().alias(c) for c in evidence.REPORTED if c != "gpu_uuid"),
+        )
+    )
     return summary, info
 
 
@@ -98,13 +140,18 @@ def _differences(ra: dict, rb: dict) -> tuple[list[str], list[str]]:
         measured = [k for k in diff if k not in evidence.CONDITION_KEYS]
         if measured:
             blocking.append("engine configuration (" + ", ".join(measured) + ")")
-        out += [f"engine_config.{k}: {json.dumps(ca.get(k))} vs {json.dumps(cb.get(k))}"
-                + (" (a condition, ADR 0039)" if k in evidence.CONDITION_KEYS else "") for k in diff]
+        out += [
+            f"engine_config.{k}: {json.dumps(ca.get(k))} vs {json.dumps(cb.get(k))}"
+            + (" (a condition, ADR 0039)" if k in evidence.CONDITION_KEYS else "")
+            for k in diff
+        ]
         for side, mine, other in (("A", ca, cb), ("B", cb, ca)):
             missing = sorted(set(other) - set(mine) - set(evidence.CONDITION_KEYS))
             if missing:
-                out.append(f"not recorded by {side} (a field its records predate): " + ", ".join(
-                    f"engine_config.{k} = {json.dumps(other[k])}" for k in missing))
+                out.append(
+                    f"not recorded by {side} (a field its records predate): "
+                    + ", ".join(f"engine_config.{k} = {json.dumps(other[k])}" for k in missing)
+                )
     pools_a = {p["seed"]: p["corpus_pool_hash"] for p in ra["pools"]}
     pools_b = {p["seed"]: p["corpus_pool_hash"] for p in rb["pools"]}
     for s in sorted(set(pools_a) & set(pools_b)):
@@ -122,8 +169,14 @@ def _differences(ra: dict, rb: dict) -> tuple[list[str], list[str]]:
     return out, blocking
 
 
-def compare(a: pl.DataFrame, b: pl.DataFrame, *, level: float = spread.BOOTSTRAP_LEVEL,
-            tolerance: float = DEFAULT_TOLERANCE, seed: int = spread.BOOTSTRAP_SEED) -> pl.DataFrame:
+def compare(
+    a: pl.DataFrame,
+    b: pl.DataFrame,
+    *,
+    level: float = spread.BOOTSTRAP_LEVEL,
+    tolerance: float = DEFAULT_TOLERANCE,
+    seed: int = spread.BOOTSTRAP_SEED,
+) -> pl.DataFrame:
     """One row per speculative configuration measured in both (paired records with ``measure_key``,
     as ``evidence.load`` gives them); columns COMPARE_COLUMNS."""
     sa, ia = _side(a, level)
@@ -151,38 +204,58 @@ def compare(a: pl.DataFrame, b: pl.DataFrame, *, level: float = spread.BOOTSTRAP
         comparable = not blocking
         verdict, basis = _verdict(shift, lo, hi, tolerance, blocking, s_a["energy_ratio_n"], s_b["energy_ratio_n"])
         base_a, base_b = s_a["baseline_mj_per_committed_token_mean"], s_b["baseline_mj_per_committed_token_mean"]
-        rows.append({
-            "measure_key": key, **{c: r_a[c] for c in SHOWN},
-            "cell_name_a": r_a["cell_name"], "cell_name_b": r_b["cell_name"],
-            "campaigns_a": r_a["campaigns"], "campaigns_b": r_b["campaigns"],
-            "same_cell_id": r_a["cell_ids"] == r_b["cell_ids"],
-            "gpus_a": r_a["gpus"], "gpus_b": r_b["gpus"], "seeds_a": r_a["seeds"], "seeds_b": r_b["seeds"],
-            "interval_level_a": s_a["interval_level"], "interval_level_b": s_b["interval_level"],
-            "n_a": s_a["energy_ratio_n"], "n_b": s_b["energy_ratio_n"],
-            "energy_ratio_a": ratio_a, "energy_ratio_a_ci_low": s_a["energy_ratio_ci_low"],
-            "energy_ratio_a_ci_high": s_a["energy_ratio_ci_high"],
-            "energy_ratio_b": ratio_b, "energy_ratio_b_ci_low": s_b["energy_ratio_ci_low"],
-            "energy_ratio_b_ci_high": s_b["energy_ratio_ci_high"],
-            "shift": shift, "shift_ci_low": lo, "shift_ci_high": hi,
-            "mj_per_committed_token_a": s_a["mj_per_committed_token_mean"],
-            "mj_per_committed_token_b": s_b["mj_per_committed_token_mean"],
-            "baseline_mj_a": base_a, "baseline_mj_b": base_b,
-            "baseline_shift": base_b / base_a - 1 if base_a and base_b is not None else None,
-            "differences": diffs, "comparable": comparable, "reproduces": verdict, "basis": basis,
-        })
+        rows.append(
+            {
+                "measure_key": key,
+                **{c: r_a[c] for c in SHOWN},
+                "cell_name_a": r_a["cell_name"],
+                "cell_name_b": r_b["cell_name"],
+                "campaigns_a": r_a["campaigns"],
+                "campaigns_b": r_b["campaigns"],
+                "same_cell_id": r_a["cell_ids"] == r_b["cell_ids"],
+                "gpus_a": r_a["gpus"],
+                "gpus_b": r_b["gpus"],
+                "seeds_a": r_a["seeds"],
+                "seeds_b": r_b["seeds"],
+                "interval_level_a": s_a["interval_level"],
+                "interval_level_b": s_b["interval_level"],
+                "n_a": s_a["energy_ratio_n"],
+                "n_b": s_b["energy_ratio_n"],
+                "energy_ratio_a": ratio_a,
+                "energy_ratio_a_ci_low": s_a["energy_ratio_ci_low"],
+                "energy_ratio_a_ci_high": s_a["energy_ratio_ci_high"],
+                "energy_ratio_b": ratio_b,
+                "energy_ratio_b_ci_low": s_b["energy_ratio_ci_low"],
+                "energy_ratio_b_ci_high": s_b["energy_ratio_ci_high"],
+                "shift": shift,
+                "shift_ci_low": lo,
+                "shift_ci_high": hi,
+                "mj_per_committed_token_a": s_a["mj_per_committed_token_mean"],
+                "mj_per_committed_token_b": s_b["mj_per_committed_token_mean"],
+                "baseline_mj_a": base_a,
+                "baseline_mj_b": base_b,
+                "baseline_shift": base_b / base_a - 1 if base_a and base_b is not None else None,
+                "differences": diffs,
+                "comparable": comparable,
+                "reproduces": verdict,
+                "basis": basis,
+            }
+        )
     return pl.DataFrame(rows, schema=compare_schema(), orient="row") if rows else pl.DataFrame(schema=compare_schema())
 
 
-def _verdict(shift: float | None, lo: float | None, hi: float | None, tolerance: float, blocking: list[str],
-             n_a: int, n_b: int) -> tuple[bool | None, str]:
+def _verdict(
+    shift: float | None, lo: float | None, hi: float | None, tolerance: float, blocking: list[str], n_a: int, n_b: int
+) -> tuple[bool | None, str]:
     if blocking:
         return None, "differs in " + "; ".join(blocking)
     if shift is None:
         return None, "no energy ratio on one side"
     within = abs(shift) <= tolerance
     if lo is None:
-        return within, (f"tolerance only ({tolerance:g}): no interval of the shift "
-                        f"(replicate units: {n_a} in A, {n_b} in B)")
+        return within, (
+            f"tolerance only ({tolerance:g}): no interval of the shift (replicate units: {n_a} in A, {n_b} in B)"
+        )
     inside = lo <= 0 <= hi
     return within or inside, f"tolerance {tolerance:g} or the shift's interval"
 
@@ -190,12 +263,34 @@ def _verdict(shift: float | None, lo: float | None, hi: float | None, tolerance:
 def compare_schema() -> dict[str, pl.DataType]:
     f, s, ls = pl.Float64, pl.String, pl.List(pl.String)
     types: dict[str, pl.DataType] = {
-        "measure_key": s, "engine": s, "method": s, "k": pl.Int64, "acceptance_kind": s, "configured_L": f,
-        "batch_size": pl.Int64, "corpus": s, "workload_kind": s, "prompt_len": pl.Int64, "output_len": pl.Int64,
-        "cell_name_a": s, "cell_name_b": s, "campaigns_a": ls, "campaigns_b": ls, "same_cell_id": pl.Boolean,
-        "gpus_a": ls, "gpus_b": ls, "seeds_a": pl.List(pl.Int64), "seeds_b": pl.List(pl.Int64),
-        "interval_level_a": s, "interval_level_b": s, "n_a": pl.Int32, "n_b": pl.Int32,
-        "differences": ls, "comparable": pl.Boolean, "reproduces": pl.Boolean, "basis": s,
+        "measure_key": s,
+        "engine": s,
+        "method": s,
+        "k": pl.Int64,
+        "acceptance_kind": s,
+        "configured_L": f,
+        "batch_size": pl.Int64,
+        "corpus": s,
+        "workload_kind": s,
+        "prompt_len": pl.Int64,
+        "output_len": pl.Int64,
+        "cell_name_a": s,
+        "cell_name_b": s,
+        "campaigns_a": ls,
+        "campaigns_b": ls,
+        "same_cell_id": pl.Boolean,
+        "gpus_a": ls,
+        "gpus_b": ls,
+        "seeds_a": pl.List(pl.Int64),
+        "seeds_b": pl.List(pl.Int64),
+        "interval_level_a": s,
+        "interval_level_b": s,
+        "n_a": pl.Int32,
+        "n_b": pl.Int32,
+        "differences": ls,
+        "comparable": pl.Boolean,
+        "reproduces": pl.Boolean,
+        "basis": s,
     }
     return {c: types.get(c, f) for c in COMPARE_COLUMNS}
 
@@ -214,13 +309,13 @@ COMPARE_DOCS: dict[str, str] = {
     "interval_level_a": "the replicate level A's interval resamples (engine_replicate, seed, window; null: one unit)",
     "n_a": "replicate units with an energy ratio in A (n_b in B)",
     "energy_ratio_a": "A's energy ratio: ratio of the unit means of point and paired baseline (ADR 0081); _ci_low/_ci_high "
-                      "its bootstrap interval at the file's level, null with one unit",
+    "its bootstrap interval at the file's level, null with one unit",
     "shift": "energy_ratio_b / energy_ratio_a - 1",
     "shift_ci_low": "the shift's interval: the two sides' resample distributions combined, independently (separate runs); "
-                    "null unless both sides have two or more units",
+    "null unless both sides have two or more units",
     "baseline_shift": "baseline_mj_b / baseline_mj_a - 1 (the mean paired baseline of each side's points)",
     "differences": "what differs besides the measured parameters: GPU, driver, CUDA, commit, config, engine configuration "
-                   "(model paths by file name), prompt pools",
+    "(model paths by file name), prompt pools",
     "comparable": "false when the engine configuration or a common seed's prompt pool differs: then not judged",
     "reproduces": "|shift| <= tolerance, or the shift's interval contains 0; null when not judged",
     "basis": "what the verdict rests on: the tolerance alone (no interval) or the tolerance and the shift's interval",
@@ -264,12 +359,18 @@ def to_text(table: pl.DataFrame, a: str, b: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specjoule.analysis.compare_evidence", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m specjoule.analysis.compare_evidence", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("a", help="evidence source A (folder of cell records, or a records file)")
     ap.add_argument("b", help="evidence source B")
     ap.add_argument("--level", type=float, default=spread.BOOTSTRAP_LEVEL, help="interval level, in (0, 1)")
-    ap.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                    help="relative shift that counts as reproduced whatever the interval")
+    ap.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help="relative shift that counts as reproduced whatever the interval",
+    )
     ap.add_argument("--out", type=Path, help="write the table as Parquet")
     args = ap.parse_args(argv)
     if not 0 < args.level < 1:
@@ -280,7 +381,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.out:
-        write(table, args.out, {"specjoule_interval_level": str(args.level), "specjoule_tolerance": str(args.tolerance)})
+        write(
+            table, args.out, {"specjoule_interval_level": str(args.level), "specjoule_tolerance": str(args.tolerance)}
+        )
     sys.stdout.write(to_text(table, args.a, args.b))
     return 0
 

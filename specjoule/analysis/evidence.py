@@ -30,9 +30,25 @@ C = pl.col
 # axes (seed, window, engine replicate) are left out: they are what an interval averages over. Names
 # a config gives (model pair, scheme, vector, workload) are left out: two runs may name things apart.
 MEASURED_KEY: tuple[str, ...] = (
-    "engine", "engine_version", "torch_version", "target_model", "draft_model", "method", "k", "synthetic",
-    "acceptance_mechanism", "acceptance_rates", "batch_size", "corpus", "cuda_graphs", "workload_kind", "prompt_len",
-    "output_len", "request_rate", "device", "prefix_caching",
+    "engine",
+    "engine_version",
+    "torch_version",
+    "target_model",
+    "draft_model",
+    "method",
+    "k",
+    "synthetic",
+    "acceptance_mechanism",
+    "acceptance_rates",
+    "batch_size",
+    "corpus",
+    "cuda_graphs",
+    "workload_kind",
+    "prompt_len",
+    "output_len",
+    "request_rate",
+    "device",
+    "prefix_caching",
 )
 # Reported beside a match, not required: they differ between runs by nature or do not change the measurement.
 REPORTED: tuple[str, ...] = ("gpu_uuid", "driver_version", "cuda_version", "git_commit", "config_hash")
@@ -60,8 +76,11 @@ def engine_config_key(col: str = "engine_config") -> pl.Expr:
     """The normalised engine configuration as one comparable string (``∅`` when not recorded)."""
     import json
 
-    return (C(col).map_elements(lambda t: json.dumps(engine_config_of(t), sort_keys=True), return_dtype=pl.String)
-            .fill_null("∅"))
+    return (
+        C(col)
+        .map_elements(lambda t: json.dumps(engine_config_of(t), sort_keys=True), return_dtype=pl.String)
+        .fill_null("∅")
+    )
 
 
 def common_config_keys(df: pl.DataFrame, col: str = "engine_config", within: str = "family") -> pl.Series:
@@ -114,8 +133,9 @@ def record_files(source: str | Path) -> list[Path]:
     aggregated = [f for f in every if f.name == "records.parquet"]
     if aggregated:
         return aggregated
-    raise AnalysisError(f"evidence {source}: no cell records (results/cells/<campaign>/<cell>.parquet) "
-                        f"and no records.parquet under it")
+    raise AnalysisError(
+        f"evidence {source}: no cell records (results/cells/<campaign>/<cell>.parquet) and no records.parquet under it"
+    )
 
 
 def _read_aggregated(path: Path) -> pl.DataFrame:
@@ -140,8 +160,9 @@ def read_source(source: str | Path) -> pl.DataFrame:
         raise AnalysisError(f"evidence {source}: cannot read its records: {exc}") from exc
     raw = pl.concat(parts, how="vertical_relaxed")
     # A marked/ copy of a record is the same measurement: same cell, same window on the clock.
-    return raw.unique(subset=["campaign_id", "cell_name", "cell_id", "window_start", "window_end"], keep="first",
-                      maintain_order=True)
+    return raw.unique(
+        subset=["campaign_id", "cell_name", "cell_id", "window_start", "window_end"], keep="first", maintain_order=True
+    )
 
 
 def run_of(record_path: str) -> str:
@@ -185,8 +206,9 @@ def resolve(path: str | Path) -> Path:
 
 
 # What the plan knows of MEASURED_KEY before anything ran (versions and the mechanism come from the engine).
-PLAN_KEY: tuple[str, ...] = tuple(c for c in MEASURED_KEY if c not in ("engine_version", "torch_version",
-                                                                      "acceptance_mechanism"))
+PLAN_KEY: tuple[str, ...] = tuple(
+    c for c in MEASURED_KEY if c not in ("engine_version", "torch_version", "acceptance_mechanism")
+)
 
 
 def check_reference(config: dict, cells) -> None:
@@ -210,6 +232,9 @@ def check_reference(config: dict, cells) -> None:
     ours = planned.select(pl.concat_str([_as_text(c, planned.schema[c]) for c in keys], separator="|").alias("k"))
     theirs = ref.select(pl.concat_str([_as_text(c, ref.schema[c]) for c in keys], separator="|").alias("k"))
     if not ours.join(theirs, on="k", how="semi").height:
-        raise ConfigError("report.reference_evidence", path,
-                          f"holds {ref.height} speculative record(s), none with the measured parameters of a cell of "
-                          f"this config ({', '.join(keys)})")
+        raise ConfigError(
+            "report.reference_evidence",
+            path,
+            f"holds {ref.height} speculative record(s), none with the measured parameters of a cell of "
+            f"this config ({', '.join(keys)})",
+        )

@@ -52,6 +52,7 @@ class NotModelled(ValueError):
 # ------------------------------------------------------------------------------------------------
 # bytes and operations
 
+
 @dataclass(frozen=True)
 class PassCost:
     """HBM bytes and operations (multiply and add count 2) of one forward pass."""
@@ -102,8 +103,10 @@ def moe_layout(shape: Any) -> tuple[float, float, float]:
         raise NotModelled(f"target shape {getattr(shape, 'path', '?')}: num_experts {e} <= experts_per_token {k}")
     layers = (total - active) / ((e - k) * per_expert)
     if layers <= 0:
-        raise NotModelled(f"target shape {getattr(shape, 'path', '?')}: params_total {total} - params_active "
-                          f"{active} leaves no routed experts")
+        raise NotModelled(
+            f"target shape {getattr(shape, 'path', '?')}: params_total {total} - params_active "
+            f"{active} leaves no routed experts"
+        )
     shared = total - layers * e * per_expert
     return shared, per_expert, layers
 
@@ -171,8 +174,12 @@ def _per_pass_matmul_params(drafter: Any) -> float:
     The shared embedding (and DSpark's markov_w1) is read only at the pass's token rows: < 0.01 % of the
     bytes at these batch sizes, left out (ADR 0176)."""
     params = _need(drafter, "params", "drafter")
-    return (params - (getattr(drafter, "lookup_params", 0) or 0) - (getattr(drafter, "params_once_per_round", 0) or 0)
-            + (getattr(drafter, "shared_lm_head_params", 0) or 0))
+    return (
+        params
+        - (getattr(drafter, "lookup_params", 0) or 0)
+        - (getattr(drafter, "params_once_per_round", 0) or 0)
+        + (getattr(drafter, "shared_lm_head_params", 0) or 0)
+    )
 
 
 def head_pass(drafter: Any, batch: float, tokens_per_seq: float, context_len: float) -> PassCost:
@@ -198,8 +205,9 @@ def drafter_tokens_per_round(method: str, k: int | None, verify_width: float) ->
     return verify_width + float(k or 1) - 1.0
 
 
-def head_round(drafter: Any, method: str, k: int | None, batch: float, verify_width: float,
-               context_len: float) -> PassCost:
+def head_round(
+    drafter: Any, method: str, k: int | None, batch: float, verify_width: float, context_len: float
+) -> PassCost:
     """A whole speculation round of a head or block drafter: passes × (what a pass reads whole + KV),
     the once-per-round tensors once (EAGLE3's fc over the verified tokens' hidden states)."""
     passes = draft_passes_per_round(method, k)
@@ -231,6 +239,7 @@ def draft_passes_per_round(method: str, k: int | None) -> int:
 
 # ------------------------------------------------------------------------------------------------
 # one cell's work per round
+
 
 @dataclass(frozen=True)
 class CellWork:
@@ -283,8 +292,9 @@ def realized_verify_width(row: Mapping[str, Any]) -> float:
     return 1.0 + float(row.get("k") or 0)
 
 
-def cell_work(row: Mapping[str, Any], target: Any, drafter: Any | None,
-              accepted_length: float | None = None) -> CellWork:
+def cell_work(
+    row: Mapping[str, Any], target: Any, drafter: Any | None, accepted_length: float | None = None
+) -> CellWork:
     """Per-round work of a record (or a planned cell) from its identity, counters and the shapes."""
     method = row.get("method") or "baseline"
     batch = effective_batch(row)
@@ -299,8 +309,10 @@ def cell_work(row: Mapping[str, Any], target: Any, drafter: Any | None,
     verify = target_pass(target, batch, width, context)
     n_draft = draft_passes_per_round(method, k) if speculative else 0
     if n_draft and drafter is None:
-        raise NotModelled(f"method {method!r} runs a drafter on the GPU but no drafter shape is known "
-                          f"(draft_model {row.get('draft_model')!r})")
+        raise NotModelled(
+            f"method {method!r} runs a drafter on the GPU but no drafter shape is known "
+            f"(draft_model {row.get('draft_model')!r})"
+        )
     if not n_draft:
         draft = PassCost(0.0, 0.0)
     elif hasattr(drafter, "params_active"):  # a draft *model*: k single-token passes
@@ -311,8 +323,19 @@ def cell_work(row: Mapping[str, Any], target: Any, drafter: Any | None,
     prompt_draft = 1 if n_draft else 0
     if prompt_draft:
         prompt = prompt + drafter_pass(drafter, batch, prompt_len, prompt_len / 2.0)
-    return CellWork(batch, width, accepted_length, output_len, verify, draft, n_draft, prompt, prompt_draft,
-                    getattr(target, "family", None), draft_overhead_share(target, drafter) if n_draft else 1.0)
+    return CellWork(
+        batch,
+        width,
+        accepted_length,
+        output_len,
+        verify,
+        draft,
+        n_draft,
+        prompt,
+        prompt_draft,
+        getattr(target, "family", None),
+        draft_overhead_share(target, drafter) if n_draft else 1.0,
+    )
 
 
 def draft_overhead_share(target: Any, drafter: Any) -> float:
@@ -327,6 +350,7 @@ def draft_overhead_share(target: Any, drafter: Any) -> float:
 
 # ------------------------------------------------------------------------------------------------
 # time and energy
+
 
 @dataclass(frozen=True)
 class Ceilings:
@@ -384,8 +408,14 @@ def predict(work: CellWork, coeff: Coefficients, tm: TimeModel) -> Prediction:
     per_token_round = (verify_j + draft_j) / work.committed_per_round
     per_token_prompt = prompt_j / work.committed_per_batch
     s_token = (t_verify + t_draft) / work.committed_per_round + t_prompt / work.committed_per_batch
-    return Prediction(1000.0 * (per_token_round + per_token_prompt), t_verify + t_draft, verify_j, draft_j,
-                      1000.0 * per_token_prompt, s_token)
+    return Prediction(
+        1000.0 * (per_token_round + per_token_prompt),
+        t_verify + t_draft,
+        verify_j,
+        draft_j,
+        1000.0 * per_token_prompt,
+        s_token,
+    )
 
 
 def token_features(w: CellWork, ceilings: Ceilings) -> np.ndarray:
@@ -395,11 +425,13 @@ def token_features(w: CellWork, ceilings: Ceilings) -> np.ndarray:
     cpr, cpb = w.committed_per_round, w.committed_per_batch
     share = w.draft_overhead_share
     passes = (1 + w.n_draft_passes * share) / cpr + (1 + w.prompt_draft_passes * share) / cpb
-    roof = ((ceilings.roof_s(w.verify) + w.n_draft_passes * ceilings.roof_s(w.draft_pass)) / cpr
-            + ceilings.roof_s(w.prompt) / cpb)
+    roof = (ceilings.roof_s(w.verify) + w.n_draft_passes * ceilings.roof_s(w.draft_pass)) / cpr + ceilings.roof_s(
+        w.prompt
+    ) / cpb
     round_cost = w.verify + w.draft_pass.times(w.n_draft_passes)
-    return np.array([passes, roof, round_cost.bytes / cpr + w.prompt.bytes / cpb,
-                     round_cost.ops / cpr + w.prompt.ops / cpb])
+    return np.array(
+        [passes, roof, round_cost.bytes / cpr + w.prompt.bytes / cpb, round_cost.ops / cpr + w.prompt.ops / cpb]
+    )
 
 
 def mj_from_features(f: np.ndarray, params: np.ndarray) -> np.ndarray:
@@ -414,11 +446,14 @@ def crossover_length(spec: CellWork, base: CellWork, coeff: Coefficients, tm: Ti
     t_v = tm.pass_s(spec.verify)
     e_round = coeff.energy_j(t_v, spec.verify)
     if spec.n_draft_passes:
-        e_round += coeff.energy_j(spec.n_draft_passes * tm.pass_s(spec.draft_pass, spec.draft_overhead_share),
-                                  spec.draft_pass.times(spec.n_draft_passes))
+        e_round += coeff.energy_j(
+            spec.n_draft_passes * tm.pass_s(spec.draft_pass, spec.draft_overhead_share),
+            spec.draft_pass.times(spec.n_draft_passes),
+        )
     e_step = coeff.energy_j(tm.pass_s(base.verify), base.verify)
-    e_prompt_spec = coeff.energy_j(tm.pass_s(spec.prompt)
-                                   + tm.t0_s * spec.draft_overhead_share * spec.prompt_draft_passes, spec.prompt)
+    e_prompt_spec = coeff.energy_j(
+        tm.pass_s(spec.prompt) + tm.t0_s * spec.draft_overhead_share * spec.prompt_draft_passes, spec.prompt
+    )
     e_prompt_base = coeff.energy_j(tm.pass_s(base.prompt), base.prompt)
     per_request_step = e_step + (e_prompt_base - e_prompt_spec) / spec.output_len
     return e_round / per_request_step if per_request_step > 0 else math.inf
@@ -426,6 +461,7 @@ def crossover_length(spec: CellWork, base: CellWork, coeff: Coefficients, tm: Ti
 
 # ------------------------------------------------------------------------------------------------
 # fitting on baselines
+
 
 @dataclass(frozen=True)
 class BaselineObs:
@@ -449,9 +485,18 @@ def observe_baseline(row: Mapping[str, Any], work: CellWork, ceilings: Ceilings)
     batches = committed / work.committed_per_batch
     total = work.verify.times(steps) + work.prompt.times(batches)
     roof = steps * ceilings.roof_s(work.verify) + batches * ceilings.roof_s(work.prompt)
-    return BaselineObs(str(row.get("cell_id")), str(row.get("gpu_uuid")), time_group(row), work.batch,
-                       _finite_positive(row, "window_s"), _finite_positive(row, "energy_j"),
-                       steps + batches, roof, total.bytes, total.ops)
+    return BaselineObs(
+        str(row.get("cell_id")),
+        str(row.get("gpu_uuid")),
+        time_group(row),
+        work.batch,
+        _finite_positive(row, "window_s"),
+        _finite_positive(row, "energy_j"),
+        steps + batches,
+        roof,
+        total.bytes,
+        total.ops,
+    )
 
 
 def time_group(row: Mapping[str, Any]) -> tuple:
@@ -489,8 +534,9 @@ def fit_time_model(obs: list[BaselineObs], ceilings: Ceilings) -> TimeModel:
     return TimeModel(float(t0), float(slowdown), ceilings)
 
 
-def fit_coefficients(obs: list[BaselineObs], prior: Coefficients | None,
-                     prior_weight: float = PRIOR_WEIGHT) -> Coefficients:
+def fit_coefficients(
+    obs: list[BaselineObs], prior: Coefficients | None, prior_weight: float = PRIOR_WEIGHT
+) -> Coefficients:
     """P_static, J/byte, J/op ≥ 0 from E_i = P·T_i + e_b·bytes_i + e_o·ops_i (relative residuals), pulled
     toward the GPU's calibration with ``prior_weight`` per coefficient. Without a calibration the
     baselines alone must hold three distinct designs."""
@@ -507,10 +553,12 @@ def fit_coefficients(obs: list[BaselineObs], prior: Coefficients | None,
     else:
         design = np.array(rows)
         if len(obs) < 3 or np.linalg.matrix_rank(design / np.abs(design).max(axis=0)) < 3:
-            raise NotModelled(f"no hardware calibration for GPU {obs[0].gpu if obs else '?'}, and its {len(obs)} "
-                              f"baseline cell(s) do not separate static power, energy per byte and per operation "
-                              f"(window time, bytes and operations are collinear across them, as in any sweep that "
-                              f"stays memory-bound): calibrate the GPU (python -m specjoule.hardware calibrate)")
+            raise NotModelled(
+                f"no hardware calibration for GPU {obs[0].gpu if obs else '?'}, and its {len(obs)} "
+                f"baseline cell(s) do not separate static power, energy per byte and per operation "
+                f"(window time, bytes and operations are collinear across them, as in any sweep that "
+                f"stays memory-bound): calibrate the GPU (python -m specjoule.hardware calibrate)"
+            )
         scale = np.abs(design).max(axis=0) ** -1
     a = np.array(rows, dtype=float)
     if prior is not None:
@@ -524,6 +572,7 @@ def fit_coefficients(obs: list[BaselineObs], prior: Coefficients | None,
 
 # ------------------------------------------------------------------------------------------------
 # hardware
+
 
 @dataclass(frozen=True)
 class Hardware:
@@ -548,8 +597,9 @@ class Hardware:
         return ops_s / bytes_s
 
 
-def hardware_from_calibration(cal: Mapping[str, Any], gpu_uuid: str | None = None,
-                              source: str = "measured") -> Hardware:
+def hardware_from_calibration(
+    cal: Mapping[str, Any], gpu_uuid: str | None = None, source: str = "measured"
+) -> Hardware:
     c = cal["constants"]
     kernels = (cal.get("raw") or {}).get("kernels") or {}
     copy_k, mm_k = kernels.get("copy") or {}, kernels.get("matmul") or {}
@@ -558,7 +608,9 @@ def hardware_from_calibration(cal: Mapping[str, Any], gpu_uuid: str | None = Non
         return k[per_iter] * k["iters"] / k["kernel_s"] if k.get("kernel_s") else None
 
     return Hardware(
-        gpu_uuid=gpu_uuid or cal["gpu_uuid"], gpu_name=cal.get("gpu_name", ""), source=source,
+        gpu_uuid=gpu_uuid or cal["gpu_uuid"],
+        gpu_name=cal.get("gpu_name", ""),
+        source=source,
         calibration_uuid=cal["gpu_uuid"],
         ceilings=Ceilings(c["hbm_bytes_per_s"], c["bf16_ops_per_s"]),
         prior=Coefficients(c["static_power_w"], c["energy_per_byte_j"], c["energy_per_op_j"]),
@@ -570,8 +622,9 @@ def hardware_from_calibration(cal: Mapping[str, Any], gpu_uuid: str | None = Non
     )
 
 
-def hardware_for(gpu_uuid: str | None, gpu_name: str | None, driver: str | None,
-                 calibrations: list[Mapping[str, Any]]) -> Hardware:
+def hardware_for(
+    gpu_uuid: str | None, gpu_name: str | None, driver: str | None, calibrations: list[Mapping[str, Any]]
+) -> Hardware:
     """This GPU's calibration (same driver first); else one of the same GPU model, labelled as such."""
     from specjoule import hardware as hw
 
@@ -582,8 +635,10 @@ def hardware_for(gpu_uuid: str | None, gpu_name: str | None, driver: str | None,
     if same:
         pick = max(same, key=lambda c: c.get("measured_at", ""))
         return hardware_from_calibration(pick, gpu_uuid, f"same GPU model ({pick['gpu_uuid']})")
-    raise NotModelled(f"no hardware calibration for GPU {gpu_uuid} ({gpu_name}); run "
-                      f"`python -m specjoule.hardware calibrate` on it (results/hardware/)")
+    raise NotModelled(
+        f"no hardware calibration for GPU {gpu_uuid} ({gpu_name}); run "
+        f"`python -m specjoule.hardware calibrate` on it (results/hardware/)"
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -592,39 +647,92 @@ def hardware_for(gpu_uuid: str | None, gpu_name: str | None, driver: str | None,
 ShapeLookup = Callable[[str, str], Any]  # (model path, role "target" | "draft_model" | "drafter") -> shape
 
 ROOFLINE_SCHEMA: dict[str, pl.DataType] = {
-    "cell_id": pl.String, "campaign_id": pl.String, "cell_name": pl.String, "role": pl.String,
-    "engine": pl.String, "model_pair": pl.String, "scheme": pl.String, "method": pl.String, "k": pl.Int64,
-    "batch_size": pl.Int64, "gpu_uuid": pl.String, "target_family": pl.String,
-    "model_status": pl.String, "not_modelled_reason": pl.String, "hardware_source": pl.String,
-    "verify_width": pl.Float64, "accepted_length": pl.Float64, "draft_passes_per_round": pl.Int64,
-    "verify_bytes": pl.Float64, "verify_ops": pl.Float64, "draft_bytes_per_round": pl.Float64,
-    "draft_ops_per_round": pl.Float64, "modelled_op_per_byte": pl.Float64, "measured_op_per_byte": pl.Float64,
-    "balance_point_op_per_byte": pl.Float64, "balance_point_source": pl.String,
-    "predicted_s_per_committed_token": pl.Float64, "measured_s_per_committed_token": pl.Float64,
-    "predicted_mj_per_committed_token": pl.Float64, "predicted_mj_low": pl.Float64, "predicted_mj_high": pl.Float64,
-    "measured_mj_per_committed_token": pl.Float64, "residual": pl.Float64,
-    "energy_verify_share": pl.Float64, "energy_draft_share": pl.Float64, "energy_idle_share": pl.Float64,
-    "energy_draft_share_matched": pl.Float64, "matched_cell_name": pl.String, "matched_reason": pl.String,
+    "cell_id": pl.String,
+    "campaign_id": pl.String,
+    "cell_name": pl.String,
+    "role": pl.String,
+    "engine": pl.String,
+    "model_pair": pl.String,
+    "scheme": pl.String,
+    "method": pl.String,
+    "k": pl.Int64,
+    "batch_size": pl.Int64,
+    "gpu_uuid": pl.String,
+    "target_family": pl.String,
+    "model_status": pl.String,
+    "not_modelled_reason": pl.String,
+    "hardware_source": pl.String,
+    "verify_width": pl.Float64,
+    "accepted_length": pl.Float64,
+    "draft_passes_per_round": pl.Int64,
+    "verify_bytes": pl.Float64,
+    "verify_ops": pl.Float64,
+    "draft_bytes_per_round": pl.Float64,
+    "draft_ops_per_round": pl.Float64,
+    "modelled_op_per_byte": pl.Float64,
+    "measured_op_per_byte": pl.Float64,
+    "balance_point_op_per_byte": pl.Float64,
+    "balance_point_source": pl.String,
+    "predicted_s_per_committed_token": pl.Float64,
+    "measured_s_per_committed_token": pl.Float64,
+    "predicted_mj_per_committed_token": pl.Float64,
+    "predicted_mj_low": pl.Float64,
+    "predicted_mj_high": pl.Float64,
+    "measured_mj_per_committed_token": pl.Float64,
+    "residual": pl.Float64,
+    "energy_verify_share": pl.Float64,
+    "energy_draft_share": pl.Float64,
+    "energy_idle_share": pl.Float64,
+    "energy_draft_share_matched": pl.Float64,
+    "matched_cell_name": pl.String,
+    "matched_reason": pl.String,
     # appended (ADR 0176): which drafter shape priced the cell and where its path came from
-    "drafter_path": pl.String, "drafter_source": pl.String,
+    "drafter_path": pl.String,
+    "drafter_source": pl.String,
 }
 FIT_SCHEMA: dict[str, pl.DataType] = {
-    "gpu_uuid": pl.String, "hardware_source": pl.String, "calibration_uuid": pl.String, "n_baselines": pl.Int64,
-    "static_w": pl.Float64, "static_w_low": pl.Float64, "static_w_high": pl.Float64,
-    "pj_per_byte": pl.Float64, "pj_per_byte_low": pl.Float64, "pj_per_byte_high": pl.Float64,
-    "pj_per_op": pl.Float64, "pj_per_op_low": pl.Float64, "pj_per_op_high": pl.Float64,
-    "prior_static_w": pl.Float64, "prior_pj_per_byte": pl.Float64, "prior_pj_per_op": pl.Float64,
+    "gpu_uuid": pl.String,
+    "hardware_source": pl.String,
+    "calibration_uuid": pl.String,
+    "n_baselines": pl.Int64,
+    "static_w": pl.Float64,
+    "static_w_low": pl.Float64,
+    "static_w_high": pl.Float64,
+    "pj_per_byte": pl.Float64,
+    "pj_per_byte_low": pl.Float64,
+    "pj_per_byte_high": pl.Float64,
+    "pj_per_op": pl.Float64,
+    "pj_per_op_low": pl.Float64,
+    "pj_per_op_high": pl.Float64,
+    "prior_static_w": pl.Float64,
+    "prior_pj_per_byte": pl.Float64,
+    "prior_pj_per_op": pl.Float64,
 }
 TIME_SCHEMA: dict[str, pl.DataType] = {
-    "gpu_uuid": pl.String, "engine": pl.String, "target_model": pl.String, "cuda_graphs": pl.Boolean,
-    "n_baselines": pl.Int64, "t0_ms": pl.Float64, "slowdown": pl.Float64,
+    "gpu_uuid": pl.String,
+    "engine": pl.String,
+    "target_model": pl.String,
+    "cuda_graphs": pl.Boolean,
+    "n_baselines": pl.Int64,
+    "t0_ms": pl.Float64,
+    "slowdown": pl.Float64,
 }
 CROSSOVER_SCHEMA: dict[str, pl.DataType] = {
-    "target_family": pl.String, "model_pair": pl.String, "engine": pl.String, "gpu_uuid": pl.String,
-    "scheme": pl.String, "method": pl.String, "k": pl.Int64, "batch_size": pl.Int64, "verify_width": pl.Float64,
-    "predicted_crossover_L": pl.Float64, "predicted_crossover_L_low": pl.Float64,
-    "predicted_crossover_L_high": pl.Float64, "measured_crossover_L": pl.Float64,
-    "measured_bracket": pl.String, "n_cells": pl.Int64,
+    "target_family": pl.String,
+    "model_pair": pl.String,
+    "engine": pl.String,
+    "gpu_uuid": pl.String,
+    "scheme": pl.String,
+    "method": pl.String,
+    "k": pl.Int64,
+    "batch_size": pl.Int64,
+    "verify_width": pl.Float64,
+    "predicted_crossover_L": pl.Float64,
+    "predicted_crossover_L_low": pl.Float64,
+    "predicted_crossover_L_high": pl.Float64,
+    "measured_crossover_L": pl.Float64,
+    "measured_bracket": pl.String,
+    "n_cells": pl.Int64,
 }
 
 
@@ -687,12 +795,15 @@ def drafter_path(row: Mapping[str, Any], drafters: DrafterPaths | None = None) -
     return None, "none"
 
 
-def _work_for(row: Mapping[str, Any], lookup: ShapeLookup, cache: dict,
-              drafters: DrafterPaths | None = None) -> CellWork:
+def _work_for(
+    row: Mapping[str, Any], lookup: ShapeLookup, cache: dict, drafters: DrafterPaths | None = None
+) -> CellWork:
     tp = row.get("tensor_parallel_size") or 1
     if tp > 1:  # neither a baseline to fit on nor a cell to predict (ADR 0155)
-        raise NotModelled(f"tensor-parallel cell (TP = {tp}): the roofline prices one GPU's weight and KV traffic; "
-                          f"split weights and the all-reduces between GPUs are not modelled")
+        raise NotModelled(
+            f"tensor-parallel cell (TP = {tp}): the roofline prices one GPU's weight and KV traffic; "
+            f"split weights and the all-reduces between GPUs are not modelled"
+        )
     target = _shape_for(lookup, cache, row.get("target_model"), "target")
     method = row.get("method") or "baseline"
     drafter = None
@@ -703,8 +814,12 @@ def _work_for(row: Mapping[str, Any], lookup: ShapeLookup, cache: dict,
 
 
 def _measured(row: Mapping[str, Any]) -> bool:
-    return (row.get("status") in (None, "measured") and row.get("energy_j") is not None
-            and (row.get("requests_failed") or 0) == 0 and bool(row.get("committed_tokens")))
+    return (
+        row.get("status") in (None, "measured")
+        and row.get("energy_j") is not None
+        and (row.get("requests_failed") or 0) == 0
+        and bool(row.get("committed_tokens"))
+    )
 
 
 @dataclass
@@ -717,8 +832,9 @@ class Fitted:
     fits: tuple[dict, dict]
     boot: list[tuple[dict, dict]]
 
-    def lookup_fit(self, r: Mapping[str, Any], fits: tuple[dict, dict] | None = None,
-                   borrow: bool = False) -> tuple[Coefficients, TimeModel]:
+    def lookup_fit(
+        self, r: Mapping[str, Any], fits: tuple[dict, dict] | None = None, borrow: bool = False
+    ) -> tuple[Coefficients, TimeModel]:
         """The fitted coefficients and pass-time model for a cell. ``borrow``: a target with no baseline on
         this GPU and engine takes the median pass-time fit of the engine's other targets there (used for
         extrapolation to models not yet measured, and labelled so)."""
@@ -732,23 +848,37 @@ class Fitted:
         co = fits[0].get(gpu)
         tm = fits[1].get(time_group(r))
         if tm is None and borrow:
-            same = [t for g, t in fits[1].items() if isinstance(t, TimeModel) and g[0] == gpu
-                    and g[1] == r.get("engine") and g[3] == r.get("cuda_graphs")]
+            same = [
+                t
+                for g, t in fits[1].items()
+                if isinstance(t, TimeModel) and g[0] == gpu and g[1] == r.get("engine") and g[3] == r.get("cuda_graphs")
+            ]
             if same:
-                tm = TimeModel(float(np.median([t.t0_s for t in same])), float(np.median([t.slowdown for t in same])),
-                               same[0].ceilings)
+                tm = TimeModel(
+                    float(np.median([t.t0_s for t in same])),
+                    float(np.median([t.slowdown for t in same])),
+                    same[0].ceilings,
+                )
         if co is None or tm is None:
-            raise NotModelled(f"no measured baseline for {r.get('engine')} {r.get('target_model')} on GPU {gpu} "
-                              f"(cuda_graphs {r.get('cuda_graphs')}) to fit on")
+            raise NotModelled(
+                f"no measured baseline for {r.get('engine')} {r.get('target_model')} on GPU {gpu} "
+                f"(cuda_graphs {r.get('cuda_graphs')}) to fit on"
+            )
         for f in (co, tm):
             if isinstance(f, NotModelled):
                 raise f
         return co, tm
 
 
-def fit(records: pl.DataFrame, lookup: ShapeLookup, calibrations: list[Mapping[str, Any]],
-        resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED, cache: dict | None = None,
-        drafters: DrafterPaths | None = None) -> Fitted:
+def fit(
+    records: pl.DataFrame,
+    lookup: ShapeLookup,
+    calibrations: list[Mapping[str, Any]],
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    cache: dict | None = None,
+    drafters: DrafterPaths | None = None,
+) -> Fitted:
     """Price every record's work and fit each GPU's coefficients on its measured baseline cells."""
     rows = records.to_dicts()
     cache = {} if cache is None else cache
@@ -758,8 +888,9 @@ def fit(records: pl.DataFrame, lookup: ShapeLookup, calibrations: list[Mapping[s
         gpu = r.get("gpu_uuid")
         if gpu not in hardware:
             try:
-                hardware[gpu] = hardware_for(gpu, (r.get("gpu_names") or [None])[0], r.get("driver_version"),
-                                             calibrations)
+                hardware[gpu] = hardware_for(
+                    gpu, (r.get("gpu_names") or [None])[0], r.get("driver_version"), calibrations
+                )
             except NotModelled as exc:
                 hardware[gpu] = exc
         try:
@@ -767,8 +898,14 @@ def fit(records: pl.DataFrame, lookup: ShapeLookup, calibrations: list[Mapping[s
         except NotModelled as exc:
             work[r["cell_id"]] = exc
 
-    baselines = [r for r in rows if r.get("method") in (None, "baseline") and _measured(r)
-                 and isinstance(work.get(r["cell_id"]), CellWork) and isinstance(hardware.get(r.get("gpu_uuid")), Hardware)]
+    baselines = [
+        r
+        for r in rows
+        if r.get("method") in (None, "baseline")
+        and _measured(r)
+        and isinstance(work.get(r["cell_id"]), CellWork)
+        and isinstance(hardware.get(r.get("gpu_uuid")), Hardware)
+    ]
     obs = [observe_baseline(r, work[r["cell_id"]], hardware[r["gpu_uuid"]].ceilings) for r in baselines]
 
     def fit_all(sample: list[BaselineObs]) -> tuple[dict, dict]:
@@ -799,23 +936,47 @@ def fit(records: pl.DataFrame, lookup: ShapeLookup, calibrations: list[Mapping[s
     return Fitted(hardware, work, obs, fit_all(obs), boot)
 
 
-def model_cells(records: pl.DataFrame, lookup: ShapeLookup, calibrations: list[Mapping[str, Any]],
-                balance_fallback: float | None = None, resamples: int = BOOTSTRAP_RESAMPLES,
-                seed: int = BOOTSTRAP_SEED, drafters: DrafterPaths | None = None) -> RooflineResult:
+def model_cells(
+    records: pl.DataFrame,
+    lookup: ShapeLookup,
+    calibrations: list[Mapping[str, Any]],
+    balance_fallback: float | None = None,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    drafters: DrafterPaths | None = None,
+) -> RooflineResult:
     """Fit on the baselines of each GPU, predict every measured cell, split and cross over. ``drafters``:
     the config's drafter per (pair, scheme), for records that name none (``configured_drafters``)."""
     f = fit(records, lookup, calibrations, resamples, seed, drafters=drafters)
     boot_params = _bootstrap_params(f.boot)
-    out_rows = [_cell_row(r, f.work[r["cell_id"]], f.hardware.get(r.get("gpu_uuid")), f.fits, boot_params,
-                          f.lookup_fit, balance_fallback) for r in records.to_dicts()]
+    out_rows = [
+        _cell_row(
+            r,
+            f.work[r["cell_id"]],
+            f.hardware.get(r.get("gpu_uuid")),
+            f.fits,
+            boot_params,
+            f.lookup_fit,
+            balance_fallback,
+        )
+        for r in records.to_dicts()
+    ]
     for r, row in zip(records.to_dicts(), out_rows):
         if (r.get("method") or "baseline") not in ("baseline", *HOST_METHODS):
             row["drafter_path"], row["drafter_source"] = drafter_path(r, drafters)
-    cells = pl.DataFrame(out_rows, schema=ROOFLINE_SCHEMA, orient="row") if out_rows else pl.DataFrame(schema=ROOFLINE_SCHEMA)
+    cells = (
+        pl.DataFrame(out_rows, schema=ROOFLINE_SCHEMA, orient="row")
+        if out_rows
+        else pl.DataFrame(schema=ROOFLINE_SCHEMA)
+    )
     cells = _matched_split(cells, records)
-    return RooflineResult(cells, _fit_table(f.obs, f.hardware, f.fits[0], f.boot), _time_table(f.obs, f.fits[1]),
-                          crossover_table(records, f.work, f.hardware, f.fits, f.boot, f.lookup_fit),
-                          hardware_table(calibrations))
+    return RooflineResult(
+        cells,
+        _fit_table(f.obs, f.hardware, f.fits[0], f.boot),
+        _time_table(f.obs, f.fits[1]),
+        crossover_table(records, f.work, f.hardware, f.fits, f.boot, f.lookup_fit),
+        hardware_table(calibrations),
+    )
 
 
 def _bootstrap_params(boot: list[tuple[dict, dict]]) -> dict[tuple, np.ndarray]:
@@ -829,11 +990,31 @@ def _bootstrap_params(boot: list[tuple[dict, dict]]) -> dict[tuple, np.ndarray]:
     return {g: np.array(v) for g, v in out.items()}
 
 
-def _cell_row(r: Mapping[str, Any], w: CellWork | NotModelled, hw: Hardware | NotModelled | None,
-              fits: tuple[dict, dict], boot: dict[tuple, np.ndarray], lookup_fit,
-              balance_fallback: float | None) -> dict:
-    base = {k: r.get(k) for k in ("cell_id", "campaign_id", "cell_name", "role", "engine", "model_pair", "scheme",
-                                  "method", "k", "batch_size", "gpu_uuid")}
+def _cell_row(
+    r: Mapping[str, Any],
+    w: CellWork | NotModelled,
+    hw: Hardware | NotModelled | None,
+    fits: tuple[dict, dict],
+    boot: dict[tuple, np.ndarray],
+    lookup_fit,
+    balance_fallback: float | None,
+) -> dict:
+    base = {
+        k: r.get(k)
+        for k in (
+            "cell_id",
+            "campaign_id",
+            "cell_name",
+            "role",
+            "engine",
+            "model_pair",
+            "scheme",
+            "method",
+            "k",
+            "batch_size",
+            "gpu_uuid",
+        )
+    }
     base["target_family"] = r.get("target_family") or getattr(w, "target_family", None)
     out = dict.fromkeys(ROOFLINE_SCHEMA) | base
     measured_mj = r.get("mj_per_committed_token") if _measured(r) else None
@@ -854,11 +1035,16 @@ def _cell_row(r: Mapping[str, Any], w: CellWork | NotModelled, hw: Hardware | No
             raise NotModelled(f"cell status {r.get('status')!r}")
         if isinstance(w, NotModelled):
             raise w
-        out.update(verify_width=w.verify_width, accepted_length=w.accepted_length,
-                   draft_passes_per_round=w.n_draft_passes, verify_bytes=w.verify.bytes, verify_ops=w.verify.ops,
-                   draft_bytes_per_round=w.draft_pass.bytes * w.n_draft_passes,
-                   draft_ops_per_round=w.draft_pass.ops * w.n_draft_passes,
-                   modelled_op_per_byte=w.verify.op_per_byte)
+        out.update(
+            verify_width=w.verify_width,
+            accepted_length=w.accepted_length,
+            draft_passes_per_round=w.n_draft_passes,
+            verify_bytes=w.verify.bytes,
+            verify_ops=w.verify.ops,
+            draft_bytes_per_round=w.draft_pass.bytes * w.n_draft_passes,
+            draft_ops_per_round=w.draft_pass.ops * w.n_draft_passes,
+            modelled_op_per_byte=w.verify.op_per_byte,
+        )
         co, tm = lookup_fit(r, fits)
         p = predict(w, co, tm)
         out["predicted_mj_per_committed_token"] = p.mj_per_committed_token
@@ -894,8 +1080,11 @@ def _split(r: Mapping[str, Any], w: CellWork, co: Coefficients, tm: TimeModel, p
         unexplained = r["window_s"] / rounds - p.round_s - batches * t_prompt / rounds
         idle_j = co.static_w * max(0.0, unexplained)
     total = p.verify_j + p.draft_j + idle_j
-    return {"energy_verify_share": p.verify_j / total, "energy_draft_share": p.draft_j / total,
-            "energy_idle_share": idle_j / total}
+    return {
+        "energy_verify_share": p.verify_j / total,
+        "energy_draft_share": p.draft_j / total,
+        "energy_idle_share": idle_j / total,
+    }
 
 
 def _matched_split(cells: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
@@ -908,29 +1097,50 @@ def _matched_split(cells: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
     if not need <= set(records.columns):
         return cells
     per_round = records.select(
-        "cell_id", "campaign_id", "cell_name", "method", "k", "batch_size", "acceptance_name",
-        (C("energy_j") * C("batch_size") / (C("committed_tokens") - C("accepted_tokens").fill_null(0))).alias("e_round"))
+        "cell_id",
+        "campaign_id",
+        "cell_name",
+        "method",
+        "k",
+        "batch_size",
+        "acceptance_name",
+        (C("energy_j") * C("batch_size") / (C("committed_tokens") - C("accepted_tokens").fill_null(0))).alias(
+            "e_round"
+        ),
+    )
     host = per_round.filter(C("method").is_in(list(HOST_METHODS))).select(
-        "campaign_id", "k", "batch_size", "acceptance_name", C("cell_name").alias("_m_name"), C("e_round").alias("_m_e"))
+        "campaign_id", "k", "batch_size", "acceptance_name", C("cell_name").alias("_m_name"), C("e_round").alias("_m_e")
+    )
     gpu_drafted = per_round.filter(~C("method").is_in(list(HOST_METHODS) + ["baseline"]))
-    matched = gpu_drafted.join(host, on=["campaign_id", "k", "batch_size", "acceptance_name"], how="left",
-                               nulls_equal=True).unique("cell_id", keep="first")
+    matched = gpu_drafted.join(
+        host, on=["campaign_id", "k", "batch_size", "acceptance_name"], how="left", nulls_equal=True
+    ).unique("cell_id", keep="first")
     matched = matched.select(
-        "cell_id", C("_m_name").alias("_matched_name"),
-        pl.when(C("_m_e").is_not_null() & (C("e_round") > 0)).then(1.0 - C("_m_e") / C("e_round"))
-          .alias("_matched_share"))
+        "cell_id",
+        C("_m_name").alias("_matched_name"),
+        pl.when(C("_m_e").is_not_null() & (C("e_round") > 0))
+        .then(1.0 - C("_m_e") / C("e_round"))
+        .alias("_matched_share"),
+    )
     out = cells.join(matched, on="cell_id", how="left")
     is_spec = ~C("method").is_in(["baseline"]) & C("method").is_not_null()
     host_arm = C("method").is_in(list(HOST_METHODS))
-    return out.with_columns(
-        C("_matched_share").alias("energy_draft_share_matched"),
-        C("_matched_name").alias("matched_cell_name"),
-        pl.when(~is_spec).then(None)
-          .when(host_arm).then(pl.lit("host-drafted arm: its draft runs on the CPU, off the GPU board"))
-          .when(C("_matched_name").is_null())
-          .then(pl.lit("no host-drafted (ngram) arm at the same campaign, k, B and acceptance in the grid"))
-          .alias("matched_reason"),
-    ).drop("_matched_share", "_matched_name").select(list(ROOFLINE_SCHEMA)).cast(ROOFLINE_SCHEMA)
+    return (
+        out.with_columns(
+            C("_matched_share").alias("energy_draft_share_matched"),
+            C("_matched_name").alias("matched_cell_name"),
+            pl.when(~is_spec)
+            .then(None)
+            .when(host_arm)
+            .then(pl.lit("host-drafted arm: its draft runs on the CPU, off the GPU board"))
+            .when(C("_matched_name").is_null())
+            .then(pl.lit("no host-drafted (ngram) arm at the same campaign, k, B and acceptance in the grid"))
+            .alias("matched_reason"),
+        )
+        .drop("_matched_share", "_matched_name")
+        .select(list(ROOFLINE_SCHEMA))
+        .cast(ROOFLINE_SCHEMA)
+    )
 
 
 def _interval(values: list[float]) -> tuple[float | None, float | None]:
@@ -950,12 +1160,26 @@ def _fit_table(obs: list[BaselineObs], hardware: dict, coeffs: dict, boot: list)
         s_lo, s_hi = _interval([s.static_w for s in samples])
         b_lo, b_hi = _interval([s.j_per_byte * 1e12 for s in samples])
         o_lo, o_hi = _interval([s.j_per_op * 1e12 for s in samples])
-        rows.append({"gpu_uuid": gpu, "hardware_source": hw.source, "calibration_uuid": hw.calibration_uuid,
-                     "n_baselines": sum(o.gpu == gpu for o in obs), "static_w": co.static_w, "static_w_low": s_lo,
-                     "static_w_high": s_hi, "pj_per_byte": co.j_per_byte * 1e12, "pj_per_byte_low": b_lo,
-                     "pj_per_byte_high": b_hi, "pj_per_op": co.j_per_op * 1e12, "pj_per_op_low": o_lo,
-                     "pj_per_op_high": o_hi, "prior_static_w": hw.prior.static_w,
-                     "prior_pj_per_byte": hw.prior.j_per_byte * 1e12, "prior_pj_per_op": hw.prior.j_per_op * 1e12})
+        rows.append(
+            {
+                "gpu_uuid": gpu,
+                "hardware_source": hw.source,
+                "calibration_uuid": hw.calibration_uuid,
+                "n_baselines": sum(o.gpu == gpu for o in obs),
+                "static_w": co.static_w,
+                "static_w_low": s_lo,
+                "static_w_high": s_hi,
+                "pj_per_byte": co.j_per_byte * 1e12,
+                "pj_per_byte_low": b_lo,
+                "pj_per_byte_high": b_hi,
+                "pj_per_op": co.j_per_op * 1e12,
+                "pj_per_op_low": o_lo,
+                "pj_per_op_high": o_hi,
+                "prior_static_w": hw.prior.static_w,
+                "prior_pj_per_byte": hw.prior.j_per_byte * 1e12,
+                "prior_pj_per_op": hw.prior.j_per_op * 1e12,
+            }
+        )
     return pl.DataFrame(rows, schema=FIT_SCHEMA) if rows else pl.DataFrame(schema=FIT_SCHEMA)
 
 
@@ -963,9 +1187,17 @@ def _time_table(obs: list[BaselineObs], times: dict) -> pl.DataFrame:
     rows = []
     for grp, tm in sorted(times.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
         if isinstance(tm, TimeModel):
-            rows.append({"gpu_uuid": grp[0], "engine": grp[1], "target_model": grp[2], "cuda_graphs": grp[3],
-                         "n_baselines": sum(o.time_group == grp for o in obs), "t0_ms": tm.t0_s * 1000,
-                         "slowdown": tm.slowdown})
+            rows.append(
+                {
+                    "gpu_uuid": grp[0],
+                    "engine": grp[1],
+                    "target_model": grp[2],
+                    "cuda_graphs": grp[3],
+                    "n_baselines": sum(o.time_group == grp for o in obs),
+                    "t0_ms": tm.t0_s * 1000,
+                    "slowdown": tm.slowdown,
+                }
+            )
     return pl.DataFrame(rows, schema=TIME_SCHEMA) if rows else pl.DataFrame(schema=TIME_SCHEMA)
 
 
@@ -974,22 +1206,44 @@ def hardware_table(calibrations: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
     rows = []
     for cal in calibrations:
         c = cal["constants"]
-        rows.append({"gpu_uuid": cal["gpu_uuid"], "gpu_name": cal.get("gpu_name"), "driver_version": cal["driver_version"],
-                     "measured_at": cal.get("measured_at"), "hbm_tb_per_s": c["hbm_bytes_per_s"] / 1e12,
-                     "bf16_tflop_per_s": c["bf16_ops_per_s"] / 1e12,
-                     "balance_point_op_per_byte": c["balance_point_op_per_byte"], "static_power_w": c["static_power_w"],
-                     "pj_per_byte": c["energy_per_byte_j"] * 1e12, "pj_per_op": c["energy_per_op_j"] * 1e12,
-                     "reduce_check_relative_error": (c.get("reduce_check") or {}).get("relative_error"),
-                     "method": c.get("method"), "path": cal.get("path")})
-    schema = {"gpu_uuid": pl.String, "gpu_name": pl.String, "driver_version": pl.String, "measured_at": pl.String,
-              "hbm_tb_per_s": pl.Float64, "bf16_tflop_per_s": pl.Float64, "balance_point_op_per_byte": pl.Float64,
-              "static_power_w": pl.Float64, "pj_per_byte": pl.Float64, "pj_per_op": pl.Float64,
-              "reduce_check_relative_error": pl.Float64, "method": pl.String, "path": pl.String}
+        rows.append(
+            {
+                "gpu_uuid": cal["gpu_uuid"],
+                "gpu_name": cal.get("gpu_name"),
+                "driver_version": cal["driver_version"],
+                "measured_at": cal.get("measured_at"),
+                "hbm_tb_per_s": c["hbm_bytes_per_s"] / 1e12,
+                "bf16_tflop_per_s": c["bf16_ops_per_s"] / 1e12,
+                "balance_point_op_per_byte": c["balance_point_op_per_byte"],
+                "static_power_w": c["static_power_w"],
+                "pj_per_byte": c["energy_per_byte_j"] * 1e12,
+                "pj_per_op": c["energy_per_op_j"] * 1e12,
+                "reduce_check_relative_error": (c.get("reduce_check") or {}).get("relative_error"),
+                "method": c.get("method"),
+                "path": cal.get("path"),
+            }
+        )
+    schema = {
+        "gpu_uuid": pl.String,
+        "gpu_name": pl.String,
+        "driver_version": pl.String,
+        "measured_at": pl.String,
+        "hbm_tb_per_s": pl.Float64,
+        "bf16_tflop_per_s": pl.Float64,
+        "balance_point_op_per_byte": pl.Float64,
+        "static_power_w": pl.Float64,
+        "pj_per_byte": pl.Float64,
+        "pj_per_op": pl.Float64,
+        "reduce_check_relative_error": pl.Float64,
+        "method": pl.String,
+        "path": pl.String,
+    }
     return pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
 
 
 # ------------------------------------------------------------------------------------------------
 # crossover
+
 
 def measured_crossover(points: list[tuple[float, float]]) -> tuple[float | None, str]:
     """(L, how) where the measured energy ratio crosses 1 between adjacent acceptance lengths (linear
@@ -1005,8 +1259,9 @@ def measured_crossover(points: list[tuple[float, float]]) -> tuple[float | None,
     return None, f"not bracketed: every ratio {side} 1 over L = {pts[0][0]:.3g} … {pts[-1][0]:.3g}"
 
 
-def crossover_table(records: pl.DataFrame, work: dict, hardware: dict, fits: tuple[dict, dict], boot: list,
-                    lookup_fit) -> pl.DataFrame:
+def crossover_table(
+    records: pl.DataFrame, work: dict, hardware: dict, fits: tuple[dict, dict], boot: list, lookup_fit
+) -> pl.DataFrame:
     rows = records.to_dicts()
     base_by_key = {}
     for r in rows:
@@ -1016,19 +1271,36 @@ def crossover_table(records: pl.DataFrame, work: dict, hardware: dict, fits: tup
     for r in rows:
         if r.get("method") in (None, "baseline") or not isinstance(work.get(r["cell_id"]), CellWork):
             continue
-        key = (r.get("target_family") or work[r["cell_id"]].target_family, r.get("model_pair"), r.get("engine"), r.get("gpu_uuid"), r.get("scheme"),
-               r.get("method"), r.get("k"), r.get("batch_size"))
+        key = (
+            r.get("target_family") or work[r["cell_id"]].target_family,
+            r.get("model_pair"),
+            r.get("engine"),
+            r.get("gpu_uuid"),
+            r.get("scheme"),
+            r.get("method"),
+            r.get("k"),
+            r.get("batch_size"),
+        )
         groups.setdefault(key, []).append(r)
     out = []
     for key, members in sorted(groups.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
         rep = members[0]
         base = base_by_key.get((rep.get("campaign_id"), rep.get("batch_size")))
-        entry = dict(zip(("target_family", "model_pair", "engine", "gpu_uuid", "scheme", "method", "k", "batch_size"), key))
+        entry = dict(
+            zip(("target_family", "model_pair", "engine", "gpu_uuid", "scheme", "method", "k", "batch_size"), key)
+        )
         entry["verify_width"] = work[rep["cell_id"]].verify_width
         entry["n_cells"] = len(members)
-        ratios = [(m.get("realized_L"), (m["mj_per_committed_token"] / m["baseline_mj_per_committed_token"])
-                   if m.get("mj_per_committed_token") and m.get("baseline_mj_per_committed_token") else None)
-                  for m in members if _measured(m)]
+        ratios = [
+            (
+                m.get("realized_L"),
+                (m["mj_per_committed_token"] / m["baseline_mj_per_committed_token"])
+                if m.get("mj_per_committed_token") and m.get("baseline_mj_per_committed_token")
+                else None,
+            )
+            for m in members
+            if _measured(m)
+        ]
         entry["measured_crossover_L"], entry["measured_bracket"] = measured_crossover(ratios)
         if base is not None:
             spec_w = work[rep["cell_id"]]  # its verify pass at its own measured width
@@ -1050,6 +1322,7 @@ def crossover_table(records: pl.DataFrame, work: dict, hardware: dict, fits: tup
 
 # ------------------------------------------------------------------------------------------------
 # glue: shapes, files, the curves, the check, the plan
+
 
 def models_lookup(path: str, role: str) -> Any:
     """Shapes from ``specjoule.models``: ``describe`` for targets and draft models, ``describe_drafter`` for
@@ -1077,11 +1350,23 @@ def write_tables(result: RooflineResult, paths: Mapping[str, str], config_hash: 
         write_parquet_atomic(getattr(result, name), paths[name], meta)
 
 
-CURVE_ROOFLINE_COLUMNS = ("predicted_mj_per_committed_token", "predicted_mj_low", "predicted_mj_high", "residual",
-                          "energy_verify_share", "energy_draft_share", "energy_idle_share",
-                          "energy_draft_share_matched", "matched_cell_name", "model_status", "not_modelled_reason",
-                          "modelled_op_per_byte", "measured_op_per_byte", "balance_point_op_per_byte",
-                          "balance_point_source")
+CURVE_ROOFLINE_COLUMNS = (
+    "predicted_mj_per_committed_token",
+    "predicted_mj_low",
+    "predicted_mj_high",
+    "residual",
+    "energy_verify_share",
+    "energy_draft_share",
+    "energy_idle_share",
+    "energy_draft_share_matched",
+    "matched_cell_name",
+    "model_status",
+    "not_modelled_reason",
+    "modelled_op_per_byte",
+    "measured_op_per_byte",
+    "balance_point_op_per_byte",
+    "balance_point_source",
+)
 
 
 def attach_to_curves(curves: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
@@ -1098,40 +1383,71 @@ def attach_to_curves(curves: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
 def attach_for_checks(records: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
     """records + roofline_status / roofline_reason / roofline_residual / roofline_predicted_mj for the
     ``model_residual`` check."""
-    return records.join(cells.select("cell_id", C("model_status").alias("roofline_status"),
-                                     C("not_modelled_reason").alias("roofline_reason"),
-                                     C("residual").alias("roofline_residual"),
-                                     C("predicted_mj_per_committed_token").alias("roofline_predicted_mj")),
-                        on="cell_id", how="left")
+    return records.join(
+        cells.select(
+            "cell_id",
+            C("model_status").alias("roofline_status"),
+            C("not_modelled_reason").alias("roofline_reason"),
+            C("residual").alias("roofline_residual"),
+            C("predicted_mj_per_committed_token").alias("roofline_predicted_mj"),
+        ),
+        on="cell_id",
+        how="left",
+    )
 
 
-def residual_check_exprs(df: pl.DataFrame, bound: float, passed: str, flagged: str,
-                         not_applicable: str) -> tuple[pl.DataFrame, pl.Expr, pl.Expr, pl.Expr]:
+def residual_check_exprs(
+    df: pl.DataFrame, bound: float, passed: str, flagged: str, not_applicable: str
+) -> tuple[pl.DataFrame, pl.Expr, pl.Expr, pl.Expr]:
     """(df, status, value, detail) of the ``model_residual`` check: |measured / predicted − 1| over
     ``bound`` is a flag (a broken measurement, or an effect the model leaves out such as a host-bound
     draft loop); not modelled or not measured is not applicable, with the reason."""
-    for name, dtype in (("roofline_status", pl.String), ("roofline_reason", pl.String),
-                        ("roofline_residual", pl.Float64), ("roofline_predicted_mj", pl.Float64)):
+    for name, dtype in (
+        ("roofline_status", pl.String),
+        ("roofline_reason", pl.String),
+        ("roofline_residual", pl.Float64),
+        ("roofline_predicted_mj", pl.Float64),
+    ):
         if name not in df.columns:
             df = df.with_columns(pl.lit(None, dtype).alias(name))
     res = C("roofline_residual")
     unpriced = C("roofline_status").is_null() | (C("roofline_status") != "modelled")
-    status = (pl.when(unpriced | res.is_null()).then(pl.lit(not_applicable))
-                .when(res.abs() > bound).then(pl.lit(flagged)).otherwise(pl.lit(passed)))
-    detail = (pl.when(C("roofline_status").is_null())
-                .then(pl.format("{}: no roofline prediction (rule roofline not run, or no results/hardware/ "
-                                "calibration)", C("cell_name")))
-                .when(unpriced).then(pl.format("{}: not modelled: {}", C("cell_name"), C("roofline_reason")))
-                .when(res.is_null()).then(pl.format("{}: no measured energy to compare", C("cell_name")))
-                .when(res.abs() > bound).then(pl.format(
-                    "{}: measured {} mJ/token vs predicted {} (residual {})", C("cell_name"),
-                    C("mj_per_committed_token").round_sig_figs(4), C("roofline_predicted_mj").round_sig_figs(4),
-                    res.round_sig_figs(3))))
+    status = (
+        pl.when(unpriced | res.is_null())
+        .then(pl.lit(not_applicable))
+        .when(res.abs() > bound)
+        .then(pl.lit(flagged))
+        .otherwise(pl.lit(passed))
+    )
+    detail = (
+        pl.when(C("roofline_status").is_null())
+        .then(
+            pl.format(
+                "{}: no roofline prediction (rule roofline not run, or no results/hardware/ calibration)",
+                C("cell_name"),
+            )
+        )
+        .when(unpriced)
+        .then(pl.format("{}: not modelled: {}", C("cell_name"), C("roofline_reason")))
+        .when(res.is_null())
+        .then(pl.format("{}: no measured energy to compare", C("cell_name")))
+        .when(res.abs() > bound)
+        .then(
+            pl.format(
+                "{}: measured {} mJ/token vs predicted {} (residual {})",
+                C("cell_name"),
+                C("mj_per_committed_token").round_sig_figs(4),
+                C("roofline_predicted_mj").round_sig_figs(4),
+                res.round_sig_figs(3),
+            )
+        )
+    )
     return df, status, res.abs(), detail
 
 
-def plan_predictions(cells: Iterable[Any], records_path: str, hardware_dir: str,
-                     lookup: ShapeLookup = models_lookup, limit: int = 40) -> str:
+def plan_predictions(
+    cells: Iterable[Any], records_path: str, hardware_dir: str, lookup: ShapeLookup = models_lookup, limit: int = 40
+) -> str:
     """``make plan``: predicted energy ratios of planned cells not yet measured, from the baselines and
     calibrations already in results/. Every line says PREDICTION; empty when there is nothing to fit on."""
     from pathlib import Path
@@ -1147,8 +1463,13 @@ def plan_predictions(cells: Iterable[Any], records_path: str, hardware_dir: str,
     # How far the model missed the cells of each engine and method measured so far: a planned cell of the
     # same kind will likely miss the same way (a host-bound draft loop is not in the roofline).
     priced = model_cells(records, lookup, calibrations, resamples=0).cells
-    missed = {(r["engine"], r["method"]): r["residual"] for r in priced.filter(C("residual").is_not_null())
-              .group_by("engine", "method").agg(C("residual").median()).iter_rows(named=True)}
+    missed = {
+        (r["engine"], r["method"]): r["residual"]
+        for r in priced.filter(C("residual").is_not_null())
+        .group_by("engine", "method")
+        .agg(C("residual").median())
+        .iter_rows(named=True)
+    }
     # Predict on the GPU with the most baselines: the plan does not know which GPU a cell will get.
     gpus = [o.gpu for o in f.obs]
     if not gpus:
@@ -1164,12 +1485,17 @@ def plan_predictions(cells: Iterable[Any], records_path: str, hardware_dir: str,
             continue
         label = f"{row['campaign_id']}/{row['cell_name']}"
         try:
-            spec_w = cell_work(row, _shape_for(lookup, cache, row["target_model"], "target"),
-                               None if row["method"] in HOST_METHODS else
-                               _shape_for(lookup, cache, drafter_path(row)[0], _drafter_role(row["method"])),
-                               accepted_length=row.get("configured_L"))
-            base_w = cell_work(row | {"method": "baseline", "k": None}, _shape_for(lookup, cache, row["target_model"],
-                                                                                  "target"), None)
+            spec_w = cell_work(
+                row,
+                _shape_for(lookup, cache, row["target_model"], "target"),
+                None
+                if row["method"] in HOST_METHODS
+                else _shape_for(lookup, cache, drafter_path(row)[0], _drafter_role(row["method"])),
+                accepted_length=row.get("configured_L"),
+            )
+            base_w = cell_work(
+                row | {"method": "baseline", "k": None}, _shape_for(lookup, cache, row["target_model"], "target"), None
+            )
             co, tm = f.lookup_fit(row, borrow=True)
             cross = crossover_length(spec_w, base_w, co, tm)
             if row.get("configured_L"):
@@ -1187,9 +1513,11 @@ def plan_predictions(cells: Iterable[Any], records_path: str, hardware_dir: str,
             lines.append(f"  PREDICTION (not measured) {label}: {text}")
     if not n_pred:
         return ""
-    head = (f"Roofline predictions for {n_pred} planned speculative cell(s) not yet measured — PREDICTIONS, not "
-            f"measurements: coefficients fitted on {gpus.count(gpu)} baseline cell(s) of GPU {gpu} ({hw.source} "
-            f"calibration), ADR 0102:")
+    head = (
+        f"Roofline predictions for {n_pred} planned speculative cell(s) not yet measured — PREDICTIONS, not "
+        f"measurements: coefficients fitted on {gpus.count(gpu)} baseline cell(s) of GPU {gpu} ({hw.source} "
+        f"calibration), ADR 0102:"
+    )
     more = [f"  … and {n_pred - limit} more"] if n_pred > limit else []
     return "\n".join([head, *lines, *more])
 
@@ -1206,7 +1534,9 @@ def main(argv: list[str] | None = None) -> None:
     from specjoule import hardware as hw
 
     ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0] if main.__doc__ else None)
-    ap.add_argument("records", nargs="+", help="records.parquet files (several: one table, e.g. two configs' sweeps on one GPU)")
+    ap.add_argument(
+        "records", nargs="+", help="records.parquet files (several: one table, e.g. two configs' sweeps on one GPU)"
+    )
     ap.add_argument("--hardware", required=True, help="a folder of GPU-*.json calibrations")
     ap.add_argument("--config", help="the config that ran the records (its drafters, for records naming none)")
     ap.add_argument("--out", required=True)
@@ -1216,13 +1546,23 @@ def main(argv: list[str] | None = None) -> None:
     records = pl.concat([pl.read_parquet(p) for p in a.records], how="diagonal_relaxed")
     result = model_cells(records, models_lookup, calibrations, drafters=drafters)
     Path(a.out).mkdir(parents=True, exist_ok=True)
-    names = {"cells": "roofline", "fit": "roofline_fit", "time": "roofline_time", "crossover": "crossover",
-             "hardware": "hardware"}
+    names = {
+        "cells": "roofline",
+        "fit": "roofline_fit",
+        "time": "roofline_time",
+        "crossover": "crossover",
+        "hardware": "hardware",
+    }
     write_tables(result, {k: f"{a.out}/{v}.parquet" for k, v in names.items()}, None)
     modelled = result.cells.filter(C("model_status") == "modelled")
-    print(f"{modelled.height} of {result.cells.height} cells modelled; residuals: "
-          + ", ".join(f"{r['cell_name']} {r['residual']:+.3f}" for r in modelled.iter_rows(named=True)
-                      if r["residual"] is not None))
+    print(
+        f"{modelled.height} of {result.cells.height} cells modelled; residuals: "
+        + ", ".join(
+            f"{r['cell_name']} {r['residual']:+.3f}"
+            for r in modelled.iter_rows(named=True)
+            if r["residual"] is not None
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -77,7 +77,11 @@ SGLANG_RUN_BATCH = "scheduler.run_batch"
 SGLANG_DECODE = re.compile(r"^step\[DECODE bs=(\d+)\]")
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-FLOW_PHASES = ("s", "t", "f")  # Chrome-trace flow events (kineto's "ac2g" launch→kernel arrows); the analysis reads none
+FLOW_PHASES = (
+    "s",
+    "t",
+    "f",
+)  # Chrome-trace flow events (kineto's "ac2g" launch→kernel arrows); the analysis reads none
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|cuGraphLaunch)")
 KERNEL_LAUNCH = re.compile(r"^(cudaLaunchKernel|cuLaunchKernel|cudaLaunchCooperativeKernel)")
@@ -182,17 +186,30 @@ def parse(data: dict[str, Any]) -> Trace:
     # by time only: ties would compare thread tuples or correlation ids, which may be None
     launches.sort(key=lambda x: x[0])
     device.sort(key=lambda x: x[0])
-    for kind, markers in (("vllm_step", vllm), ("sglang_draft", draft), ("sglang_verify", verify),
-                          ("sglang_decode", decode)):
+    for kind, markers in (
+        ("vllm_step", vllm),
+        ("sglang_draft", draft),
+        ("sglang_verify", verify),
+        ("sglang_decode", decode),
+    ):
         if markers:
             markers.sort(key=lambda x: x[0].start)
-            return Trace(markers, generation, kind, phase_spans, launches, device, frozenset(sources),
-                         draft_by_step_order=by_order and kind == "sglang_verify")
+            return Trace(
+                markers,
+                generation,
+                kind,
+                phase_spans,
+                launches,
+                device,
+                frozenset(sources),
+                draft_by_step_order=by_order and kind == "sglang_verify",
+            )
     return Trace([], generation, "none", phase_spans, launches, device, frozenset(sources))
 
 
-def _rounds_of_run_batches(run_batch: list[Span], verify: list[tuple[Span, int]],
-                           phase_spans: dict[tuple, list[tuple[Span, str]]]) -> tuple[list[tuple[Span, int]], bool]:
+def _rounds_of_run_batches(
+    run_batch: list[Span], verify: list[tuple[Span, int]], phase_spans: dict[tuple, list[tuple[Span, str]]]
+) -> tuple[list[tuple[Span, int]], bool]:
     """SGLang DFLASH: one round per ``scheduler.run_batch`` holding verify steps (marker: the run_batch span, count:
     its steps' batch size); in a run_batch with several verify steps, all but the last become ``draft`` phase
     spans. Returns (markers, whether any step was re-labelled)."""
@@ -209,8 +226,9 @@ def _rounds_of_run_batches(run_batch: list[Span], verify: list[tuple[Span, int]]
     if not drafter_steps:
         return verify, False
     for thread, spans in phase_spans.items():
-        phase_spans[thread] = [(sp, "draft" if (sp.start, sp.end, sp.thread) in drafter_steps else ph)
-                               for sp, ph in spans]
+        phase_spans[thread] = [
+            (sp, "draft" if (sp.start, sp.end, sp.thread) in drafter_steps else ph) for sp, ph in spans
+        ]
     return markers, True
 
 
@@ -234,7 +252,9 @@ def decode_rounds(trace: Trace) -> list[tuple[float, float, int]]:
     out = []
     for i in range(len(markers) - 1):
         if counts[i] == full and counts[i + 1] == full and full > 0:
-            out.append((markers[i][0].start, markers[i + 1][0].start, full if trace.marker_kind != "sglang_draft" else None))
+            out.append(
+                (markers[i][0].start, markers[i + 1][0].start, full if trace.marker_kind != "sglang_draft" else None)
+            )
     return out
 
 
@@ -370,7 +390,9 @@ def summarize(rounds: list[RoundStats], has_device: bool, sources: frozenset[str
     for kind, attr in (("graph", "graph_launches"), ("kernel", "kernel_launches")):
         out[f"{kind}_launches_per_round"] = _mean(float(sum(getattr(r, attr).values())) for r in rounds) if n else None
         for p in ("draft", "verify"):
-            out[f"{p}_{kind}_launches_per_round"] = _mean(float(getattr(r, attr).get(p, 0)) for r in rounds) if n else None
+            out[f"{p}_{kind}_launches_per_round"] = (
+                _mean(float(getattr(r, attr).get(p, 0)) for r in rounds) if n else None
+            )
     out["syncs_per_round"] = _mean(float(r.syncs) for r in rounds) if n else None
     out["sync_wait_ms_per_round"] = _mean(r.sync_wait_ms for r in rounds) if n else None
     return out
@@ -378,23 +400,36 @@ def summarize(rounds: list[RoundStats], has_device: bool, sources: frozenset[str
 
 def detail_rows(rounds: list[RoundStats]) -> list[dict[str, Any]]:
     """One row per round (``rounds_detail.parquet``): the distribution behind the means."""
-    return [{"round": i, "wall_ms": r.wall_ms, "busy_ms": r.busy_ms,
-             **{f"{p}_gpu_ms": r.gpu_ms[p] for p in (*PHASES, "other")},
-             **{f"{p}_span_ms": r.span_ms[p] for p in PHASES},
-             "graph_launches": sum(r.graph_launches.values()), "kernel_launches": sum(r.kernel_launches.values()),
-             "syncs": r.syncs, "sync_wait_ms": r.sync_wait_ms} for i, r in enumerate(rounds)]
+    return [
+        {
+            "round": i,
+            "wall_ms": r.wall_ms,
+            "busy_ms": r.busy_ms,
+            **{f"{p}_gpu_ms": r.gpu_ms[p] for p in (*PHASES, "other")},
+            **{f"{p}_span_ms": r.span_ms[p] for p in PHASES},
+            "graph_launches": sum(r.graph_launches.values()),
+            "kernel_launches": sum(r.kernel_launches.values()),
+            "syncs": r.syncs,
+            "sync_wait_ms": r.sync_wait_ms,
+        }
+        for i, r in enumerate(rounds)
+    ]
 
 
 def analyze_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     trace = parse(read_trace(path))
     if trace.marker_kind == "none":
-        raise TraceError(f"{path}: no round markers (vLLM 'execute_context_…' step annotations or SGLang 'draft' / "
-                         f"'step[TARGET_VERIFY …]' / 'step[DECODE …]' labels): was the engine's profiler running "
-                         f"during decode?")
+        raise TraceError(
+            f"{path}: no round markers (vLLM 'execute_context_…' step annotations or SGLang 'draft' / "
+            f"'step[TARGET_VERIFY …]' / 'step[DECODE …]' labels): was the engine's profiler running "
+            f"during decode?"
+        )
     rounds = round_stats(trace)
     if not rounds:
-        raise TraceError(f"{path}: {len(trace.markers)} step marker(s) but no two consecutive full-batch decode "
-                         f"rounds: profile longer batches (--rounds)")
+        raise TraceError(
+            f"{path}: {len(trace.markers)} step marker(s) but no two consecutive full-batch decode "
+            f"rounds: profile longer batches (--rounds)"
+        )
     row = summarize(rounds, bool(trace.device), trace.phase_sources)
     row["round_marker"] = trace.marker_kind
     # No span marked the drafting and no step order told it apart: its kernels are in other_gpu, so a draft
@@ -403,8 +438,12 @@ def analyze_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
     has_draft = any(phase == "draft" for spans in trace.phase_spans.values() for _, phase in spans)
     row["draft_phase_source"] = ("step_order" if trace.draft_by_step_order else "label") if has_draft else None
     if not has_draft and trace.marker_kind == "sglang_verify":
-        for key in ("draft_ms_per_round", "draft_span_ms_per_round", "draft_graph_launches_per_round",
-                    "draft_kernel_launches_per_round"):
+        for key in (
+            "draft_ms_per_round",
+            "draft_span_ms_per_round",
+            "draft_graph_launches_per_round",
+            "draft_kernel_launches_per_round",
+        ):
             row[key] = None
     # requests × decode steps over the whole trace: the engine counts one draft per request per verify step,
     # so this equals the profiled batches' draft counter (a cross-check of trace against counters)
@@ -412,8 +451,22 @@ def analyze_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
     return row, detail_rows(rounds)
 
 
-IDENTITY = ("campaign_id", "cell_name", "engine", "scheme", "method", "k", "batch_size", "acceptance_name",
-            "configured_L", "device", "engine_version", "profile_output_len", "hostname", "host_cpu_model")
+IDENTITY = (
+    "campaign_id",
+    "cell_name",
+    "engine",
+    "scheme",
+    "method",
+    "k",
+    "batch_size",
+    "acceptance_name",
+    "configured_L",
+    "device",
+    "engine_version",
+    "profile_output_len",
+    "hostname",
+    "host_cpu_model",
+)
 
 
 def analyze_profile(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -421,7 +474,10 @@ def analyze_profile(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
     meta_path = folder / "profile.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     traces = [folder / f for f in meta.get("trace_files") or []] or sorted(
-        p for p in folder.rglob("*") if p.is_file() and re.search(r"\.json(\.gz)?$", p.name) and p.name != "profile.json")
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and re.search(r"\.json(\.gz)?$", p.name) and p.name != "profile.json"
+    )
     if not traces:
         raise TraceError(f"{folder}: no trace file")
     row: dict[str, Any] = {k: meta.get(k) for k in IDENTITY}
@@ -429,13 +485,16 @@ def analyze_profile(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
     row["model_runner"] = cfg.get("model_runner")
     row["async_scheduling"] = cfg.get("async_scheduling")
     row["cudagraph_mode"] = cfg.get("cudagraph_mode")
-    row["engine_overrides"] = json.dumps(meta["engine_overrides"], sort_keys=True) if meta.get("engine_overrides") else None
+    row["engine_overrides"] = (
+        json.dumps(meta["engine_overrides"], sort_keys=True) if meta.get("engine_overrides") else None
+    )
     stats, rounds = analyze_trace(traces[0])
     row.update(stats)
     ref, prof = meta.get("reference") or {}, meta.get("profiled") or {}
     row["round_ms_unprofiled"] = ref.get("round_ms")
-    row["profiler_inflation"] = (row["round_ms_profiled"] / ref["round_ms"]
-                                 if ref.get("round_ms") and row.get("round_ms_profiled") else None)
+    row["profiler_inflation"] = (
+        row["round_ms_profiled"] / ref["round_ms"] if ref.get("round_ms") and row.get("round_ms_profiled") else None
+    )
     row["rounds_counted"] = prof.get("rounds")  # the engine's own count over the profiled batches (cross-check)
     row["nvml_util_unprofiled"] = (ref.get("nvml") or {}).get("gpu_util")
     row["nvml_util_profiled"] = (prof.get("nvml") or {}).get("gpu_util")
@@ -466,11 +525,27 @@ def analyze_dir(root: str | Path, detail: bool = False) -> pl.DataFrame | tuple[
     return df
 
 
-TABLE_COLUMNS = ("engine", "scheme", "acceptance_name", "batch_size", "engine_overrides", "rounds_profiled",
-                 "round_ms_unprofiled", "round_ms_profiled", "draft_ms_per_round", "verify_ms_per_round",
-                 "sample_ms_per_round", "other_gpu_ms_per_round", "host_ms_per_round", "gpu_busy_fraction",
-                 "nvml_util_unprofiled", "draft_graph_launches_per_round", "draft_kernel_launches_per_round",
-                 "syncs_per_round", "profile_method")
+TABLE_COLUMNS = (
+    "engine",
+    "scheme",
+    "acceptance_name",
+    "batch_size",
+    "engine_overrides",
+    "rounds_profiled",
+    "round_ms_unprofiled",
+    "round_ms_profiled",
+    "draft_ms_per_round",
+    "verify_ms_per_round",
+    "sample_ms_per_round",
+    "other_gpu_ms_per_round",
+    "host_ms_per_round",
+    "gpu_busy_fraction",
+    "nvml_util_unprofiled",
+    "draft_graph_launches_per_round",
+    "draft_kernel_launches_per_round",
+    "syncs_per_round",
+    "profile_method",
+)
 
 
 def format_table(df: pl.DataFrame) -> str:
@@ -495,8 +570,11 @@ def trim(src: str | Path, dst: str | Path, rounds: int = 6) -> dict[str, int]:
     lo, hi = kept_rounds[0][0], kept_rounds[-1][1]
     closing = [s for s, _ in trace.markers if s.start >= hi][:1]
     hi_keep = closing[0].end if closing else hi
-    corr_kept = {e.get("args", {}).get("correlation") for e in data["traceEvents"]
-                 if e.get("ph") == "X" and e.get("cat") in RUNTIME_CATS and lo <= float(e.get("ts", 0)) < hi_keep}
+    corr_kept = {
+        e.get("args", {}).get("correlation")
+        for e in data["traceEvents"]
+        if e.get("ph") == "X" and e.get("cat") in RUNTIME_CATS and lo <= float(e.get("ts", 0)) < hi_keep
+    }
     events = []
     for e in data["traceEvents"]:
         if e.get("ph") in FLOW_PHASES:
@@ -511,13 +589,15 @@ def trim(src: str | Path, dst: str | Path, rounds: int = 6) -> dict[str, int]:
         if e.get("cat") in DEVICE_CATS:
             keep = (e.get("args") or {}).get("correlation") in corr_kept or lo <= ts < hi_keep
         else:
-            keep = lo <= ts < hi_keep or (ts < lo and ts + float(e.get("dur", 0.0)) > lo and e.get("cat") == "user_annotation")
+            keep = lo <= ts < hi_keep or (
+                ts < lo and ts + float(e.get("dur", 0.0)) > lo and e.get("cat") == "user_annotation"
+            )
         if keep:
             events.append(e)
     out = {**data, "traceEvents": events}
     dst = Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    with (gzip.open(dst, "wt") if dst.suffix == ".gz" else open(dst, "w")) as fh:
+    with gzip.open(dst, "wt") if dst.suffix == ".gz" else open(dst, "w") as fh:
         json.dump(out, fh, separators=(",", ":"))
     return {"events_in": len(data["traceEvents"]), "events_out": len(events), "rounds": len(kept_rounds)}
 
@@ -534,8 +614,11 @@ def main(argv: list[str] | None = None) -> int:
         a = ap.parse_args(argv[1:])
         print(json.dumps(trim(a.src, a.dst, a.rounds)))
         return 0
-    ap = argparse.ArgumentParser(prog="python -m specjoule.analysis.rounds", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m specjoule.analysis.rounds",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("trace_dir")
     ap.add_argument("--out", default=None, help="default TRACE_DIR/rounds.parquet")
     a = ap.parse_args(argv)

@@ -45,6 +45,7 @@ EXACT_BOOTSTRAP_MAX = 5000
 # ----------------------------------------------------------------------------------------------
 # replicate axes
 
+
 def columns_of(df: pl.DataFrame | pl.LazyFrame) -> list[str]:
     return df.collect_schema().names()
 
@@ -66,12 +67,17 @@ def with_replicate_axes(df: pl.DataFrame) -> pl.DataFrame:
     # The suffix is removed only when the record says it is window w >= 1: a vector merely named
     # "w1" keeps its name.
     suffix = pl.format("--w{}", C("window_index"))
-    return df.with_columns(pl.when(C("window_index") > 0).then(C("cell_name").str.strip_suffix(suffix))
-                           .otherwise(C("cell_name")).alias("point_name"))
+    return df.with_columns(
+        pl.when(C("window_index") > 0)
+        .then(C("cell_name").str.strip_suffix(suffix))
+        .otherwise(C("cell_name"))
+        .alias("point_name")
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # the bootstrap (ADR 0027, generalised to paired ratios)
+
 
 def _compositions(n: int) -> tuple[np.ndarray, np.ndarray]:
     """Every resample of n values with replacement as a count vector (M × n), and its probability."""
@@ -105,26 +111,31 @@ def exact_distribution(num: np.ndarray, den: np.ndarray | None = None) -> tuple[
     return stats, w
 
 
-def monte_carlo_distribution(num: np.ndarray, den: np.ndarray | None, rng: np.random.Generator,
-                             resamples: int) -> np.ndarray:
+def monte_carlo_distribution(
+    num: np.ndarray, den: np.ndarray | None, rng: np.random.Generator, resamples: int
+) -> np.ndarray:
     """Monte Carlo resample statistics (G × resamples); one index draw per group serves num and den."""
     g, n = num.shape
     out = np.empty((g, resamples))
     chunk = max(1, 2_000_000 // (resamples * n))  # bound memory: chunk × resamples × n floats
     for s in range(0, g, chunk):
-        v = num[s:s + chunk]
+        v = num[s : s + chunk]
         rows = np.arange(v.shape[0])[:, None, None]
         idx = rng.integers(0, n, size=(v.shape[0], resamples, n), dtype=np.int32)
         stat = v[rows, idx].mean(axis=2)
         if den is not None:
-            stat = stat / den[s:s + chunk][rows, idx].mean(axis=2)
-        out[s:s + chunk] = stat
+            stat = stat / den[s : s + chunk][rows, idx].mean(axis=2)
+        out[s : s + chunk] = stat
     return out
 
 
-def resample_interval(num: np.ndarray, den: np.ndarray | None, rng: np.random.Generator,
-                      resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def resample_interval(
+    num: np.ndarray,
+    den: np.ndarray | None,
+    rng: np.random.Generator,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    level: float = BOOTSTRAP_LEVEL,
+) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bootstrap interval per row (G × n units, n >= 2) of mean(num) or mean(num)/mean(den)."""
     alpha = (1 - level) / 2
     if exact(num.shape[1]):
@@ -135,8 +146,9 @@ def resample_interval(num: np.ndarray, den: np.ndarray | None, rng: np.random.Ge
     return lo, hi
 
 
-def distribution(num: np.ndarray, den: np.ndarray | None, rng: np.random.Generator,
-                 resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[np.ndarray, np.ndarray]:
+def distribution(
+    num: np.ndarray, den: np.ndarray | None, rng: np.random.Generator, resamples: int = BOOTSTRAP_RESAMPLES
+) -> tuple[np.ndarray, np.ndarray]:
     """One group's resample distribution (values, probabilities), exact or Monte Carlo."""
     num2 = num.reshape(1, -1)
     den2 = None if den is None else den.reshape(1, -1)
@@ -153,21 +165,24 @@ def _exact_bootstrap_means(values: np.ndarray, alpha: float) -> tuple[np.ndarray
     return weighted_interval(stats, w, alpha)
 
 
-def _bootstrap_means(values: np.ndarray, rng: np.random.Generator, resamples: int,
-                     level: float = BOOTSTRAP_LEVEL) -> tuple[np.ndarray, np.ndarray]:
+def _bootstrap_means(
+    values: np.ndarray, rng: np.random.Generator, resamples: int, level: float = BOOTSTRAP_LEVEL
+) -> tuple[np.ndarray, np.ndarray]:
     alpha = (1 - level) / 2
     lo, hi = np.quantile(monte_carlo_distribution(values, None, rng, resamples), [alpha, 1 - alpha], axis=1)
     return lo, hi
 
 
-def bootstrap_interval(values: np.ndarray, rng: np.random.Generator, resamples: int = BOOTSTRAP_RESAMPLES,
-                       level: float = BOOTSTRAP_LEVEL) -> tuple[np.ndarray, np.ndarray]:
+def bootstrap_interval(
+    values: np.ndarray, rng: np.random.Generator, resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL
+) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bootstrap interval of the mean per row of values (G × n, n >= 2)."""
     return resample_interval(values, None, rng, resamples, level)
 
 
 # ----------------------------------------------------------------------------------------------
 # units and summaries
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -196,9 +211,10 @@ def units(frame: pl.DataFrame, keys: Sequence[str], metric: Metric, design: pl.D
     keys = list(keys)
     design = levels(frame, keys) if design is None else design
     value_cols = [metric.num] + ([metric.den] if metric.den else [])
-    vals = ["num", "den"][:len(value_cols)]
+    vals = ["num", "den"][: len(value_cols)]
     rows = frame.filter(pl.all_horizontal(C(c).is_not_null() for c in value_cols)).select(
-        *keys, *LEVELS, *(C(c).cast(pl.Float64).alias(a) for c, a in zip(value_cols, vals)))
+        *keys, *LEVELS, *(C(c).cast(pl.Float64).alias(a) for c, a in zip(value_cols, vals))
+    )
     # Duplicate replicate coordinates (never written by the pipeline) are averaged, not double-counted.
     rows = rows.group_by(*keys, *LEVELS).agg(C(v).mean() for v in vals)
     rows = rows.join(design.select(*keys, "interval_level"), on=keys, how="left", nulls_equal=True)
@@ -206,16 +222,22 @@ def units(frame: pl.DataFrame, keys: Sequence[str], metric: Metric, design: pl.D
     for (lvl,), part in rows.partition_by("interval_level", as_dict=True, maintain_order=True).items():
         depth = 0 if lvl is None else LEVELS.index(LEVEL_BY_LABEL[lvl]) + 1
         for d in range(len(LEVELS), depth, -1):  # average from the finest level up to the unit's
-            part = part.group_by(*keys, "interval_level", *LEVELS[:d - 1]).agg(C(v).mean() for v in vals)
+            part = part.group_by(*keys, "interval_level", *LEVELS[: d - 1]).agg(C(v).mean() for v in vals)
         out.append(part.select(*keys, "interval_level", *LEVELS[:depth], *vals))
     if not out:
         return rows.select(*keys, "interval_level", *vals).clear()
     return pl.concat(out, how="diagonal_relaxed")
 
 
-def summarize(frame: pl.DataFrame, keys: Sequence[str], metrics: Sequence[Metric], *,
-              level: float = BOOTSTRAP_LEVEL, resamples: int = BOOTSTRAP_RESAMPLES,
-              seed: int = BOOTSTRAP_SEED) -> pl.DataFrame:
+def summarize(
+    frame: pl.DataFrame,
+    keys: Sequence[str],
+    metrics: Sequence[Metric],
+    *,
+    level: float = BOOTSTRAP_LEVEL,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> pl.DataFrame:
     """Per group of ``keys``: for each metric ``<m>_mean``, ``<m>_ci_low``, ``<m>_ci_high``, ``<m>_n``
     (units at the interval's level with a value), plus ``interval_level`` (the level resampled).
 
@@ -231,8 +253,7 @@ def summarize(frame: pl.DataFrame, keys: Sequence[str], metrics: Sequence[Metric
         u = units(frame, keys, m, design)
         vals = ["num"] + (["den"] if m.den else [])
         # Sort the pairs jointly by the numerator: a pair is never split, and means keep ADR 0027's order.
-        grouped = (u.sort("num").group_by(keys).agg(*(C(v) for v in vals))
-                   .with_columns(C("num").list.len().alias("n")))
+        grouped = u.sort("num").group_by(keys).agg(*(C(v) for v in vals)).with_columns(C("num").list.len().alias("n"))
         parts = []
         for (n,), part in sorted(grouped.partition_by("n", as_dict=True).items()):
             part = part.sort(keys, nulls_last=True)  # deterministic draw order
@@ -243,20 +264,33 @@ def summarize(frame: pl.DataFrame, keys: Sequence[str], metrics: Sequence[Metric
                 lo, hi = resample_interval(num, den, rng, resamples, level)
             else:
                 lo = hi = np.full(part.height, np.nan)
-            parts.append(part.select(keys).with_columns(
-                pl.Series(f"{m.name}_mean", mean), pl.Series(f"{m.name}_ci_low", lo).fill_nan(None),
-                pl.Series(f"{m.name}_ci_high", hi).fill_nan(None), pl.lit(n, pl.Int32).alias(f"{m.name}_n")))
+            parts.append(
+                part.select(keys).with_columns(
+                    pl.Series(f"{m.name}_mean", mean),
+                    pl.Series(f"{m.name}_ci_low", lo).fill_nan(None),
+                    pl.Series(f"{m.name}_ci_high", hi).fill_nan(None),
+                    pl.lit(n, pl.Int32).alias(f"{m.name}_n"),
+                )
+            )
         if parts:
             stats = pl.concat(parts)
         else:
-            stats = pl.DataFrame(schema={**{k: frame.schema[k] for k in keys}, f"{m.name}_mean": pl.Float64,
-                                         f"{m.name}_ci_low": pl.Float64, f"{m.name}_ci_high": pl.Float64,
-                                         f"{m.name}_n": pl.Int32})
+            stats = pl.DataFrame(
+                schema={
+                    **{k: frame.schema[k] for k in keys},
+                    f"{m.name}_mean": pl.Float64,
+                    f"{m.name}_ci_low": pl.Float64,
+                    f"{m.name}_ci_high": pl.Float64,
+                    f"{m.name}_n": pl.Int32,
+                }
+            )
         base = base.join(stats, on=keys, how="left", nulls_equal=True).with_columns(C(f"{m.name}_n").fill_null(0))
     return base
 
 
-def unit_arrays(frame: pl.DataFrame, keys: Sequence[str], metric: Metric) -> dict[tuple, tuple[np.ndarray, np.ndarray | None, str | None]]:
+def unit_arrays(
+    frame: pl.DataFrame, keys: Sequence[str], metric: Metric
+) -> dict[tuple, tuple[np.ndarray, np.ndarray | None, str | None]]:
     """Per group: (numerator units, denominator units or None, interval level), for callers that
     combine two groups' resample distributions (compare_evidence)."""
     u = units(frame, keys, metric).sort("num")
@@ -269,11 +303,13 @@ def unit_arrays(frame: pl.DataFrame, keys: Sequence[str], metric: Metric) -> dic
 
 def describe(level: float = BOOTSTRAP_LEVEL, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> str:
     """The interval method in words, for Parquet metadata and column docs."""
-    return (f"percentile bootstrap, level {level}, over the highest replicate level with more than one member "
-            f"(engine_replicate, else seed, else window; column interval_level); the levels below are averaged "
-            f"inside each unit; ratios to the baseline are the ratio of the unit means of point and paired "
-            f"baseline, both drawn by the same resample; every resample enumerated while C(2n-1, n) <= "
-            f"{EXACT_BOOTSTRAP_MAX} (n <= 7 units), else {resamples} Monte Carlo resamples, numpy seed {seed}")
+    return (
+        f"percentile bootstrap, level {level}, over the highest replicate level with more than one member "
+        f"(engine_replicate, else seed, else window; column interval_level); the levels below are averaged "
+        f"inside each unit; ratios to the baseline are the ratio of the unit means of point and paired "
+        f"baseline, both drawn by the same resample; every resample enumerated while C(2n-1, n) <= "
+        f"{EXACT_BOOTSTRAP_MAX} (n <= 7 units), else {resamples} Monte Carlo resamples, numpy seed {seed}"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -289,8 +325,10 @@ SUMMARY_METRICS: tuple[Metric, ...] = (
     Metric("tbt_ratio", "tpot_mean_s", "baseline_window_tpot_mean_s"),
     Metric("mj_per_committed_token", "mj_per_committed_token"),
 )
-WINDOW_BASELINES: dict[str, str] = {"mj_per_committed_token": "baseline_window_mj_per_committed_token",
-                                    "tpot_mean_s": "baseline_window_tpot_mean_s"}
+WINDOW_BASELINES: dict[str, str] = {
+    "mj_per_committed_token": "baseline_window_mj_per_committed_token",
+    "tpot_mean_s": "baseline_window_tpot_mean_s",
+}
 
 
 def _null_propagating_mean(col: str) -> pl.Expr:
@@ -303,14 +341,19 @@ def point_frame(records: pl.DataFrame) -> pl.DataFrame:
     opening and closing baseline records *of the point's window* (the campaign's baseline where the
     baselines have no such window). A point without a baseline value keeps none (unpaired)."""
     recs = with_replicate_axes(records.filter(is_measured(records)))
-    baselines = (recs.filter(C("role").is_in(list(axes.BASELINE_ROLES)))
-                 .group_by("campaign_id", "window_index")
-                 .agg(*(_null_propagating_mean(m).alias(f"_w_{m}") for m in WINDOW_BASELINES)))
+    baselines = (
+        recs.filter(C("role").is_in(list(axes.BASELINE_ROLES)))
+        .group_by("campaign_id", "window_index")
+        .agg(*(_null_propagating_mean(m).alias(f"_w_{m}") for m in WINDOW_BASELINES))
+    )
     points = recs.filter(C("role") == axes.ROLE_POINT).join(baselines, on=["campaign_id", "window_index"], how="left")
     return points.with_columns(
-        pl.when(C(f"baseline_{m}").is_null()).then(None)
-        .when(C(f"_w_{m}").is_not_null()).then(C(f"_w_{m}"))
-        .otherwise(C(f"baseline_{m}")).alias(out)
+        pl.when(C(f"baseline_{m}").is_null())
+        .then(None)
+        .when(C(f"_w_{m}").is_not_null())
+        .then(C(f"_w_{m}"))
+        .otherwise(C(f"baseline_{m}"))
+        .alias(out)
         for m, out in WINDOW_BASELINES.items()
     ).drop(f"_w_{m}" for m in WINDOW_BASELINES)
 

@@ -48,18 +48,31 @@ METRICS: tuple[str, ...] = ("mj_per_committed_token", "energy_ratio")
 TOTAL = "total"
 
 VARIANCE_COLUMNS: tuple[str, ...] = (
-    "family", "metric", "component", "estimable", "includes", "variance", "variance_raw", "share", "cv_percent",
-    "df", "n_groups", "n_configurations", "n_observations", "sources", "note",
+    "family",
+    "metric",
+    "component",
+    "estimable",
+    "includes",
+    "variance",
+    "variance_raw",
+    "share",
+    "cv_percent",
+    "df",
+    "n_groups",
+    "n_configurations",
+    "n_observations",
+    "sources",
+    "note",
 )
 VARIANCE_DOCS: dict[str, str] = {
     "family": "campaign family: engine-model_pair-workload-cg<graphs> (the cells that share engine starts)",
     "metric": "mj_per_committed_token (every measured record) or energy_ratio (speculative points, vs their "
-              "campaign's baseline); decomposed on the log scale",
+    "campaign's baseline); decomposed on the log scale",
     "component": "board | run | engine_restart | seed | window (nested, coarsest first) or total",
     "estimable": "false when the level has no degree of freedom in this evidence (see includes and note)",
     "includes": "the levels whose variance this row holds: itself and finer levels it cannot be told from",
     "variance": "variance component of the log metric (≈ squared relative spread); null when not estimable; "
-                "a negative estimate counts as 0",
+    "a negative estimate counts as 0",
     "variance_raw": "the method-of-moments estimate before a negative is counted as 0",
     "share": "variance / total of the estimable components",
     "cv_percent": "100 × sqrt(variance): the component as a relative standard deviation, percent",
@@ -75,6 +88,7 @@ VARIANCE_DOCS: dict[str, str] = {
 # ----------------------------------------------------------------------------------------------
 # observations
 
+
 def observations(records: pl.DataFrame) -> pl.DataFrame:
     """One row per measured record and metric: family, config, the level ids (each unique within its
     parent by construction) and y = log(metric)."""
@@ -89,8 +103,7 @@ def observations(records: pl.DataFrame) -> pl.DataFrame:
         recs = recs.with_columns(device_key().alias("device_key"))
     board = C("device_key").fill_null("unknown device")
     run = pl.concat_str([board, C("source"), C("config_hash").fill_null("∅")], separator="|")
-    launch = pl.coalesce(C("engine_instance"),
-                         pl.format("replicate {} {}", C("engine_replicate"), C("role")))
+    launch = pl.coalesce(C("engine_instance"), pl.format("replicate {} {}", C("engine_replicate"), C("role")))
     engine = pl.concat_str([run, launch], separator="|")
     seed = pl.concat_str([engine, C("seed").cast(pl.String).fill_null("∅")], separator="|")
     window = pl.concat_str([seed, C("campaign_id"), C("cell_name")], separator="|")
@@ -102,21 +115,35 @@ def observations(records: pl.DataFrame) -> pl.DataFrame:
     recs = recs.with_columns(family.alias("family"))
     recs = recs.with_columns(evidence.common_config_keys(recs, within="family"))
     config = pl.concat_str([C("measure_key"), C("engine_config_key")], separator="|")
-    base = recs.select(C("family"), config.alias("config"), C("source"), board.alias("board"),
-                       run.alias("run"), engine.alias("engine_restart"), seed.alias("seed"), window.alias("window"),
-                       C("role"), C("mj_per_committed_token"), C("baseline_mj_per_committed_token"))
+    base = recs.select(
+        C("family"),
+        config.alias("config"),
+        C("source"),
+        board.alias("board"),
+        run.alias("run"),
+        engine.alias("engine_restart"),
+        seed.alias("seed"),
+        window.alias("window"),
+        C("role"),
+        C("mj_per_committed_token"),
+        C("baseline_mj_per_committed_token"),
+    )
     mj = base.filter(C("mj_per_committed_token") > 0).with_columns(
-        pl.lit("mj_per_committed_token").alias("metric"), C("mj_per_committed_token").log().alias("y"))
-    ratio = base.filter((C("role") == axes.ROLE_POINT) & (C("mj_per_committed_token") > 0)
-                        & (C("baseline_mj_per_committed_token") > 0)).with_columns(
+        pl.lit("mj_per_committed_token").alias("metric"), C("mj_per_committed_token").log().alias("y")
+    )
+    ratio = base.filter(
+        (C("role") == axes.ROLE_POINT) & (C("mj_per_committed_token") > 0) & (C("baseline_mj_per_committed_token") > 0)
+    ).with_columns(
         pl.lit("energy_ratio").alias("metric"),
-        (C("mj_per_committed_token") / C("baseline_mj_per_committed_token")).log().alias("y"))
+        (C("mj_per_committed_token") / C("baseline_mj_per_committed_token")).log().alias("y"),
+    )
     cols = ["family", "metric", "config", "source", *COMPONENTS, "y"]
     return pl.concat([mj.select(cols), ratio.select(cols)])
 
 
 # ----------------------------------------------------------------------------------------------
 # the nested method-of-moments estimator
+
 
 def _level_sizes(obs: pl.DataFrame, level: str) -> pl.DataFrame:
     return obs.group_by("config", level).agg(pl.len().alias("n"), C("y").sum().alias("s"))
@@ -192,34 +219,63 @@ def decompose(obs: pl.DataFrame) -> list[dict]:
             note = f"holds {', '.join(merged)} too (no degree of freedom of their own)"
         if raw < 0:
             note = (note + "; " if note else "") + "negative estimate: counted as 0"
-        rows[lv] = {"component": lv, "estimable": True, "includes": sorted(includes, key=COMPONENTS.index),
-                    "variance": max(raw, 0.0),
-                    "variance_raw": float(raw), "df": df[lv], "n_groups": groups[lv], "note": note}
+        rows[lv] = {
+            "component": lv,
+            "estimable": True,
+            "includes": sorted(includes, key=COMPONENTS.index),
+            "variance": max(raw, 0.0),
+            "variance_raw": float(raw),
+            "df": df[lv],
+            "n_groups": groups[lv],
+            "note": note,
+        }
     owner = {x: lv for lv, inc in kept for x in inc}
     for lv in fine_to_coarse:
         if lv in rows:
             continue
         if lv in owner:
-            note = (f"not separable from {owner[lv]}: every {owner[lv]} group holds one {lv}; "
-                    f"included in the {owner[lv]} row")
+            note = (
+                f"not separable from {owner[lv]}: every {owner[lv]} group holds one {lv}; "
+                f"included in the {owner[lv]} row"
+            )
         else:
             coarser = [x for x in pending if x != lv]
-            note = (f"not estimable: one {lv} per configuration" + (f" (with {', '.join(coarser)})" if coarser else "")
-                    + "; its effect is part of each configuration's mean")
-        rows[lv] = {"component": lv, "estimable": False, "includes": [lv], "variance": None, "variance_raw": None,
-                    "df": df[lv], "n_groups": groups[lv], "note": note}
+            note = (
+                f"not estimable: one {lv} per configuration"
+                + (f" (with {', '.join(coarser)})" if coarser else "")
+                + "; its effect is part of each configuration's mean"
+            )
+        rows[lv] = {
+            "component": lv,
+            "estimable": False,
+            "includes": [lv],
+            "variance": None,
+            "variance_raw": None,
+            "df": df[lv],
+            "n_groups": groups[lv],
+            "note": note,
+        }
     total = sum(r["variance"] for r in rows.values() if r["estimable"])
     for r in rows.values():
         r["share"] = (r["variance"] / total) if r["estimable"] and total > 0 else None
         r["cv_percent"] = 100 * float(np.sqrt(r["variance"])) if r["estimable"] else None
     pooled = obs.with_columns((C("y") - C("y").mean().over("config")).alias("d")).select((C("d") ** 2).sum()).item()
     dof = obs.height - obs["config"].n_unique()
-    rows[TOTAL] = {"component": TOTAL, "estimable": bool(kept), "includes": [r for r in COMPONENTS if r in owner],
-                   "variance": total if kept else None, "variance_raw": total if kept else None,
-                   "share": 1.0 if kept and total > 0 else None,
-                   "cv_percent": 100 * float(np.sqrt(total)) if kept else None, "df": dof, "n_groups": None,
-                   "note": f"sum of the estimable components; pooled within-configuration sample variance "
-                           f"{pooled / dof:.3g} on {dof} df" if dof > 0 else "no configuration observed twice"}
+    rows[TOTAL] = {
+        "component": TOTAL,
+        "estimable": bool(kept),
+        "includes": [r for r in COMPONENTS if r in owner],
+        "variance": total if kept else None,
+        "variance_raw": total if kept else None,
+        "share": 1.0 if kept and total > 0 else None,
+        "cv_percent": 100 * float(np.sqrt(total)) if kept else None,
+        "df": dof,
+        "n_groups": None,
+        "note": f"sum of the estimable components; pooled within-configuration sample variance "
+        f"{pooled / dof:.3g} on {dof} df"
+        if dof > 0
+        else "no configuration observed twice",
+    }
     return [rows[c] for c in (*COMPONENTS, TOTAL)]
 
 
@@ -230,13 +286,30 @@ def budget(records: pl.DataFrame) -> pl.DataFrame:
     out = []
     for (family, metric), part in sorted(obs.partition_by("family", "metric", as_dict=True).items()):
         repeated = part.filter(pl.len().over("config") > 1)
-        common = {"family": family, "metric": metric, "n_configurations": repeated["config"].n_unique(),
-                  "n_observations": repeated.height, "sources": sources}
+        common = {
+            "family": family,
+            "metric": metric,
+            "n_configurations": repeated["config"].n_unique(),
+            "n_observations": repeated.height,
+            "sources": sources,
+        }
         if not repeated.height:
-            out += [common | {"component": c, "estimable": False, "includes": [c], "variance": None,
-                              "variance_raw": None, "share": None, "cv_percent": None, "df": 0, "n_groups": None,
-                              "note": "not estimable: no configuration observed twice"}
-                    for c in (*COMPONENTS, TOTAL)]
+            out += [
+                common
+                | {
+                    "component": c,
+                    "estimable": False,
+                    "includes": [c],
+                    "variance": None,
+                    "variance_raw": None,
+                    "share": None,
+                    "cv_percent": None,
+                    "df": 0,
+                    "n_groups": None,
+                    "note": "not estimable: no configuration observed twice",
+                }
+                for c in (*COMPONENTS, TOTAL)
+            ]
             continue
         out += [common | r for r in decompose(repeated)]
     return pl.DataFrame(out, schema=variance_schema(), orient="row") if out else pl.DataFrame(schema=variance_schema())
@@ -244,9 +317,23 @@ def budget(records: pl.DataFrame) -> pl.DataFrame:
 
 def variance_schema() -> dict[str, pl.DataType]:
     f, i, s = pl.Float64, pl.Int64, pl.String
-    return {"family": s, "metric": s, "component": s, "estimable": pl.Boolean, "includes": pl.List(s), "variance": f,
-            "variance_raw": f, "share": f, "cv_percent": f, "df": i, "n_groups": i, "n_configurations": i,
-            "n_observations": i, "sources": pl.List(s), "note": s}
+    return {
+        "family": s,
+        "metric": s,
+        "component": s,
+        "estimable": pl.Boolean,
+        "includes": pl.List(s),
+        "variance": f,
+        "variance_raw": f,
+        "share": f,
+        "cv_percent": f,
+        "df": i,
+        "n_groups": i,
+        "n_configurations": i,
+        "n_observations": i,
+        "sources": pl.List(s),
+        "note": s,
+    }
 
 
 def budget_of_sources(sources: Sequence[str | Path]) -> pl.DataFrame:
@@ -257,22 +344,33 @@ def write(table: pl.DataFrame, path: str | Path, config_hash: str | None = None)
     from specjoule.analysis import META_CONFIG_HASH
     from specjoule.analysis.derive import write_documented
 
-    write_documented(table, path, {META_CONFIG_HASH: config_hash or "", "specjoule_variance_method":
-                                   "nested random effects (board > run > engine_restart > seed > window) within "
-                                   "each configuration, ANOVA / method-of-moments for unbalanced designs, on log "
-                                   "values, pooled over a family's configurations (ADR 0084)"}, VARIANCE_DOCS)
+    write_documented(
+        table,
+        path,
+        {
+            META_CONFIG_HASH: config_hash or "",
+            "specjoule_variance_method": "nested random effects (board > run > engine_restart > seed > window) within "
+            "each configuration, ANOVA / method-of-moments for unbalanced designs, on log "
+            "values, pooled over a family's configurations (ADR 0084)",
+        },
+        VARIANCE_DOCS,
+    )
 
 
 def to_text(table: pl.DataFrame) -> str:
     lines = []
     for (family, metric), part in table.partition_by("family", "metric", as_dict=True, maintain_order=True).items():
         r0 = part.row(0, named=True)
-        lines.append(f"{family} — {metric} (log scale; {r0['n_configurations']} configurations observed twice or more, "
-                     f"{r0['n_observations']} records)")
+        lines.append(
+            f"{family} — {metric} (log scale; {r0['n_configurations']} configurations observed twice or more, "
+            f"{r0['n_observations']} records)"
+        )
         for r in part.iter_rows(named=True):
             if r["estimable"]:
-                val = (f"var {r['variance']:.3g} (CV {r['cv_percent']:.2f} %), share "
-                       f"{'—' if r['share'] is None else format(r['share'], '.0%')}, df {r['df']}")
+                val = (
+                    f"var {r['variance']:.3g} (CV {r['cv_percent']:.2f} %), share "
+                    f"{'—' if r['share'] is None else format(r['share'], '.0%')}, df {r['df']}"
+                )
             else:
                 val = ""
             inc = f" [= {' + '.join(r['includes'])}]" if r["estimable"] and len(r["includes"]) > 1 else ""

@@ -24,13 +24,27 @@ from specjoule.engines.base import (
     RequestResult,
 )
 
-__all__ = ["BatchResult", "CounterDelta", "CounterSnapshot", "Engine", "EngineError", "EngineHung", "EngineUnsupported",
-           "RequestResult", "make_engine"]
+__all__ = [
+    "BatchResult",
+    "CounterDelta",
+    "CounterSnapshot",
+    "Engine",
+    "EngineError",
+    "EngineHung",
+    "EngineUnsupported",
+    "RequestResult",
+    "make_engine",
+]
 
 
-def make_engine(spec: CellSpec | Mapping[str, Any], log_file: str | os.PathLike | None = None, *,
-                server_url: str | None = None, server_command: list[str] | None = None,
-                force_server: bool = False) -> Engine:
+def make_engine(
+    spec: CellSpec | Mapping[str, Any],
+    log_file: str | os.PathLike | None = None,
+    *,
+    server_url: str | None = None,
+    server_command: list[str] | None = None,
+    force_server: bool = False,
+) -> Engine:
     spec = CellSpec.of(spec)
     engine = spec.engine.engine
     timeout = float(spec.protocol.engine_ready_timeout_s)

@@ -90,8 +90,11 @@ class Histogram:
     def minus(self, other: Histogram | None) -> Histogram:
         if other is None:
             return self
-        return Histogram(self.count - other.count, self.sum - other.sum,
-                         {le: c - other.buckets.get(le, 0.0) for le, c in self.buckets.items()})
+        return Histogram(
+            self.count - other.count,
+            self.sum - other.sum,
+            {le: c - other.buckets.get(le, 0.0) for le, c in self.buckets.items()},
+        )
 
     def quantile(self, q: float) -> float | None:
         """Linear interpolation inside the bucket (as Prometheus' histogram_quantile)."""
@@ -167,8 +170,9 @@ def counters_at(t: float, before: TimedSnapshot, after: TimedSnapshot | None) ->
     snapshot after ``t`` the one before stands for it."""
     chosen = before if after is None or abs(t - before.mid) <= abs(after.mid - t) else after
     c = chosen.snapshot
-    return CounterSnapshot(t, dict(c.counters), dict(c.finished), list(c.accepted_per_pos), dict(c.histograms),
-                           dict(c.gauges))
+    return CounterSnapshot(
+        t, dict(c.counters), dict(c.finished), list(c.accepted_per_pos), dict(c.histograms), dict(c.gauges)
+    )
 
 
 # finished_reason values that mean "the request did what it was asked"
@@ -234,8 +238,12 @@ def latency_from_requests(requests: list[RequestResult]) -> dict[str, float | st
     ttft = sorted(r.ttft_s for r in ok if r.ttft_s is not None)
     tpot = sorted(r.tpot_s for r in ok if r.tpot_s is not None)
     out: dict[str, float | str | int | None] = {
-        "ttft_mean_s": _mean(ttft), "ttft_p50_s": _pct(ttft, 0.5), "ttft_p99_s": _pct(ttft, 0.99),
-        "tpot_mean_s": _mean(tpot), "tpot_p50_s": _pct(tpot, 0.5), "tpot_p99_s": _pct(tpot, 0.99),
+        "ttft_mean_s": _mean(ttft),
+        "ttft_p50_s": _pct(ttft, 0.5),
+        "ttft_p99_s": _pct(ttft, 0.99),
+        "tpot_mean_s": _mean(tpot),
+        "tpot_p50_s": _pct(tpot, 0.5),
+        "tpot_p99_s": _pct(tpot, 0.99),
     }
     streamed = [r for r in ok if r.token_chunks is not None]
     if not streamed:
@@ -248,7 +256,8 @@ def latency_from_requests(requests: list[RequestResult]) -> dict[str, float | st
             f"stream read in bursts: {n_starved} of {len(streamed)} requests (at least "
             f"{STARVED_GAP_SHARE:.0%} of their gaps between token reads under {BURST_GAP_S * 1e3:g} ms); "
             f"the client or the server front end was starved; time between tokens not measurable, TTFT an upper "
-            f"bound")
+            f"bound"
+        )
     return out
 
 
@@ -262,7 +271,8 @@ def latency_from_histograms(delta: CounterDelta) -> dict[str, float | None]:
     """
     ttft = delta.histograms.get("time_to_first_token_seconds")
     tpot = delta.histograms.get("request_time_per_output_token_seconds") or delta.histograms.get(
-        "time_per_output_token_seconds")
+        "time_per_output_token_seconds"
+    )
     out: dict[str, float | None] = {}
     for prefix, h in (("ttft", ttft), ("tpot", tpot)):
         out[f"{prefix}_mean_s"] = h.mean() if h else None
@@ -333,10 +343,14 @@ class Engine(abc.ABC):
     def set_synthetic_rates(self, rates: list[float]) -> None:
         """Replace a running engine's synthetic acceptance rates in place (ADR 0039); only adapters that
         can do so override this."""
-        raise EngineUnsupported(f"{type(self).__name__} cannot change synthetic acceptance on a running engine; "
-                                f"run without protocol.swap_synthetic_acceptance")
+        raise EngineUnsupported(
+            f"{type(self).__name__} cannot change synthetic acceptance on a running engine; "
+            f"run without protocol.swap_synthetic_acceptance"
+        )
 
-    def profile(self, action: str, trace_dir: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    def profile(
+        self, action: str, trace_dir: str | None = None, options: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Start (``action`` "start") or stop ("stop") the engine's own torch profiler (ADR 0095).
 
         Returns what the engine reports: the trace directory and, on stop, the trace files written there. Only

@@ -26,7 +26,7 @@ def group_members(pgid: int) -> list[int]:
         except OSError:
             continue
         # pid (comm) state ppid pgrp ... — comm may hold spaces and parentheses: split after the last ')'
-        rest = stat[stat.rfind(")") + 2:].split()
+        rest = stat[stat.rfind(")") + 2 :].split()
         if len(rest) >= 3 and rest[0] != "Z" and int(rest[2]) == pgid:
             out.append(int(entry.name))
     return out
@@ -45,7 +45,7 @@ def alive(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return stat[stat.rfind(")") + 2:].split()[0] != "Z"
+    return stat[stat.rfind(")") + 2 :].split()[0] != "Z"
 
 
 class GroupWatch:
@@ -60,8 +60,11 @@ class GroupWatch:
     def __init__(self, pgid: int) -> None:
         self.pgid = pgid
         members = group_members(pgid)
-        self.essential = {pid: cmdline(pid) for pid in members
-                          if pid == pgid or "VLLM::" in cmdline(pid) or "EngineCore" in cmdline(pid)}
+        self.essential = {
+            pid: cmdline(pid)
+            for pid in members
+            if pid == pgid or "VLLM::" in cmdline(pid) or "EngineCore" in cmdline(pid)
+        }
 
     def dead(self) -> list[str]:
         return [f"pid {pid} ({cmd or '?'})" for pid, cmd in self.essential.items() if not alive(pid)]

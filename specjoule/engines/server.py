@@ -88,14 +88,23 @@ class StreamTimer:
         n = tally.output_tokens(self.tokens) if error is None else self.tokens
         reason = tally.finish_reason
         if error is not None:
-            return RequestResult(prompt_len, n, reason, False, error=error, token_chunks=self.chunks,
-                                 burst_gaps=self.bursts)
+            return RequestResult(
+                prompt_len, n, reason, False, error=error, token_chunks=self.chunks, burst_gaps=self.bursts
+            )
         ttft = (self.first - self.sent) if self.first is not None else None
         tpot = (self.last - self.first) / (n - 1) if (self.first is not None and n > 1) else None  # type: ignore[operator]
         ok = reason in ("length", "stop") and n == output_len
-        return RequestResult(prompt_len, n, reason, ok, ttft_s=ttft, tpot_s=tpot,
-                             error=None if ok else f"finish_reason={reason}, {n} tokens, expected {output_len}",
-                             token_chunks=self.chunks, burst_gaps=self.bursts)
+        return RequestResult(
+            prompt_len,
+            n,
+            reason,
+            ok,
+            ttft_s=ttft,
+            tpot_s=tpot,
+            error=None if ok else f"finish_reason={reason}, {n} tokens, expected {output_len}",
+            token_chunks=self.chunks,
+            burst_gaps=self.bursts,
+        )
 
 
 class ServerProcessEngine(Engine):
@@ -106,9 +115,16 @@ class ServerProcessEngine(Engine):
     label = "engine"  # "vLLM", "SGLang": how errors and log lines name it
     group_watch: type[proc.GroupWatch] = proc.GroupWatch
 
-    def __init__(self, spec: CellSpec | Mapping[str, Any], log_file: str | os.PathLike | None = None,
-                 ready_timeout_s: float = 900.0, command: list[str] | None = None, host: str = "127.0.0.1",
-                 port: int | None = None, url: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: CellSpec | Mapping[str, Any],
+        log_file: str | os.PathLike | None = None,
+        ready_timeout_s: float = 900.0,
+        command: list[str] | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        url: str | None = None,
+    ) -> None:
         self.spec = CellSpec.of(spec)
         self.log_file = str(log_file) if log_file else None
         self.ready_timeout_s = ready_timeout_s
@@ -134,22 +150,32 @@ class ServerProcessEngine(Engine):
         """Start the server in its own process group and wait until it answers /health."""
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
         try:
-            self.proc = subprocess.Popen(cmd, start_new_session=True, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, env=env, cwd=os.getcwd())
+            self.proc = subprocess.Popen(
+                cmd,
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=os.getcwd(),
+            )
         finally:
             if out is not subprocess.DEVNULL:
                 out.close()
         self.pgid = self.proc.pid
-        log.info("engine: %s server pid %d (own process group) at %s: %s", self.label, self.proc.pid, self.url,
-                 " ".join(cmd))
+        log.info(
+            "engine: %s server pid %d (own process group) at %s: %s", self.label, self.proc.pid, self.url, " ".join(cmd)
+        )
         self._wait_ready(t0)
 
     def _wait_ready(self, t0: float) -> None:
         deadline = t0 + self.ready_timeout_s
         while True:
             if self.proc is not None and self.proc.poll() is not None:
-                raise EngineError(f"{self.label} server exited with code {self.proc.returncode} before it was ready; "
-                                  f"last log lines:\n{proc.tail(self.log_file)}")
+                raise EngineError(
+                    f"{self.label} server exited with code {self.proc.returncode} before it was ready; "
+                    f"last log lines:\n{proc.tail(self.log_file)}"
+                )
             try:
                 # SGLang's /health answers 503 while its status is Starting (http_server.py, 0.5.17)
                 with urllib.request.urlopen(self.url + "/health", timeout=2.0) as r:
@@ -158,9 +184,11 @@ class ServerProcessEngine(Engine):
             except (urllib.error.URLError, OSError, ValueError):
                 pass
             if time.monotonic() >= deadline:
-                raise EngineError(f"{self.label} server at {self.url} did not answer /health within "
-                                  f"{self.ready_timeout_s:.0f} s (engine_ready_timeout_s); last log lines:\n"
-                                  f"{proc.tail(self.log_file)}")
+                raise EngineError(
+                    f"{self.label} server at {self.url} did not answer /health within "
+                    f"{self.ready_timeout_s:.0f} s (engine_ready_timeout_s); last log lines:\n"
+                    f"{proc.tail(self.log_file)}"
+                )
             time.sleep(0.5)
 
     def _watch(self) -> None:
@@ -187,12 +215,15 @@ class ServerProcessEngine(Engine):
     # requests
     def _check_alive(self) -> None:
         if self.proc is not None and self.proc.poll() is not None:
-            raise EngineError(f"{self.label} server exited with code {self.proc.returncode}; last log lines:\n"
-                              f"{proc.tail(self.log_file)}")
+            raise EngineError(
+                f"{self.label} server exited with code {self.proc.returncode}; last log lines:\n"
+                f"{proc.tail(self.log_file)}"
+            )
         dead = self.watch.dead() if self.watch is not None else []
         if dead:
-            raise EngineError(f"{self.label} server process died: {', '.join(dead)}; last log lines:\n"
-                              f"{proc.tail(self.log_file)}")
+            raise EngineError(
+                f"{self.label} server process died: {', '.join(dead)}; last log lines:\n{proc.tail(self.log_file)}"
+            )
 
     # counters
     def metrics_text(self) -> str:
@@ -243,8 +274,9 @@ class ServerProcessEngine(Engine):
     def _post_stream(self, path: str, body: dict, timeout_s: float) -> Iterator[dict]:
         """POST ``body`` to ``path`` and yield each server-sent ``data:`` object until ``[DONE]``; raise
         TimeoutError once the request has run ``timeout_s``."""
-        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
         deadline = time.monotonic() + timeout_s
         with urllib.request.urlopen(req, timeout=min(timeout_s, 120.0)) as resp:
             for raw in resp:
@@ -279,8 +311,9 @@ class ServerProcessEngine(Engine):
                 futures_wait(futures, timeout=0.5)
                 self._check_alive()
                 if time.monotonic() > deadline:
-                    raise EngineHung(f"{self.label} server: batch of {len(prompts)} did not finish within "
-                                     f"{timeout_s:.0f} s")
+                    raise EngineHung(
+                        f"{self.label} server: batch of {len(prompts)} did not finish within {timeout_s:.0f} s"
+                    )
             results = [f.result() for f in futures]
         finally:
             stop.set()

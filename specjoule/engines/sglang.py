@@ -101,9 +101,13 @@ SIMULATE_ENV = ("SGLANG_SIMULATE_ACC_LEN", "SGLANG_SIMULATE_ACC_METHOD", "SGLANG
 # env_<NAME>, except the simulate ones: those are the arm's own (synthetic acceptance), recorded as
 # speculative_simulate_* so that the campaign check (analysis/checks.py, ENGINE_CONFIG_ARM_PREFIXES)
 # treats them like the other speculative_* keys instead of failing every synthetic arm on them.
-ENGINE_ENV_VARS = ("SGLANG_USE_SGL_FA3_KERNEL",
-                   # how a tensor-parallel engine all-reduces (ADR 0155): part of what its energy measured
-                   "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST")
+ENGINE_ENV_VARS = (
+    "SGLANG_USE_SGL_FA3_KERNEL",
+    # how a tensor-parallel engine all-reduces (ADR 0155): part of what its energy measured
+    "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2",
+    "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+)
 
 # -- arguments (pure: testable without sglang) -------------------------------------------------
 
@@ -130,12 +134,16 @@ def speculative_kwargs(spec: CellSpec | Mapping[str, Any]) -> dict[str, Any]:
     if method == "baseline":
         return {}
     if method not in ALGORITHMS:
-        raise EngineUnsupported(f"scheme {scheme.name!r}: method {method!r} has no SGLang speculative algorithm "
-                                f"(known: {', '.join(sorted(ALGORITHMS))})")
+        raise EngineUnsupported(
+            f"scheme {scheme.name!r}: method {method!r} has no SGLang speculative algorithm "
+            f"(known: {', '.join(sorted(ALGORITHMS))})"
+        )
     desc = schemes.get(method)
     k = scheme.draft_tokens
-    kw: dict[str, Any] = {"speculative_algorithm": ALGORITHMS[method],
-                          "speculative_num_draft_tokens": desc.verify_width(k)}
+    kw: dict[str, Any] = {
+        "speculative_algorithm": ALGORITHMS[method],
+        "speculative_num_draft_tokens": desc.verify_width(k),
+    }
     if desc.kind in ("draft_model", "head_chain"):
         kw.update(speculative_num_steps=k, speculative_eagle_topk=1)
     elif desc.kind == "block":
@@ -198,8 +206,10 @@ def engine_kwargs(spec: CellSpec | Mapping[str, Any]) -> dict[str, Any]:
     kw.update(speculative_kwargs(spec))
     max_running = options.pop("max_running_requests", None)
     if max_running is not None and int(max_running) < batch and spec.workload.kind == "closed_batch":
-        raise EngineError(f"engine_options.sglang.max_running_requests = {max_running} is below batch size {batch}: "
-                          f"the closed batch could not run all requests together")
+        raise EngineError(
+            f"engine_options.sglang.max_running_requests = {max_running} is below batch size {batch}: "
+            f"the closed batch could not run all requests together"
+        )
     kw["max_running_requests"] = int(max_running) if max_running is not None else batch
     kw.update(options)  # engine_options.sglang last: attention_backend, sampling_backend, mem_fraction_static …
     return kw
@@ -218,15 +228,20 @@ def adapt_kwargs(kw: dict[str, Any], fields: set[str] | list[str] | None, versio
     fields = set(fields)
     out: dict[str, Any] = {}
     for key, value in kw.items():
-        if key == "disable_cuda_graph" and key not in fields and {"disable_decode_cuda_graph",
-                                                                   "disable_prefill_cuda_graph"} <= fields:
+        if (
+            key == "disable_cuda_graph"
+            and key not in fields
+            and {"disable_decode_cuda_graph", "disable_prefill_cuda_graph"} <= fields
+        ):
             out["disable_decode_cuda_graph"] = out["disable_prefill_cuda_graph"] = value  # per-phase switches only
             continue
         if key not in fields:
             alt = next((a for a in _RENAMES.get(key, ()) if a in fields), None)
             if alt is None:
-                raise EngineUnsupported(f"SGLang {version or '?'}: ServerArgs has no field {key!r} (from the cell's "
-                                        f"engine arguments or engine_options.sglang); value {value!r}")
+                raise EngineUnsupported(
+                    f"SGLang {version or '?'}: ServerArgs has no field {key!r} (from the cell's "
+                    f"engine arguments or engine_options.sglang); value {value!r}"
+                )
             key = alt
         out[key] = value
     return out
@@ -236,8 +251,13 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def server_command(spec: CellSpec | Mapping[str, Any], host: str, port: int, kwargs: dict | None = None,
-                   cli_options: set[str] | list[str] | None = None) -> list[str]:
+def server_command(
+    spec: CellSpec | Mapping[str, Any],
+    host: str,
+    port: int,
+    kwargs: dict | None = None,
+    cli_options: set[str] | list[str] | None = None,
+) -> list[str]:
     """``python -m sglang.launch_server`` argv. ``cli_options``: the installed parser's option strings
     (``probe()["cli_options"]``); None = assume 0.5.17's."""
     kw = dict(kwargs if kwargs is not None else engine_kwargs(spec))
@@ -249,8 +269,10 @@ def server_command(spec: CellSpec | Mapping[str, Any], host: str, port: int, kwa
         else:  # 0.5.17: disable_cuda_graph is no_cli; the per-phase switches say the same
             per_phase = ["--disable-decode-cuda-graph", "--disable-prefill-cuda-graph"]
             if opts is not None and not set(per_phase) <= opts:
-                raise EngineUnsupported("sglang.launch_server has neither --disable-cuda-graph nor "
-                                        "--disable-decode-cuda-graph/--disable-prefill-cuda-graph: cannot turn CUDA graphs off")
+                raise EngineUnsupported(
+                    "sglang.launch_server has neither --disable-cuda-graph nor "
+                    "--disable-decode-cuda-graph/--disable-prefill-cuda-graph: cannot turn CUDA graphs off"
+                )
             cmd += per_phase
     kw["enable_metrics"] = True  # the server's counters are the record's counters
     for key, value in kw.items():
@@ -298,8 +320,10 @@ def engine_env(spec: CellSpec | Mapping[str, Any] | None = None, base: dict[str,
             L = configured_length(spec)
             k = spec.scheme.draft_tokens
             if L is None or not (1.0 <= L <= k + 1 + 1e-9):
-                raise EngineError(f"scheme {spec.scheme.name!r}: synthetic acceptance needs a configured mean "
-                                  f"length in [1, k+1] = [1, {k + 1}], got {L!r} from rates {spec.acceptance.as_list()!r}")
+                raise EngineError(
+                    f"scheme {spec.scheme.name!r}: synthetic acceptance needs a configured mean "
+                    f"length in [1, k+1] = [1, {k + 1}], got {L!r} from rates {spec.acceptance.as_list()!r}"
+                )
             env["SGLANG_SIMULATE_ACC_LEN"] = repr(round(float(L), 9))  # no float noise from summing rates
             env["SGLANG_SIMULATE_ACC_METHOD"] = SIMULATE_METHOD
     return env
@@ -384,20 +408,26 @@ def check_supported(spec: CellSpec | Mapping[str, Any], info: dict) -> None:
         if algo is None:
             raise EngineUnsupported(f"scheme {scheme.name!r}: method {method!r} has no SGLang speculative algorithm")
         if info.get("spec_algorithms") is not None and algo not in info["spec_algorithms"]:
-            raise EngineUnsupported(f"scheme {scheme.name!r}: speculative algorithm {algo} ({method}) is not supported "
-                                    f"by the installed SGLang {version} (it accepts: {', '.join(info['spec_algorithms'])})")
+            raise EngineUnsupported(
+                f"scheme {scheme.name!r}: speculative algorithm {algo} ({method}) is not supported "
+                f"by the installed SGLang {version} (it accepts: {', '.join(info['spec_algorithms'])})"
+            )
     if not scheme.synthetic or method == "baseline":
         got = info.get("simulate_acc_len")
         if got is not None and float(got) > 0:
-            raise EngineError(f"SGLANG_SIMULATE_ACC_LEN = {got} in the engine, but cell {scheme.name!r} measures the "
-                              f"model's own acceptance")
+            raise EngineError(
+                f"SGLANG_SIMULATE_ACC_LEN = {got} in the engine, but cell {scheme.name!r} measures the "
+                f"model's own acceptance"
+            )
     elif scheme.synthetic:
         if spec.engine.device == "cpu":
             raise EngineUnsupported("synthetic acceptance (SGLANG_SIMULATE_ACC_LEN) is measured on cuda only")
         methods = info.get("simulate_methods")
         if methods is not None and SIMULATE_METHOD not in methods:
-            raise EngineUnsupported(f"scheme {scheme.name!r}: SGLang {version} has no SGLANG_SIMULATE_ACC_METHOD="
-                                    f"{SIMULATE_METHOD} (it has: {', '.join(methods) or 'none'})")
+            raise EngineUnsupported(
+                f"scheme {scheme.name!r}: SGLang {version} has no SGLANG_SIMULATE_ACC_METHOD="
+                f"{SIMULATE_METHOD} (it has: {', '.join(methods) or 'none'})"
+            )
         want = configured_length(spec)
         got = info.get("simulate_acc_len")
         if got is not None and want is not None and abs(float(got) - want) > 1e-9:
@@ -406,16 +436,44 @@ def check_supported(spec: CellSpec | Mapping[str, Any], info: dict) -> None:
 
 # -- effective configuration (ADR 0029) --------------------------------------------------------
 
-_CONFIG_KEYS = ("disable_cuda_graph", "attention_backend", "decode_attention_backend", "prefill_attention_backend",
-                "sampling_backend", "disable_overlap_schedule", "disable_radix_cache", "mem_fraction_static",
-                "max_running_requests", "chunked_prefill_size", "context_length", "dtype", "tp_size", "load_format",
-                "random_seed", "page_size", "max_prefill_tokens", "schedule_policy",
-                "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-                "speculative_num_draft_tokens", "speculative_draft_model_path", "speculative_draft_load_format",
-                "speculative_attention_mode", "speculative_draft_attention_backend", "enable_metrics",
-                "cuda_graph_max_bs", "cuda_graph_bs", "enable_torch_compile", "kv_cache_dtype",
-                "disable_custom_all_reduce", "enforce_disable_flashinfer_allreduce_fusion",
-                "flashinfer_allreduce_fusion_backend", "enable_symm_mem", "enable_torch_symm_mem")
+_CONFIG_KEYS = (
+    "disable_cuda_graph",
+    "attention_backend",
+    "decode_attention_backend",
+    "prefill_attention_backend",
+    "sampling_backend",
+    "disable_overlap_schedule",
+    "disable_radix_cache",
+    "mem_fraction_static",
+    "max_running_requests",
+    "chunked_prefill_size",
+    "context_length",
+    "dtype",
+    "tp_size",
+    "load_format",
+    "random_seed",
+    "page_size",
+    "max_prefill_tokens",
+    "schedule_policy",
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "speculative_draft_model_path",
+    "speculative_draft_load_format",
+    "speculative_attention_mode",
+    "speculative_draft_attention_backend",
+    "enable_metrics",
+    "cuda_graph_max_bs",
+    "cuda_graph_bs",
+    "enable_torch_compile",
+    "kv_cache_dtype",
+    "disable_custom_all_reduce",
+    "enforce_disable_flashinfer_allreduce_fusion",
+    "flashinfer_allreduce_fusion_backend",
+    "enable_symm_mem",
+    "enable_torch_symm_mem",
+)
 
 
 def config_from_server_info(info: dict, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -456,7 +514,7 @@ def config_from_server_info(info: dict, env: dict[str, str] | None = None) -> di
             out[f"env_{name}"] = env[name]
     for name in SIMULATE_ENV:
         if env.get(name) is not None:
-            out["speculative_" + name[len("SGLANG_"):].lower()] = env[name]
+            out["speculative_" + name[len("SGLANG_") :].lower()] = env[name]
     out["engine_config_source"] = "server_args"
     return out
 
@@ -526,15 +584,21 @@ class MetaCounters:
         accepted = int(correct) if correct is not None else committed_acc
         if correct is not None and not 0 <= accepted - committed_acc <= self.k:
             # Only the last verify step can be cut; anything else means the counting model is wrong.
-            log.warning("meta_info: spec_num_correct_drafts %s vs committed accepted %s (k=%s) for request %s",
-                        correct, committed_acc, self.k, meta.get("id"))
+            log.warning(
+                "meta_info: spec_num_correct_drafts %s vs committed accepted %s (k=%s) for request %s",
+                correct,
+                committed_acc,
+                self.k,
+                meta.get("id"),
+            )
             self._inc("spec_meta_inconsistent", 1)
         self._inc("spec_decode_num_drafts", verify)
         self._inc("spec_decode_num_draft_tokens", verify * self.k)
         self._inc("spec_decode_num_accepted_tokens", accepted)
         self._inc("spec_accepted_committed", committed_acc)
-        row.update(spec_verify_ct=verify, accepted=accepted, accepted_committed=committed_acc,
-                   spec_num_correct_drafts=correct)
+        row.update(
+            spec_verify_ct=verify, accepted=accepted, accepted_committed=committed_acc, spec_num_correct_drafts=correct
+        )
         hist = meta.get("spec_correct_drafts_histogram")
         # histogram[j] = verify steps that accepted j drafts → position i accepted in Σ_{j>i} histogram[j]
         if isinstance(hist, list) and hist:
@@ -554,8 +618,15 @@ class MetaCounters:
         self.counters[name] = self.counters.get(name, 0.0) + float(v)
 
     def snapshot(self, running: float = 0.0) -> MetaSnapshot:
-        return MetaSnapshot(time.monotonic(), dict(self.counters), dict(self.finished), list(self.per_pos), {},
-                            {"num_requests_running": running, "num_running_reqs": running}, self.per_pos_valid)
+        return MetaSnapshot(
+            time.monotonic(),
+            dict(self.counters),
+            dict(self.finished),
+            list(self.per_pos),
+            {},
+            {"num_requests_running": running, "num_running_reqs": running},
+            self.per_pos_valid,
+        )
 
 
 def request_result(meta: dict, output_len: int) -> RequestResult:
@@ -571,8 +642,9 @@ def request_result(meta: dict, output_len: int) -> RequestResult:
     c = int(meta.get("completion_tokens") or 0)
     reason = finish_type(meta.get("finish_reason"))
     e2e = meta.get("e2e_latency")
-    received, prefilled, finished = (meta.get(k) for k in ("request_received_ts", "prefill_finished_time",
-                                                            "request_finished_ts"))
+    received, prefilled, finished = (
+        meta.get(k) for k in ("request_received_ts", "prefill_finished_time", "request_finished_ts")
+    )
     ttft = tpot = None
     if received and prefilled and finished and c > 1 and finished > prefilled >= received:
         ttft = float(prefilled) - float(received)
@@ -580,14 +652,19 @@ def request_result(meta: dict, output_len: int) -> RequestResult:
     elif e2e is not None and c > 0:
         tpot = float(e2e) / c
     ok = reason in ("length", "stop") and c == output_len
-    return RequestResult(prompt_tokens=int(meta.get("prompt_tokens") or 0), output_tokens=c, finish_reason=reason,
-                         ok=ok, ttft_s=ttft, tpot_s=tpot,
-                         error=None if ok else f"finish_reason={reason}, {c} tokens, expected {output_len}")
+    return RequestResult(
+        prompt_tokens=int(meta.get("prompt_tokens") or 0),
+        output_tokens=c,
+        finish_reason=reason,
+        ok=ok,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        error=None if ok else f"finish_reason={reason}, {c} tokens, expected {output_len}",
+    )
 
 
 def _sampling_params(output_len: int) -> dict[str, Any]:
-    return {"max_new_tokens": int(output_len), "ignore_eos": True,
-            "temperature": 0.0}
+    return {"max_new_tokens": int(output_len), "ignore_eos": True, "temperature": 0.0}
 
 
 # -- counters from a server's /metrics -----------------------------------------------------------
@@ -614,7 +691,7 @@ def snapshot_from_prometheus(text: str, k: int | None, truncated: float = 0.0) -
         for s in fam.samples:
             if not s.name.startswith("sglang:"):
                 continue
-            name = s.name[len("sglang:"):]
+            name = s.name[len("sglang:") :]
             if name.endswith("_created"):
                 continue
             suffix = next((x for x in ("_bucket", "_count", "_sum") if name.endswith(x)), None)
@@ -649,8 +726,14 @@ def snapshot_from_prometheus(text: str, k: int | None, truncated: float = 0.0) -
     if "num_queue_reqs" in gauges:
         gauges["num_requests_waiting"] = gauges["num_queue_reqs"]  # vLLM's name, which the loop workloads read
     hists = {n: v for n, v in hists.items() if v["buckets"] or v["count"]}
-    return CounterSnapshot(time.monotonic(), counters, finished, [],
-                           {n: Histogram(v["count"], v["sum"], v["buckets"]) for n, v in hists.items()}, gauges)
+    return CounterSnapshot(
+        time.monotonic(),
+        counters,
+        finished,
+        [],
+        {n: Histogram(v["count"], v["sum"], v["buckets"]) for n, v in hists.items()},
+        gauges,
+    )
 
 
 # -- process watching ----------------------------------------------------------------------------
@@ -661,8 +744,9 @@ class SglangGroupWatch(proc.GroupWatch):
 
     def __init__(self, pgid: int) -> None:
         self.pgid = pgid
-        self.essential = {pid: proc.cmdline(pid) for pid in proc.group_members(pgid)
-                          if pid == pgid or "sglang::" in proc.cmdline(pid)}
+        self.essential = {
+            pid: proc.cmdline(pid) for pid in proc.group_members(pgid) if pid == pgid or "sglang::" in proc.cmdline(pid)
+        }
 
 
 def _spec_k(spec: CellSpec | Mapping[str, Any]) -> int | None:
@@ -680,8 +764,13 @@ class SglangOfflineEngine(WorkerProcessEngine):
     worker_module = "specjoule.engines.sglang"
     teardown_grace_s = TEARDOWN_GRACE_S  # Engine.shutdown() stops its scheduler and frees the device
 
-    def __init__(self, spec: CellSpec | Mapping[str, Any], log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
-                 worker_cmd: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        spec: CellSpec | Mapping[str, Any],
+        log_file: str | os.PathLike | None = None,
+        ready_timeout_s: float = 900.0,
+        worker_cmd: list[str] | None = None,
+    ) -> None:
         super().__init__(spec, log_file, ready_timeout_s, worker_cmd, engine_kwargs(spec))
         self.env = engine_env(spec)  # here, not at start: a bad synthetic length fails before any launch
         self.last_metas: list[dict] = []  # raw meta_info of the last batch (smoke script, fixtures)
@@ -693,9 +782,12 @@ class SglangOfflineEngine(WorkerProcessEngine):
         return SglangGroupWatch(pgid)
 
     def log_started(self) -> None:
-        log.info("engine: SGLang offline worker pid %d (own process group) starting: %s; env %s", self.proc.pid,
-                 json.dumps(self.kwargs, default=str),
-                 {k: self.env[k] for k in SIMULATE_ENV + ENGINE_ENV_VARS + ("PYTHONPATH",) if k in self.env})
+        log.info(
+            "engine: SGLang offline worker pid %d (own process group) starting: %s; env %s",
+            self.proc.pid,
+            json.dumps(self.kwargs, default=str),
+            {k: self.env[k] for k in SIMULATE_ENV + ENGINE_ENV_VARS + ("PYTHONPATH",) if k in self.env},
+        )
 
     def generate_batch(self, prompts: list[list[int]], output_len: int, timeout_s: float) -> BatchResult:
         msg = self._request(("generate", prompts, int(output_len)), timeout_s, f"generating a batch of {len(prompts)}")
@@ -732,9 +824,13 @@ def profile_handler(engine: Any) -> Any:
             os.makedirs(trace_dir, exist_ok=True)
             state["dir"] = os.path.abspath(trace_dir)
             state["before"] = set(_trace_files(state["dir"]))
-            engine.start_profile(output_dir=state["dir"], activities=["CPU", "GPU"],
-                                 with_stack=bool(opts.get("with_stack", False)), record_shapes=False,
-                                 profile_prefix=str(opts.get("prefix") or "specjoule"))
+            engine.start_profile(
+                output_dir=state["dir"],
+                activities=["CPU", "GPU"],
+                with_stack=bool(opts.get("with_stack", False)),
+                record_shapes=False,
+                profile_prefix=str(opts.get("prefix") or "specjoule"),
+            )
             files: list[str] = []
         elif action == "stop":
             if state["dir"] is None:
@@ -743,8 +839,16 @@ def profile_handler(engine: Any) -> Any:
             files = [f for f in _trace_files(state["dir"]) if f not in state["before"]]
         else:
             raise EngineError(f"profile action {action!r}: expected start or stop")
-        return ("profile", {"action": action, "trace_dir": state["dir"], "files": files,
-                            "t_monotonic": t0, "seconds": time.monotonic() - t0})
+        return (
+            "profile",
+            {
+                "action": action,
+                "trace_dir": state["dir"],
+                "files": files,
+                "t_monotonic": t0,
+                "seconds": time.monotonic() - t0,
+            },
+        )
 
     return profile
 
@@ -759,12 +863,17 @@ def worker_main(fd: int) -> int:
         info = probe()
         check_supported(spec, info)
         kwargs = adapt_kwargs(payload["kwargs"], info.get("fields"), info.get("engine_version"))
-        if (kwargs.get("enable_metrics") and info.get("prometheus_client") is False
-                and "enable_metrics" not in spec.engine.options):
+        if (
+            kwargs.get("enable_metrics")
+            and info.get("prometheus_client") is False
+            and "enable_metrics" not in spec.engine.options
+        ):
             # Offline only the per-request time stats need it: run without them (TPOT from e2e_latency,
             # TTFT null) rather than not at all; engine_config records enable_metrics false.
-            log.warning("prometheus_client is not importable in the SGLang environment: enable_metrics off, "
-                        "latency from e2e_latency only")
+            log.warning(
+                "prometheus_client is not importable in the SGLang environment: enable_metrics off, "
+                "latency from e2e_latency only"
+            )
             kwargs["enable_metrics"] = False
         import sglang
 
@@ -778,8 +887,10 @@ def worker_main(fd: int) -> int:
     except Exception as exc:  # noqa: BLE001 - recording the config must never fail a start
         log.warning("engine config: not read (%s: %s)", type(exc).__name__, exc)
         try:
-            info["engine_config"] = {**config_from_server_info(vars(engine.server_args)),
-                                     "engine_config_source": "server_args_object"}
+            info["engine_config"] = {
+                **config_from_server_info(vars(engine.server_args)),
+                "engine_config_source": "server_args_object",
+            }
         except Exception:  # noqa: BLE001
             pass
     counts = MetaCounters(_spec_k(spec))
@@ -799,8 +910,10 @@ def worker_main(fd: int) -> int:
         return ("result", BatchResult(results, t0, t1, []), metas)
 
     conn.send(("ready", info))
-    serve(conn, {"generate": generate, "profile": profile_handler(engine),
-                 "snapshot": lambda: ("snapshot", counts.snapshot())})
+    serve(
+        conn,
+        {"generate": generate, "profile": profile_handler(engine), "snapshot": lambda: ("snapshot", counts.snapshot())},
+    )
     try:
         engine.shutdown()
     except Exception:  # noqa: BLE001 - the parent kills the group anyway
@@ -814,8 +927,13 @@ def worker_main(fd: int) -> int:
 
 def _probe_subprocess(env: dict[str, str], timeout_s: float = 300.0) -> dict[str, Any]:
     """``probe()`` in the engine's interpreter and environment (this process never imports sglang)."""
-    out = subprocess.run([sys.executable, "-m", "specjoule.engines.sglang", "probe"], capture_output=True, text=True,
-                         timeout=timeout_s, env=env)
+    out = subprocess.run(
+        [sys.executable, "-m", "specjoule.engines.sglang", "probe"],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+    )
     # SGLang may log to stdout on import: the answer is the last line that is a JSON object.
     line = next((ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("{")), None)
     if out.returncode != 0 or line is None:
@@ -851,9 +969,16 @@ class SglangServerEngine(ServerProcessEngine):
     label = "SGLang"
     group_watch = SglangGroupWatch
 
-    def __init__(self, spec: CellSpec | Mapping[str, Any], log_file: str | os.PathLike | None = None, ready_timeout_s: float = 900.0,
-                 command: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None,
-                 url: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: CellSpec | Mapping[str, Any],
+        log_file: str | os.PathLike | None = None,
+        ready_timeout_s: float = 900.0,
+        command: list[str] | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        url: str | None = None,
+    ) -> None:
         super().__init__(spec, log_file, ready_timeout_s, command, host, port, url)
         self.k = _spec_k(spec)
         self.kwargs = engine_kwargs(spec)
@@ -877,9 +1002,11 @@ class SglangServerEngine(ServerProcessEngine):
             probed = _probe_subprocess(self.env, timeout_s=min(300.0, self.ready_timeout_s))
             check_supported(self.spec, probed)
             if probed.get("prometheus_client") is False:
-                raise EngineUnsupported("the SGLang server's counters need --enable-metrics, which needs "
-                                        "prometheus_client: not importable in the SGLang environment "
-                                        "(SPECJOULE_SGLANG_PYTHONPATH); add prometheus-client to its site")
+                raise EngineUnsupported(
+                    "the SGLang server's counters need --enable-metrics, which needs "
+                    "prometheus_client: not importable in the SGLang environment "
+                    "(SPECJOULE_SGLANG_PYTHONPATH); add prometheus-client to its site"
+                )
             kw = adapt_kwargs(self.kwargs, probed.get("fields"), probed.get("engine_version"))
             cmd = server_command(self.spec, self.host, self.port, kw, probed.get("cli_options"))
         self._launch(cmd, self.env, t0)
@@ -902,15 +1029,18 @@ class SglangServerEngine(ServerProcessEngine):
             info.setdefault("engine_version", raw.get("version"))
         except Exception as exc:  # noqa: BLE001 - what the command set, said so in the source key
             log.warning("engine config: /server_info unavailable (%s); recording the server command's settings", exc)
-            info["engine_config"] = {**config_from_server_info(self.kwargs, self.env),
-                                     "engine_config_source": "server_command"}
+            info["engine_config"] = {
+                **config_from_server_info(self.kwargs, self.env),
+                "engine_config_source": "server_command",
+            }
         return info
 
     def generate_raw(self, prompt: list[int], output_len: int, stream: bool, timeout_s: float = 120.0) -> bytes:
         """One ``/generate`` call, the response body as bytes (smoke script: fixtures)."""
         body = {"input_ids": list(prompt), "sampling_params": _sampling_params(output_len), "stream": stream}
-        req = urllib.request.Request(self.url + "/generate", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url + "/generate", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             return resp.read()
 

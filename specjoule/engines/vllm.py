@@ -96,8 +96,9 @@ def probe() -> dict[str, Any]:
         methods = sorted(_literal_values(getattr(spec_mod, "SpeculativeMethod", None))) or None
         reject = _literal_values(getattr(spec_mod, "RejectionSampleMethod", None))
         info["spec_methods"] = methods
-        info["synthetic_rates"] = ("rejection_sample_method" in fields and "synthetic" in reject
-                                   and "synthetic_acceptance_rates" in fields)
+        info["synthetic_rates"] = (
+            "rejection_sample_method" in fields and "synthetic" in reject and "synthetic_acceptance_rates" in fields
+        )
         info["spec_fields"] = sorted(fields)
     except Exception as exc:  # very old layouts: let vLLM itself reject what it cannot do
         info["spec_methods"] = None
@@ -115,13 +116,17 @@ def check_supported(spec: CellSpec | typing.Mapping[str, Any], info: dict) -> No
     method = known.vllm_method if known is not None else scheme.method
     version = info.get("engine_version")
     if method is not None and info.get("spec_methods") is not None and method not in info["spec_methods"]:
-        raise EngineUnsupported(f"scheme {scheme.name!r}: speculative method {method!r} is not supported by the "
-                                f"installed vLLM {version} (it accepts: {', '.join(info['spec_methods'])})")
+        raise EngineUnsupported(
+            f"scheme {scheme.name!r}: speculative method {method!r} is not supported by the "
+            f"installed vLLM {version} (it accepts: {', '.join(info['spec_methods'])})"
+        )
     if scheme.synthetic:
         if info.get("synthetic_rates") is False:
-            raise EngineUnsupported(f"scheme {scheme.name!r}: synthetic acceptance needs SpeculativeConfig."
-                                    f"rejection_sample_method='synthetic' with synthetic_acceptance_rates, which the "
-                                    f"installed vLLM {version} lacks (added in vLLM 0.20)")
+            raise EngineUnsupported(
+                f"scheme {scheme.name!r}: synthetic acceptance needs SpeculativeConfig."
+                f"rejection_sample_method='synthetic' with synthetic_acceptance_rates, which the "
+                f"installed vLLM {version} lacks (added in vLLM 0.20)"
+            )
         if spec.engine.device == "cpu":
             raise EngineUnsupported("synthetic acceptance is GPU-only in vLLM (CPU sampling asserts)")
 
@@ -129,10 +134,17 @@ def check_supported(spec: CellSpec | typing.Mapping[str, Any], info: dict) -> No
 # -- effective engine configuration (ADR 0029) -------------------------------------------------
 
 # Environment variables that change how vLLM builds the engine; recorded as set (absent when unset).
-ENGINE_ENV_VARS = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ATTENTION_BACKEND", "VLLM_ENABLE_V1_MULTIPROCESSING",
-                   "VLLM_CPU_KVCACHE_SPACE", "VLLM_USE_BREAKABLE_CUDAGRAPH",
-                   # how a tensor-parallel engine all-reduces (ADR 0155): part of what its energy measured
-                   "VLLM_ALLREDUCE_USE_SYMM_MEM", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST")
+ENGINE_ENV_VARS = (
+    "VLLM_USE_V2_MODEL_RUNNER",
+    "VLLM_ATTENTION_BACKEND",
+    "VLLM_ENABLE_V1_MULTIPROCESSING",
+    "VLLM_CPU_KVCACHE_SPACE",
+    "VLLM_USE_BREAKABLE_CUDAGRAPH",
+    # how a tensor-parallel engine all-reduces (ADR 0155): part of what its energy measured
+    "VLLM_ALLREDUCE_USE_SYMM_MEM",
+    "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+)
 
 
 def _json_value(v: Any) -> Any:
@@ -267,8 +279,10 @@ def swap_synthetic_rates(worker: Any, rates: list[float]) -> list[float]:
         raise RuntimeError(f"no rejection sampler at worker.model_runner.rejection_sampler ({type(runner).__name__})")
     tensor = getattr(sampler, "synthetic_conditional_rates", None)
     if tensor is None:
-        raise RuntimeError("this engine was not started with synthetic acceptance (rejection_sample_method "
-                           "'synthetic'): there are no rates to swap")
+        raise RuntimeError(
+            "this engine was not started with synthetic acceptance (rejection_sample_method "
+            "'synthetic'): there are no rates to swap"
+        )
     if len(rates) != tensor.numel():
         raise RuntimeError(f"{len(rates)} rates for an engine built with k = {tensor.numel()}")
     import torch
@@ -337,8 +351,13 @@ def config_from_server_info(server_info: dict) -> dict[str, Any]:
 
 
 # vllm.config.compilation CUDAGraphMode / CompilationMode values (0.26 … 0.32) → names, keyed by JSON.
-_CUDAGRAPH_MODE_NAMES = {"0": "NONE", "1": "PIECEWISE", "2": "FULL", "[2, 0]": "FULL_DECODE_ONLY",
-                         "[2, 1]": "FULL_AND_PIECEWISE"}
+_CUDAGRAPH_MODE_NAMES = {
+    "0": "NONE",
+    "1": "PIECEWISE",
+    "2": "FULL",
+    "[2, 0]": "FULL_DECODE_ONLY",
+    "[2, 1]": "FULL_AND_PIECEWISE",
+}
 _COMPILATION_MODE_NAMES = {"0": "NONE", "1": "STOCK_TORCH_COMPILE", "2": "DYNAMO_TRACE_ONCE", "3": "VLLM_COMPILE"}
 
 
@@ -346,12 +365,18 @@ def config_from_kwargs(kw: dict) -> dict[str, Any]:
     """What the server command set, when the server cannot say what it built (no /server_info):
     only the keys we pass; vLLM's resolved defaults (async scheduling, capture sizes) stay unknown."""
     out: dict[str, Any] = {}
-    for ours, theirs in (("max_num_seqs", "max_num_seqs"), ("max_num_batched_tokens", "max_num_batched_tokens"),
-                         ("prefix_caching", "enable_prefix_caching"), ("enforce_eager", "enforce_eager"),
-                         ("async_scheduling", "async_scheduling"), ("chunked_prefill", "enable_chunked_prefill"),
-                         ("dtype", "dtype"), ("max_model_len", "max_model_len"),
-                         ("tensor_parallel_size", "tensor_parallel_size"),
-                         ("gpu_memory_utilization", "gpu_memory_utilization")):
+    for ours, theirs in (
+        ("max_num_seqs", "max_num_seqs"),
+        ("max_num_batched_tokens", "max_num_batched_tokens"),
+        ("prefix_caching", "enable_prefix_caching"),
+        ("enforce_eager", "enforce_eager"),
+        ("async_scheduling", "async_scheduling"),
+        ("chunked_prefill", "enable_chunked_prefill"),
+        ("dtype", "dtype"),
+        ("max_model_len", "max_model_len"),
+        ("tensor_parallel_size", "tensor_parallel_size"),
+        ("gpu_memory_utilization", "gpu_memory_utilization"),
+    ):
         if kw.get(theirs) is not None:
             out[ours] = _json_value(kw[theirs])
     comp = kw.get("compilation_config")
@@ -362,10 +387,13 @@ def config_from_kwargs(kw: dict) -> dict[str, Any]:
     spec = kw.get("speculative_config")
     out["speculative"] = spec is not None
     if isinstance(spec, dict):
-        for theirs, ours in (("method", "speculative_method"), ("num_speculative_tokens", "speculative_num_tokens"),
-                             ("draft_tensor_parallel_size", "speculative_draft_tensor_parallel_size"),
-                             ("rejection_sample_method", "speculative_rejection_sample_method"),
-                             ("synthetic_acceptance_rates", "speculative_synthetic_acceptance_rates")):
+        for theirs, ours in (
+            ("method", "speculative_method"),
+            ("num_speculative_tokens", "speculative_num_tokens"),
+            ("draft_tensor_parallel_size", "speculative_draft_tensor_parallel_size"),
+            ("rejection_sample_method", "speculative_rejection_sample_method"),
+            ("synthetic_acceptance_rates", "speculative_synthetic_acceptance_rates"),
+        ):
             if spec.get(theirs) is not None:
                 out[ours] = _json_value(spec[theirs])
     out["engine_config_source"] = "server_command"
@@ -445,17 +473,22 @@ def check_scheme(spec: CellSpec | typing.Mapping[str, Any], cfg: dict) -> None:
         if target_cfg is not None:
             n_predict = schemes.target_mtp_layers(target_cfg)
             if n_predict == 0:
-                raise EngineUnsupported(f"scheme {name!r}: vLLM: Unsupported speculative method: 'mtp' (target "
-                                        f"{target_model} declares no MTP layers)")
+                raise EngineUnsupported(
+                    f"scheme {name!r}: vLLM: Unsupported speculative method: 'mtp' (target "
+                    f"{target_model} declares no MTP layers)"
+                )
             if k > n_predict and k % n_predict != 0:
-                raise EngineUnsupported(f"scheme {name!r}: vLLM: num_speculative_tokens:{k} must be divisible by "
-                                        f"n_predict={n_predict}")
+                raise EngineUnsupported(
+                    f"scheme {name!r}: vLLM: num_speculative_tokens:{k} must be divisible by n_predict={n_predict}"
+                )
     if method == "dspark":
         drafter_cfg = schemes.read_model_config(cfg.get("model"))
         block = (drafter_cfg or {}).get("dspark_block_size")
         if block is not None and k < int(block):
-            raise EngineUnsupported(f"scheme {name!r}: vLLM: DSpark requires num_speculative_tokens >= "
-                                    f"dspark_block_size ({block}); got {k}. Smaller values produce incorrect output.")
+            raise EngineUnsupported(
+                f"scheme {name!r}: vLLM: DSpark requires num_speculative_tokens >= "
+                f"dspark_block_size ({block}); got {k}. Smaller values produce incorrect output."
+            )
 
 
 def engine_kwargs(spec: CellSpec | typing.Mapping[str, Any]) -> dict[str, Any]:
@@ -494,8 +527,10 @@ def engine_kwargs(spec: CellSpec | typing.Mapping[str, Any]) -> dict[str, Any]:
     options.pop("env", None)  # environment variables, not arguments (engine_env)
     max_seqs = options.pop("max_num_seqs", None)
     if max_seqs is not None and int(max_seqs) < batch and spec.workload.kind == "closed_batch":
-        raise EngineError(f"engine_options.vllm.max_num_seqs = {max_seqs} is below batch size {batch}: "
-                          f"the closed batch could not run all requests together")
+        raise EngineError(
+            f"engine_options.vllm.max_num_seqs = {max_seqs} is below batch size {batch}: "
+            f"the closed batch could not run all requests together"
+        )
     kw["max_num_seqs"] = int(max_seqs) if max_seqs is not None else batch
     if isinstance(kw.get("compilation_config"), dict) and isinstance(options.get("compilation_config"), dict):
         # Graphs off and a config's own compilation settings (e.g. pass_config for tensor parallelism): both.
@@ -504,12 +539,22 @@ def engine_kwargs(spec: CellSpec | typing.Mapping[str, Any]) -> dict[str, Any]:
     return kw
 
 
-def server_command(spec: CellSpec | typing.Mapping[str, Any], host: str, port: int,
-                   kwargs: dict | None = None) -> list[str]:
+def server_command(
+    spec: CellSpec | typing.Mapping[str, Any], host: str, port: int, kwargs: dict | None = None
+) -> list[str]:
     kw = dict(kwargs or engine_kwargs(spec))
     kw.pop("disable_log_stats", None)  # the server logs stats unless told not to
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-           "--host", host, "--port", str(port), "--served-model-name", SERVED_NAME]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--served-model-name",
+        SERVED_NAME,
+    ]
     for key, value in kw.items():
         flag = "--" + key.replace("_", "-")
         if value is None:
@@ -579,8 +624,15 @@ def snapshot_from_metrics(metrics: list) -> CounterSnapshot:
         elif kind == "Histogram":
             h = Histogram(float(m.count), float(m.sum), {float(k): float(v) for k, v in m.buckets.items()})
             prev = hists.get(name)
-            hists[name] = h if prev is None else Histogram(prev.count + h.count, prev.sum + h.sum,
-                                                           {k: prev.buckets.get(k, 0.0) + v for k, v in h.buckets.items()})
+            hists[name] = (
+                h
+                if prev is None
+                else Histogram(
+                    prev.count + h.count,
+                    prev.sum + h.sum,
+                    {k: prev.buckets.get(k, 0.0) + v for k, v in h.buckets.items()},
+                )
+            )
         elif kind == "Gauge":
             gauges[name] = gauges.get(name, 0.0) + float(m.value)
         elif kind == "Counter":
@@ -595,9 +647,16 @@ def snapshot_from_metrics(metrics: list) -> CounterSnapshot:
 # The families a loop window reads (CounterDelta.columns, the running and waiting gauges): a ``/metrics`` page of the
 # CPU server is ~50 kB, mostly histogram buckets; parsing all of it took ~6 ms of the client's CPU per read (GIL held,
 # the event loop waiting), these lines ~0.3 ms (ADR 0110).
-LEAN_FAMILIES = ("num_requests_running", "num_requests_waiting", "generation_tokens", "prompt_tokens",
-                 "spec_decode_num_drafts", "spec_decode_num_draft_tokens", "spec_decode_num_accepted_tokens",
-                 "request_success")
+LEAN_FAMILIES = (
+    "num_requests_running",
+    "num_requests_waiting",
+    "generation_tokens",
+    "prompt_tokens",
+    "spec_decode_num_drafts",
+    "spec_decode_num_draft_tokens",
+    "spec_decode_num_accepted_tokens",
+    "request_success",
+)
 
 
 def lean_metrics(text: str) -> str:
@@ -628,8 +687,9 @@ def snapshot_from_prometheus(text: str) -> CounterSnapshot:
             if not s.name.startswith("vllm:") or sname.endswith("_created"):
                 continue
             hist_suffix = next((x for x in ("_bucket", "_count", "_sum") if sname.endswith(x)), None)
-            if hist_suffix and (fam.type == "histogram" or (hist_suffix == "_bucket" and "le" in s.labels)
-                                or fam.type == "unknown"):
+            if hist_suffix and (
+                fam.type == "histogram" or (hist_suffix == "_bucket" and "le" in s.labels) or fam.type == "unknown"
+            ):
                 h = hists.setdefault(sname[: -len(hist_suffix)], {"count": 0.0, "sum": 0.0, "buckets": {}})
                 if hist_suffix == "_bucket":
                     le = float(s.labels["le"])
@@ -650,8 +710,14 @@ def snapshot_from_prometheus(text: str) -> CounterSnapshot:
                 gauges[sname] = gauges.get(sname, 0.0) + s.value
     hists = {k: v for k, v in hists.items() if v["buckets"] or v["count"]}
     vec = [per_pos.get(i, 0.0) for i in range(max(per_pos) + 1)] if per_pos else []
-    return CounterSnapshot(time.monotonic(), counters, finished, vec,
-                           {k: Histogram(v["count"], v["sum"], v["buckets"]) for k, v in hists.items()}, gauges)
+    return CounterSnapshot(
+        time.monotonic(),
+        counters,
+        finished,
+        vec,
+        {k: Histogram(v["count"], v["sum"], v["buckets"]) for k, v in hists.items()},
+        gauges,
+    )
 
 
 # -- offline engine (parent side) --------------------------------------------------------------
@@ -664,8 +730,13 @@ class VllmOfflineEngine(WorkerProcessEngine):
     worker_module = "specjoule.engines.vllm"
     teardown_grace_s = TEARDOWN_GRACE_S
 
-    def __init__(self, spec: CellSpec | typing.Mapping[str, Any], log_file: str | os.PathLike | None = None,
-                 ready_timeout_s: float = 900.0, worker_cmd: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        spec: CellSpec | typing.Mapping[str, Any],
+        log_file: str | os.PathLike | None = None,
+        ready_timeout_s: float = 900.0,
+        worker_cmd: list[str] | None = None,
+    ) -> None:
         super().__init__(spec, log_file, ready_timeout_s, worker_cmd, engine_kwargs(spec))
         self._latency_source = "request_metrics"
 
@@ -676,8 +747,11 @@ class VllmOfflineEngine(WorkerProcessEngine):
         return _compile_cache_root(self.spec, self.kwargs)
 
     def log_started(self) -> None:
-        log.info("engine: vLLM offline worker pid %d (own process group) starting: %s", self.proc.pid,
-                 json.dumps(dict(self.kwargs), default=str))
+        log.info(
+            "engine: vLLM offline worker pid %d (own process group) starting: %s",
+            self.proc.pid,
+            json.dumps(dict(self.kwargs), default=str),
+        )
 
     def generate_batch(self, prompts: list[list[int]], output_len: int, timeout_s: float) -> BatchResult:
         msg = self._request(("generate", prompts, int(output_len)), timeout_s, f"generating a batch of {len(prompts)}")
@@ -690,14 +764,17 @@ class VllmOfflineEngine(WorkerProcessEngine):
         return self._request(("snapshot",), 60.0, "reading metrics")[1]
 
     def set_synthetic_rates(self, rates: list[float]) -> None:
-        conditional = self._request(("set_rates", [float(r) for r in rates]), 120.0, "setting synthetic acceptance rates")[1]
+        conditional = self._request(
+            ("set_rates", [float(r) for r in rates]), 120.0, "setting synthetic acceptance rates"
+        )[1]
         expected = acceptance.conditional_rates(rates)
         if any(abs(a - b) > 1e-6 for a, b in zip(conditional, expected, strict=True)):
             raise EngineError(f"synthetic rates read back {conditional}, expected conditional rates {expected}")
         # The record's engine_config says what the cell ran with, and that it was swapped in (ADR 0039).
         cfg = dict(self._info.get("engine_config") or {})
-        cfg.update(speculative_synthetic_acceptance_rates=[float(r) for r in rates],
-                   speculative_synthetic_rates_swapped=True)
+        cfg.update(
+            speculative_synthetic_acceptance_rates=[float(r) for r in rates], speculative_synthetic_rates_swapped=True
+        )
         self._info["engine_config"] = cfg
 
     @property
@@ -719,9 +796,15 @@ def _request_result(out: Any, output_len: int) -> RequestResult:
         first, last = getattr(m, "first_token_ts", None), getattr(m, "last_token_ts", None)
         if first is not None and last is not None and n > 1:
             tpot = (float(last) - float(first)) / (n - 1)
-    return RequestResult(prompt_tokens=len(out.prompt_token_ids or []), output_tokens=n, finish_reason=reason,
-                         ok=reason in ("length", "stop") and n == output_len, ttft_s=ttft, tpot_s=tpot,
-                         error=None if n == output_len else f"{n} tokens, expected {output_len}")
+    return RequestResult(
+        prompt_tokens=len(out.prompt_token_ids or []),
+        output_tokens=n,
+        finish_reason=reason,
+        ok=reason in ("length", "stop") and n == output_len,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        error=None if n == output_len else f"{n} tokens, expected {output_len}",
+    )
 
 
 def _running(llm: Any) -> float | None:
@@ -749,11 +832,15 @@ def profile_handler(llm: Any) -> Any:
         cfg = getattr(getattr(getattr(llm, "llm_engine", None), "vllm_config", None), "profiler_config", None)
         configured = getattr(cfg, "torch_profiler_dir", None) or None
         if cfg is None or getattr(cfg, "profiler", None) != "torch" or not configured:
-            raise EngineUnsupported("this vLLM engine was built without a torch profiler (engine option "
-                                    "profiler_config: {profiler: torch, torch_profiler_dir: DIR})")
+            raise EngineUnsupported(
+                "this vLLM engine was built without a torch profiler (engine option "
+                "profiler_config: {profiler: torch, torch_profiler_dir: DIR})"
+            )
         if trace_dir and os.path.abspath(trace_dir) != os.path.abspath(configured):
-            raise EngineError(f"profile trace_dir {trace_dir!r}: this engine writes its traces to {configured!r} "
-                              f"(fixed at engine start)")
+            raise EngineError(
+                f"profile trace_dir {trace_dir!r}: this engine writes its traces to {configured!r} "
+                f"(fixed at engine start)"
+            )
         before = set(_trace_files(configured))
         t0 = time.monotonic()
         if action == "start":
@@ -763,8 +850,16 @@ def profile_handler(llm: Any) -> Any:
         else:
             raise EngineError(f"profile action {action!r}: expected start or stop")
         files = [f for f in _trace_files(configured) if f not in before]
-        return ("profile", {"action": action, "trace_dir": configured, "files": files,
-                            "t_monotonic": t0, "seconds": time.monotonic() - t0})
+        return (
+            "profile",
+            {
+                "action": action,
+                "trace_dir": configured,
+                "files": files,
+                "t_monotonic": t0,
+                "seconds": time.monotonic() - t0,
+            },
+        )
 
     return profile
 
@@ -782,8 +877,9 @@ def end_engine_processes_at_once(llm: Any) -> None:
     try:
         client.shutdown(timeout=0)
     except Exception as exc:  # noqa: BLE001 - dropping the LLM still shuts it down, and the cell kills the group
-        log.warning("engine: vLLM's shutdown at once failed (%s: %s); its finalizer shuts it down",
-                    type(exc).__name__, exc)
+        log.warning(
+            "engine: vLLM's shutdown at once failed (%s: %s); its finalizer shuts it down", type(exc).__name__, exc
+        )
 
 
 def worker_main(fd: int) -> int:
@@ -808,8 +904,9 @@ def worker_main(fd: int) -> int:
         log.warning("engine config: not read (%s: %s)", type(exc).__name__, exc)
 
     def generate(prompts: list[list[int]], output_len: int) -> tuple:
-        sp = SamplingParams(max_tokens=output_len, min_tokens=output_len, ignore_eos=True, temperature=0.0,
-                            detokenize=False)
+        sp = SamplingParams(
+            max_tokens=output_len, min_tokens=output_len, ignore_eos=True, temperature=0.0, detokenize=False
+        )
         samples: list[float] = []
         stop = threading.Event()
         th = threading.Thread(target=sample_running, args=(stop, lambda: _running(llm), samples), daemon=True)
@@ -833,8 +930,15 @@ def worker_main(fd: int) -> int:
         return ("rates", applied[0])
 
     conn.send(("ready", info))
-    serve(conn, {"generate": generate, "set_rates": set_rates, "profile": profile_handler(llm),
-                 "snapshot": lambda: ("snapshot", snapshot_from_metrics(llm.get_metrics()))})
+    serve(
+        conn,
+        {
+            "generate": generate,
+            "set_rates": set_rates,
+            "profile": profile_handler(llm),
+            "snapshot": lambda: ("snapshot", snapshot_from_metrics(llm.get_metrics())),
+        },
+    )
     end_engine_processes_at_once(llm)
     llm = None  # the engine goes before the pipe closes
     conn.close()
@@ -876,9 +980,16 @@ class VllmServerEngine(ServerProcessEngine):
 
     label = "vLLM"
 
-    def __init__(self, spec: CellSpec | typing.Mapping[str, Any], log_file: str | os.PathLike | None = None,
-                 ready_timeout_s: float = 900.0, command: list[str] | None = None, host: str = "127.0.0.1",
-                 port: int | None = None, url: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: CellSpec | typing.Mapping[str, Any],
+        log_file: str | os.PathLike | None = None,
+        ready_timeout_s: float = 900.0,
+        command: list[str] | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        url: str | None = None,
+    ) -> None:
         super().__init__(spec, log_file, ready_timeout_s, command, host, port, url)
         self.kwargs = engine_kwargs(spec)
 
@@ -919,10 +1030,19 @@ class VllmServerEngine(ServerProcessEngine):
         except Exception:
             pass
         try:  # the server's interpreter, asked in a child so that this process never imports torch
-            out = subprocess.run([sys.executable, "-c", "import json, torch; print(json.dumps("
-                                  "{'torch_version': torch.__version__, 'cuda_version': torch.version.cuda, "
-                                  "'transformers_version': __import__('transformers').__version__}))"],
-                                 capture_output=True, text=True, timeout=120, env=engine_env())
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import json, torch; print(json.dumps("
+                    "{'torch_version': torch.__version__, 'cuda_version': torch.version.cuda, "
+                    "'transformers_version': __import__('transformers').__version__}))",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=engine_env(),
+            )
             info.update(json.loads(out.stdout.strip().splitlines()[-1]))
         except Exception as exc:  # noqa: BLE001 - versions are nice to have, not worth failing a cell
             log.warning("engine: could not read torch/CUDA versions: %s", exc)
@@ -930,9 +1050,16 @@ class VllmServerEngine(ServerProcessEngine):
 
     def stream_request(self, prompt: list[int], output_len: int) -> tuple[str, dict]:
         return "/v1/completions", {
-            "model": SERVED_NAME, "prompt": list(prompt), "max_tokens": output_len, "min_tokens": output_len,
-            "temperature": 0.0, "ignore_eos": True, "stream": True, "return_token_ids": True,
-            "stream_options": {"include_usage": True}}
+            "model": SERVED_NAME,
+            "prompt": list(prompt),
+            "max_tokens": output_len,
+            "min_tokens": output_len,
+            "temperature": 0.0,
+            "ignore_eos": True,
+            "stream": True,
+            "return_token_ids": True,
+            "stream_options": {"include_usage": True},
+        }
 
     def new_tally(self) -> VllmStreamTally:
         return VllmStreamTally()

@@ -35,8 +35,14 @@ class WorkerProcessEngine(Engine):
     worker_module = ""  # python -m <worker_module> worker FD
     teardown_grace_s = 10.0
 
-    def __init__(self, spec: CellSpec | Mapping[str, Any], log_file: str | os.PathLike | None, ready_timeout_s: float,
-                 worker_cmd: list[str] | None, kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        spec: CellSpec | Mapping[str, Any],
+        log_file: str | os.PathLike | None,
+        ready_timeout_s: float,
+        worker_cmd: list[str] | None,
+        kwargs: dict[str, Any],
+    ) -> None:
         self.spec = CellSpec.of(spec)
         self.log_file = str(log_file) if log_file else None
         self.ready_timeout_s = ready_timeout_s
@@ -75,8 +81,16 @@ class WorkerProcessEngine(Engine):
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
         t0 = time.monotonic()
         try:
-            self.proc = subprocess.Popen(cmd, pass_fds=(fd,), start_new_session=True, stdin=subprocess.DEVNULL,
-                                         stdout=out, stderr=subprocess.STDOUT, env=self.worker_env(), cwd=os.getcwd())
+            self.proc = subprocess.Popen(
+                cmd,
+                pass_fds=(fd,),
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.worker_env(),
+                cwd=os.getcwd(),
+            )
         finally:
             child_conn.close()
             if out is not subprocess.DEVNULL:
@@ -100,8 +114,10 @@ class WorkerProcessEngine(Engine):
 
     def _died_message(self, doing: str) -> str:
         rc = self.proc.poll() if self.proc else None
-        return (f"{self.label} engine process {'exited with code ' + str(rc) if rc is not None else 'stopped answering'} "
-                f"while {doing}; last log lines:\n{proc.tail(self.log_file)}")
+        return (
+            f"{self.label} engine process {'exited with code ' + str(rc) if rc is not None else 'stopped answering'} "
+            f"while {doing}; last log lines:\n{proc.tail(self.log_file)}"
+        )
 
     def _recv(self, timeout_s: float, doing: str) -> tuple:
         deadline = time.monotonic() + timeout_s
@@ -127,8 +143,10 @@ class WorkerProcessEngine(Engine):
                 raise EngineError(self._died_message(doing))
             dead = self.watch.dead() if self.watch is not None else []
             if dead:
-                raise EngineError(f"{self.label} engine process died while {doing}: {', '.join(dead)}; "
-                                  f"last log lines:\n{proc.tail(self.log_file)}")
+                raise EngineError(
+                    f"{self.label} engine process died while {doing}: {', '.join(dead)}; "
+                    f"last log lines:\n{proc.tail(self.log_file)}"
+                )
 
     def _request(self, msg: tuple, timeout_s: float, doing: str) -> tuple:
         with self._lock:
@@ -141,12 +159,15 @@ class WorkerProcessEngine(Engine):
     # The torch profiler exports its trace when it stops: minutes for a long capture on a busy host.
     PROFILE_TIMEOUT_S = 900.0
 
-    def profile(self, action: str, trace_dir: str | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    def profile(
+        self, action: str, trace_dir: str | None = None, options: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The worker's ``("profile", action, trace_dir, options)`` command (ADR 0095)."""
         if action not in ("start", "stop"):
             raise ValueError(f"profile action {action!r}: expected 'start' or 'stop'")
-        msg = self._request(("profile", action, trace_dir, dict(options or {})), self.PROFILE_TIMEOUT_S,
-                            f"profiler {action}")
+        msg = self._request(
+            ("profile", action, trace_dir, dict(options or {})), self.PROFILE_TIMEOUT_S, f"profiler {action}"
+        )
         return msg[1]
 
     def stop(self) -> None:
@@ -177,6 +198,7 @@ class WorkerProcessEngine(Engine):
 
 # -- worker side (runs in the engine's process; imports no engine) ------------------------------------
 
+
 def accept_init(fd: int) -> tuple[Any, dict] | None:
     """The worker's half of the handshake: die with the cell process, read ``("init", payload)``.
 
@@ -205,7 +227,9 @@ _UNSUPPORTED_WORDS = re.compile(r"\b(not (yet |currently )?supported|unsupported
 def engine_says_unsupported(exc: BaseException) -> bool:
     if isinstance(exc, EngineUnsupported | NotImplementedError):
         return True
-    return isinstance(exc, ValueError | TypeError | RuntimeError | AssertionError) and bool(_UNSUPPORTED_WORDS.search(str(exc)))
+    return isinstance(exc, ValueError | TypeError | RuntimeError | AssertionError) and bool(
+        _UNSUPPORTED_WORDS.search(str(exc))
+    )
 
 
 def report_start_failure(conn: Any, label: str, exc: BaseException, trace: str) -> int:

@@ -82,8 +82,10 @@ class GpmReader:
                 try:
                     return fn(*args)
                 except self.nv.NVMLError as exc:
-                    if getattr(exc, "value", None) != getattr(self.nv, "NVML_ERROR_IN_USE", _IN_USE) \
-                            or attempt == _RETRIES - 1:
+                    if (
+                        getattr(exc, "value", None) != getattr(self.nv, "NVML_ERROR_IN_USE", _IN_USE)
+                        or attempt == _RETRIES - 1
+                    ):
                         raise
                 time.sleep(0.002 * (attempt + 1))
         raise AssertionError("unreachable")

@@ -40,8 +40,9 @@ class NoneMeter(Meter):
         pass
 
     def result(self) -> MeterResult:
-        return MeterResult(meter="none", counters_source="none", counters_reason=self.reason,
-                           extra={"reason": self.reason})
+        return MeterResult(
+            meter="none", counters_source="none", counters_reason=self.reason, extra={"reason": self.reason}
+        )
 
     def timeline(self) -> pa.Table:
         return TIMELINE_SCHEMA.empty_table()

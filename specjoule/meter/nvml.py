@@ -58,8 +58,10 @@ def nvml_init() -> Any:
         try:
             nv.nvmlInit()
         except nv.NVMLError as exc:
-            raise MeterError(f"NVML cannot initialise: {exc} ({type(exc).__name__}). No NVIDIA driver is "
-                             f"reachable from this process; use meter: none (or auto) on machines without one") from exc
+            raise MeterError(
+                f"NVML cannot initialise: {exc} ({type(exc).__name__}). No NVIDIA driver is "
+                f"reachable from this process; use meter: none (or auto) on machines without one"
+            ) from exc
     return nv
 
 
@@ -115,21 +117,29 @@ def resolve_visible(cuda_visible_devices: str | None, devices: list[DeviceInfo])
     out: list[DeviceInfo] = []
     for entry in entries:
         if entry.startswith("MIG-"):
-            raise MeterError(f"CUDA_VISIBLE_DEVICES entry {entry!r} is a MIG instance: NVML's energy counter covers "
-                             f"the whole GPU, not the instance; use meter: none or a whole GPU")
+            raise MeterError(
+                f"CUDA_VISIBLE_DEVICES entry {entry!r} is a MIG instance: NVML's energy counter covers "
+                f"the whole GPU, not the instance; use meter: none or a whole GPU"
+            )
         if entry.lstrip("-").isdigit():
             idx = int(entry)
             match = [d for d in devices if d.index == idx]
             if not match:
-                raise MeterError(f"CUDA_VISIBLE_DEVICES entry {entry!r}: no GPU with NVML index {idx} "
-                                 f"(NVML sees {len(devices)} GPU(s))")
+                raise MeterError(
+                    f"CUDA_VISIBLE_DEVICES entry {entry!r}: no GPU with NVML index {idx} "
+                    f"(NVML sees {len(devices)} GPU(s))"
+                )
         elif entry.startswith("GPU-"):
             match = [d for d in devices if d.uuid.startswith(entry)]
             if len(match) > 1:
-                raise MeterError(f"CUDA_VISIBLE_DEVICES entry {entry!r} matches {len(match)} GPU UUIDs; use more digits")
+                raise MeterError(
+                    f"CUDA_VISIBLE_DEVICES entry {entry!r} matches {len(match)} GPU UUIDs; use more digits"
+                )
             if not match:
-                raise MeterError(f"CUDA_VISIBLE_DEVICES entry {entry!r}: no GPU with that UUID "
-                                 f"(NVML sees {[d.uuid for d in devices]})")
+                raise MeterError(
+                    f"CUDA_VISIBLE_DEVICES entry {entry!r}: no GPU with that UUID "
+                    f"(NVML sees {[d.uuid for d in devices]})"
+                )
         else:
             raise MeterError(f"CUDA_VISIBLE_DEVICES entry {entry!r}: neither an index nor a GPU-UUID")
         if match[0] in out:
@@ -141,10 +151,16 @@ def resolve_visible(cuda_visible_devices: str | None, devices: list[DeviceInfo])
 class NvmlMeter(Meter):
     name = "nvml"
 
-    def __init__(self, cuda_visible_devices: str | None = None, sample_hz: float = SAMPLE_HZ,
-                 own_pids: Callable[[], set[int]] | None = None, gpm: bool = True) -> None:
-        self.cuda_visible_devices = (cuda_visible_devices if cuda_visible_devices is not None
-                                     else os.environ.get("CUDA_VISIBLE_DEVICES"))
+    def __init__(
+        self,
+        cuda_visible_devices: str | None = None,
+        sample_hz: float = SAMPLE_HZ,
+        own_pids: Callable[[], set[int]] | None = None,
+        gpm: bool = True,
+    ) -> None:
+        self.cuda_visible_devices = (
+            cuda_visible_devices if cuda_visible_devices is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
+        )
         self.period = 1.0 / sample_hz
         self.own_pids = own_pids or _own_pid_tree
         self._nv = None
@@ -168,8 +184,9 @@ class NvmlMeter(Meter):
         # SPECJOULE_GPM=0 switches the counters off without a code change (a GPU or VM where GPM misbehaves).
         self.want_gpm = gpm and os.environ.get("SPECJOULE_GPM", "1") != "0"
         self._gpm: list[GpmReader | None] = []
-        self._gpm_reason: str | None = (None if self.want_gpm else
-                                        "GPM switched off (NvmlMeter(gpm=False) or SPECJOULE_GPM=0)")
+        self._gpm_reason: str | None = (
+            None if self.want_gpm else "GPM switched off (NvmlMeter(gpm=False) or SPECJOULE_GPM=0)"
+        )
         self._gpm_prev: list[Any] = []  # the last tick's sample per GPU (timeline deltas)
         self._gpm_edges: dict[str, list[Any]] = {}  # "start" / "end" → one sample per GPU
         self._gpm_all: list[GpmReader | None] = []  # every reader opened, for freeing samples after a stop
@@ -201,8 +218,12 @@ class NvmlMeter(Meter):
         self.power_limit_w = sum(limits) / 1000.0
         self._read_energy()  # fail now, not at the window edge, where a GPU lacks the counter
         self._open_gpm()
-        log.info("meter nvml: %s, driver %s, power limit %.0f W",
-                 [f"{d.index}:{d.name}:{d.uuid}" for d in self.devices], self.driver, self.power_limit_w)
+        log.info(
+            "meter nvml: %s, driver %s, power limit %.0f W",
+            [f"{d.index}:{d.name}:{d.uuid}" for d in self.devices],
+            self.driver,
+            self.power_limit_w,
+        )
 
     def _open_gpm(self) -> None:
         """Probe GPM once per GPU; any GPU without it turns GPM off for the cell (the columns are means
@@ -265,7 +286,9 @@ class NvmlMeter(Meter):
             raise _err(fn, exc, f"GPU {dev.index} ({dev.uuid})" if dev else "") from exc
 
     def _read_energy(self) -> list[int]:
-        return [int(self._call("nvmlDeviceGetTotalEnergyConsumption", d, h)) for d, h in zip(self.devices, self._handles)]
+        return [
+            int(self._call("nvmlDeviceGetTotalEnergyConsumption", d, h)) for d, h in zip(self.devices, self._handles)
+        ]
 
     # -- idle and processes ------------------------------------------------------------------
     def _compute_pids(self) -> list[int]:
@@ -296,8 +319,14 @@ class NvmlMeter(Meter):
                 if pid in ours:
                     continue
                 used = getattr(p, "usedGpuMemory", None)
-                out.append({"pid": pid, "name": self._process_name(pid), "gpu": d.index,
-                            "used_mib": int(used) // 2**20 if isinstance(used, int) and used >= 0 else None})
+                out.append(
+                    {
+                        "pid": pid,
+                        "name": self._process_name(pid),
+                        "gpu": d.index,
+                        "used_mib": int(used) // 2**20 if isinstance(used, int) and used >= 0 else None,
+                    }
+                )
         self._others_seen.update({(o["pid"], o["gpu"]): o for o in out})
         return out
 
@@ -308,14 +337,20 @@ class NvmlMeter(Meter):
         t0, e0 = time.monotonic(), self._read_energy()
         powers: list[float] = []
         while time.monotonic() - t0 < seconds:
-            powers.append(sum(self._call("nvmlDeviceGetPowerUsage", d, h) for d, h in zip(self.devices, self._handles)) / 1000.0)
+            powers.append(
+                sum(self._call("nvmlDeviceGetPowerUsage", d, h) for d, h in zip(self.devices, self._handles)) / 1000.0
+            )
             time.sleep(self.period)
         t1, e1 = time.monotonic(), self._read_energy()
         delta = sum(b - a for a, b in zip(e0, e1))
         # The counter is the better instrument when it advanced; the 1 s power average otherwise.
         self._idle_w = (delta / 1000.0) / (t1 - t0) if delta > 0 else (sum(powers) / len(powers) if powers else None)
-        log.info("meter nvml: idle %.1f W over %.1f s; %d other compute process(es) on the GPU(s)",
-                 self._idle_w or float("nan"), t1 - t0, self._others_before)
+        log.info(
+            "meter nvml: idle %.1f W over %.1f s; %d other compute process(es) on the GPU(s)",
+            self._idle_w or float("nan"),
+            t1 - t0,
+            self._others_before,
+        )
         return self._idle_w
 
     # -- timeline ----------------------------------------------------------------------------
@@ -327,8 +362,13 @@ class NvmlMeter(Meter):
         except self._nv.NVMLError as exc:
             self._sample_errors += 1
             if self._sample_errors == 1 or self._sample_errors % 500 == 0:
-                log.warning("meter nvml: timeline reading %s failed (%d so far): %s (%s)", fn, self._sample_errors,
-                            exc, type(exc).__name__)
+                log.warning(
+                    "meter nvml: timeline reading %s failed (%d so far): %s (%s)",
+                    fn,
+                    self._sample_errors,
+                    exc,
+                    type(exc).__name__,
+                )
             return None
 
     def _gpm_tick(self) -> list[dict[str, float | None]]:
@@ -364,18 +404,22 @@ class NvmlMeter(Meter):
                 reasons = self._optional("nvmlDeviceGetCurrentClocksThrottleReasons", h)
             power = self._optional("nvmlDeviceGetPowerUsage", h)
             temp = self._optional("nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU)
-            self._samples.append((
-                t, d.index, d.uuid,
-                power / 1000.0 if power is not None else None,
-                self._optional("nvmlDeviceGetTotalEnergyConsumption", h),
-                self._optional("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM),
-                self._optional("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_MEM),
-                float(temp) if temp is not None else None,
-                int(reasons) if reasons is not None else None,
-                float(util.gpu) if util is not None else None,
-                float(util.memory) if util is not None else None,
-                *(counters[c] for c in GPM_COLUMNS),
-            ))
+            self._samples.append(
+                (
+                    t,
+                    d.index,
+                    d.uuid,
+                    power / 1000.0 if power is not None else None,
+                    self._optional("nvmlDeviceGetTotalEnergyConsumption", h),
+                    self._optional("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM),
+                    self._optional("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_MEM),
+                    float(temp) if temp is not None else None,
+                    int(reasons) if reasons is not None else None,
+                    float(util.gpu) if util is not None else None,
+                    float(util.memory) if util is not None else None,
+                    *(counters[c] for c in GPM_COLUMNS),
+                )
+            )
 
     def _run(self) -> None:
         next_t = time.monotonic()
@@ -452,9 +496,11 @@ class NvmlMeter(Meter):
         window = self._t_end - self._t_start
         for d, e in zip(self.devices, per_gpu):
             if e <= 0:
-                raise MeterError(f"NVML energy counter of GPU {d.index} ({d.uuid}) did not advance over a "
-                                 f"{window:.3f} s window (delta {e} J); the window is shorter than the counter's "
-                                 f"update interval — lengthen the window")
+                raise MeterError(
+                    f"NVML energy counter of GPU {d.index} ({d.uuid}) did not advance over a "
+                    f"{window:.3f} s window (delta {e} J); the window is shorter than the counter's "
+                    f"update interval — lengthen the window"
+                )
         rows = [s for s in self._samples if self._t_start <= s[0] <= self._t_end]
         ticks: dict[float, list[tuple]] = {}
         for s in rows:
@@ -514,8 +560,9 @@ class NvmlMeter(Meter):
         gpm, reason = self._window_gpm()
         mem = [s[10] for s in rows if s[10] is not None]
         source = "gpm" if any(v is not None for v in gpm.values()) else ("utilization" if mem else None)
-        return dict(counters_source=source, counters_reason=reason,
-                    mem_busy_pct=sum(mem) / len(mem) if mem else None, **gpm)
+        return dict(
+            counters_source=source, counters_reason=reason, mem_busy_pct=sum(mem) / len(mem) if mem else None, **gpm
+        )
 
     def timeline(self) -> pa.Table:
         t0 = self._t_start if self._t_start is not None else (self._samples[0][0] if self._samples else 0.0)
@@ -543,8 +590,12 @@ class NvmlMeter(Meter):
 
 def _process_list(processes) -> str:
     """'pid 4242 python3 (1024 MiB) on GPU 0; …' — how logs and the record name other processes (ADR 0133)."""
-    return "; ".join(f"pid {p['pid']} {p['name']}" + (f" ({p['used_mib']} MiB)" if p.get("used_mib") is not None else "")
-                     + f" on GPU {p['gpu']}" for p in sorted(processes, key=lambda p: (p["gpu"], p["pid"])))
+    return "; ".join(
+        f"pid {p['pid']} {p['name']}"
+        + (f" ({p['used_mib']} MiB)" if p.get("used_mib") is not None else "")
+        + f" on GPU {p['gpu']}"
+        for p in sorted(processes, key=lambda p: (p["gpu"], p["pid"]))
+    )
 
 
 def _own_pid_tree() -> set[int]:

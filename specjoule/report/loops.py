@@ -31,14 +31,27 @@ OPEN, CLOSED = "open_loop", "closed_loop"
 SIDE_TITLES = {OPEN: "open loop (fixed arrival rate)", CLOSED: "matched concurrency (fixed clients)"}
 # Cells sharing these ran the same model, lengths and engine: the arms can be compared across workloads.
 # (a campaign's slice less the workload and the load, which differ between the sides, plus the lengths)
-FAMILY_KEYS: tuple[str, ...] = (*(k for k in axes.SLICE_KEYS if k not in ("workload", "batch_size")),
-                                "prompt_len", "output_len")
+FAMILY_KEYS: tuple[str, ...] = (
+    *(k for k in axes.SLICE_KEYS if k not in ("workload", "batch_size")),
+    "prompt_len",
+    "output_len",
+)
 ARM_KEYS: tuple[str, ...] = ("scheme", "acceptance_name")
 # The checks that say whether a side's comparison stands: the batch-shape confound (open loop) and the
 # steady state of the fixed-concurrency loop (ADR 0111).
 LOOP_CHECKS: tuple[str, ...] = ("batch_shape", "steady_state")
-COLUMNS = ["arm", "workload", "load", "cells", "mean running requests", "mJ/token", "baseline mJ/token",
-           "ratio to baseline", "sign", "checks"]
+COLUMNS = [
+    "arm",
+    "workload",
+    "load",
+    "cells",
+    "mean running requests",
+    "mJ/token",
+    "baseline mJ/token",
+    "ratio to baseline",
+    "sign",
+    "checks",
+]
 
 
 @dataclass
@@ -58,8 +71,10 @@ class FamilyComparison:
     @property
     def label(self) -> str:
         f = self.family
-        return (f"{f.get('engine')} · {f.get('model_pair')} · {f.get('corpus')} · CUDA graphs "
-                f"{'on' if f.get('cuda_graphs') else 'off'} · {f.get('prompt_len')}/{f.get('output_len')} tokens")
+        return (
+            f"{f.get('engine')} · {f.get('model_pair')} · {f.get('corpus')} · CUDA graphs "
+            f"{'on' if f.get('cuda_graphs') else 'off'} · {f.get('prompt_len')}/{f.get('output_len')} tokens"
+        )
 
 
 def _arm(row: dict[str, Any]) -> str:
@@ -98,9 +113,18 @@ def _baseline_words(words: str, baseline: bool) -> str:
 
 
 def _with_columns(records: pl.DataFrame) -> pl.DataFrame:
-    need = {"request_rate": pl.Float64, "concurrency": pl.Int64, "mean_running_requests": pl.Float64,
-            "baseline_mj_per_committed_token": pl.Float64, "acceptance_name": pl.String, "status": pl.String,
-            "prompt_len": pl.Int64, "output_len": pl.Int64, "corpus": pl.String, "cuda_graphs": pl.Boolean}
+    need = {
+        "request_rate": pl.Float64,
+        "concurrency": pl.Int64,
+        "mean_running_requests": pl.Float64,
+        "baseline_mj_per_committed_token": pl.Float64,
+        "acceptance_name": pl.String,
+        "status": pl.String,
+        "prompt_len": pl.Int64,
+        "output_len": pl.Int64,
+        "corpus": pl.String,
+        "cuda_graphs": pl.Boolean,
+    }
     return records.with_columns(pl.lit(None, t).alias(c) for c, t in need.items() if c not in records.columns)
 
 
@@ -108,22 +132,32 @@ def _side_rows(cells: pl.DataFrame, checks: pl.DataFrame | None) -> list[dict[st
     rows = []
     keys = [*ARM_KEYS, "workload", "campaign_id"]
     cells = cells.with_columns(
-        pl.when(C("role") == "point").then(C("mj_per_committed_token") / C("baseline_mj_per_committed_token"))
-        .alias("_ratio"))
+        pl.when(C("role") == "point")
+        .then(C("mj_per_committed_token") / C("baseline_mj_per_committed_token"))
+        .alias("_ratio")
+    )
     for _key, g in cells.group_by(keys, maintain_order=True):
         first = g.row(0, named=True)
         baseline = first["scheme"] == "baseline" or g["role"].is_in(["opening_baseline", "closing_baseline"]).all()
         ratio = None if baseline else cast("float | None", g["_ratio"].drop_nulls().mean())
-        rows.append({
-            "arm": "baseline" if baseline else _arm(first), "workload": first["workload"], "load": _load(first),
-            "campaign_id": first["campaign_id"], "cells": g.height,
-            "mean_running_requests": g["mean_running_requests"].drop_nulls().mean(),
-            "mj_per_token": g["mj_per_committed_token"].drop_nulls().mean(),
-            "baseline_mj_per_token": g["baseline_mj_per_committed_token"].drop_nulls().mean(),
-            "ratio": ratio, "sign": "—" if baseline else _sign(ratio),
-            "checks": _baseline_words(_check_words(first["campaign_id"], g["cell_name"].to_list(), checks), baseline),
-            "_arm_key": None if baseline else (first["scheme"], first.get("acceptance_name")),
-        })
+        rows.append(
+            {
+                "arm": "baseline" if baseline else _arm(first),
+                "workload": first["workload"],
+                "load": _load(first),
+                "campaign_id": first["campaign_id"],
+                "cells": g.height,
+                "mean_running_requests": g["mean_running_requests"].drop_nulls().mean(),
+                "mj_per_token": g["mj_per_committed_token"].drop_nulls().mean(),
+                "baseline_mj_per_token": g["baseline_mj_per_committed_token"].drop_nulls().mean(),
+                "ratio": ratio,
+                "sign": "—" if baseline else _sign(ratio),
+                "checks": _baseline_words(
+                    _check_words(first["campaign_id"], g["cell_name"].to_list(), checks), baseline
+                ),
+                "_arm_key": None if baseline else (first["scheme"], first.get("acceptance_name")),
+            }
+        )
     rows.sort(key=lambda r: (r["arm"] != "baseline", r["arm"], r["workload"]))
     return rows
 
@@ -146,14 +180,19 @@ def _not_measured(kind: str, config: dict[str, Any] | None, preregistered: str |
     return "not measured (no cell and no workload of this kind in the config)"
 
 
-def loop_comparison(records: pl.DataFrame, checks: pl.DataFrame | None = None, config: dict[str, Any] | None = None,
-                    preregistered: str | None = None) -> list[FamilyComparison]:
+def loop_comparison(
+    records: pl.DataFrame,
+    checks: pl.DataFrame | None = None,
+    config: dict[str, Any] | None = None,
+    preregistered: str | None = None,
+) -> list[FamilyComparison]:
     """Per family with any open- or closed-loop cell: both sides (or "not measured") and the sign per arm.
     ``preregistered``: a config path that registers the missing side, named in its "not measured" line."""
     if records.height == 0 or "workload_kind" not in records.columns:
         return []
-    r = _with_columns(records).filter(C("workload_kind").is_in([OPEN, CLOSED])
-                                      & (C("status").is_null() | (C("status") == "measured")))
+    r = _with_columns(records).filter(
+        C("workload_kind").is_in([OPEN, CLOSED]) & (C("status").is_null() | (C("status") == "measured"))
+    )
     out = []
     for fam, g in r.sort("campaign_id", "cell_name").group_by(list(FAMILY_KEYS), maintain_order=True):
         family = dict(zip(FAMILY_KEYS, fam))
@@ -199,17 +238,32 @@ def _signs(sides: dict[str, Side]) -> list[dict[str, Any]]:
 
 def side_table_rows(side: Side) -> list[list[str]]:
     """The side's rows as the report prints them (COLUMNS order)."""
-    return [[r["arm"], r["workload"], r["load"], str(r["cells"]), fmt(r["mean_running_requests"], 3),
-             fmt(r["mj_per_token"]), fmt(r["baseline_mj_per_token"]),
-             "—" if r["ratio"] is None else f"{r['ratio']:.3f}×", r["sign"], r["checks"]] for r in side.rows]
+    return [
+        [
+            r["arm"],
+            r["workload"],
+            r["load"],
+            str(r["cells"]),
+            fmt(r["mean_running_requests"], 3),
+            fmt(r["mj_per_token"]),
+            fmt(r["baseline_mj_per_token"]),
+            "—" if r["ratio"] is None else f"{r['ratio']:.3f}×",
+            r["sign"],
+            r["checks"],
+        ]
+        for r in side.rows
+    ]
 
 
 def sign_lines(comp: FamilyComparison) -> list[str]:
     def ratio(v: float | None) -> str:
         return "n/a" if v is None else f"{v:.3f}×"
 
-    return [f"{s['arm']}: open loop {ratio(s['open_ratio'])}, matched concurrency {ratio(s['matched_ratio'])} — "
-            f"{s['verdict']}" for s in comp.signs]
+    return [
+        f"{s['arm']}: open loop {ratio(s['open_ratio'])}, matched concurrency {ratio(s['matched_ratio'])} — "
+        f"{s['verdict']}"
+        for s in comp.signs
+    ]
 
 
 def to_markdown(comparisons: list[FamilyComparison]) -> str:
@@ -256,12 +310,29 @@ def section(records: pl.DataFrame, checks: pl.DataFrame | None, config: dict[str
     lines. Empty when no campaign ran an open or closed loop."""
     out = []
     for comp in loop_comparison(records, checks, config):
-        out.append({"label": comp.label,
-                    "sides": [{"kind": s.kind, "title": s.title, "not_measured": s.not_measured,
-                               "table": None if s.not_measured else
-                               {"id": f"loops-{s.kind}", "title": s.title, "columns": COLUMNS, "rows": side_table_rows(s), "row_classes": [],
-                                "note": "ratio = the arm's mJ per committed token / its own campaign's baseline; "
-                                        "mean running requests sampled in the window"}}
-                              for s in comp.sides.values()],
-                    "signs": sign_lines(comp)})
+        out.append(
+            {
+                "label": comp.label,
+                "sides": [
+                    {
+                        "kind": s.kind,
+                        "title": s.title,
+                        "not_measured": s.not_measured,
+                        "table": None
+                        if s.not_measured
+                        else {
+                            "id": f"loops-{s.kind}",
+                            "title": s.title,
+                            "columns": COLUMNS,
+                            "rows": side_table_rows(s),
+                            "row_classes": [],
+                            "note": "ratio = the arm's mJ per committed token / its own campaign's baseline; "
+                            "mean running requests sampled in the window",
+                        },
+                    }
+                    for s in comp.sides.values()
+                ],
+                "signs": sign_lines(comp),
+            }
+        )
     return out

@@ -13,8 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 NO_INTERVAL_SIG_DIGITS = 2
-INTERVAL_LEVEL_WORDS = {"window": "windows", "seed": "seeds", "engine_replicate": "engine replicates", "gpu": "GPUs",
-                        "run": "runs"}
+INTERVAL_LEVEL_WORDS = {
+    "window": "windows",
+    "seed": "seeds",
+    "engine_replicate": "engine replicates",
+    "gpu": "GPUs",
+    "run": "runs",
+}
 
 
 def _finite(x: Any) -> bool:
@@ -102,13 +107,21 @@ def _count(n: Any, one: str, many: str) -> str | None:
     return f"{n} {one if n == 1 else many}"
 
 
-def support_text(n_windows: Any, n_seeds: Any, n_engine_replicates: Any, n_gpus: Any,
-                 interval_level: str | None, has_interval: bool) -> str:
+def support_text(
+    n_windows: Any, n_seeds: Any, n_engine_replicates: Any, n_gpus: Any, interval_level: str | None, has_interval: bool
+) -> str:
     """What stands behind a number: '2 windows × 3 seeds × 2 engine replicates on 2 GPUs; 95 %
     interval over engine replicates'. Counts a table does not carry are left out; a number without an
     interval says so ('one window, no interval' when nothing says there were more)."""
-    parts = [p for p in (_count(n_windows, "window", "windows"), _count(n_seeds, "seed", "seeds"),
-                         _count(n_engine_replicates, "engine replicate", "engine replicates")) if p]
+    parts = [
+        p
+        for p in (
+            _count(n_windows, "window", "windows"),
+            _count(n_seeds, "seed", "seeds"),
+            _count(n_engine_replicates, "engine replicate", "engine replicates"),
+        )
+        if p
+    ]
     gpus = _count(n_gpus, "GPU", "GPUs")
     head = " × ".join(parts) if parts else "one window"
     if gpus:

@@ -38,31 +38,46 @@ def tp_comparison(records: pl.DataFrame, checks: pl.DataFrame | None = None) -> 
     r = r.filter(C("mj_per_committed_token").is_not_null() & ~C("campaign_id").is_in(_failed_campaigns(checks)))
     if r.height == 0 or r["tp"].n_unique() < 2:
         return pl.DataFrame()
-    ratio = pl.when(C("role") == axes.ROLE_POINT).then(C("mj_per_committed_token") / C("baseline_mj_per_committed_token"))
+    ratio = pl.when(C("role") == axes.ROLE_POINT).then(
+        C("mj_per_committed_token") / C("baseline_mj_per_committed_token")
+    )
     width = int(r["energy_j_per_gpu"].list.len().max() or 0)
     share = C("energy_j_per_gpu").list.eval(pl.element() / pl.element().sum())
-    per_tp = (r.with_columns(ratio.alias("_ratio"), share.alias("_share"))
-               .with_columns(C("_share").list.get(i, null_on_oob=True).alias(f"_gpu{i}") for i in range(width))
-               .group_by(*ARM_KEYS, "tp", maintain_order=True)
-               .agg(pl.len().alias("n"), C("mj_per_committed_token").mean().alias("mj_per_token"),
-                    C("_ratio").mean().alias("energy_ratio"),
-                    # each GPU position's mean share over the replicates (positions in metered order)
-                    *(C(f"_gpu{i}").mean() for i in range(width))))
+    per_tp = (
+        r.with_columns(ratio.alias("_ratio"), share.alias("_share"))
+        .with_columns(C("_share").list.get(i, null_on_oob=True).alias(f"_gpu{i}") for i in range(width))
+        .group_by(*ARM_KEYS, "tp", maintain_order=True)
+        .agg(
+            pl.len().alias("n"),
+            C("mj_per_committed_token").mean().alias("mj_per_token"),
+            C("_ratio").mean().alias("energy_ratio"),
+            # each GPU position's mean share over the replicates (positions in metered order)
+            *(C(f"_gpu{i}").mean() for i in range(width)),
+        )
+    )
     varied = per_tp.group_by(*ARM_KEYS).agg(C("tp").n_unique().alias("_n_tp")).filter(C("_n_tp") > 1).drop("_n_tp")
     out = per_tp.join(varied, on=list(ARM_KEYS), how="semi", nulls_equal=True)
     if out.height == 0:
         return pl.DataFrame()
-    ref = (out.sort("tp").group_by(*ARM_KEYS, maintain_order=True)
-              .agg(C("mj_per_token").first().alias("_ref_mj"), C("tp").first().alias("reference_tp")))
+    ref = (
+        out.sort("tp")
+        .group_by(*ARM_KEYS, maintain_order=True)
+        .agg(C("mj_per_token").first().alias("_ref_mj"), C("tp").first().alias("reference_tp"))
+    )
     out = out.join(ref, on=list(ARM_KEYS), how="left", nulls_equal=True)
     gpu_cols = [f"_gpu{i}" for i in range(width)]
     split = [_split_text([row[c] for c in gpu_cols]) for row in out.select(gpu_cols).iter_rows(named=True)]
-    return (out.with_columns((C("mj_per_token") / C("_ref_mj")).alias("mj_vs_reference"),
-                             pl.Series("per_gpu_energy_split", split, pl.String))
-               .drop("_ref_mj", *gpu_cols).sort(*ARM_KEYS, "tp", nulls_last=True))
+    return (
+        out.with_columns(
+            (C("mj_per_token") / C("_ref_mj")).alias("mj_vs_reference"),
+            pl.Series("per_gpu_energy_split", split, pl.String),
+        )
+        .drop("_ref_mj", *gpu_cols)
+        .sort(*ARM_KEYS, "tp", nulls_last=True)
+    )
 
 
 def _split_text(shares: list[float | None]) -> str:
-    """"50.4 % / 49.6 %": each GPU position's mean share of the cell's energy ("—" for one GPU)."""
+    """ "50.4 % / 49.6 %": each GPU position's mean share of the cell's energy ("—" for one GPU)."""
     means = [v for v in shares if v is not None]
     return "—" if len(means) < 2 else " / ".join(f"{100 * m:.1f} %" for m in means)

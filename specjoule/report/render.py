@@ -57,8 +57,9 @@ class ReportInputs:
     def figure_inputs(self) -> figs.FigureInputs:
         """The figures' view of the tables (drawable points, record columns, summary intervals)."""
         if not hasattr(self, "_fi"):
-            self._fi = figs.FigureInputs.from_config(self.config, curves=self.curves, records=self.records,
-                                                     checks=self.checks, summary=self.summary)
+            self._fi = figs.FigureInputs.from_config(
+                self.config, curves=self.curves, records=self.records, checks=self.checks, summary=self.summary
+            )
         return self._fi
 
 
@@ -80,6 +81,7 @@ class Table:
 
 # --- formatting --------------------------------------------------------------------------------------
 
+
 def _uniq(df: pl.DataFrame, col: str) -> list:
     if df.height == 0 or col not in df.columns:
         return []
@@ -95,14 +97,23 @@ def _join(values: Sequence[Any], empty: str = "—") -> str:
 
 # --- what was measured ---------------------------------------------------------------------------------
 
+
 def _workload_line(name: str, wl: dict) -> str:
     if wl["kind"] == "open_loop":
-        return (f"{name}: open loop, Poisson {wl['rate']:g} req/s, {wl['prompt_len']} in / {wl['output_len']} out, "
-                f"warm-up {wl['warmup_s']:g} s unsampled, energy window {wl['window_s']:g} s, cool-down {wl['cooldown_s']:g} s")
-    return (f"{name}: closed batch (B requests together), {wl['prompt_len']} in / {wl['output_len']} out, "
-            f"repeated until ≥ {wl['min_window_s']:g} s (≤ {wl['max_repeats']} repeats), warm-up {wl['warmup_s']:g} s"
-            + (" (none where a cell repeats the configuration of the window before it on its engine: another seed or "
-               "window; records: warmup_skipped, ADR 0188)" if wl["warmup_s"] else ""))
+        return (
+            f"{name}: open loop, Poisson {wl['rate']:g} req/s, {wl['prompt_len']} in / {wl['output_len']} out, "
+            f"warm-up {wl['warmup_s']:g} s unsampled, energy window {wl['window_s']:g} s, cool-down {wl['cooldown_s']:g} s"
+        )
+    return (
+        f"{name}: closed batch (B requests together), {wl['prompt_len']} in / {wl['output_len']} out, "
+        f"repeated until ≥ {wl['min_window_s']:g} s (≤ {wl['max_repeats']} repeats), warm-up {wl['warmup_s']:g} s"
+        + (
+            " (none where a cell repeats the configuration of the window before it on its engine: another seed or "
+            "window; records: warmup_skipped, ADR 0188)"
+            if wl["warmup_s"]
+            else ""
+        )
+    )
 
 
 def _scheme_line(name: str, s: dict, config: dict) -> str:
@@ -113,8 +124,11 @@ def _scheme_line(name: str, s: dict, config: dict) -> str:
         parts.append(f"drafter {s['drafter']}")
     if s.get("synthetic"):
         vecs = s.get("acceptance") or list(config.get("acceptance", {}))
-        descr = [f"{v} ({k} {val if not isinstance(val, list) else '[' + ', '.join(f'{x:g}' for x in val) + ']'})"
-                 for v in vecs for k, val in config["acceptance"][v].items()]
+        descr = [
+            f"{v} ({k} {val if not isinstance(val, list) else '[' + ', '.join(f'{x:g}' for x in val) + ']'})"
+            for v in vecs
+            for k, val in config["acceptance"][v].items()
+        ]
         parts.append("synthetic acceptance: " + ", ".join(descr))
     return ", ".join(parts)
 
@@ -123,8 +137,17 @@ def measured(inp: ReportInputs) -> list[tuple[str, str]]:
     """(label, value) rows describing the measurement, from config and the records' provenance."""
     c, r = inp.config, inp.records
     rows: list[tuple[str, str]] = []
-    rows.append(("config", f"{c.get('name')} · hash {inp.config_hash}"
-                 + (f" · records carry {_join(_uniq(r, 'config_hash'))}" if _uniq(r, "config_hash") not in ([], [inp.config_hash]) else "")))
+    rows.append(
+        (
+            "config",
+            f"{c.get('name')} · hash {inp.config_hash}"
+            + (
+                f" · records carry {_join(_uniq(r, 'config_hash'))}"
+                if _uniq(r, "config_hash") not in ([], [inp.config_hash])
+                else ""
+            ),
+        )
+    )
     rows.append(("pipeline commit", _join(_uniq(r, "git_commit"))))
     engines = []
     for e in c.get("engines", []):
@@ -136,13 +159,30 @@ def measured(inp: ReportInputs) -> list[tuple[str, str]]:
     gpus = []
     if r.height and "gpu_uuid" in r.columns:
         for (uuid,), grp in r.filter(pl.col("gpu_uuid").is_not_null()).group_by(["gpu_uuid"], maintain_order=True):
-            gpus.append(f"{_join(_uniq(grp, 'gpu_names'))} {uuid} ({grp.height} cells, power limit "
-                        f"{_join(_uniq(grp, 'power_limit_w'))} W)")
+            gpus.append(
+                f"{_join(_uniq(grp, 'gpu_names'))} {uuid} ({grp.height} cells, power limit "
+                f"{_join(_uniq(grp, 'power_limit_w'))} W)"
+            )
     rows.append(("GPU(s)", "; ".join(sorted(gpus)) or "none (no GPU in any record)"))
-    rows.append(("hosts", _join(_uniq(r, "hostname")) + (f" · SLURM jobs {_join(_uniq(r, 'slurm_job_id'))}" if _uniq(r, "slurm_job_id") else "")))
+    rows.append(
+        (
+            "hosts",
+            _join(_uniq(r, "hostname"))
+            + (f" · SLURM jobs {_join(_uniq(r, 'slurm_job_id'))}" if _uniq(r, "slurm_job_id") else ""),
+        )
+    )
     meters = _uniq(r, "meter")
-    rows.append(("meter", f"config {c.get('meter')} → recorded {_join(meters)}"
-                 + (f" · timeline {_join([round(x, 1) for x in _uniq(r, 'timeline_hz')])} Hz" if _uniq(r, "timeline_hz") else "")))
+    rows.append(
+        (
+            "meter",
+            f"config {c.get('meter')} → recorded {_join(meters)}"
+            + (
+                f" · timeline {_join([round(x, 1) for x in _uniq(r, 'timeline_hz')])} Hz"
+                if _uniq(r, "timeline_hz")
+                else ""
+            ),
+        )
+    )
     for name, pair in c.get("models", {}).items():
         t = pair["target"]
         d = pair.get("draft")
@@ -153,17 +193,29 @@ def measured(inp: ReportInputs) -> list[tuple[str, str]]:
     for name, s in c.get("schemes", {}).items():
         rows.append(("scheme", _scheme_line(name, s, c)))
     rows.append(("batch sizes", _join(c.get("batch_sizes", []))))
-    rows.append(("corpora", "; ".join(f"{n}: {v['source']}" + (f" {v.get('name') or v.get('dataset') or v.get('path') or ''}".rstrip())
-                                       for n, v in c.get("corpora", {}).items())))
+    rows.append(
+        (
+            "corpora",
+            "; ".join(
+                f"{n}: {v['source']}" + (f" {v.get('name') or v.get('dataset') or v.get('path') or ''}".rstrip())
+                for n, v in c.get("corpora", {}).items()
+            ),
+        )
+    )
     rows.append(("seeds", _join(c.get("seeds", []))))
     rows.append(("CUDA graphs", _join(["on" if g else "off" for g in c.get("cuda_graphs", [])])))
     for name, wl in c.get("workloads", {}).items():
         rows.append(("workload", _workload_line(name, wl)))
     p = c.get("protocol", {})
-    rows.append(("protocol", f"opening baseline → points in an order shuffled under seed {p.get('run_order_seed')} "
-                 f"({'salted per campaign family, one engine start per engine group' if p.get('share_engines') else 'salted per campaign'}) → {'closing baseline' if p.get('closing_baseline') else 'no closing baseline'}; "
-                 f"idle power sampled {p.get('idle_s', 0):g} s before each engine start; prefix caching "
-                 f"{'on' if c.get('prefix_caching') else 'off'}"))
+    rows.append(
+        (
+            "protocol",
+            f"opening baseline → points in an order shuffled under seed {p.get('run_order_seed')} "
+            f"({'salted per campaign family, one engine start per engine group' if p.get('share_engines') else 'salted per campaign'}) → {'closing baseline' if p.get('closing_baseline') else 'no closing baseline'}; "
+            f"idle power sampled {p.get('idle_s', 0):g} s before each engine start; prefix caching "
+            f"{'on' if c.get('prefix_caching') else 'off'}",
+        )
+    )
     if r.height and "window_s" in r.columns and r["window_s"].drop_nulls().len():
         rows.append(("energy windows", f"{fmt(r['window_s'].min())} – {fmt(r['window_s'].max())} s"))
     line = accounting.summary_line(accounting.device_time(r))
@@ -172,9 +224,14 @@ def measured(inp: ReportInputs) -> list[tuple[str, str]]:
     planned = _planned(c)
     n_campaigns = r["campaign_id"].n_unique() if r.height else 0
     n_unsupported = schemes.unsupported_records(r).height
-    rows.append(("cells", f"{r.height} recorded of {planned if planned is not None else '?'} planned, in {n_campaigns} campaign(s); "
-                 + (f"{n_unsupported} of them unsupported by the engine (no window); " if n_unsupported else "")
-                 + f"{inp.curves.height} speculative points in the curves"))
+    rows.append(
+        (
+            "cells",
+            f"{r.height} recorded of {planned if planned is not None else '?'} planned, in {n_campaigns} campaign(s); "
+            + (f"{n_unsupported} of them unsupported by the engine (no window); " if n_unsupported else "")
+            + f"{inp.curves.height} speculative points in the curves",
+        )
+    )
     reps = _replicate_line(r)
     if reps:
         rows.append(("replicates", reps))
@@ -187,8 +244,12 @@ def _replicate_line(records: pl.DataFrame) -> str:
     if m.height == 0:
         return ""
     parts = []
-    for col, words in (("window_index", "window(s) per cell"), ("seed", "seed(s)"),
-                       ("engine_replicate", "engine replicate(s)"), ("gpu_uuid", "GPU board(s)")):
+    for col, words in (
+        ("window_index", "window(s) per cell"),
+        ("seed", "seed(s)"),
+        ("engine_replicate", "engine replicate(s)"),
+        ("gpu_uuid", "GPU board(s)"),
+    ):
         if col in m.columns:
             parts.append(f"{m[col].drop_nulls().n_unique()} {words}")
         elif col in ("window_index", "engine_replicate"):
@@ -218,16 +279,34 @@ def _interval_caveats(inp: ReportInputs) -> list[Caveat]:
     with_ci = int((st["energy_ratio_band"] == "ci").sum())
     levels = sorted(set(st.filter(pl.col("energy_ratio_band") == "ci")["interval_level"].drop_nulls().to_list()))
     if with_ci == 0:
-        why = ("no summary table" if inp.summary is None or inp.summary.height == 0 else
-               "the summary holds no interval for them")
-        return [Caveat("warn", f"no energy ratio carries an interval ({why}): one window, no interval — every ratio "
-                               "is quoted with two significant digits and ≈")]
-    out = [Caveat("info", f"{with_ci} of {n} configurations carry a 95 % interval of their energy ratio (over "
-                          + ", ".join(numbers.INTERVAL_LEVEL_WORDS.get(x, x) for x in levels)
-                          + "); numbers are rounded to the digits their interval supports")]
+        why = (
+            "no summary table"
+            if inp.summary is None or inp.summary.height == 0
+            else "the summary holds no interval for them"
+        )
+        return [
+            Caveat(
+                "warn",
+                f"no energy ratio carries an interval ({why}): one window, no interval — every ratio "
+                "is quoted with two significant digits and ≈",
+            )
+        ]
+    out = [
+        Caveat(
+            "info",
+            f"{with_ci} of {n} configurations carry a 95 % interval of their energy ratio (over "
+            + ", ".join(numbers.INTERVAL_LEVEL_WORDS.get(x, x) for x in levels)
+            + "); numbers are rounded to the digits their interval supports",
+        )
+    ]
     if with_ci < n:
-        out.append(Caveat("warn", f"{n - with_ci} of {n} configurations have no interval (one replicate, or a "
-                                  "replicate left out by a failed check): quoted with ≈ and two significant digits"))
+        out.append(
+            Caveat(
+                "warn",
+                f"{n - with_ci} of {n} configurations have no interval (one replicate, or a "
+                "replicate left out by a failed check): quoted with ≈ and two significant digits",
+            )
+        )
     return out
 
 
@@ -242,15 +321,22 @@ def run_order(records: pl.DataFrame, max_campaigns: int = 200) -> Table:
     rows = []
     if records.height:
         # One aggregation, not a table operation per campaign (a paper-scale grid has thousands of campaigns).
-        seeds = (pl.col("run_order_seed").drop_nulls().unique() if "run_order_seed" in records.columns
-                 else pl.lit(None).drop_nulls())
+        seeds = (
+            pl.col("run_order_seed").drop_nulls().unique()
+            if "run_order_seed" in records.columns
+            else pl.lit(None).drop_nulls()
+        )
         start = pl.col("window_start").min() if "window_start" in records.columns else pl.lit(None)
-        per_campaign = records.sort("run_order_index").group_by("campaign_id", maintain_order=True).agg(
-            seeds=seeds, start=start, names=pl.col("cell_name"))
+        per_campaign = (
+            records.sort("run_order_index")
+            .group_by("campaign_id", maintain_order=True)
+            .agg(seeds=seeds, start=start, names=pl.col("cell_name"))
+        )
         for cid, seed_values, first, names in per_campaign.iter_rows():
             seed = _join(sorted({v for v in seed_values if v != ""}, key=str))
-            rows.append([cid, seed, fmt(first.isoformat(timespec="seconds") if first is not None else None),
-                         " → ".join(names)])
+            rows.append(
+                [cid, seed, fmt(first.isoformat(timespec="seconds") if first is not None else None), " → ".join(names)]
+            )
     rows.sort(key=lambda x: x[0])
     note = ""
     if len(rows) > max_campaigns:
@@ -261,37 +347,73 @@ def run_order(records: pl.DataFrame, max_campaigns: int = 200) -> Table:
 
 # --- checks -------------------------------------------------------------------------------------------------
 
+
 def checks_view(checks: pl.DataFrame) -> dict:
     """Failures and flags row by row, first; passes and not-applicable summarised per check."""
     if checks is None or checks.height == 0:
         return {"counts": {}, "problems": Table("Checks", [], []), "summary": Table("Passed", [], []), "empty": True}
     counts = {s: int((checks["status"] == s).sum()) for s in STATUS_ORDER}
-    ordered = checks.with_columns(_o=pl.col("status").replace_strict(STATUS_ORDER, default=9)).sort(["_o", "check", "campaign_id"])
+    ordered = checks.with_columns(_o=pl.col("status").replace_strict(STATUS_ORDER, default=9)).sort(
+        ["_o", "check", "campaign_id"]
+    )
     problems = ordered.filter(pl.col("status").is_in(["fail", "flag"]))
-    prow = [[r["status"], r["check"], fmt(r["campaign_id"]), _join(r["cell_names"] or []), fmt(r["value"]), fmt(r["threshold"]),
-             fmt(r["detail"])] for r in problems.iter_rows(named=True)]
-    rest = (ordered.filter(~pl.col("status").is_in(["fail", "flag"])).group_by(["check", "status"], maintain_order=True)
-            .agg(n=pl.len(), vmin=pl.col("value").min(), vmax=pl.col("value").max(), threshold=pl.col("threshold").first()))
-    srow = [[r["status"], r["check"], str(r["n"]),
-             "—" if r["vmin"] is None else f"{fmt(r['vmin'])} – {fmt(r['vmax'])}", fmt(r["threshold"])]
-            for r in rest.iter_rows(named=True)]
+    prow = [
+        [
+            r["status"],
+            r["check"],
+            fmt(r["campaign_id"]),
+            _join(r["cell_names"] or []),
+            fmt(r["value"]),
+            fmt(r["threshold"]),
+            fmt(r["detail"]),
+        ]
+        for r in problems.iter_rows(named=True)
+    ]
+    rest = (
+        ordered.filter(~pl.col("status").is_in(["fail", "flag"]))
+        .group_by(["check", "status"], maintain_order=True)
+        .agg(n=pl.len(), vmin=pl.col("value").min(), vmax=pl.col("value").max(), threshold=pl.col("threshold").first())
+    )
+    srow = [
+        [
+            r["status"],
+            r["check"],
+            str(r["n"]),
+            "—" if r["vmin"] is None else f"{fmt(r['vmin'])} – {fmt(r['vmax'])}",
+            fmt(r["threshold"]),
+        ]
+        for r in rest.iter_rows(named=True)
+    ]
     return {
         "counts": counts,
-        "problems": Table("Failed and flagged", ["status", "check", "campaign", "cells", "value", "threshold", "detail"],
-                          prow, row_classes=[r[0] for r in prow]),
-        "summary": Table("Passed and not applicable (per check)", ["status", "check", "rows", "value range", "threshold"],
-                         srow, row_classes=[r[0] for r in srow]),
+        "problems": Table(
+            "Failed and flagged",
+            ["status", "check", "campaign", "cells", "value", "threshold", "detail"],
+            prow,
+            row_classes=[r[0] for r in prow],
+        ),
+        "summary": Table(
+            "Passed and not applicable (per check)",
+            ["status", "check", "rows", "value range", "threshold"],
+            srow,
+            row_classes=[r[0] for r in srow],
+        ),
         "empty": False,
     }
 
 
 # --- derived tables -----------------------------------------------------------------------------------------
 
+
 def _table_from_df(title: str, df: pl.DataFrame, *, note: str = "", source: str = "") -> Table:
     total = df.height
     shown = df.head(MAX_TABLE_ROWS)
     if total > MAX_TABLE_ROWS:
-        note = (note + " · " if note else "") + f"first {MAX_TABLE_ROWS} of {total} rows" + (f"; all in {source}" if source else "")
+        note = (
+            (note + " · " if note else "")
+            + f"first {MAX_TABLE_ROWS} of {total} rows"
+            + (f"; all in {source}" if source else "")
+        )
     rows = [[fmt(v) for v in r] for r in shown.iter_rows()]
     return Table(title, list(df.columns), rows, note)
 
@@ -304,45 +426,84 @@ def configuration_table(inp: ReportInputs) -> Table | None:
         return None
     fi = inp.figure_inputs()
     c = figs.with_record_columns(curves, inp.records).with_columns(
-        arm=pl.when(pl.col("acceptance_name").is_null()).then(pl.col("scheme"))
+        arm=pl.when(pl.col("acceptance_name").is_null())
+        .then(pl.col("scheme"))
         .otherwise(pl.col("scheme") + pl.lit(" · ") + pl.col("acceptance_name")),
         tbt_ms=pl.col("tpot_mean_s") * 1000,
-        flag_list=pl.col("flags").list.join(","), failed_list=pl.col("failed_checks").list.join(","))
+        flag_list=pl.col("flags").list.join(","),
+        failed_list=pl.col("failed_checks").list.join(","),
+    )
     keys = [*axes.SLICE_KEYS, "arm"]
     st = fi.stats(c, keys, ["energy_ratio", "realized_L", "mj_per_committed_token"])
-    extra = (c.group_by(keys, maintain_order=True)
-             .agg(baseline_mj=pl.col("baseline_mj_per_committed_token").mean(), tbt_ms=pl.col("tbt_ms").mean(),
-                  tbt_ratio=pl.col("tbt_ratio").mean(),
-                  flags=pl.col("flag_list").filter(pl.col("flag_list") != "").unique().str.join(","),
-                  failed_checks=pl.col("failed_list").filter(pl.col("failed_list") != "").unique().str.join(",")))
+    extra = c.group_by(keys, maintain_order=True).agg(
+        baseline_mj=pl.col("baseline_mj_per_committed_token").mean(),
+        tbt_ms=pl.col("tbt_ms").mean(),
+        tbt_ratio=pl.col("tbt_ratio").mean(),
+        flags=pl.col("flag_list").filter(pl.col("flag_list") != "").unique().str.join(","),
+        failed_checks=pl.col("failed_list").filter(pl.col("failed_list") != "").unique().str.join(","),
+    )
     t = st.join(extra, on=keys, how="left", nulls_equal=True).sort(keys)
     has_energy = t["energy_ratio"].drop_nulls().len() > 0
-    ratio = [schemes.cell_text(r["energy_ratio"], r["energy_ratio_lo"], r["energy_ratio_hi"], r["energy_ratio_band"], False)
-             if r["energy_ratio"] is not None else "—" for r in t.iter_rows(named=True)]
-    saving = [numbers.saving_words(r["energy_ratio"], r["energy_ratio_lo"] if r["energy_ratio_band"] == "ci" else None,
-                                   r["energy_ratio_hi"] if r["energy_ratio_band"] == "ci" else None)
-              if r["energy_ratio"] is not None else "—" for r in t.iter_rows(named=True)]
-    out = t.select(*keys, pl.col("n_rows").alias("replicates"), pl.col("realized_L").round(3),
-                   pl.col("mj_per_committed_token").round(2).alias("mj_per_token"), pl.col("baseline_mj").round(2),
-                   pl.Series("energy ratio [95 % interval]", ratio), pl.Series("energy per committed token", saving),
-                   pl.col("tbt_ms").round(2), pl.col("tbt_ratio").round(3), pl.col("support").alias("behind it"),
-                   "flags", "failed_checks")
+    ratio = [
+        schemes.cell_text(r["energy_ratio"], r["energy_ratio_lo"], r["energy_ratio_hi"], r["energy_ratio_band"], False)
+        if r["energy_ratio"] is not None
+        else "—"
+        for r in t.iter_rows(named=True)
+    ]
+    saving = [
+        numbers.saving_words(
+            r["energy_ratio"],
+            r["energy_ratio_lo"] if r["energy_ratio_band"] == "ci" else None,
+            r["energy_ratio_hi"] if r["energy_ratio_band"] == "ci" else None,
+        )
+        if r["energy_ratio"] is not None
+        else "—"
+        for r in t.iter_rows(named=True)
+    ]
+    out = t.select(
+        *keys,
+        pl.col("n_rows").alias("replicates"),
+        pl.col("realized_L").round(3),
+        pl.col("mj_per_committed_token").round(2).alias("mj_per_token"),
+        pl.col("baseline_mj").round(2),
+        pl.Series("energy ratio [95 % interval]", ratio),
+        pl.Series("energy per committed token", saving),
+        pl.col("tbt_ms").round(2),
+        pl.col("tbt_ratio").round(3),
+        pl.col("support").alias("behind it"),
+        "flags",
+        "failed_checks",
+    )
     if not has_energy:
         out = out.drop("mj_per_token", "baseline_mj", "energy ratio [95 % interval]", "energy per committed token")
-    return _table_from_df("Per configuration (means over replicates; ratio = energy per committed token / paired baseline)",
-                          out, source="results/curves.parquet")
+    return _table_from_df(
+        "Per configuration (means over replicates; ratio = energy per committed token / paired baseline)",
+        out,
+        source="results/curves.parquet",
+    )
 
 
 def tbt_table(inp: ReportInputs) -> Table | None:
     t = figs.tbt_targets_table(inp.figure_inputs())
     if t.height == 0:
         return None
-    t = t.select(*(k for k in axes.SLICE_KEYS if k != "batch_size"), "target_ms", "met", "arm", "batch_size_best",
-                 pl.col("tbt_ms").round(2), pl.col("mj_per_committed_token").round(2).alias("mj_per_token"),
-                 "baseline_batch_size", pl.col("baseline_mj").round(2),
-                 pl.col("saving_vs_best_baseline_pct").round(1).alias("saving_vs_best_baseline_%"))
-    return _table_from_df("Lowest-energy configuration meeting each TBT target (and the best without speculation)", t,
-                          note="TBT = mean time between tokens, seed means; targets from config report.tbt_targets_ms")
+    t = t.select(
+        *(k for k in axes.SLICE_KEYS if k != "batch_size"),
+        "target_ms",
+        "met",
+        "arm",
+        "batch_size_best",
+        pl.col("tbt_ms").round(2),
+        pl.col("mj_per_committed_token").round(2).alias("mj_per_token"),
+        "baseline_batch_size",
+        pl.col("baseline_mj").round(2),
+        pl.col("saving_vs_best_baseline_pct").round(1).alias("saving_vs_best_baseline_%"),
+    )
+    return _table_from_df(
+        "Lowest-energy configuration meeting each TBT target (and the best without speculation)",
+        t,
+        note="TBT = mean time between tokens, seed means; targets from config report.tbt_targets_ms",
+    )
 
 
 def tp_table(inp: ReportInputs) -> Table | None:
@@ -350,17 +511,29 @@ def tp_table(inp: ReportInputs) -> Table | None:
     t = parallel.tp_comparison(inp.records, inp.checks)
     if t.height == 0:
         return None
-    t = t.select("engine", pl.col("target_model").alias("target"), "workload", "corpus", "cuda_graphs",
-                 pl.col("batch_size").alias("B"), "scheme", pl.col("acceptance_name").alias("acceptance"),
-                 pl.col("tp").alias("TP"), pl.col("n").alias("records"),
-                 pl.col("mj_per_token").round(2).alias("mJ/token"),
-                 pl.col("mj_vs_reference").round(3).alias("mJ/token vs smallest TP"),
-                 pl.col("energy_ratio").round(4).alias("ratio to its baseline"),
-                 pl.col("per_gpu_energy_split").alias("energy per GPU"))
-    return _table_from_df("Tensor parallelism: energy per committed token at each TP of the same arm", t,
-                          note="means over replicates; energy summed over the cell's GPUs; ratio = point / the baseline "
-                               "of its own campaign (same TP); energy per GPU = each GPU's mean share, in metered order; "
-                               "campaigns that failed a check are left out")
+    t = t.select(
+        "engine",
+        pl.col("target_model").alias("target"),
+        "workload",
+        "corpus",
+        "cuda_graphs",
+        pl.col("batch_size").alias("B"),
+        "scheme",
+        pl.col("acceptance_name").alias("acceptance"),
+        pl.col("tp").alias("TP"),
+        pl.col("n").alias("records"),
+        pl.col("mj_per_token").round(2).alias("mJ/token"),
+        pl.col("mj_vs_reference").round(3).alias("mJ/token vs smallest TP"),
+        pl.col("energy_ratio").round(4).alias("ratio to its baseline"),
+        pl.col("per_gpu_energy_split").alias("energy per GPU"),
+    )
+    return _table_from_df(
+        "Tensor parallelism: energy per committed token at each TP of the same arm",
+        t,
+        note="means over replicates; energy summed over the cell's GPUs; ratio = point / the baseline "
+        "of its own campaign (same TP); energy per GPU = each GPU's mean share, in metered order; "
+        "campaigns that failed a check are left out",
+    )
 
 
 def device_time_table(records: pl.DataFrame) -> Table | None:
@@ -368,26 +541,45 @@ def device_time_table(records: pl.DataFrame) -> Table | None:
     t = accounting.device_time(records)
     if t.height == 0:
         return None
-    t = t.with_columns(pl.col("device").str.slice(0, 20), *(pl.col(c).round(1) for c in accounting.ACCOUNT_COLUMNS[4:9]),
-                       (pl.col("window_share") * 100).round(1).alias("in_windows_%")).drop("window_share")
-    return _table_from_df("Device time: held vs inside energy windows (per engine launch)", t,
-                          note="held = device lease to the launch's last record (engine teardown and queueing not "
-                               "included); other = idle-power measurement, prompts, drains and cool-downs between cells")
+    t = t.with_columns(
+        pl.col("device").str.slice(0, 20),
+        *(pl.col(c).round(1) for c in accounting.ACCOUNT_COLUMNS[4:9]),
+        (pl.col("window_share") * 100).round(1).alias("in_windows_%"),
+    ).drop("window_share")
+    return _table_from_df(
+        "Device time: held vs inside energy windows (per engine launch)",
+        t,
+        note="held = device lease to the launch's last record (engine teardown and queueing not "
+        "included); other = idle-power measurement, prompts, drains and cool-downs between cells",
+    )
 
 
 # --- schemes: the comparison at matched L / accepted per pass, and what ran (ADR 0093, 0094) -----------
 
+
 def scheme_section(inp: ReportInputs) -> dict:
     fi = inp.figure_inputs()
     order = [n for n, sc in inp.config.get("schemes", {}).items() if sc.get("method") != "baseline"]
-    comparisons = [t for t in (schemes.comparison_table(fi, "L", order), schemes.comparison_table(fi, "apv", order)) if t]
+    comparisons = [
+        t for t in (schemes.comparison_table(fi, "L", order), schemes.comparison_table(fi, "apv", order)) if t
+    ]
     matrix = schemes.scheme_matrix(inp.records, inp.config)
     ulist = schemes.unsupported_list(inp.records)
     unsupported = None
     if ulist.height:
-        unsupported = _table_from_df("Unsupported cells (the engine's own reason)", ulist.select(
-            "engine", "family", pl.col("model_pair").alias("target"), "scheme", "cells", pl.col("batch_sizes").alias("B"),
-            "reason"), note="records with status unsupported: identity and environment, no window, counters or energy")
+        unsupported = _table_from_df(
+            "Unsupported cells (the engine's own reason)",
+            ulist.select(
+                "engine",
+                "family",
+                pl.col("model_pair").alias("target"),
+                "scheme",
+                "cells",
+                pl.col("batch_sizes").alias("B"),
+                "reason",
+            ),
+            note="records with status unsupported: identity and environment, no window, counters or energy",
+        )
     return {"comparisons": comparisons, "matrix": matrix, "unsupported": unsupported}
 
 
@@ -404,34 +596,54 @@ def variance_table(variance: pl.DataFrame | None) -> Table | None:
     estimable" with the analysis' reason (one unit, a level confounded with another)."""
     if variance is None or variance.height == 0:
         return None
-    variance = variance.rename({a: b for a, b in _VARIANCE_NAMES.items() if a in variance.columns and b not in variance.columns})
+    variance = variance.rename(
+        {a: b for a, b in _VARIANCE_NAMES.items() if a in variance.columns and b not in variance.columns}
+    )
     missing = [c for c in VARIANCE_COLUMNS if c not in variance.columns]
     if missing:
         raise ValueError(f"results/variance.parquet lacks column(s) {', '.join(missing)}")
     rank = {lv: i for i, lv in enumerate(VARIANCE_LEVELS)}
-    v = variance.with_columns(_rank=pl.col("level").replace_strict(rank, default=len(rank), return_dtype=pl.Int64)) \
-        .sort("family", "metric", "_rank", "level")
+    v = variance.with_columns(
+        _rank=pl.col("level").replace_strict(rank, default=len(rank), return_dtype=pl.Int64)
+    ).sort("family", "metric", "_rank", "level")
     rows, classes = [], []
     for r in v.iter_rows(named=True):
         estimable = bool(r["estimable"]) and r["variance"] is not None
         level = numbers.INTERVAL_LEVEL_WORDS.get(r["level"], r["level"])
-        rows.append([r["family"], r["metric"], level,
-                     fmt(r["variance"], 3) if estimable else "—",
-                     (fmt(r["share"] * 100, 2) + " %") if estimable and r["share"] is not None else
-                     ("not estimable" if not estimable else "—"),
-                     fmt(r["n_units"]), "yes" if estimable else "not estimable", fmt(r["note"]) if r["note"] else ""])
+        rows.append(
+            [
+                r["family"],
+                r["metric"],
+                level,
+                fmt(r["variance"], 3) if estimable else "—",
+                (fmt(r["share"] * 100, 2) + " %")
+                if estimable and r["share"] is not None
+                else ("not estimable" if not estimable else "—"),
+                fmt(r["n_units"]),
+                "yes" if estimable else "not estimable",
+                fmt(r["note"]) if r["note"] else "",
+            ]
+        )
         classes.append("" if estimable else "not-estimable")
-    note = ("share of each metric's variance by replicate level, per campaign family: more units at the level with the "
-            "largest share narrow the interval most. A level the evidence cannot separate (one unit, or confounded with "
-            "another) is not estimable and says why; its share is not guessed.")
-    return Table("Variance budget (results/variance.parquet)",
-                 ["campaign family", "metric", "level", "variance", "share", "units", "estimable", "note"], rows, note,
-                 row_classes=classes)
+    note = (
+        "share of each metric's variance by replicate level, per campaign family: more units at the level with the "
+        "largest share narrow the interval most. A level the evidence cannot separate (one unit, or confounded with "
+        "another) is not estimable and says why; its share is not guessed."
+    )
+    return Table(
+        "Variance budget (results/variance.parquet)",
+        ["campaign family", "metric", "level", "variance", "share", "units", "estimable", "note"],
+        rows,
+        note,
+        row_classes=classes,
+    )
 
 
-MECHANISM_WORDS = {"vllm_synthetic_rates": "a per-position acceptance vector (vLLM synthetic rates)",
-                   "sglang_simulate_acc_len": "a simulated mean accept length per step (SGLang SGLANG_SIMULATE_ACC_LEN)",
-                   "model": "the drafter's own acceptance"}
+MECHANISM_WORDS = {
+    "vllm_synthetic_rates": "a per-position acceptance vector (vLLM synthetic rates)",
+    "sglang_simulate_acc_len": "a simulated mean accept length per step (SGLang SGLANG_SIMULATE_ACC_LEN)",
+    "model": "the drafter's own acceptance",
+}
 
 
 def engine_tables(inp: ReportInputs) -> list[Table]:
@@ -443,32 +655,54 @@ def engine_tables(inp: ReportInputs) -> list[Table]:
         return out
     show_round = t["round_time_ms_a"].drop_nulls().len() + t["round_time_ms_b"].drop_nulls().len() > 0
     for (a, b), grp in t.group_by(["engine_a", "engine_b"], maintain_order=True):
-        cols = [pl.col("gpu_model").alias("GPU"), "model_pair", "workload", "corpus", "cuda_graphs",
-                pl.col("batch_size").alias("B"), "seed",
-                *[pl.col(k).alias(label) for k, label in (("engine_replicate", "engine replicate"), ("window_index", "window"))
-                  if k in t.columns], "scheme",
-                (pl.col("acceptance_kind").fill_null("model") + pl.lit(" L=")
-                 + pl.col("configured_L").round(2).cast(pl.String).fill_null("—")).alias("acceptance")]
+        cols = [
+            pl.col("gpu_model").alias("GPU"),
+            "model_pair",
+            "workload",
+            "corpus",
+            "cuda_graphs",
+            pl.col("batch_size").alias("B"),
+            "seed",
+            *[
+                pl.col(k).alias(label)
+                for k, label in (("engine_replicate", "engine replicate"), ("window_index", "window"))
+                if k in t.columns
+            ],
+            "scheme",
+            (
+                pl.col("acceptance_kind").fill_null("model")
+                + pl.lit(" L=")
+                + pl.col("configured_L").round(2).cast(pl.String).fill_null("—")
+            ).alias("acceptance"),
+        ]
         for side, eng in (("a", a), ("b", b)):
-            cols += [pl.col(f"acceptance_mechanism_{side}").alias(f"{eng} acceptance mechanism"),
-                     pl.col(f"mj_per_committed_token_{side}").round(2).alias(f"{eng} mJ/token"),
-                     pl.col(f"baseline_mj_per_committed_token_{side}").round(2).alias(f"{eng} baseline mJ/token"),
-                     pl.col(f"energy_ratio_{side}").round(4).alias(f"{eng} ratio"),
-                     pl.col(f"tbt_ms_{side}").round(3).alias(f"{eng} TBT ms"),
-                     pl.col(f"realized_L_{side}").round(4).alias(f"{eng} realized L")]
+            cols += [
+                pl.col(f"acceptance_mechanism_{side}").alias(f"{eng} acceptance mechanism"),
+                pl.col(f"mj_per_committed_token_{side}").round(2).alias(f"{eng} mJ/token"),
+                pl.col(f"baseline_mj_per_committed_token_{side}").round(2).alias(f"{eng} baseline mJ/token"),
+                pl.col(f"energy_ratio_{side}").round(4).alias(f"{eng} ratio"),
+                pl.col(f"tbt_ms_{side}").round(3).alias(f"{eng} TBT ms"),
+                pl.col(f"realized_L_{side}").round(4).alias(f"{eng} realized L"),
+            ]
             if show_round:
                 cols.append(pl.col(f"round_time_ms_{side}").round(3).alias(f"{eng} round ms"))
-        cols += [pl.col("same_mechanism").alias("same mechanism"),
-                 pl.col("mj_ratio_b_over_a").round(4).alias(f"mJ/token {b} / {a}"),
-                 pl.col("energy_ratio_b_over_a").round(4).alias(f"ratio {b} / {a}"),
-                 pl.col("tbt_ratio_b_over_a").round(4).alias(f"TBT {b} / {a}")]
+        cols += [
+            pl.col("same_mechanism").alias("same mechanism"),
+            pl.col("mj_ratio_b_over_a").round(4).alias(f"mJ/token {b} / {a}"),
+            pl.col("energy_ratio_b_over_a").round(4).alias(f"ratio {b} / {a}"),
+            pl.col("tbt_ratio_b_over_a").round(4).alias(f"TBT {b} / {a}"),
+        ]
         mechs = sorted(set(grp["acceptance_mechanism_a"].to_list()) | set(grp["acceptance_mechanism_b"].to_list()))
-        note = ("points both engines measured with everything else equal on one GPU model, per seed; ratio = point / "
-                "its own engine's baseline (same campaign); campaigns that failed a check are left out")
+        note = (
+            "points both engines measured with everything else equal on one GPU model, per seed; ratio = point / "
+            "its own engine's baseline (same campaign); campaigns that failed a check are left out"
+        )
         if not grp["same_mechanism"].all():
-            note += (" · the engines produce synthetic acceptance differently — "
-                     + "; ".join(f"{m}: {MECHANISM_WORDS.get(m, m)}" for m in mechs)
-                     + ": not the same mechanism, so part of a difference may be how acceptance is produced")
+            note += (
+                " · the engines produce synthetic acceptance differently — "
+                + "; ".join(f"{m}: {MECHANISM_WORDS.get(m, m)}" for m in mechs)
+                + ": not the same mechanism, so part of a difference may be how acceptance is produced"
+            )
         out.append(_table_from_df(f"Engine comparison: {a} vs {b} (engine_comparison)", grp.select(cols), note=note))
     return out
 
@@ -485,9 +719,13 @@ def failed_table(inp: ReportInputs) -> Table | None:
     if not failed:
         return None
     in_curves = set(inp.curves["campaign_id"].to_list()) if inp.curves.height else set()
-    rows = [[cid, ", ".join(checks), "yes, marked (allow_failed_checks)" if cid in in_curves else "no"]
-            for cid, checks in sorted(failed.items())]
-    return Table("Campaigns with a failed check (left out of every figure)", ["campaign", "failed checks", "in curves"], rows)
+    rows = [
+        [cid, ", ".join(checks), "yes, marked (allow_failed_checks)" if cid in in_curves else "no"]
+        for cid, checks in sorted(failed.items())
+    ]
+    return Table(
+        "Campaigns with a failed check (left out of every figure)", ["campaign", "failed checks", "in curves"], rows
+    )
 
 
 def _failed_campaigns(inp: ReportInputs) -> dict[str, list[str]]:
@@ -505,6 +743,7 @@ def _failed_campaigns(inp: ReportInputs) -> dict[str, list[str]]:
 
 # --- caveats, generated from the data ----------------------------------------------------------------
 
+
 def caveats(inp: ReportInputs) -> list[Caveat]:
     c, all_records, cur = inp.config, inp.records, inp.curves
     out: list[Caveat] = []
@@ -514,29 +753,56 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
     r = schemes.measured_records(all_records)
     unsupported = schemes.unsupported_list(all_records)
     if unsupported.height:
-        out.append(Caveat("warn", f"{int(unsupported['cells'].sum())} cell(s) unsupported by their engine "
-                                  f"({unsupported.height} engine × target × scheme combination(s)): they have no energy "
-                                  "and no point; the scheme matrix lists each with the engine's own reason"))
+        out.append(
+            Caveat(
+                "warn",
+                f"{int(unsupported['cells'].sum())} cell(s) unsupported by their engine "
+                f"({unsupported.height} engine × target × scheme combination(s)): they have no energy "
+                "and no point; the scheme matrix lists each with the engine's own reason",
+            )
+        )
     if r.height == 0:
         return out + [Caveat("warn", "no measured record: every cell was unsupported by its engine")]
     meters = r["meter"].fill_null("none")
     if (meters == "none").all():
-        out.append(Caveat("warn", "meter: none — energy not measured on this machine; every energy figure and column is "
-                                  "left out (null, never 0)"))
+        out.append(
+            Caveat(
+                "warn",
+                "meter: none — energy not measured on this machine; every energy figure and column is "
+                "left out (null, never 0)",
+            )
+        )
     elif (meters == "none").any():
-        out.append(Caveat("warn", f"meter: none on {int((meters == 'none').sum())} of {r.height} cells — those have no energy"))
+        out.append(
+            Caveat("warn", f"meter: none on {int((meters == 'none').sum())} of {r.height} cells — those have no energy")
+        )
     if (r["device"] == "cpu").all():
-        out.append(Caveat("info", "device: cpu — this run checks the chain end to end; its timings say nothing about GPUs"))
-    dummy = [n for n, p in c.get("models", {}).items()
-             if p["target"].get("load_format") == "dummy" or (p.get("draft") or {}).get("load_format") == "dummy"]
+        out.append(
+            Caveat("info", "device: cpu — this run checks the chain end to end; its timings say nothing about GPUs")
+        )
+    dummy = [
+        n
+        for n, p in c.get("models", {}).items()
+        if p["target"].get("load_format") == "dummy" or (p.get("draft") or {}).get("load_format") == "dummy"
+    ]
     # n-gram lookup has no drafter weights: only a drafter model's acceptance is random with dummy weights.
     if dummy and (r["acceptance_kind"].is_null() & ~r["method"].is_in(["baseline", "ngram"])).any():
-        out.append(Caveat("warn", f"dummy (random) weights in model pair(s) {', '.join(dummy)}: acceptance by a model "
-                                  "drafter measures random weights, not a real drafter"))
+        out.append(
+            Caveat(
+                "warn",
+                f"dummy (random) weights in model pair(s) {', '.join(dummy)}: acceptance by a model "
+                "drafter measures random weights, not a real drafter",
+            )
+        )
     cfg_hashes = _uniq(r, "config_hash")
     if cfg_hashes and cfg_hashes != [inp.config_hash]:
-        out.append(Caveat("warn", f"records carry config hash {_join(cfg_hashes)}, the report's config is {inp.config_hash}: "
-                                  "the checks' thresholds or the grid changed since the runs"))
+        out.append(
+            Caveat(
+                "warn",
+                f"records carry config hash {_join(cfg_hashes)}, the report's config is {inp.config_hash}: "
+                "the checks' thresholds or the grid changed since the runs",
+            )
+        )
     missing = _planned_without_record(c, all_records)
     if missing:
         out.append(Caveat("warn", f"{missing[0]} of {missing[1]} planned cells have no record (failed or not run)"))
@@ -544,46 +810,81 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
     if failed:
         names = sorted({ch for v in failed.values() for ch in v})
         n_pts = int((cur["failed_checks"].list.len() > 0).sum()) if cur.height and "failed_checks" in cur.columns else 0
-        out.append(Caveat("warn", f"{len(failed)} campaign(s) failed pre-registered checks ({', '.join(names)}); "
-                                  + (f"checks.allow_failed_checks let derive keep their {n_pts} point(s), marked in "
-                                     "curves.parquet and the per-configuration table; no figure draws them"
-                                     if n_pts else "derive left their points out")))
+        out.append(
+            Caveat(
+                "warn",
+                f"{len(failed)} campaign(s) failed pre-registered checks ({', '.join(names)}); "
+                + (
+                    f"checks.allow_failed_checks let derive keep their {n_pts} point(s), marked in "
+                    "curves.parquet and the per-configuration table; no figure draws them"
+                    if n_pts
+                    else "derive left their points out"
+                ),
+            )
+        )
     elif c.get("checks", {}).get("allow_failed_checks"):
         out.append(Caveat("info", "config checks.allow_failed_checks is true (no campaign needed it)"))
     if inp.checks is not None and inp.checks.height:
         flags = inp.checks.filter(pl.col("status") == "flag")
         if flags.height:
-            out.append(Caveat("info", f"{flags.height} flag(s), not discards: "
-                                      + "; ".join(sorted({f"{x['check']} ({x['campaign_id']})" for x in flags.iter_rows(named=True)})[:6])
-                                      + (" …" if flags.height > 6 else "")))
+            out.append(
+                Caveat(
+                    "info",
+                    f"{flags.height} flag(s), not discards: "
+                    + "; ".join(sorted({f"{x['check']} ({x['campaign_id']})" for x in flags.iter_rows(named=True)})[:6])
+                    + (" …" if flags.height > 6 else ""),
+                )
+            )
     spread = figs.concurrency_spread(r)
     if spread.height:
         worst = spread.with_columns(a=pl.col("diff_pct").abs()).sort("a", descending=True).row(0, named=True)
         tol = c.get("checks", {}).get("concurrency_spread_max")
-        out.append(Caveat("warn" if tol is not None and abs(worst["diff_pct"]) > tol * 100 else "info",
-                          f"open-loop arms differ in concurrency by up to {abs(worst['diff_pct']):.1f} % "
-                          f"({worst['cell_name']} in {worst['campaign_id']}"
-                          + (f"; pre-registered limit {tol * 100:g} %" if tol is not None else "") + "): "
-                          "concurrency is an outcome in open loop, and arms at different concurrency are not comparable"))
+        out.append(
+            Caveat(
+                "warn" if tol is not None and abs(worst["diff_pct"]) > tol * 100 else "info",
+                f"open-loop arms differ in concurrency by up to {abs(worst['diff_pct']):.1f} % "
+                f"({worst['cell_name']} in {worst['campaign_id']}"
+                + (f"; pre-registered limit {tol * 100:g} %" if tol is not None else "")
+                + "): "
+                "concurrency is an outcome in open loop, and arms at different concurrency are not comparable",
+            )
+        )
     reasons = _uniq(cur, "energy_refused_reason")
     if reasons and not (meters == "none").any():
         n = int(cur["energy_refused_reason"].is_not_null().sum())
         out.append(Caveat("warn", f"energy refused for {n} point(s): {'; '.join(reasons)}"))
     if r["synthetic"].fill_null(False).any():
-        out.append(Caveat("info", "synthetic acceptance: it measures how energy responds to acceptance with everything else "
-                                  "held fixed; it says nothing about the acceptance any real drafter reaches"))
+        out.append(
+            Caveat(
+                "info",
+                "synthetic acceptance: it measures how energy responds to acceptance with everything else "
+                "held fixed; it says nothing about the acceptance any real drafter reaches",
+            )
+        )
     if "acceptance_mechanism" in r.columns and r["engine"].n_unique() > 1:
         syn = r.filter(pl.col("synthetic").fill_null(False))
         mechs = syn.group_by("engine").agg(pl.col("acceptance_mechanism").unique().sort()).sort("engine")
         if syn.height and syn["acceptance_mechanism"].n_unique() > 1:
-            out.append(Caveat("warn", "synthetic acceptance is produced differently per engine ("
-                              + "; ".join(f"{m['engine']}: {', '.join(m['acceptance_mechanism'])}" for m in mechs.iter_rows(named=True))
-                              + "): SGLang simulates a mean accept length per step, vLLM draws a per-position "
-                                "vector — engines compared at the same configured L are not under the same mechanism"))
+            out.append(
+                Caveat(
+                    "warn",
+                    "synthetic acceptance is produced differently per engine ("
+                    + "; ".join(
+                        f"{m['engine']}: {', '.join(m['acceptance_mechanism'])}" for m in mechs.iter_rows(named=True)
+                    )
+                    + "): SGLang simulates a mean accept length per step, vLLM draws a per-position "
+                    "vector — engines compared at the same configured L are not under the same mechanism",
+                )
+            )
     if (meters == "nvml").any():
         host = " — which favours drafting on the host (ngram)" if (r["method"] == "ngram").any() else ""
-        out.append(Caveat("info", "energy is the GPU board's NVML counter only: host CPU, memory, network and cooling are "
-                                  f"not counted{host}"))
+        out.append(
+            Caveat(
+                "info",
+                "energy is the GPU board's NVML counter only: host CPU, memory, network and cooling are "
+                f"not counted{host}",
+            )
+        )
     if len(c.get("seeds", [])) < 2:
         out.append(Caveat("info", "one seed per configuration: no spread across seeds is shown"))
     out += _interval_caveats(inp)
@@ -591,11 +892,21 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
     if v1_draft:
         out.append(Caveat("warn", v1_draft))
     if c.get("device") == "cuda" and c.get("cuda_graphs") == [False]:
-        out.append(Caveat("warn", "CUDA graphs off in every cell: speculation is credited with launch overhead that "
-                                  "graph capture would remove"))
+        out.append(
+            Caveat(
+                "warn",
+                "CUDA graphs off in every cell: speculation is credited with launch overhead that "
+                "graph capture would remove",
+            )
+        )
     if (r["workload_kind"] == "closed_batch").any():
-        out.append(Caveat("info", "closed batches: B requests submitted together with no further arrivals — not "
-                                  "continuous-batching traffic"))
+        out.append(
+            Caveat(
+                "info",
+                "closed batches: B requests submitted together with no further arrivals — not "
+                "continuous-batching traffic",
+            )
+        )
     failed_req = r["requests_failed"].fill_null(0).sum() if "requests_failed" in r.columns else 0
     if failed_req:
         out.append(Caveat("warn", f"{failed_req} failed request(s) across the cells"))
@@ -604,8 +915,13 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
         out.append(Caveat("warn", f"timeline sampling fell to {hz.min():.1f} Hz (target 10 Hz) in some cells"))
     not_drawn = [f for f in inp.manifest.get("figures", []) if not f["drawn"]]
     if not_drawn:
-        out.append(Caveat("info", f"{len(not_drawn)} of {len(inp.manifest.get('figures', []))} figures not drawn; "
-                                  "each says why in one line"))
+        out.append(
+            Caveat(
+                "info",
+                f"{len(not_drawn)} of {len(inp.manifest.get('figures', []))} figures not drawn; "
+                "each says why in one line",
+            )
+        )
     return out
 
 
@@ -614,7 +930,9 @@ def _vllm_v1_draft_model(r: pl.DataFrame) -> str | None:
     records' engine_config, with the measured round against its baseline's step, wherever such an arm was measured."""
     if "engine_config" not in r.columns:
         return None
-    arms = r.filter((pl.col("engine") == "vllm") & (pl.col("method") == "draft_model") & pl.col("engine_config").is_not_null())
+    arms = r.filter(
+        (pl.col("engine") == "vllm") & (pl.col("method") == "draft_model") & pl.col("engine_config").is_not_null()
+    )
     if arms.height == 0:
         return None
     runner = arms["engine_config"].str.json_path_match("$.model_runner")
@@ -624,16 +942,23 @@ def _vllm_v1_draft_model(r: pl.DataFrame) -> str | None:
         return None
     rounds = v1["round_time_ms"].drop_nulls()
     base = r.filter((pl.col("engine") == "vllm") & (pl.col("method") == "baseline"))["round_time_ms"].drop_nulls()
-    measured = (f" Here its rounds took {rounds.min():.1f}–{rounds.max():.1f} ms against a {base.median():.1f} ms "
-                f"baseline step." if rounds.len() and base.len() else "")
-    return ("vLLM 0.26's draft_model speculation ran on its older Model Runner V1 with synchronous scheduling and "
-            "piecewise CUDA graphs for the draft model (attention outside the graph, every draft pass driven from "
-            f"Python; ADR 0096).{measured} These ratios measure vLLM 0.26's implementation of draft-model speculation "
-            "as much as the method; its EAGLE3, MTP, DFlash and DSpark arms run Model Runner V2 with async "
-            "scheduling and are not affected.")
+    measured = (
+        f" Here its rounds took {rounds.min():.1f}–{rounds.max():.1f} ms against a {base.median():.1f} ms "
+        f"baseline step."
+        if rounds.len() and base.len()
+        else ""
+    )
+    return (
+        "vLLM 0.26's draft_model speculation ran on its older Model Runner V1 with synchronous scheduling and "
+        "piecewise CUDA graphs for the draft model (attention outside the graph, every draft pass driven from "
+        f"Python; ADR 0096).{measured} These ratios measure vLLM 0.26's implementation of draft-model speculation "
+        "as much as the method; its EAGLE3, MTP, DFlash and DSpark arms run Model Runner V2 with async "
+        "scheduling and are not affected."
+    )
 
 
 # --- assembly -------------------------------------------------------------------------------------------------
+
 
 @lru_cache(maxsize=2)
 def javascript_bundle(vl_version: str = figs.VEGALITE_VERSION, prebuilt: str | None = None) -> str:
@@ -667,10 +992,13 @@ def headline_ratios(inp: ReportInputs) -> tuple[tuple[str, str, str] | None, tup
     def describe(r: dict) -> tuple[str, str, str]:
         arm = r["scheme"] + (f" · {r['acceptance_name']}" if r["acceptance_name"] else "")
         ci = r["energy_ratio_band"] == "ci"
-        words = numbers.saving_words(r["energy_ratio"], r["energy_ratio_lo"] if ci else None,
-                                     r["energy_ratio_hi"] if ci else None)
-        where = (f"{r['engine']}, {r['model_pair']}, {arm}, B={r['batch_size']}, {r['corpus']}, {r['workload']}, "
-                 f"graphs {'on' if r['cuda_graphs'] else 'off'}")
+        words = numbers.saving_words(
+            r["energy_ratio"], r["energy_ratio_lo"] if ci else None, r["energy_ratio_hi"] if ci else None
+        )
+        where = (
+            f"{r['engine']}, {r['model_pair']}, {arm}, B={r['batch_size']}, {r['corpus']}, {r['workload']}, "
+            f"graphs {'on' if r['cuda_graphs'] else 'off'}"
+        )
         return words, where, r["support"]
 
     return describe(st.row(0, named=True)), describe(st.row(-1, named=True))
@@ -699,20 +1027,42 @@ def glance(inp: ReportInputs, checks: dict) -> dict:
 
 
 def render(inp: ReportInputs) -> str:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=jinja2.select_autoescape(["j2", "html"]),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=jinja2.select_autoescape(["j2", "html"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     checks = checks_view(inp.checks)
-    tables = [t for t in (failed_table(inp), configuration_table(inp), tbt_table(inp), tp_table(inp),
-                          device_time_table(inp.records)) if t]
+    tables = [
+        t
+        for t in (
+            failed_table(inp),
+            configuration_table(inp),
+            tbt_table(inp),
+            tp_table(inp),
+            device_time_table(inp.records),
+        )
+        if t
+    ]
     if inp.summary is not None and inp.summary.height:
-        tables.append(_table_from_df("Summary with intervals (curves_summary)", inp.summary,
-                                     source="results/curves_summary.parquet"))
+        tables.append(
+            _table_from_df(
+                "Summary with intervals (curves_summary)", inp.summary, source="results/curves_summary.parquet"
+            )
+        )
     figures, engine_figures, roofline_figures = [], [], []
     for f in inp.manifest.get("figures", []):
         entry = {**f, "spec_json": _script_json(inp.specs[f["name"]]) if f["drawn"] else None}
         # The engine comparison and the decomposition sit in their own sections, beside their tables.
-        (engine_figures if f["name"] in ENGINE_FIGURES else
-         roofline_figures if f["name"] in ROOFLINE_FIGURES else figures).append(entry)
+        (
+            engine_figures
+            if f["name"] in ENGINE_FIGURES
+            else roofline_figures
+            if f["name"] in ROOFLINE_FIGURES
+            else figures
+        ).append(entry)
     ctx = {
         "title": f"specjoule report — {inp.config.get('name', '')}",
         "generated_at": inp.generated_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -723,15 +1073,16 @@ def render(inp: ReportInputs) -> str:
         "checks": checks,
         "caveats": caveats(inp),
         "figures": figures,
-        "engines": {"figures": engine_figures, "tables": engine_tables(inp),
-                    "names": _engine_names(inp)},
+        "engines": {"figures": engine_figures, "tables": engine_tables(inp), "names": _engine_names(inp)},
         "tables": tables,
         "schemes": scheme_section(inp),
         "variance": variance_table(inp.variance),
         "roofline": {"figures": roofline_figures, **roofline_report.section(inp.curves, inp.crossover)},
         "loops": loops.section(inp.records, inp.checks, inp.config),
         "paths": inp.paths,
-        "bundle": javascript_bundle(inp.manifest.get("vega_lite_version", figs.VEGALITE_VERSION), inp.javascript_bundle),
+        "bundle": javascript_bundle(
+            inp.manifest.get("vega_lite_version", figs.VEGALITE_VERSION), inp.javascript_bundle
+        ),
     }
     return env.get_template("report.html.j2").render(**ctx)
 

@@ -32,15 +32,47 @@ COMPONENT_COLORS = ("#4c78a8", "#f58518", "#bab0ac")
 PREDICTED_COLOR, BASELINE_COLOR = "#54a24b", "#7f7f7f"
 # One decomposition row per engine, pair, batch and arm: the reading-order keys less those the table does not show
 # (every committed roofline campaign has one workload, corpus and CUDA-graph mode).
-GROUP_KEYS: tuple[str, ...] = tuple(k for k in axes.READING_KEYS if k not in (
-    "workload", "workload_kind", "corpus", "cuda_graphs", "acceptance_kind", "configured_L"))
-MODEL_COLUMNS = ("predicted_mj_per_committed_token", "residual", "energy_verify_share", "energy_draft_share",
-                 "energy_idle_share", "model_status")
-DECOMPOSITION_COLUMNS = ["engine", "model pair", "B", "scheme", "acceptance", "realized L", "replicates",
-                         "measured mJ/token", "verify", "draft", "idle / host wait", "baseline mJ/token",
-                         "predicted mJ/token", "residual"]
-CROSSOVER_COLUMNS = ["family", "model pair", "engine", "method", "k", "B", "verify width",
-                     "predicted crossover L [95 % interval]", "measured crossover L", "measured: how"]
+GROUP_KEYS: tuple[str, ...] = tuple(
+    k
+    for k in axes.READING_KEYS
+    if k not in ("workload", "workload_kind", "corpus", "cuda_graphs", "acceptance_kind", "configured_L")
+)
+MODEL_COLUMNS = (
+    "predicted_mj_per_committed_token",
+    "residual",
+    "energy_verify_share",
+    "energy_draft_share",
+    "energy_idle_share",
+    "model_status",
+)
+DECOMPOSITION_COLUMNS = [
+    "engine",
+    "model pair",
+    "B",
+    "scheme",
+    "acceptance",
+    "realized L",
+    "replicates",
+    "measured mJ/token",
+    "verify",
+    "draft",
+    "idle / host wait",
+    "baseline mJ/token",
+    "predicted mJ/token",
+    "residual",
+]
+CROSSOVER_COLUMNS = [
+    "family",
+    "model pair",
+    "engine",
+    "method",
+    "k",
+    "B",
+    "verify width",
+    "predicted crossover L [95 % interval]",
+    "measured crossover L",
+    "measured: how",
+]
 
 
 class NoModel(Exception):
@@ -57,30 +89,50 @@ def decomposition(curves: pl.DataFrame) -> pl.DataFrame:
     Raises NoModel with the reason when there is nothing to draw."""
     missing = [c for c in MODEL_COLUMNS if c not in curves.columns]
     if missing:
-        raise NoModel("the curves carry no roofline columns (" + ", ".join(missing) + "): rule roofline did not "
-                      "run before derive, or results/hardware/ holds no calibration")
+        raise NoModel(
+            "the curves carry no roofline columns (" + ", ".join(missing) + "): rule roofline did not "
+            "run before derive, or results/hardware/ holds no calibration"
+        )
     c = _present(curves, (*GROUP_KEYS, "realized_L", "baseline_mj_per_committed_token", "mj_per_committed_token"))
     spec = c.filter(C("method").is_not_null() & (C("method") != "baseline"))
     if spec.height == 0:
         raise NoModel("no speculative point in the curves")
-    priced = spec.filter((C("model_status") == "modelled") & C("residual").is_not_null()
-                         & C("energy_verify_share").is_not_null() & C("mj_per_committed_token").is_not_null())
+    priced = spec.filter(
+        (C("model_status") == "modelled")
+        & C("residual").is_not_null()
+        & C("energy_verify_share").is_not_null()
+        & C("mj_per_committed_token").is_not_null()
+    )
     if priced.height == 0:
-        reasons = spec["not_modelled_reason"].drop_nulls().unique().to_list() if "not_modelled_reason" in spec.columns else []
-        raise NoModel("no speculative point was priced with a measured energy"
-                      + (": " + "; ".join(sorted(reasons)[:3]) if reasons else ""))
+        reasons = (
+            spec["not_modelled_reason"].drop_nulls().unique().to_list() if "not_modelled_reason" in spec.columns else []
+        )
+        raise NoModel(
+            "no speculative point was priced with a measured energy"
+            + (": " + "; ".join(sorted(reasons)[:3]) if reasons else "")
+        )
     m = C("mj_per_committed_token")
-    out = (priced.with_columns((m * C("energy_verify_share")).alias("verify_mj"),
-                               (m * C("energy_draft_share")).alias("draft_mj"),
-                               (m * C("energy_idle_share")).alias("idle_mj"))
-           .group_by(list(GROUP_KEYS), maintain_order=True)
-           .agg(pl.len().alias("replicates"), C("realized_L").mean(), m.mean().alias("measured_mj"),
-                C("verify_mj").mean(), C("draft_mj").mean(), C("idle_mj").mean(),
-                C("baseline_mj_per_committed_token").mean().alias("baseline_mj"),
-                C("predicted_mj_per_committed_token").mean().alias("predicted_mj"))
-           # the residual of the means, so that the table's three numbers agree with each other
-           .with_columns((C("measured_mj") / C("predicted_mj") - 1.0).alias("residual"))
-           .sort("engine", "model_pair", "batch_size", "scheme", "realized_L", nulls_last=True))
+    out = (
+        priced.with_columns(
+            (m * C("energy_verify_share")).alias("verify_mj"),
+            (m * C("energy_draft_share")).alias("draft_mj"),
+            (m * C("energy_idle_share")).alias("idle_mj"),
+        )
+        .group_by(list(GROUP_KEYS), maintain_order=True)
+        .agg(
+            pl.len().alias("replicates"),
+            C("realized_L").mean(),
+            m.mean().alias("measured_mj"),
+            C("verify_mj").mean(),
+            C("draft_mj").mean(),
+            C("idle_mj").mean(),
+            C("baseline_mj_per_committed_token").mean().alias("baseline_mj"),
+            C("predicted_mj_per_committed_token").mean().alias("predicted_mj"),
+        )
+        # the residual of the means, so that the table's three numbers agree with each other
+        .with_columns((C("measured_mj") / C("predicted_mj") - 1.0).alias("residual"))
+        .sort("engine", "model_pair", "batch_size", "scheme", "realized_L", nulls_last=True)
+    )
     return out
 
 
@@ -100,14 +152,55 @@ def figure_data(table: pl.DataFrame) -> pl.DataFrame:
         cell, panel, engine = _label(r), _panel(r), r["engine"]
         res = f"{r['residual']:+.1%}"
         for comp, col in zip(COMPONENTS, ("verify_mj", "draft_mj", "idle_mj")):
-            rows.append({"panel": panel, "engine": engine, "cell": cell, "bar": "measured", "component": comp, "mj": r[col],
-                         "order": COMPONENTS.index(comp), "residual": res})
-        rows.append({"panel": panel, "engine": engine, "cell": cell, "bar": "predicted", "component": "predicted", "mj": r["predicted_mj"],
-                     "order": 0, "residual": res})
-        rows.append({"panel": panel, "engine": engine, "cell": cell, "bar": "baseline", "component": "baseline", "mj": r["baseline_mj"],
-                     "order": 0, "residual": res})
-    return pl.DataFrame(rows, schema={"panel": pl.String, "engine": pl.String, "cell": pl.String, "bar": pl.String, "component": pl.String,
-                                      "mj": pl.Float64, "order": pl.Int64, "residual": pl.String})
+            rows.append(
+                {
+                    "panel": panel,
+                    "engine": engine,
+                    "cell": cell,
+                    "bar": "measured",
+                    "component": comp,
+                    "mj": r[col],
+                    "order": COMPONENTS.index(comp),
+                    "residual": res,
+                }
+            )
+        rows.append(
+            {
+                "panel": panel,
+                "engine": engine,
+                "cell": cell,
+                "bar": "predicted",
+                "component": "predicted",
+                "mj": r["predicted_mj"],
+                "order": 0,
+                "residual": res,
+            }
+        )
+        rows.append(
+            {
+                "panel": panel,
+                "engine": engine,
+                "cell": cell,
+                "bar": "baseline",
+                "component": "baseline",
+                "mj": r["baseline_mj"],
+                "order": 0,
+                "residual": res,
+            }
+        )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "panel": pl.String,
+            "engine": pl.String,
+            "cell": pl.String,
+            "bar": pl.String,
+            "component": pl.String,
+            "mj": pl.Float64,
+            "order": pl.Int64,
+            "residual": pl.String,
+        },
+    )
 
 
 def decomposition_chart(table: pl.DataFrame) -> alt.TopLevelMixin:
@@ -117,29 +210,54 @@ def decomposition_chart(table: pl.DataFrame) -> alt.TopLevelMixin:
     panels = list(dict.fromkeys(data["panel"].to_list()))
     domain = [*COMPONENTS, "predicted", "baseline"]
     colors = [*COMPONENT_COLORS, PREDICTED_COLOR, BASELINE_COLOR]
-    pick = alt.param(name="decomposition_panel", value=panels[0],
-                     bind=alt.binding_select(options=panels, name="panel: "))
+    pick = alt.param(
+        name="decomposition_panel", value=panels[0], bind=alt.binding_select(options=panels, name="panel: ")
+    )
     offset = alt.XOffset("bar:N", sort=["measured", "predicted", "baseline"])
     base = alt.Chart(data.to_pandas()).transform_filter(alt.datum.panel == pick)
     bars = base.mark_bar().encode(
-        x=alt.X("cell:N", title=None, sort=None), xOffset=offset,
+        x=alt.X("cell:N", title=None, sort=None),
+        xOffset=offset,
         y=alt.Y("sum(mj):Q", title="mJ per committed token"),
         color=alt.Color("component:N", scale=alt.Scale(domain=domain, range=colors), title="energy"),
         order=alt.Order("order:Q"),
-        tooltip=["engine:N", "panel:N", "cell:N", "bar:N", "component:N", alt.Tooltip("mj:Q", format=".1f"),
-                 "residual:N"])
-    text = base.transform_filter(alt.datum.bar == "measured").transform_aggregate(
-        total="sum(mj)", groupby=["panel", "cell", "bar", "residual"]).mark_text(dy=-6, fontSize=10).encode(
-        x=alt.X("cell:N", sort=None), xOffset=offset, y="total:Q", text="residual:N")
-    shown = f"panel: {panels[0]}" + (f" (one of {len(panels)}; pick another in the interactive view)"
-                                     if len(panels) > 1 else "")
-    return (alt.layer(bars, text).add_params(pick)
-            .properties(width=alt.Step(36), height=260,
-                        title={"text": "Where a speculative cell's joules go: measured split, predicted, baseline",
-                               "subtitle": ["measured mJ per committed token split by the roofline model's shares "
-                                            "(verify, draft, idle/host-wait); beside it the model's prediction and "
-                                            "the baseline's measured energy; the residual (measured / predicted − 1) "
-                                            "on the measured bar", shown]}))
+        tooltip=[
+            "engine:N",
+            "panel:N",
+            "cell:N",
+            "bar:N",
+            "component:N",
+            alt.Tooltip("mj:Q", format=".1f"),
+            "residual:N",
+        ],
+    )
+    text = (
+        base.transform_filter(alt.datum.bar == "measured")
+        .transform_aggregate(total="sum(mj)", groupby=["panel", "cell", "bar", "residual"])
+        .mark_text(dy=-6, fontSize=10)
+        .encode(x=alt.X("cell:N", sort=None), xOffset=offset, y="total:Q", text="residual:N")
+    )
+    shown = f"panel: {panels[0]}" + (
+        f" (one of {len(panels)}; pick another in the interactive view)" if len(panels) > 1 else ""
+    )
+    return (
+        alt.layer(bars, text)
+        .add_params(pick)
+        .properties(
+            width=alt.Step(36),
+            height=260,
+            title={
+                "text": "Where a speculative cell's joules go: measured split, predicted, baseline",
+                "subtitle": [
+                    "measured mJ per committed token split by the roofline model's shares "
+                    "(verify, draft, idle/host-wait); beside it the model's prediction and "
+                    "the baseline's measured energy; the residual (measured / predicted − 1) "
+                    "on the measured bar",
+                    shown,
+                ],
+            },
+        )
+    )
 
 
 def decomposition_figure(inputs: Any) -> alt.TopLevelMixin:
@@ -156,10 +274,24 @@ def decomposition_figure(inputs: Any) -> alt.TopLevelMixin:
 def decomposition_rows(table: pl.DataFrame) -> list[list[str]]:
     out = []
     for r in table.iter_rows(named=True):
-        out.append([str(r["engine"]), str(r["model_pair"]), str(r["batch_size"]), str(r["scheme"]),
-                    str(r["acceptance_name"] or "—"), fmt(r["realized_L"], 3), str(r["replicates"]),
-                    fmt(r["measured_mj"]), fmt(r["verify_mj"]), fmt(r["draft_mj"]), fmt(r["idle_mj"]),
-                    fmt(r["baseline_mj"]), fmt(r["predicted_mj"]), f"{r['residual']:+.3f}"])
+        out.append(
+            [
+                str(r["engine"]),
+                str(r["model_pair"]),
+                str(r["batch_size"]),
+                str(r["scheme"]),
+                str(r["acceptance_name"] or "—"),
+                fmt(r["realized_L"], 3),
+                str(r["replicates"]),
+                fmt(r["measured_mj"]),
+                fmt(r["verify_mj"]),
+                fmt(r["draft_mj"]),
+                fmt(r["idle_mj"]),
+                fmt(r["baseline_mj"]),
+                fmt(r["predicted_mj"]),
+                f"{r['residual']:+.3f}",
+            ]
+        )
     return out
 
 
@@ -171,13 +303,26 @@ def crossover_rows(crossover: pl.DataFrame | None) -> list[list[str]]:
     for r in crossover.sort("engine", "model_pair", "method", "batch_size", nulls_last=True).iter_rows(named=True):
         pred = r.get("predicted_crossover_L")
         lo, hi = r.get("predicted_crossover_L_low"), r.get("predicted_crossover_L_high")
-        pred_text = "not predicted (no fitted baseline)" if pred is None else (
-            fmt(pred, 3) + (f" [{fmt(lo, 3)}, {fmt(hi, 3)}]" if lo is not None and hi is not None else ""))
+        pred_text = (
+            "not predicted (no fitted baseline)"
+            if pred is None
+            else (fmt(pred, 3) + (f" [{fmt(lo, 3)}, {fmt(hi, 3)}]" if lo is not None and hi is not None else ""))
+        )
         meas = r.get("measured_crossover_L")
-        out.append([str(r.get("target_family") or "—"), str(r["model_pair"]), str(r["engine"]), str(r["method"]),
-                    str(r.get("k") if r.get("k") is not None else "—"), str(r["batch_size"]),
-                    fmt(r.get("verify_width"), 3), pred_text, "—" if meas is None else fmt(meas, 3),
-                    str(r.get("measured_bracket") or "—")])
+        out.append(
+            [
+                str(r.get("target_family") or "—"),
+                str(r["model_pair"]),
+                str(r["engine"]),
+                str(r["method"]),
+                str(r.get("k") if r.get("k") is not None else "—"),
+                str(r["batch_size"]),
+                fmt(r.get("verify_width"), 3),
+                pred_text,
+                "—" if meas is None else fmt(meas, 3),
+                str(r.get("measured_bracket") or "—"),
+            ]
+        )
     return out
 
 
@@ -207,20 +352,40 @@ def section(curves: pl.DataFrame, crossover: pl.DataFrame | None) -> dict[str, A
     out: dict[str, Any] = {"tables": [], "missing": []}
     try:
         table = decomposition(curves)
-        out["tables"].append({"id": "roofline-decomposition", "title": "Where the joules go: measured split, predicted and baseline (mJ per committed token)",
-                              "columns": DECOMPOSITION_COLUMNS, "rows": decomposition_rows(table), "row_classes": [],
-                              "note": "verify + draft + idle/host-wait = measured (the model's shares of it); "
-                                      "residual = measured / predicted − 1; means over replicates (ADR 0102, 0177)"})
+        out["tables"].append(
+            {
+                "id": "roofline-decomposition",
+                "title": "Where the joules go: measured split, predicted and baseline (mJ per committed token)",
+                "columns": DECOMPOSITION_COLUMNS,
+                "rows": decomposition_rows(table),
+                "row_classes": [],
+                "note": "verify + draft + idle/host-wait = measured (the model's shares of it); "
+                "residual = measured / predicted − 1; means over replicates (ADR 0102, 0177)",
+            }
+        )
     except NoModel as exc:
         out["missing"].append(f"no decomposition: {exc}")
     rows = crossover_rows(crossover)
     if rows:
-        out["tables"].append({"id": "roofline-crossover", "title": "Crossover: the acceptance length where speculation breaks even",
-                              "columns": CROSSOVER_COLUMNS, "rows": rows, "row_classes": [],
-                              "note": "predicted from the baselines' fit with its bootstrap interval (fit noise only, "
-                                      "not the model's structure); measured by linear interpolation of the energy "
-                                      "ratio between the two measured L that bracket 1 (results/crossover.parquet)"})
+        out["tables"].append(
+            {
+                "id": "roofline-crossover",
+                "title": "Crossover: the acceptance length where speculation breaks even",
+                "columns": CROSSOVER_COLUMNS,
+                "rows": rows,
+                "row_classes": [],
+                "note": "predicted from the baselines' fit with its bootstrap interval (fit noise only, "
+                "not the model's structure); measured by linear interpolation of the energy "
+                "ratio between the two measured L that bracket 1 (results/crossover.parquet)",
+            }
+        )
     else:
-        out["missing"].append("no crossover table: " + ("results/crossover.parquet was not among the report's inputs"
-                                                         if crossover is None else "no speculative arm was priced"))
+        out["missing"].append(
+            "no crossover table: "
+            + (
+                "results/crossover.parquet was not among the report's inputs"
+                if crossover is None
+                else "no speculative arm was priced"
+            )
+        )
     return out

@@ -39,8 +39,9 @@ class Match:
     support: str
 
 
-def match_at(points: Sequence[tuple[float, float, float | None, float | None, str | None, str]], target: float,
-             tolerance: float) -> Match | None:
+def match_at(
+    points: Sequence[tuple[float, float, float | None, float | None, str | None, str]], target: float, tolerance: float
+) -> Match | None:
     """A scheme's value at ``target`` from its points (x, value, lo, hi, band, support):
     a point within ``tolerance`` of the target is taken as measured there; between the two nearest
     points that bracket it the value (and each interval end, where both points have one) is
@@ -71,9 +72,14 @@ def _arms(c: pl.DataFrame) -> pl.DataFrame:
     """``arm``: the scheme, with its acceptance kind where one scheme ran several kinds."""
     kinds = c.group_by("scheme").agg(pl.col("acceptance_kind").n_unique().alias("_kinds"))
     c = c.join(kinds, on="scheme")
-    kind_label = pl.col("acceptance_kind").replace_strict(ARM_LABELS, default=pl.col("acceptance_kind")).fill_null("model")
-    return c.with_columns(arm=pl.when(pl.col("_kinds") > 1).then(pl.col("scheme") + pl.lit(" (") + kind_label + pl.lit(")"))
-                          .otherwise(pl.col("scheme"))).drop("_kinds")
+    kind_label = (
+        pl.col("acceptance_kind").replace_strict(ARM_LABELS, default=pl.col("acceptance_kind")).fill_null("model")
+    )
+    return c.with_columns(
+        arm=pl.when(pl.col("_kinds") > 1)
+        .then(pl.col("scheme") + pl.lit(" (") + kind_label + pl.lit(")"))
+        .otherwise(pl.col("scheme"))
+    ).drop("_kinds")
 
 
 def scheme_points(inputs: FigureInputs) -> pl.DataFrame:
@@ -101,11 +107,15 @@ def comparison(inputs: FigureInputs, axis: str) -> pl.DataFrame:
         return pl.DataFrame()
     if pts.height == 0:
         return pl.DataFrame()
-    tolerance = EXACT_L_TOLERANCE if axis == "L" else float(inputs.checks_config.get("acceptance_length_tolerance", 0.05))
+    tolerance = (
+        EXACT_L_TOLERANCE if axis == "L" else float(inputs.checks_config.get("acceptance_length_tolerance", 0.05))
+    )
     if axis == "L":
         pts = pts.filter(pl.col("configured_L").is_not_null()).with_columns(x=pl.col("configured_L"))
     else:
-        pts = pts.filter(pl.col("accepted_per_verification").is_not_null()).with_columns(x=pl.col("accepted_per_verification"))
+        pts = pts.filter(pl.col("accepted_per_verification").is_not_null()).with_columns(
+            x=pl.col("accepted_per_verification")
+        )
     rows = []
     # Grouped in Python over the rows: a table operation per group costs more than the work on a few points.
     value_cols = ("x", "energy_ratio", "energy_ratio_lo", "energy_ratio_hi", "energy_ratio_band", "support")
@@ -128,16 +138,41 @@ def comparison(inputs: FigureInputs, axis: str) -> pl.DataFrame:
         for t in sorted(targets):
             for arm, arm_pts in by_arm.items():
                 m = match_at(arm_pts, t, tolerance)
-                rows.append({**group, "axis": axis, "target": float(t), "arm": arm,
-                             **({"ratio": m.value, "lo": m.lo, "hi": m.hi, "band": m.band, "interpolated": m.interpolated,
-                                 "support": m.support} if m else
-                                {"ratio": None, "lo": None, "hi": None, "band": None, "interpolated": None, "support": None})})
+                rows.append(
+                    {
+                        **group,
+                        "axis": axis,
+                        "target": float(t),
+                        "arm": arm,
+                        **(
+                            {
+                                "ratio": m.value,
+                                "lo": m.lo,
+                                "hi": m.hi,
+                                "band": m.band,
+                                "interpolated": m.interpolated,
+                                "support": m.support,
+                            }
+                            if m
+                            else {
+                                "ratio": None,
+                                "lo": None,
+                                "hi": None,
+                                "band": None,
+                                "interpolated": None,
+                                "support": None,
+                            }
+                        ),
+                    }
+                )
     if not rows:
         return pl.DataFrame()
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
-def cell_text(ratio: float | None, lo: float | None, hi: float | None, band: str | None, interpolated: bool | None) -> str:
+def cell_text(
+    ratio: float | None, lo: float | None, hi: float | None, band: str | None, interpolated: bool | None
+) -> str:
     """'0.82 [0.79, 0.85]', '≈ 0.82' without an interval, '†' when interpolated, '—' out of range."""
     if ratio is None:
         return "—"
@@ -164,8 +199,15 @@ def comparison_table(inputs: FigureInputs, axis: str, scheme_order: Sequence[str
     arms = sorted(present, key=lambda a: (order.get(a.split(" (")[0], len(order)), a))
     varying = [k for k in GROUP_KEYS if k not in ("family", *LEADING_KEYS) and long[k].n_unique() > 1]
     key_cols = ["family", *LEADING_KEYS, *varying]
-    labels = {"family": "family", "model_pair": "target", "engine": "engine", "batch_size": "B", "workload": "workload",
-              "corpus": "corpus", "cuda_graphs": "CUDA graphs"}
+    labels = {
+        "family": "family",
+        "model_pair": "target",
+        "engine": "engine",
+        "batch_size": "B",
+        "workload": "workload",
+        "corpus": "corpus",
+        "cuda_graphs": "CUDA graphs",
+    }
     rows = []
     pair_rank = {p: i for i, p in enumerate(inputs.axis_order.get("model_pair", []))}
     engine_rank = {e: i for i, e in enumerate(inputs.axis_order.get("engine", []))}
@@ -173,8 +215,15 @@ def comparison_table(inputs: FigureInputs, axis: str, scheme_order: Sequence[str
     def order_key(g: tuple) -> tuple:
         fam, pair, engine, *rest = g[0]
         # Families sorted (unknown last); targets and engines in the config's order; the rest as values.
-        return ((fam == FAMILY_UNKNOWN, fam), pair_rank.get(pair, len(pair_rank)), str(pair),
-                engine_rank.get(engine, len(engine_rank)), str(engine), *[str(x) for x in rest[:-1]], rest[-1])
+        return (
+            (fam == FAMILY_UNKNOWN, fam),
+            pair_rank.get(pair, len(pair_rank)),
+            str(pair),
+            engine_rank.get(engine, len(engine_rank)),
+            str(engine),
+            *[str(x) for x in rest[:-1]],
+            rest[-1],
+        )
 
     groups: dict[tuple, list[dict]] = {}
     for r in long.iter_rows(named=True):
@@ -183,33 +232,52 @@ def comparison_table(inputs: FigureInputs, axis: str, scheme_order: Sequence[str
         by_arm = {r["arm"]: r for r in grp}
         if all(by_arm.get(a, {}).get("ratio") is None for a in arms):
             continue
-        cells = [cell_text(by_arm[a]["ratio"], by_arm[a]["lo"], by_arm[a]["hi"], by_arm[a]["band"], by_arm[a]["interpolated"])
-                 if a in by_arm else NOT_MEASURED for a in arms]
+        cells = [
+            cell_text(
+                by_arm[a]["ratio"], by_arm[a]["lo"], by_arm[a]["hi"], by_arm[a]["band"], by_arm[a]["interpolated"]
+            )
+            if a in by_arm
+            else NOT_MEASURED
+            for a in arms
+        ]
         supports = {a: by_arm[a]["support"] for a in arms if a in by_arm and by_arm[a]["support"]}
         distinct = set(supports.values())
-        behind = (next(iter(distinct)) if len(distinct) == 1 else
-                  "; ".join(f"{a}: {s}" for a, s in supports.items()))
+        behind = next(iter(distinct)) if len(distinct) == 1 else "; ".join(f"{a}: {s}" for a, s in supports.items())
         head = [("on" if v else "off") if k == "cuda_graphs" else str(v) for k, v in zip(key_cols, key[:-1])]
         rows.append([*head, f"{key[-1]:g}", *cells, behind])
     if not rows:
         return None
     tol = inputs.checks_config.get("acceptance_length_tolerance", 0.05)
     along = "configured L" if axis == "L" else "measured accepted tokens per verify pass"
-    note = ("energy per committed token over the paired baseline (below 1: a saving); means over replicates, the "
-            "summary's 95 % interval in brackets, each rounded to the digits its interval supports (≈: no interval, "
-            "two significant digits). † interpolated linearly along " + along + " between the scheme's two measured "
-            "points that bracket the match point (the interval's ends interpolated the same way, an approximation); "
-            + ("" if axis == "L" else f"a point within the pre-registered acceptance_length_tolerance ({tol:g}) of the "
-               "match point counts as measured there; ")
-            + "—: outside the scheme's measured range, never extrapolated; " + NOT_MEASURED + ": the scheme has no "
-            "point on this target, engine and batch (unsupported, not run or not in the grid: see the scheme matrix)."
-            + (" Model-acceptance schemes (no configured L) appear only in the accepted-per-pass table."
-               if axis == "L" else " Match points: the grid's configured L − 1 and each model-acceptance scheme's own "
-                                   "measured value."))
-    title = ("Scheme comparison at matched L (energy ratio to baseline)" if axis == "L" else
-             "Scheme comparison at matched accepted tokens per verify pass (energy ratio to baseline)")
-    return ComparisonTable(title, [*[labels[k] for k in key_cols], AXES[axis], *arms, "behind each ratio"], rows, note,
-                           axis, arms)
+    note = (
+        "energy per committed token over the paired baseline (below 1: a saving); means over replicates, the "
+        "summary's 95 % interval in brackets, each rounded to the digits its interval supports (≈: no interval, "
+        "two significant digits). † interpolated linearly along " + along + " between the scheme's two measured "
+        "points that bracket the match point (the interval's ends interpolated the same way, an approximation); "
+        + (
+            ""
+            if axis == "L"
+            else f"a point within the pre-registered acceptance_length_tolerance ({tol:g}) of the "
+            "match point counts as measured there; "
+        )
+        + "—: outside the scheme's measured range, never extrapolated; "
+        + NOT_MEASURED
+        + ": the scheme has no "
+        "point on this target, engine and batch (unsupported, not run or not in the grid: see the scheme matrix)."
+        + (
+            " Model-acceptance schemes (no configured L) appear only in the accepted-per-pass table."
+            if axis == "L"
+            else " Match points: the grid's configured L − 1 and each model-acceptance scheme's own measured value."
+        )
+    )
+    title = (
+        "Scheme comparison at matched L (energy ratio to baseline)"
+        if axis == "L"
+        else "Scheme comparison at matched accepted tokens per verify pass (energy ratio to baseline)"
+    )
+    return ComparisonTable(
+        title, [*[labels[k] for k in key_cols], AXES[axis], *arms, "behind each ratio"], rows, note, axis, arms
+    )
 
 
 # --- what was measured, refused, not run ------------------------------------------------------------
@@ -238,7 +306,11 @@ def measured_records(records: pl.DataFrame) -> pl.DataFrame:
 def _families(records: pl.DataFrame) -> dict[str, str]:
     if records.height == 0 or "target_family" not in records.columns:
         return {}
-    fam = records.filter(pl.col("target_family").is_not_null()).group_by("model_pair").agg(pl.col("target_family").first())
+    fam = (
+        records.filter(pl.col("target_family").is_not_null())
+        .group_by("model_pair")
+        .agg(pl.col("target_family").first())
+    )
     return dict(fam.iter_rows())
 
 
@@ -278,14 +350,20 @@ def scheme_matrix(records: pl.DataFrame, config: dict) -> Matrix | None:
     """Scheme × (family · engine): measured / unsupported (the engine's reason) / not run / not in
     the grid, per target model where a family holds several."""
     planned = planned_points(config) or set()
-    recs = records.filter(pl.col("role") == axes.ROLE_POINT) if records.height and "role" in records.columns else records
+    recs = (
+        records.filter(pl.col("role") == axes.ROLE_POINT) if records.height and "role" in records.columns else records
+    )
     seen: dict[tuple[str, str, str], set[str]] = {}
     reasons: dict[tuple[str, str, str], list[str]] = {}
     if recs.height:
         cols = ["scheme", "model_pair", "engine"]
-        st = recs.select(*cols, _status_expr(recs).alias("_status"),
-                         (pl.col("unsupported_reason") if "unsupported_reason" in recs.columns else pl.lit(None, pl.String))
-                         .alias("_reason"))
+        st = recs.select(
+            *cols,
+            _status_expr(recs).alias("_status"),
+            (pl.col("unsupported_reason") if "unsupported_reason" in recs.columns else pl.lit(None, pl.String)).alias(
+                "_reason"
+            ),
+        )
         for r in st.iter_rows(named=True):
             key = (r["scheme"], r["model_pair"], r["engine"])
             seen.setdefault(key, set()).add(r["_status"])
@@ -324,9 +402,11 @@ def scheme_matrix(records: pl.DataFrame, config: dict) -> Matrix | None:
                 cls.append(c)
         rows.append(row)
         classes.append(cls)
-    note = ("per scheme, attention family (target_family of the records) and engine: measured (a record with a "
-            "window), unsupported (the record's status, with the engine's own reason), not run (planned by the config, "
-            "no record yet), — (not in the grid). Where a family holds several target models, each is named.")
+    note = (
+        "per scheme, attention family (target_family of the records) and engine: measured (a record with a "
+        "window), unsupported (the record's status, with the engine's own reason), not run (planned by the config, "
+        "no record yet), — (not in the grid). Where a family holds several target models, each is named."
+    )
     return Matrix(columns, rows, classes, note)
 
 
@@ -337,8 +417,13 @@ def _matrix_cell(parts: list[tuple[str, str, str]]) -> tuple[str, str]:
     if not parts:
         return "—", "m-none"
     statuses = {p[1] for p in parts}
-    cls = CELL_CLASSES[STATUS_UNSUPPORTED if STATUS_UNSUPPORTED in statuses else
-                       STATUS_NOT_RUN if STATUS_NOT_RUN in statuses else STATUS_MEASURED]
+    cls = CELL_CLASSES[
+        STATUS_UNSUPPORTED
+        if STATUS_UNSUPPORTED in statuses
+        else STATUS_NOT_RUN
+        if STATUS_NOT_RUN in statuses
+        else STATUS_MEASURED
+    ]
     if len(statuses) == 1 and len({p[2] for p in parts}) == 1:
         status, reason = parts[0][1], parts[0][2]
         models = ", ".join(p[0] for p in parts)
@@ -352,7 +437,9 @@ def unsupported_list(records: pl.DataFrame) -> pl.DataFrame:
     if u.height == 0:
         return pl.DataFrame()
     fam = pl.col("target_family").fill_null(FAMILY_UNKNOWN) if "target_family" in u.columns else pl.lit(FAMILY_UNKNOWN)
-    return (u.with_columns(family=fam, reason=pl.col("unsupported_reason").fill_null("no reason recorded"))
-            .group_by("engine", "family", "model_pair", "scheme", "reason")
-            .agg(cells=pl.len(), batch_sizes=pl.col("batch_size").unique().sort().cast(pl.String).str.join(", "))
-            .sort("engine", "family", "model_pair", "scheme"))
+    return (
+        u.with_columns(family=fam, reason=pl.col("unsupported_reason").fill_null("no reason recorded"))
+        .group_by("engine", "family", "model_pair", "scheme", "reason")
+        .agg(cells=pl.len(), batch_sizes=pl.col("batch_size").unique().sort().cast(pl.String).str.join(", "))
+        .sort("engine", "family", "model_pair", "scheme")
+    )

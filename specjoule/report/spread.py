@@ -47,8 +47,10 @@ def _identity(e: pl.Expr) -> pl.Expr:
 
 DERIVED: dict[str, tuple[Source, ...]] = {
     "saving_pct": (Source("energy_ratio", lambda e: (1 - e) * 100, increasing=False),),
-    "accepted_per_verification": (Source("accepted_per_verification", _identity),
-                                  Source("realized_L", lambda e: e - 1)),
+    "accepted_per_verification": (
+        Source("accepted_per_verification", _identity),
+        Source("realized_L", lambda e: e - 1),
+    ),
     "tbt_ms": (Source("tpot_mean_s", lambda e: e * 1000),),
 }
 
@@ -78,41 +80,57 @@ def _summary_rows(summary: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     return s
 
 
-def point_stats(df: pl.DataFrame, keys: Sequence[str], values: Sequence[str],
-                summary: pl.DataFrame | None = None, extra_means: Sequence[str] = ()) -> pl.DataFrame:
+def point_stats(
+    df: pl.DataFrame,
+    keys: Sequence[str],
+    values: Sequence[str],
+    summary: pl.DataFrame | None = None,
+    extra_means: Sequence[str] = (),
+) -> pl.DataFrame:
     """One row per group of ``keys``: for each value ``v``: ``v`` (mean), ``v_lo``, ``v_hi``, ``v_band``
     (ci | range | null); ``extra_means`` get a mean only; replicate counts (``n_rows``, ``n_windows``,
     ``n_seeds``, ``n_engine_replicates``, ``n_gpus``), ``interval_level`` and ``support`` (words)."""
     keys = [k for k in keys if k in df.columns]
     config_keys = [k for k in CONFIG_KEYS if k in df.columns]
-    aggs: list[pl.Expr] = [pl.len().alias("n_rows"), _count_expr(df, "window_index").alias("n_windows"),
-                           _count_expr(df, "seed").alias("n_seeds"),
-                           _count_expr(df, "engine_replicate").alias("n_engine_replicates"),
-                           (pl.col("gpu_uuid").drop_nulls().n_unique() if "gpu_uuid" in df.columns
-                            else pl.lit(None, pl.UInt32)).alias("n_gpus")]
+    aggs: list[pl.Expr] = [
+        pl.len().alias("n_rows"),
+        _count_expr(df, "window_index").alias("n_windows"),
+        _count_expr(df, "seed").alias("n_seeds"),
+        _count_expr(df, "engine_replicate").alias("n_engine_replicates"),
+        (pl.col("gpu_uuid").drop_nulls().n_unique() if "gpu_uuid" in df.columns else pl.lit(None, pl.UInt32)).alias(
+            "n_gpus"
+        ),
+    ]
     if config_keys:
         aggs.append(pl.struct(config_keys).n_unique().alias("_n_configs"))
         aggs += [pl.col(k).first().alias(f"_cfg_{k}") for k in config_keys if k not in keys]
     for v in values:
-        aggs += [pl.col(v).mean().alias(v), pl.col(v).min().alias(f"{v}_lo"), pl.col(v).max().alias(f"{v}_hi"),
-                 pl.col(v).count().alias(f"_{v}_count")]
+        aggs += [
+            pl.col(v).mean().alias(v),
+            pl.col(v).min().alias(f"{v}_lo"),
+            pl.col(v).max().alias(f"{v}_hi"),
+            pl.col(v).count().alias(f"_{v}_count"),
+        ]
     aggs += [pl.col(v).mean().alias(v) for v in extra_means if v in df.columns and v not in values]
     out = df.group_by(keys, maintain_order=True).agg(aggs)
     out = out.with_columns(
         *[pl.when(pl.col(f"_{v}_count") > 1).then(pl.col(f"{v}_lo")).alias(f"{v}_lo") for v in values],
         *[pl.when(pl.col(f"_{v}_count") > 1).then(pl.col(f"{v}_hi")).alias(f"{v}_hi") for v in values],
         *[pl.when(pl.col(f"_{v}_count") > 1).then(pl.lit("range")).alias(f"{v}_band") for v in values],
-        pl.lit(None, pl.String).alias("interval_level"))
+        pl.lit(None, pl.String).alias("interval_level"),
+    )
     if summary_usable(summary) and config_keys:
         out = _overlay(out, summary, keys, config_keys, values)
-    out = out.with_columns([pl.col(c).cast(pl.Int64) for c in ("n_rows", "n_windows", "n_seeds", "n_engine_replicates",
-                                                                "n_gpus")])
+    out = out.with_columns(
+        [pl.col(c).cast(pl.Int64) for c in ("n_rows", "n_windows", "n_seeds", "n_engine_replicates", "n_gpus")]
+    )
     out = out.drop([c for c in out.columns if c.startswith("_")])
     return _with_support(out, values)
 
 
-def _overlay(out: pl.DataFrame, summary: pl.DataFrame, keys: list[str], config_keys: list[str],
-             values: Sequence[str]) -> pl.DataFrame:
+def _overlay(
+    out: pl.DataFrame, summary: pl.DataFrame, keys: list[str], config_keys: list[str], values: Sequence[str]
+) -> pl.DataFrame:
     join_keys = [k for k in config_keys if k in summary.columns]
     if not join_keys:
         return out
@@ -126,19 +144,27 @@ def _overlay(out: pl.DataFrame, summary: pl.DataFrame, keys: list[str], config_k
                 lo, hi = (f"{src.metric}_ci_low", f"{src.metric}_ci_high")
                 if not src.increasing:
                     lo, hi = hi, lo
-                picks += [src.to_value(pl.col(f"{src.metric}_mean")).alias(f"_s_{v}"),
-                          (src.to_value(pl.col(lo)) if lo in s.columns else pl.lit(None, pl.Float64)).alias(f"_s_{v}_lo"),
-                          (src.to_value(pl.col(hi)) if hi in s.columns else pl.lit(None, pl.Float64)).alias(f"_s_{v}_hi")]
+                picks += [
+                    src.to_value(pl.col(f"{src.metric}_mean")).alias(f"_s_{v}"),
+                    (src.to_value(pl.col(lo)) if lo in s.columns else pl.lit(None, pl.Float64)).alias(f"_s_{v}_lo"),
+                    (src.to_value(pl.col(hi)) if hi in s.columns else pl.lit(None, pl.Float64)).alias(f"_s_{v}_hi"),
+                ]
                 break
     if not used:
         return out
     counts = [c for c in ("n_windows", "n_seeds", "n_engine_replicates", "n_gpus") if c in s.columns]
-    s = s.select(*[pl.col(k).alias(f"_j_{k}") for k in join_keys], *picks,
-                 *[pl.col(c).cast(pl.Int64).alias(f"_s_{c}") for c in counts],
-                 (pl.col("interval_level") if "interval_level" in s.columns else pl.lit("seed")).alias("_s_level"))
+    s = s.select(
+        *[pl.col(k).alias(f"_j_{k}") for k in join_keys],
+        *picks,
+        *[pl.col(c).cast(pl.Int64).alias(f"_s_{c}") for c in counts],
+        (pl.col("interval_level") if "interval_level" in s.columns else pl.lit("seed")).alias("_s_level"),
+    )
     left = [k if k in keys else f"_cfg_{k}" for k in join_keys]
-    joined = out.with_columns(_order=pl.int_range(pl.len())).join(
-        s, left_on=left, right_on=[f"_j_{k}" for k in join_keys], how="left", nulls_equal=True).sort("_order")
+    joined = (
+        out.with_columns(_order=pl.int_range(pl.len()))
+        .join(s, left_on=left, right_on=[f"_j_{k}" for k in join_keys], how="left", nulls_equal=True)
+        .sort("_order")
+    )
     # The group must be exactly the summary's configuration: one configuration and the same replicates.
     same = (pl.col("_n_configs") == 1) & pl.col("_s_level").is_not_null()
     for c in ("n_windows", "n_seeds", "n_engine_replicates"):
@@ -151,14 +177,22 @@ def _overlay(out: pl.DataFrame, summary: pl.DataFrame, keys: list[str], config_k
         has = pl.col("_same") & pl.col(f"_s_{v}").is_not_null()
         has_ci = has & pl.col(f"_s_{v}_lo").is_not_null() & pl.col(f"_s_{v}_hi").is_not_null()
         any_ci = any_ci | has_ci
-        cols += [pl.when(has).then(pl.col(f"_s_{v}")).otherwise(pl.col(v)).alias(v),
-                 pl.when(has_ci).then(pl.col(f"_s_{v}_lo")).otherwise(pl.col(f"{v}_lo")).alias(f"{v}_lo"),
-                 pl.when(has_ci).then(pl.col(f"_s_{v}_hi")).otherwise(pl.col(f"{v}_hi")).alias(f"{v}_hi"),
-                 pl.when(has_ci).then(pl.lit("ci")).otherwise(pl.col(f"{v}_band")).alias(f"{v}_band")]
+        cols += [
+            pl.when(has).then(pl.col(f"_s_{v}")).otherwise(pl.col(v)).alias(v),
+            pl.when(has_ci).then(pl.col(f"_s_{v}_lo")).otherwise(pl.col(f"{v}_lo")).alias(f"{v}_lo"),
+            pl.when(has_ci).then(pl.col(f"_s_{v}_hi")).otherwise(pl.col(f"{v}_hi")).alias(f"{v}_hi"),
+            pl.when(has_ci).then(pl.lit("ci")).otherwise(pl.col(f"{v}_band")).alias(f"{v}_band"),
+        ]
     joined = joined.with_columns(cols).with_columns(
         pl.when(any_ci).then(pl.col("_s_level")).otherwise(pl.col("interval_level")).alias("interval_level"),
-        *[pl.when(pl.col("_same") & pl.col(f"_s_{c}").is_not_null()).then(pl.col(f"_s_{c}")).otherwise(pl.col(c)).alias(c)
-          for c in counts])
+        *[
+            pl.when(pl.col("_same") & pl.col(f"_s_{c}").is_not_null())
+            .then(pl.col(f"_s_{c}"))
+            .otherwise(pl.col(c))
+            .alias(c)
+            for c in counts
+        ],
+    )
     return joined.drop([c for c in joined.columns if c.startswith("_s_") or c.startswith("_j_")] + ["_order", "_same"])
 
 
@@ -167,11 +201,20 @@ def _with_support(out: pl.DataFrame, values: Sequence[str]) -> pl.DataFrame:
     if not values or out.height == 0:
         return out.with_columns(support=pl.lit(None, pl.String))
     v = values[0]
-    texts = [support_text(r["n_windows"], r["n_seeds"], r["n_engine_replicates"], r["n_gpus"], r["interval_level"],
-                          r[f"{v}_band"] == "ci")
-             + ("" if r[f"{v}_band"] != "range" else " (whiskers: min–max of replicates)")
-             for r in out.select("n_windows", "n_seeds", "n_engine_replicates", "n_gpus", "interval_level",
-                                 f"{v}_band").iter_rows(named=True)]
+    texts = [
+        support_text(
+            r["n_windows"],
+            r["n_seeds"],
+            r["n_engine_replicates"],
+            r["n_gpus"],
+            r["interval_level"],
+            r[f"{v}_band"] == "ci",
+        )
+        + ("" if r[f"{v}_band"] != "range" else " (whiskers: min–max of replicates)")
+        for r in out.select(
+            "n_windows", "n_seeds", "n_engine_replicates", "n_gpus", "interval_level", f"{v}_band"
+        ).iter_rows(named=True)
+    ]
     return out.with_columns(support=pl.Series(texts, dtype=pl.String))
 
 
@@ -184,8 +227,9 @@ def band_note(stats: pl.DataFrame, value: str) -> str:
     levels = sorted(set(stats.filter(pl.col(col) == "ci")["interval_level"].drop_nulls().to_list()))
     words = []
     if "ci" in kinds:
-        words.append("95 % interval from the summary (over "
-                     + ", ".join(INTERVAL_LEVEL_WORDS.get(x, x) for x in levels) + ")")
+        words.append(
+            "95 % interval from the summary (over " + ", ".join(INTERVAL_LEVEL_WORDS.get(x, x) for x in levels) + ")"
+        )
     if "range" in kinds:
         words.append("min–max of the replicates where the summary has no interval")
     return "whiskers: " + "; ".join(words)

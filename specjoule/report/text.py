@@ -26,5 +26,8 @@ def fmt(value: Any, digits: int = 4) -> str:
 
 def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """A pipe table's lines: header, rule, one line per row (cells already text)."""
-    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
-            *("| " + " | ".join(r) + " |" for r in rows)]
+    return [
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]

@@ -39,10 +39,22 @@ def _window(meter, torch, fn, seconds: float) -> dict:
     meter.stop_sampling()
     res = meter.result().columns()
     tl = meter.timeline().to_pylist()
-    keep = ("t_rel_s", "power_w", "energy_mj", "sm_clock_mhz", "gpu_util_pct", "mem_util_pct", "in_window",
-            "dram_bw_util_pct", "sm_active_pct", "tensor_active_pct")
-    return {"result": {k: v for k, v in res.items() if k not in ("gpu_names",)},
-            "timeline": [{k: r[k] for k in keep} for r in tl]}
+    keep = (
+        "t_rel_s",
+        "power_w",
+        "energy_mj",
+        "sm_clock_mhz",
+        "gpu_util_pct",
+        "mem_util_pct",
+        "in_window",
+        "dram_bw_util_pct",
+        "sm_active_pct",
+        "tensor_active_pct",
+    )
+    return {
+        "result": {k: v for k, v in res.items() if k not in ("gpu_names",)},
+        "timeline": [{k: r[k] for k in keep} for r in tl],
+    }
 
 
 def main() -> int:
@@ -57,8 +69,11 @@ def main() -> int:
 
     meter = NvmlMeter()
     meter.open()
-    out: dict = {"gpm_reason_at_open": meter._gpm_reason, "devices": [d.__dict__ for d in meter.devices],
-                 "driver": meter.driver}
+    out: dict = {
+        "gpm_reason_at_open": meter._gpm_reason,
+        "devices": [d.__dict__ for d in meter.devices],
+        "driver": meter.driver,
+    }
     try:
         meter.measure_idle(0)
         x = torch.randn(1 << 30, device="cuda", dtype=torch.bfloat16)
@@ -77,9 +92,11 @@ def main() -> int:
     Path(args.out).write_text(json.dumps(out, indent=1, default=str) + "\n")
     for name in ("idle", "copy", "matmul"):
         r = out[name]["result"]
-        print(f"{name:7s} energy {r['energy_j']:.1f} J  source {r['counters_source']}  dram {r['dram_bw_util_pct']}  "
-              f"sm {r['sm_active_pct']}  tensor {r['tensor_active_pct']}  mem_busy {r['mem_busy_pct']}  "
-              f"reason {r['counters_reason']}")
+        print(
+            f"{name:7s} energy {r['energy_j']:.1f} J  source {r['counters_source']}  dram {r['dram_bw_util_pct']}  "
+            f"sm {r['sm_active_pct']}  tensor {r['tensor_active_pct']}  mem_busy {r['mem_busy_pct']}  "
+            f"reason {r['counters_reason']}"
+        )
     return 0
 
 

@@ -245,8 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  UNMET {v}")
     if by_design:
         names = sorted({v.split(" needs ", 1)[1].split(":")[0] for v in by_design})
-        print(f"check_env: {len(by_design)} unmet on purpose (declared by a --no-deps top beyond its keep list, or "
-              f"omitted; details in bundle-check.json): {', '.join(names)}")
+        print(
+            f"check_env: {len(by_design)} unmet on purpose (declared by a --no-deps top beyond its keep list, or "
+            f"omitted; details in bundle-check.json): {', '.join(names)}"
+        )
 
     gpu = cuda_summary(with_torch=bool(profiles & set(ENGINES)))
     print("check_env: CUDA/NVML:", json.dumps({k: v for k, v in gpu.items() if k != "nvidia_smi"}, default=str))
@@ -257,8 +259,14 @@ def main(argv: list[str] | None = None) -> int:
     # A bundled package must be the one imported: the bundle ships some over the node's copy on purpose
     # (transformers for gemma-4, ADR 0183), and a node copy that wins would bring the old failure back silently.
     bundled = {w["name"] for w in manifest.get("wheels", [])}
-    shadowed = [r["module"] for r in rows if site and r.get("ok") and r.get("from") == "node"
-                and re.sub(r"[-_.]+", "-", str(r.get("dist", ""))).lower() in bundled]
+    shadowed = [
+        r["module"]
+        for r in rows
+        if site
+        and r.get("ok")
+        and r.get("from") == "node"
+        and re.sub(r"[-_.]+", "-", str(r.get("dist", ""))).lower() in bundled
+    ]
     result = {
         "python": sys.version,
         "profiles": sorted(profiles),
@@ -279,8 +287,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"BUNDLE CHECK: FAILED: {', '.join(failed)} did not import")
         return 1
     if shadowed:
-        print(f"BUNDLE CHECK: FAILED: {', '.join(shadowed)} bundled, but the node's copy is imported "
-              f"(is {site} first on PYTHONPATH?)")
+        print(
+            f"BUNDLE CHECK: FAILED: {', '.join(shadowed)} bundled, but the node's copy is imported "
+            f"(is {site} first on PYTHONPATH?)"
+        )
         return 1
     specjoule_from = next((r["from"] for r in rows if r["module"] == "specjoule"), "-")
     print(

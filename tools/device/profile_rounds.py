@@ -69,8 +69,11 @@ def analyze(out: Path) -> int:
 
         if missing_analysis_module(exc) is None:
             raise
-        print(f"profile_rounds: traces kept in {out}, not analysed: {exc.name} is not installed here ({INSTALL_HINT}); "
-              f"analyse them later with `python -m specjoule.analysis.rounds {out}`", file=sys.stderr)
+        print(
+            f"profile_rounds: traces kept in {out}, not analysed: {exc.name} is not installed here ({INSTALL_HINT}); "
+            f"analyse them later with `python -m specjoule.analysis.rounds {out}`",
+            file=sys.stderr,
+        )
         return 0
     try:
         df, detail = rounds.analyze_dir(out, detail=True)
@@ -100,20 +103,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--tag", default=None)
     ap.add_argument("--no-analyze", action="store_true")
-    ap.add_argument("--bundle", type=Path, default=None,
-                    help="also pack DIR into this .tar.gz (the device tool returns files at most two folders deep)")
+    ap.add_argument(
+        "--bundle",
+        type=Path,
+        default=None,
+        help="also pack DIR into this .tar.gz (the device tool returns files at most two folders deep)",
+    )
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
 
     cfg = config.load(args.config)
     table = cells.build(cfg)
     try:
         chosen = profiling.select_cells(table, args.cells)
         overrides = parse_set(args.set)
-        settings = profiling.ProfileSettings(batches=args.batches, rounds=args.rounds,
-                                             warmup_batches=args.warmup_batches, reference_s=args.reference_s,
-                                             with_stack=args.with_stack, overrides=overrides)
+        settings = profiling.ProfileSettings(
+            batches=args.batches,
+            rounds=args.rounds,
+            warmup_batches=args.warmup_batches,
+            reference_s=args.reference_s,
+            with_stack=args.with_stack,
+            overrides=overrides,
+        )
         settings.check()
     except profiling.ProfileError as exc:
         print(f"profile_rounds: {exc}", file=sys.stderr)
@@ -127,9 +143,14 @@ def main(argv: list[str] | None = None) -> int:
             profiling.profile_cell(table, cell, folder, settings)
         except Exception as exc:  # noqa: BLE001 - one cell's failure must not cost the others their device time
             failed += 1
-            logging.getLogger("specjoule.profiling").error("profile %s/%s failed after %.0f s: %s: %s",
-                                                            cell.campaign_id, cell.name, time.monotonic() - t0,
-                                                            type(exc).__name__, exc)
+            logging.getLogger("specjoule.profiling").error(
+                "profile %s/%s failed after %.0f s: %s: %s",
+                cell.campaign_id,
+                cell.name,
+                time.monotonic() - t0,
+                type(exc).__name__,
+                exc,
+            )
     if not args.no_analyze and any(args.out.rglob(profiling.PROFILE_FILE)):
         failed += analyze(args.out)
     if args.bundle is not None:
@@ -138,8 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         args.bundle.parent.mkdir(parents=True, exist_ok=True)
         with tarfile.open(args.bundle, "w:gz") as tar:
             tar.add(args.out, arcname=args.out.name)
-        print(f"profile_rounds: packed {args.out} into {args.bundle} ({args.bundle.stat().st_size / 1e6:.1f} MB)",
-              file=sys.stderr)
+        print(
+            f"profile_rounds: packed {args.out} into {args.bundle} ({args.bundle.stat().st_size / 1e6:.1f} MB)",
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 

@@ -25,9 +25,20 @@ sys.path.insert(0, str(REPO))
 # The workflow's parse (rules/common.smk), `python -m specjoule.runner`, `python -m specjoule.resolve_models`,
 # `python -m specjoule.hardware calibrate` and what the runner starts (the adapters import their engine lazily).
 MODULES: tuple[str, ...] = (
-    "snakemake.api", "specjoule.config", "specjoule.cells", "specjoule.engine_jobs", "specjoule.resolve_models",
-    "specjoule.corpora", "specjoule.runner", "specjoule.engines", "specjoule.engines.vllm", "specjoule.engines.sglang",
-    "specjoule.meter", "specjoule.meter.nvml", "specjoule.hardware", "specjoule.loadgen",
+    "snakemake.api",
+    "specjoule.config",
+    "specjoule.cells",
+    "specjoule.engine_jobs",
+    "specjoule.resolve_models",
+    "specjoule.corpora",
+    "specjoule.runner",
+    "specjoule.engines",
+    "specjoule.engines.vllm",
+    "specjoule.engines.sglang",
+    "specjoule.meter",
+    "specjoule.meter.nvml",
+    "specjoule.hardware",
+    "specjoule.loadgen",
 )
 
 
@@ -39,7 +50,9 @@ def smoke(config_path: Path) -> str:
 
     cfg, table = config.plan(config.read_yaml(config_path), str(config_path))
     jobs = engine_jobs.plan_jobs(table, cfg["version"])
-    return f"{len(MODULES)} modules, {config_path}: {len(table.cells)} cells, {len(jobs.jobs)} engine-group jobs if shared"
+    return (
+        f"{len(MODULES)} modules, {config_path}: {len(table.cells)} cells, {len(jobs.jobs)} engine-group jobs if shared"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,9 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         summary = smoke(args.config)
     except ModuleNotFoundError as exc:
-        print(f"MEASUREMENT PATH: FAILED: no module named {exc.name!r} on this node's path ({exc}); the measurement "
-              f"path must import with the installed site alone (bundle/profiles.toml, profile pipeline)",
-              file=sys.stderr)
+        print(
+            f"MEASUREMENT PATH: FAILED: no module named {exc.name!r} on this node's path ({exc}); the measurement "
+            f"path must import with the installed site alone (bundle/profiles.toml, profile pipeline)",
+            file=sys.stderr,
+        )
         return 1
     except Exception as exc:  # noqa: BLE001 - any failure here would stop Snakemake too: say it before the GPU run
         print(f"MEASUREMENT PATH: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -42,8 +42,13 @@ L_TOLERANCE = 0.05
 ENGINE_OPTIONS = {
     "vllm": {"gpu_memory_utilization": 0.85},
     # as validation/h200-2026-12/config/h200-sglang.yaml (ADR 0016)
-    "sglang": {"mem_fraction_static": 0.85, "attention_backend": "fa3", "sampling_backend": "pytorch",
-               "disable_prefill_cuda_graph": True, "env": {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}},
+    "sglang": {
+        "mem_fraction_static": 0.85,
+        "attention_backend": "fa3",
+        "sampling_backend": "pytorch",
+        "disable_prefill_cuda_graph": True,
+        "env": {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"},
+    },
 }
 
 
@@ -69,8 +74,10 @@ def parse_arm(text: str) -> Arm:
         k = int(parts.pop()[2:])
     target, method, *rest = parts
     if method not in schemes.METHODS or method == "baseline":
-        raise argparse.ArgumentTypeError(f"{text!r}: method {method!r} is not a speculative scheme "
-                                         f"({', '.join(m for m in schemes.METHODS if m != 'baseline')})")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: method {method!r} is not a speculative scheme "
+            f"({', '.join(m for m in schemes.METHODS if m != 'baseline')})"
+        )
     if len(rest) > 1:
         raise argparse.ArgumentTypeError(f"{text!r}: expected TARGET:METHOD[:DRAFTER][:k=K]")
     drafter = rest[0] if rest else None
@@ -96,15 +103,24 @@ def arm_config(arm: Arm, engine: str, one_L: bool = False, cuda_graphs: bool = T
     if arm.drafter:
         scheme["drafter"] = arm.drafter
     Ls = acceptance_lengths(arm, one_L)
-    raw = {"name": "smokeschemes", "device": "cuda", "engines": [engine],
-           "models": {"m": {"target": {"model": arm.target, "load_format": "dummy", "dtype": "bfloat16"},
-                            "max_model_len": 1024}},
-           "schemes": {"base": {"method": "baseline"}, "s": {**scheme, "acceptance": [f"L{i}" for i in range(len(Ls))]}},
-           "acceptance": {f"L{i}": {"minvar": L} for i, L in enumerate(Ls)},
-           "batch_sizes": [B], "seeds": [0], "cuda_graphs": [cuda_graphs], "paper_grade": False,
-           "workloads": {"w": {"kind": "closed_batch", "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN}},
-           "engine_options": {engine: ENGINE_OPTIONS[engine]}, "meter": "none",
-           "protocol": {"idle_s": 0, "engine_ready_timeout_s": 600}}
+    raw = {
+        "name": "smokeschemes",
+        "device": "cuda",
+        "engines": [engine],
+        "models": {
+            "m": {"target": {"model": arm.target, "load_format": "dummy", "dtype": "bfloat16"}, "max_model_len": 1024}
+        },
+        "schemes": {"base": {"method": "baseline"}, "s": {**scheme, "acceptance": [f"L{i}" for i in range(len(Ls))]}},
+        "acceptance": {f"L{i}": {"minvar": L} for i, L in enumerate(Ls)},
+        "batch_sizes": [B],
+        "seeds": [0],
+        "cuda_graphs": [cuda_graphs],
+        "paper_grade": False,
+        "workloads": {"w": {"kind": "closed_batch", "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN}},
+        "engine_options": {engine: ENGINE_OPTIONS[engine]},
+        "meter": "none",
+        "protocol": {"idle_s": 0, "engine_ready_timeout_s": 600},
+    }
     return cfgmod.validate(raw)
 
 
@@ -137,15 +153,24 @@ def measure(eng, prompts: list[list[int]], cell) -> dict:
     c = delta.counters
     drafts, draft_tokens = c.get("spec_decode_num_drafts") or 0, c.get("spec_decode_num_draft_tokens") or 0
     accepted = c.get("spec_decode_num_accepted_tokens") or 0
-    out = {"configured_L": cell.configured_L, "rates": list(cell.acceptance_rates or ()), "generate_s": round(gen_s, 3),
-           "snapshot_before": _jsonable(before), "snapshot_after": _jsonable(after),
-           "delta_counters": c, "delta_accepted_per_pos": delta.accepted_per_pos,
-           "drafts": drafts, "draft_tokens": draft_tokens, "accepted_tokens": accepted,
-           "realized_L": (1.0 + accepted / drafts) if drafts else None,
-           "verify_width_measured": (1.0 + draft_tokens / drafts) if drafts else None,
-           "verify_width_scheme": schemes.verify_width(cell.method, cell.k),
-           "draft_passes_per_round": schemes.draft_passes_per_round(cell.method, cell.k),
-           "requests": _jsonable(batch.requests), "requests_ok": sum(r.ok for r in batch.requests)}
+    out = {
+        "configured_L": cell.configured_L,
+        "rates": list(cell.acceptance_rates or ()),
+        "generate_s": round(gen_s, 3),
+        "snapshot_before": _jsonable(before),
+        "snapshot_after": _jsonable(after),
+        "delta_counters": c,
+        "delta_accepted_per_pos": delta.accepted_per_pos,
+        "drafts": drafts,
+        "draft_tokens": draft_tokens,
+        "accepted_tokens": accepted,
+        "realized_L": (1.0 + accepted / drafts) if drafts else None,
+        "verify_width_measured": (1.0 + draft_tokens / drafts) if drafts else None,
+        "verify_width_scheme": schemes.verify_width(cell.method, cell.k),
+        "draft_passes_per_round": schemes.draft_passes_per_round(cell.method, cell.k),
+        "requests": _jsonable(batch.requests),
+        "requests_ok": sum(r.ok for r in batch.requests),
+    }
     if hasattr(eng, "last_metas"):
         out["meta_info"] = eng.last_metas  # SGLang's raw per-request counters
     return out
@@ -155,9 +180,16 @@ def run_arm(arm: Arm, engine: str, out: Path, one_L: bool, prompts: list[list[in
     from specjoule.engines import make_engine
 
     arm_cells_ = arm_cells(arm, engine, one_L, cuda_graphs)
-    res: dict = {"target": arm.target, "method": arm.method, "drafter": arm.drafter, "k": arm.k,
-                 "engine_name": (schemes.get(arm.method).vllm_method if engine == "vllm"
-                                 else schemes.get(arm.method).sglang_algorithm), "runs": []}
+    res: dict = {
+        "target": arm.target,
+        "method": arm.method,
+        "drafter": arm.drafter,
+        "k": arm.k,
+        "engine_name": (
+            schemes.get(arm.method).vllm_method if engine == "vllm" else schemes.get(arm.method).sglang_algorithm
+        ),
+        "runs": [],
+    }
     # vLLM: one engine, the second L swapped in place; SGLang: one engine per L (read at start).
     groups = [arm_cells_] if engine == "vllm" else [[c] for c in arm_cells_]
     for group in groups:
@@ -172,12 +204,27 @@ def run_arm(arm: Arm, engine: str, out: Path, one_L: bool, prompts: list[list[in
                     eng.set_synthetic_rates(list(cell.acceptance_rates))
                 m = measure(eng, prompts, cell)
                 (out / f"L{cell.configured_L:g}.json").write_text(json.dumps(m, indent=1, sort_keys=True, default=str))
-                res["runs"].append({k: m[k] for k in ("configured_L", "realized_L", "verify_width_measured",
-                                                      "verify_width_scheme", "drafts", "requests_ok", "generate_s")})
+                res["runs"].append(
+                    {
+                        k: m[k]
+                        for k in (
+                            "configured_L",
+                            "realized_L",
+                            "verify_width_measured",
+                            "verify_width_scheme",
+                            "drafts",
+                            "requests_ok",
+                            "generate_s",
+                        )
+                    }
+                )
         finally:
             eng.stop()
-    bad = [r for r in res["runs"] if "configured_L" in r and (r["realized_L"] is None
-                                                              or abs(r["realized_L"] - r["configured_L"]) > L_TOLERANCE)]
+    bad = [
+        r
+        for r in res["runs"]
+        if "configured_L" in r and (r["realized_L"] is None or abs(r["realized_L"] - r["configured_L"]) > L_TOLERANCE)
+    ]
     if bad:
         raise AssertionError(f"realized L off the configured one: {bad}")
     return res
@@ -198,8 +245,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--engine", choices=["vllm", "sglang"], required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--one-L", dest="one_L", action="store_true", help="only L = k + 1 (SGLang: one start per scheme)")
-    ap.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false",
-                    help="start without CUDA graphs (a faster start; the smoke then says nothing about capture)")
+    ap.add_argument(
+        "--no-cuda-graphs",
+        dest="cuda_graphs",
+        action="store_false",
+        help="start without CUDA graphs (a faster start; the smoke then says nothing about capture)",
+    )
     ap.add_argument("arms", nargs="+", type=parse_arm, metavar="TARGET:METHOD[:DRAFTER][:k=K]")
     return ap.parse_args(argv)
 
@@ -210,7 +261,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(0)
     prompts = [[rng.randrange(1000, 30000) for _ in range(PROMPT_LEN)] for _ in range(B)]
-    summary: dict = {"engine": args.engine, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "schemes": {}}
+    summary: dict = {
+        "engine": args.engine,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "schemes": {},
+    }
     for i, arm in enumerate(args.arms):
         name = f"{i}-{arm.label}"
         d = args.out / name
@@ -230,12 +285,18 @@ def main(argv: list[str] | None = None) -> int:
             entry["seconds"] = round(time.monotonic() - t0, 1)
             summary["schemes"][name] = entry
             (args.out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True, default=str))
-        print(f"[{name}] {'ok' if entry['ok'] else 'failed'} in {entry['seconds']} s: "
-              f"{json.dumps(entry.get('runs'), default=str)}", flush=True)
+        print(
+            f"[{name}] {'ok' if entry['ok'] else 'failed'} in {entry['seconds']} s: "
+            f"{json.dumps(entry.get('runs'), default=str)}",
+            flush=True,
+        )
     summary["ok"] = all(e.get("ok") for e in summary["schemes"].values()) and len(summary["schemes"]) == len(args.arms)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True, default=str))
-    print("SMOKE-SCHEMES:", "OK" if summary["ok"] else "FAILED",
-          json.dumps({n: e.get("error") or "ok" for n, e in summary["schemes"].items()}))
+    print(
+        "SMOKE-SCHEMES:",
+        "OK" if summary["ok"] else "FAILED",
+        json.dumps({n: e.get("error") or "ok" for n, e in summary["schemes"].items()}),
+    )
     return 0 if summary["ok"] else 1
 
 

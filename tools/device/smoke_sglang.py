@@ -44,20 +44,45 @@ def cell_spec(synthetic: bool = True, kind: str = "closed_batch") -> dict:
     """A cell spec as cells.build makes it (only the keys the adapter reads)."""
     return {
         "engine": "sglang",
-        "target": {"model": "config/models/qwen2.5-3b", "load_format": "dummy", "dtype": "bfloat16",
-                   "tensor_parallel_size": 1, "tokenizer": None},
-        "draft": {"model": "config/models/qwen2.5-0.5b", "load_format": "dummy", "dtype": "bfloat16",
-                  "tensor_parallel_size": 1, "tokenizer": None},
-        "max_model_len": 2048, "batch_size": B, "seed": 0, "cuda_graphs": True, "device": "cuda",
-        "workload": {"kind": kind, "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN}, "prefix_caching": False,
-        "engine_options": {"mem_fraction_static": 0.8, "attention_backend": "fa3", "sampling_backend": "pytorch",
-                           # 0.5.17 captures 58 prefill graph sizes up to 8192 tokens by default: >150 s at start
-                           "disable_prefill_cuda_graph": True,
-                           # the deep_gemm stand-in must not pass for the real library (validation/h200-2026-12/config/h200-sglang.yaml)
-                           "env": {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}},
+        "target": {
+            "model": "config/models/qwen2.5-3b",
+            "load_format": "dummy",
+            "dtype": "bfloat16",
+            "tensor_parallel_size": 1,
+            "tokenizer": None,
+        },
+        "draft": {
+            "model": "config/models/qwen2.5-0.5b",
+            "load_format": "dummy",
+            "dtype": "bfloat16",
+            "tensor_parallel_size": 1,
+            "tokenizer": None,
+        },
+        "max_model_len": 2048,
+        "batch_size": B,
+        "seed": 0,
+        "cuda_graphs": True,
+        "device": "cuda",
+        "workload": {"kind": kind, "prompt_len": PROMPT_LEN, "output_len": OUTPUT_LEN},
+        "prefix_caching": False,
+        "engine_options": {
+            "mem_fraction_static": 0.8,
+            "attention_backend": "fa3",
+            "sampling_backend": "pytorch",
+            # 0.5.17 captures 58 prefill graph sizes up to 8192 tokens by default: >150 s at start
+            "disable_prefill_cuda_graph": True,
+            # the deep_gemm stand-in must not pass for the real library (validation/h200-2026-12/config/h200-sglang.yaml)
+            "env": {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"},
+        },
         "protocol": {"idle_s": 0, "engine_ready_timeout_s": 300},
-        "scheme": {"method": "draft_model", "k": K, "synthetic": synthetic, "name": "standalone_k5",
-                   "drafter": None, "options": {}},
+        "scheme": {
+            "method": "draft_model",
+            "k": K,
+            "synthetic": synthetic,
+            "name": "standalone_k5",
+            "drafter": None,
+            "options": {},
+        },
         "acceptance_rates": [1.0, 1.0, 0.0, 0.0, 0.0] if synthetic else None,  # minvar 3.0, k=5
     }
 
@@ -65,9 +90,14 @@ def cell_spec(synthetic: bool = True, kind: str = "closed_batch") -> dict:
 def delta_json(d: CounterDelta) -> dict:
     drafts = d.counters.get("spec_decode_num_drafts") or 0
     acc = d.counters.get("spec_decode_num_accepted_tokens") or 0
-    return {"counters": d.counters, "finished": d.finished, "accepted_per_pos": d.accepted_per_pos,
-            "seconds": d.seconds, "columns": d.columns(True),
-            "realized_L": (1.0 + acc / drafts) if drafts else None}
+    return {
+        "counters": d.counters,
+        "finished": d.finished,
+        "accepted_per_pos": d.accepted_per_pos,
+        "seconds": d.seconds,
+        "columns": d.columns(True),
+        "realized_L": (1.0 + acc / drafts) if drafts else None,
+    }
 
 
 def _exit_on_sigterm() -> None:
@@ -117,8 +147,18 @@ def main(argv: list[str] | None = None) -> int:
     def probe_stage() -> dict:
         info = sg._probe_subprocess(sg.engine_env(cell_spec()), timeout_s=180)
         save("probe.json", info)
-        return {k: info.get(k) for k in ("engine_version", "torch_version", "cuda_version", "spec_algorithms",
-                                          "simulate_methods", "simulate_acc_len", "probe_error")}
+        return {
+            k: info.get(k)
+            for k in (
+                "engine_version",
+                "torch_version",
+                "cuda_version",
+                "spec_algorithms",
+                "simulate_methods",
+                "simulate_acc_len",
+                "probe_error",
+            )
+        }
 
     def offline_stage() -> dict:
         spec = cell_spec()
@@ -135,9 +175,13 @@ def main(argv: list[str] | None = None) -> int:
             save("offline_delta.json", d)
             eng.generate_batch(prompts, OUTPUT_LEN + 1, timeout_s=120)
             save("offline_meta_info_65.json", eng.last_metas)
-            res.update(batch_s=batch.ended_monotonic - batch.started_monotonic, realized_L=d["realized_L"],
-                       requests_ok=sum(r.ok for r in batch.requests),
-                       ttft_s=[r.ttft_s for r in batch.requests], tpot_s=[r.tpot_s for r in batch.requests])
+            res.update(
+                batch_s=batch.ended_monotonic - batch.started_monotonic,
+                realized_L=d["realized_L"],
+                requests_ok=sum(r.ok for r in batch.requests),
+                ttft_s=[r.ttft_s for r in batch.requests],
+                tpot_s=[r.tpot_s for r in batch.requests],
+            )
             if d["realized_L"] is None or abs(d["realized_L"] - L) > 0.05:
                 raise AssertionError(f"offline realized L {d['realized_L']} != configured {L}")
         finally:
@@ -159,14 +203,21 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(1.0)  # counters move at request finish; let the last one land
             text1 = eng.metrics_text()
             save("server_metrics_after.txt", text1)
-            res.update(batch_s=batch.ended_monotonic - batch.started_monotonic,
-                       requests_ok=sum(r.ok for r in batch.requests), client_truncation_tally=eng._truncated,
-                       ttft_s=[r.ttft_s for r in batch.requests], tpot_s=[r.tpot_s for r in batch.requests])
+            res.update(
+                batch_s=batch.ended_monotonic - batch.started_monotonic,
+                requests_ok=sum(r.ok for r in batch.requests),
+                client_truncation_tally=eng._truncated,
+                ttft_s=[r.ttft_s for r in batch.requests],
+                tpot_s=[r.tpot_s for r in batch.requests],
+            )
             # raw bodies before any parsing: a parser problem must not cost the fixtures
             save("server_generate.json", eng.generate_raw(prompts[0], OUTPUT_LEN, stream=False))
             save("server_generate_stream.txt", eng.generate_raw(prompts[1], 8, stream=True))
-            d = delta_json(sg.snapshot_from_prometheus(text1, K, res["client_truncation_tally"]).minus(
-                sg.snapshot_from_prometheus(text0, K)))
+            d = delta_json(
+                sg.snapshot_from_prometheus(text1, K, res["client_truncation_tally"]).minus(
+                    sg.snapshot_from_prometheus(text0, K)
+                )
+            )
             save("server_delta.json", d)
             res["realized_L"] = d["realized_L"]
             if d["realized_L"] is None or abs(d["realized_L"] - L) > 0.05:
@@ -182,8 +233,13 @@ def main(argv: list[str] | None = None) -> int:
     ok = all(s.get("ok") for s in summary["stages"].values())
     summary["ok"] = ok
     save("summary.json", summary)
-    print("SMOKE-SGLANG:", "OK" if ok else "FAILED", json.dumps({n: {k: v for k, v in s.items() if k != "traceback"}
-                                                                  for n, s in summary["stages"].items()}, default=str))
+    print(
+        "SMOKE-SGLANG:",
+        "OK" if ok else "FAILED",
+        json.dumps(
+            {n: {k: v for k, v in s.items() if k != "traceback"} for n, s in summary["stages"].items()}, default=str
+        ),
+    )
     return 0 if ok else 1
 
 

@@ -122,8 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print("SMOKE: FAILED: " + "; ".join(problems))
         return 1
-    print(f"SMOKE: OK: engine up in {t_init:.0f} s, {generated} tokens in {t_gen:.1f} s, realized L {realized:.3f}"
-          + (f" (configured {configured:.2f})" if synthetic else ""))
+    print(
+        f"SMOKE: OK: engine up in {t_init:.0f} s, {generated} tokens in {t_gen:.1f} s, realized L {realized:.3f}"
+        + (f" (configured {configured:.2f})" if synthetic else "")
+    )
     return 0
 
 

@@ -264,7 +264,6 @@ def test_plan_forced_package_absent_from_the_resolution_is_a_problem_not_a_crash
     assert any(x.startswith("typing-extensions: forced, but the resolution kept the node's copy") for x in p.problems)
 
 
-
 def test_plan_subtracts_node_packages_and_never_ships_torch():
     res = {
         r.name: r
@@ -425,8 +424,15 @@ def test_resolve_with_node_stubs_offline(tmp_path):
     assert {d.name for d in plan.of("ship")} == {"app", "lib"}
     assert plan.decisions["torch"].action == "node" and plan.decisions["helper"].action == "node"
     with pytest.raises(B.BundleError, match="could not resolve"):
-        B.resolve(["app", "lib<1"], target, installed, pin="all", workdir=tmp_path / "w2", find_links=[links],
-                  pip_options=["--no-index"])
+        B.resolve(
+            ["app", "lib<1"],
+            target,
+            installed,
+            pin="all",
+            workdir=tmp_path / "w2",
+            find_links=[links],
+            pip_options=["--no-index"],
+        )
 
 
 def test_pip_report_parsing():
@@ -646,8 +652,13 @@ def test_device_scripts_receive_install_and_standins(tmp_path):
     install = REPO / "tools" / "device" / "install_bundle.sh"
     site, out = tmp_path / "site", tmp_path / "OUT"
     out.mkdir()
-    env = {**os.environ, "OUT": str(out), "CHECK": "0", "PYTHON": sys.executable,
-           "UNPACK_DIR": str(tmp_path / "unpacked")}
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "CHECK": "0",
+        "PYTHON": sys.executable,
+        "UNPACK_DIR": str(tmp_path / "unpacked"),
+    }
 
     # before every part has arrived, the install refuses and names what is missing
     r = _run(["bash", str(receive), str(tmp_path / "parts" / "00"), str(dest)])
@@ -674,13 +685,17 @@ def test_device_scripts_receive_install_and_standins(tmp_path):
         "import fakegrammar, goodmod, helper, os; "
         "print(fakegrammar.SPECJOULE_STANDIN, goodmod.VERSION, os.environ['DEMO_FLAG'], os.environ['QUOTED'])"
     )
-    r = _run(["bash", "-c", f"source {site}/specjoule-env.sh && {sys.executable} -c \"{probe}\""])
+    r = _run(["bash", "-c", f'source {site}/specjoule-env.sh && {sys.executable} -c "{probe}"'])
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "1.0", "1", "it's"]
 
     # a module of the measurement path that does not import fails the install, CHECK=0 or not (fault injector)
-    blocked = {**env, "PYTHONPATH": str(REPO / "tests" / "fault_injectors" / "no_analysis_extra"),
-               "FAULT_BLOCK_MODULES": "specjoule.runner", "UNPACK_DIR": str(tmp_path / "unpacked2")}
+    blocked = {
+        **env,
+        "PYTHONPATH": str(REPO / "tests" / "fault_injectors" / "no_analysis_extra"),
+        "FAULT_BLOCK_MODULES": "specjoule.runner",
+        "UNPACK_DIR": str(tmp_path / "unpacked2"),
+    }
     r = _run(["bash", str(install), str(dest), str(tmp_path / "site2")], env=blocked)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "MEASUREMENT PATH: FAILED: no module named 'specjoule.runner'" in r.stderr
@@ -715,8 +730,17 @@ def test_check_env_reports_pipeline_imports(tmp_path):
         "tops": [{"name": "specjoule", "keep": None, "override": {}}],
     }
     (tmp_path / "m.json").write_text(json.dumps(manifest))
-    r = _run([sys.executable, str(REPO / "tools" / "device" / "check_env.py"), "--manifest", str(tmp_path / "m.json"),
-              "--out", str(tmp_path / "o")], env={**os.environ, "SPECJOULE_REPO": str(REPO)})
+    r = _run(
+        [
+            sys.executable,
+            str(REPO / "tools" / "device" / "check_env.py"),
+            "--manifest",
+            str(tmp_path / "m.json"),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        env={**os.environ, "SPECJOULE_REPO": str(REPO)},
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "BUNDLE CHECK: OK" in r.stdout
     result = json.loads((tmp_path / "o" / "bundle-check.json").read_text())
@@ -735,8 +759,17 @@ def test_check_env_fails_when_a_bundled_package_is_imported_from_the_node(tmp_pa
     (tmp_path / "m.json").write_text(json.dumps(manifest))
     (tmp_path / "site").mkdir()
     env = {**os.environ, "SPECJOULE_REPO": str(REPO), "SPECJOULE_SITE": str(tmp_path / "site")}
-    r = _run([sys.executable, str(REPO / "tools" / "device" / "check_env.py"), "--manifest", str(tmp_path / "m.json"),
-              "--out", str(tmp_path / "o")], env=env)
+    r = _run(
+        [
+            sys.executable,
+            str(REPO / "tools" / "device" / "check_env.py"),
+            "--manifest",
+            str(tmp_path / "m.json"),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        env=env,
+    )
     assert r.returncode == 1 and "BUNDLE CHECK: FAILED: yaml bundled, but the node's copy is imported" in r.stdout
     result = json.loads((tmp_path / "o" / "bundle-check.json").read_text())
     assert result["bundled_but_node_imported"] == ["yaml"]

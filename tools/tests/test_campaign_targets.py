@@ -31,7 +31,7 @@ def group_outputs(planned) -> set[str]:
 
 
 def family_of(done_file: str) -> str:
-    return done_file[len(GROUPS):].split("/")[0]
+    return done_file[len(GROUPS) :].split("/")[0]
 
 
 def test_each_family_target_plans_exactly_that_familys_chain(tmp_path, monkeypatch):
@@ -82,12 +82,23 @@ def _campaign(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     """campaign.sh as on the device, with this venv as the site and Snakemake dry-running (SNAKEMAKE_ARGS=-n)."""
     site_env = tmp_path / "site-env.sh"
     site_env.write_text(f"export PATH={Path(sys.executable).parent}:$PATH\nexport PYTHONPATH={ROOT}\n")
-    env = {**os.environ, "SITE_ENV": str(site_env), "CALIBRATE": "0", "SPECJOULE_GIT_COMMIT": "test",
-           "SNAKEMAKE_ARGS": f"-n -s {ROOT / 'Snakefile'}"}
+    env = {
+        **os.environ,
+        "SITE_ENV": str(site_env),
+        "CALIBRATE": "0",
+        "SPECJOULE_GIT_COMMIT": "test",
+        "SNAKEMAKE_ARGS": f"-n -s {ROOT / 'Snakefile'}",
+    }
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    return subprocess.run(["bash", str(ROOT / "tools/device/campaign.sh"), str(SWEEP), *args], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["bash", str(ROOT / "tools/device/campaign.sh"), str(SWEEP), *args],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_campaign_sh_runs_every_family_in_plan_order_by_its_done_file(tmp_path, monkeypatch):

@@ -13,15 +13,25 @@ SCRIPT = ROOT / "tools" / "device" / "background.sh"
 
 
 def bg(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "BACKGROUND_ROOT": str(root)})
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "BACKGROUND_ROOT": str(root)},
+    )
 
 
 def test_collect_seed_and_resume_on_a_fresh_machine(tmp_path):
     first, fresh, out = tmp_path / "machine1", tmp_path / "machine2", tmp_path / "out"
     cache = "results/.specjoule/engine-cache/vllm/torch_compile_cache/5cab4eadf4"
-    r = bg(first, "start", "job", f"mkdir -p results/cells/c {cache} && echo rec > results/cells/c/a.parquet && "
-                                  f"echo graph > {cache}/model && sleep 1")
+    r = bg(
+        first,
+        "start",
+        "job",
+        f"mkdir -p results/cells/c {cache} && echo rec > results/cells/c/a.parquet && "
+        f"echo graph > {cache}/model && sleep 1",
+    )
     assert r.returncode == 0, r.stderr
     r = bg(first, "wait", "job", "60")
     assert "finished rc=0" in r.stdout, r.stdout + r.stderr

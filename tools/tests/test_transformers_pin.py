@@ -90,8 +90,14 @@ def test_lock_transformers_through_vllm_0_26_0_own_code(tmp_path):
     if vllm_wheel is None or _cached("transformers", f"=={pinned}") is None:
         pytest.skip(f"needs vllm-0.26.0 and transformers=={pinned} wheels in .bundle/cache (make bundle fetches them)")
     try:
-        rows = C.probe(pinned, [GEMMA, QWEN], wheels=REPO / ".bundle" / "cache", scratch=tmp_path,
-                       vllm_wheel=vllm_wheel, offline=True)
+        rows = C.probe(
+            pinned,
+            [GEMMA, QWEN],
+            wheels=REPO / ".bundle" / "cache",
+            scratch=tmp_path,
+            vllm_wheel=vllm_wheel,
+            offline=True,
+        )
     except FileNotFoundError as exc:  # a companion (tokenizers, huggingface-hub) this interpreter lacks
         pytest.skip(str(exc))
     by = {Path(r["dir"]).name: r for r in rows}
