@@ -72,17 +72,6 @@ def engine_config_of(text: str | None, *, conditions: bool = False) -> dict:
     return cfg if conditions else {k: v for k, v in cfg.items() if k not in CONDITION_KEYS}
 
 
-def engine_config_key(col: str = "engine_config") -> pl.Expr:
-    """The normalised engine configuration as one comparable string (``∅`` when not recorded)."""
-    import json
-
-    return (
-        C(col)
-        .map_elements(lambda t: json.dumps(engine_config_of(t), sort_keys=True), return_dtype=pl.String)
-        .fill_null("∅")
-    )
-
-
 def common_config_keys(df: pl.DataFrame, col: str = "engine_config", within: str = "family") -> pl.Series:
     """One comparable string per row: the row's normalised engine configuration restricted to the keys that every
     record of its ``within`` group recorded (ADR 0181); ``∅`` where the row recorded none."""
