@@ -185,6 +185,7 @@ def test_open_loop_through_server(open_cell):
     r, cell = open_cell["row"], open_cell["cell"]
     wl = cell.spec["workload"]
     assert r["workload_kind"] == "open_loop" and r["request_rate"] == 4.0
+    assert r["transformers_version"] == md.version("transformers")  # asked in the server's interpreter
     assert r["warmup_s"] == wl["warmup_s"] and r["cooldown_s"] == wl["cooldown_s"]
     # Never shorter than configured (the H200 open loop measured 29.95 s for 30 s before the fix), barely longer.
     assert wl["window_s"] <= r["window_s"] < wl["window_s"] + 0.5

@@ -1034,9 +1034,9 @@ class VllmServerEngine(ServerProcessEngine):
                 [
                     sys.executable,
                     "-c",
-                    "import json, torch; print(json.dumps("
+                    "import json, torch; from specjoule.env import imported_version; print(json.dumps("
                     "{'torch_version': torch.__version__, 'cuda_version': torch.version.cuda, "
-                    "'transformers_version': __import__('transformers').__version__}))",
+                    "'transformers_version': imported_version('transformers')}))",
                 ],
                 capture_output=True,
                 text=True,
