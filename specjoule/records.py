@@ -465,9 +465,14 @@ def write_atomic(table: pa.Table, path: str | Path) -> None:
         pq.write_table(table, tmp)
 
 
+#: A record is one row. Per-column min/max statistics would only repeat its values in the footer (engine_config's
+#: JSON twice), and a dictionary page per column would only wrap its one value; no reader uses either (ADR 0190).
+RECORD_PARQUET_OPTIONS: dict[str, Any] = {"write_statistics": False, "use_dictionary": False}
+
+
 def record_parquet(table: pa.Table, where: str | pa.NativeFile) -> None:
     """Write record rows as Parquet the one way records are written (the runner, tools/slim_records.py)."""
-    pq.write_table(table, where)
+    pq.write_table(table, where, **RECORD_PARQUET_OPTIONS)
 
 
 def write_record_table(table: pa.Table, path: str | Path) -> None:

@@ -303,6 +303,10 @@ def test_a_written_record_carries_no_column_docs_and_reads_back_equal(tmp_path):
     assert on_disk.metadata == {b"record_version": b"1"}
     back = records.read_records([target])
     assert back.equals(written) and back.column("energy_j").to_pylist() == [3.2]
+    # One row: no min/max statistics or dictionary pages that would only repeat its values.
+    meta = pq.ParquetFile(target).metadata
+    chunks = [meta.row_group(0).column(i) for i in range(meta.num_columns)]
+    assert [c.path_in_schema for c in chunks if c.is_stats_set or c.has_dictionary_page] == []
 
 
 def test_every_record_column_keeps_its_doc_in_code():

@@ -6,7 +6,8 @@
 A record file is a Parquet file whose schema metadata carries ``record_version`` (``specjoule/records.py``);
 other Parquet files under a directory (timelines, aggregates, analysis tables) are left alone, and one named on
 the command line that is not a record is an error. Each record is read, its fields' metadata (the column docs
-that records carried until ADR 0190) dropped, and written with ``records.record_parquet`` into memory. Those
+that records carried until ADR 0190) dropped, and written with ``records.record_parquet`` into memory (without
+the per-column statistics and dictionary pages that only repeat a one-row record's values). Those
 bytes are read back and must equal the original — the same columns, types and values (``Table.equals``, field
 metadata aside) and the same file-level metadata — before they replace the file, atomically. A record whose
 rewrite differs is refused: the file is named, left as it was, and the exit status is 1.

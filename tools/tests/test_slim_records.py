@@ -132,8 +132,8 @@ def test_a_rewrite_that_drops_the_record_version_is_refused(tmp_path, monkeypatc
     assert f"{path}: the rewrite changed the file metadata" in capsys.readouterr().err
 
 
-def test_committed_evidence_records_travel_without_column_docs():
-    # Each device call carries the repository; records with their docs cost 16-25 KB more each (ADR 0190).
+def test_committed_evidence_records_travel_as_the_runner_writes_them():
+    # Each device call carries the repository; a record with its docs and statistics is twice the size (ADR 0190).
     changed, saved = S.slim([REPO / "validation"], check=True)
     assert changed == [], (
         f"{len(changed)} committed record(s) would be {saved:,} bytes smaller: "
