@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -199,13 +200,29 @@ def _save(model: Any, out: Path, config: dict[str, Any], manifest: dict[str, Any
         )
         + "\n"
     )
-    shutil.copyfile(tk.SHIPPED_TOKENIZER_PATH, out / "tokenizer.json")
-    shutil.copyfile(tk.SHIPPED_TOKENIZER_CONFIG_PATH, out / "tokenizer_config.json")
+    place_shipped_tokenizer(out)
     sha = weights_sha256(out)
     (out / TRAINING_MANIFEST).write_text(
         json.dumps({**manifest, "weights_sha256": sha}, indent=1, sort_keys=True) + "\n"
     )
     return sha
+
+
+def place_shipped_tokenizer(out: Path, repo_root: Path = corpora.REPO_ROOT) -> None:
+    """The shipped tokenizer files in checkpoint ``out``: relative links to them where ``out`` lies in the
+    repository with them (config/models/trained-qwen3-*), so that one copy travels with each device call and
+    the engine reads the same bytes (ADR 0190); copies elsewhere, so that a checkpoint outside stands alone."""
+    root = repo_root.resolve()
+    for source, name in (
+        (tk.SHIPPED_TOKENIZER_PATH, "tokenizer.json"),
+        (tk.SHIPPED_TOKENIZER_CONFIG_PATH, "tokenizer_config.json"),
+    ):
+        dest = out / name
+        dest.unlink(missing_ok=True)  # a link left by the last training would make copyfile copy onto itself
+        if out.resolve().is_relative_to(root) and source.resolve().is_relative_to(root):
+            dest.symlink_to(os.path.relpath(source.resolve(), out.resolve()))
+        else:
+            shutil.copyfile(source, dest)
 
 
 # -- training ------------------------------------------------------------------------------------

@@ -307,8 +307,12 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("transformers_version", _str, "the transformers the engine process imported to read the model configs"),
 ]
 
+#: What each column means. The documentation of a record is this code, versioned with it and with
+#: ``record_version``; it is not written into record files, where it was a quarter of every one-row record's
+#: bytes, carried by each device call with the committed evidence (ADR 0190).
+RECORD_DOCS: dict[str, str] = {n: d for n, _, d in RECORD_FIELDS}
 RECORD_SCHEMA = pa.schema(
-    [pa.field(n, t, nullable=True, metadata={"doc": d}) for n, t, d in RECORD_FIELDS],
+    [pa.field(n, t, nullable=True) for n, t, _ in RECORD_FIELDS],
     metadata={"record_version": str(RECORD_VERSION)},
 )
 RECORD_COLUMNS = [n for n, _, _ in RECORD_FIELDS]
@@ -461,8 +465,23 @@ def write_atomic(table: pa.Table, path: str | Path) -> None:
         pq.write_table(table, tmp)
 
 
+#: A record is one row. Per-column min/max statistics would only repeat its values in the footer (engine_config's
+#: JSON twice), and a dictionary page per column would only wrap its one value; no reader uses either (ADR 0190).
+RECORD_PARQUET_OPTIONS: dict[str, Any] = {"write_statistics": False, "use_dictionary": False}
+
+
+def record_parquet(table: pa.Table, where: str | pa.NativeFile) -> None:
+    """Write record rows as Parquet the one way records are written (the runner, tools/slim_records.py)."""
+    pq.write_table(table, where, **RECORD_PARQUET_OPTIONS)
+
+
+def write_record_table(table: pa.Table, path: str | Path) -> None:
+    with atomic_path(path) as tmp:
+        record_parquet(table, tmp)
+
+
 def write_record(row: Mapping[str, Any], path: str | Path) -> None:
-    write_atomic(to_table([row]), path)
+    write_record_table(to_table([row]), path)
 
 
 def read_records(paths: list[str | Path]) -> pa.Table:

@@ -300,7 +300,7 @@ def _write_unsupported(
         table = records.to_table([row])
         try:
             records.write_atomic(records.TIMELINE_SCHEMA.empty_table(), job.timeline_path)
-            records.write_atomic(table, job.record_path)
+            records.write_record_table(table, job.record_path)
         except BaseException:
             _remove(job.record_path, job.timeline_path)
             raise
@@ -404,7 +404,7 @@ def run_cells(
                 table = records.to_table([row])
                 try:
                     records.write_atomic(timeline, job.timeline_path)
-                    records.write_atomic(table, job.record_path)  # last: its presence means success
+                    records.write_record_table(table, job.record_path)  # last: its presence means success
                 except BaseException as exc:
                     _remove(job.record_path, job.timeline_path)
                     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):

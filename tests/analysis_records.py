@@ -3,7 +3,7 @@
 Identities come from the real cell table of a validated config; measured columns are simple,
 internally consistent numbers (energy = power × window, counters that add up, one GPU per
 campaign). Every record goes through the pipeline's own schema path (records.derive →
-records.to_table → records.write_atomic), one Parquet per cell, so the analysis reads exactly what
+records.to_table → records.write_record), one Parquet per cell, so the analysis reads exactly what
 a runner would have written. ``mutate`` lets a test inject one violation into one cell.
 """
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +49,11 @@ def test_committed_checkpoint_is_complete_and_says_how_it_was_made(model_dir):
     assert sum(map(_numel, shapes.values())) == manifest["parameters"]  # the tied head is stored once
     # Small enough to travel with the repository (a few MB, ADR 0120).
     assert sum(f.stat().st_size for f in model_dir.iterdir()) < 4 * 1024**2
+    # Its tokenizer files are links to the shipped ones, which travel once (ADR 0190), and the file read through
+    # them is the one the pair was trained with: a rebuilt shipped tokenizer fails here until the pair is retrained.
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        assert (model_dir / name).is_symlink() and (model_dir / name).resolve() == (tk.DATA_DIR / name).resolve()
+    assert manifest["tokenizer"] == f"{tk.SHIPPED_NAME}@{tk.file_sha256(model_dir / 'tokenizer.json')[:12]}"
 
 
 def _numel(shape: tuple) -> int:
@@ -54,6 +61,24 @@ def _numel(shape: tuple) -> int:
     for s in shape:
         n *= s
     return n
+
+
+def test_a_checkpoint_links_the_shipped_tokenizer_inside_the_repository_and_copies_it_outside(tmp_path):
+    shipped = {name: (tk.DATA_DIR / name).read_bytes() for name in ("tokenizer.json", "tokenizer_config.json")}
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    pair.place_shipped_tokenizer(outside, repo_root=REPO)
+    assert {n: (outside / n).read_bytes() for n in shipped} == shipped
+    assert not any((outside / n).is_symlink() for n in shipped)
+    # A tree holding both the checkpoint and the shipped files (here all of /) gets relative links; placing them
+    # again over the links of the last training neither fails nor writes through them.
+    inside = tmp_path / "models" / "pair"
+    inside.mkdir(parents=True)
+    for _ in range(2):
+        pair.place_shipped_tokenizer(inside, repo_root=Path("/"))
+    assert all((inside / n).is_symlink() and not os.path.isabs(os.readlink(inside / n)) for n in shipped)
+    assert {n: (inside / n).read_bytes() for n in shipped} == shipped
+    assert {name: (tk.DATA_DIR / name).read_bytes() for name in shipped} == shipped
 
 
 def test_draft_is_smaller_than_its_target_and_of_the_same_family():

@@ -290,3 +290,26 @@ def test_to_table_stamps_the_version_and_fills_every_column():
     t = records.to_table([{"cell_name": "x", "record_version": 7}])
     assert t.schema.equals(records.RECORD_SCHEMA) and t.column("record_version").to_pylist() == [records.RECORD_VERSION]
     assert t.column("energy_j").to_pylist() == [None] and t.schema.metadata[b"record_version"] == b"1"
+
+
+def test_a_written_record_carries_no_column_docs_and_reads_back_equal(tmp_path):
+    import pyarrow.parquet as pq
+
+    target = tmp_path / "r.parquet"
+    written = records.to_table([row(meter="nvml", energy_j=3.2)])
+    records.write_record(row(meter="nvml", energy_j=3.2), target)
+    on_disk = pq.read_schema(target)
+    assert [f.name for f in on_disk if f.metadata] == []  # the docs stay in code (ADR 0190)
+    assert on_disk.metadata == {b"record_version": b"1"}
+    back = records.read_records([target])
+    assert back.equals(written) and back.column("energy_j").to_pylist() == [3.2]
+    # One row: no min/max statistics or dictionary pages that would only repeat its values.
+    meta = pq.ParquetFile(target).metadata
+    chunks = [meta.row_group(0).column(i) for i in range(meta.num_columns)]
+    assert [c.path_in_schema for c in chunks if c.is_stats_set or c.has_dictionary_page] == []
+
+
+def test_every_record_column_keeps_its_doc_in_code():
+    assert list(records.RECORD_DOCS) == records.RECORD_COLUMNS
+    assert records.RECORD_DOCS["window_s"] == "energy window length"
+    assert records.RECORD_DOCS["workload_kind"] == "closed_batch | open_loop | closed_loop"
