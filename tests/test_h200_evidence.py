@@ -438,3 +438,73 @@ def test_1202b_sglang_reported_the_speculative_settings_the_adapter_asked_for():
         assert reported["speculative_num_draft_tokens"] == row["verify_width"]
         checked.add(asked["speculative_algorithm"])
     assert checked == {"EAGLE3", "DFLASH", "DSPARK"}
+
+
+# --- session-2026-12-02c: the MLA family (GLM-4.7-Flash MTP), two failed starts, vLLM round profiles (16, 17) ------
+SESSION_1202C = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02c"
+
+
+def _readme_line_in(folder: Path, prefix: str) -> str:
+    return next(ln for ln in (folder / "README.md").read_text().splitlines() if ln.startswith(prefix))
+
+
+def test_1202c_config_is_the_preregistered_one():
+    name = "h200-schemes-glm-mla.yaml"
+    assert (SESSION_1202C / "glm-mla" / name).read_bytes() == (RUN_CONFIGS / name).read_bytes()
+
+
+def test_1202c_glm_mtp_family_is_whole_and_the_readme_table_is_the_records():
+    df, checks = _verdict(SESSION_1202C / "glm-mla", "h200-schemes-glm-mla.yaml")
+    assert sorted(df["cell_name"]) == ["baseline--close", "baseline--open", "eagle3--mv1", "eagle3--mv4",
+                                       "mtp--mv1", "mtp--mv4"]
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert set(checks.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched"}
+    assert checks.filter(pl.col("check") == "baseline_drift")["status"].to_list() == ["pass"]
+    # EAGLE3 on this target: planned unsupported, no GPU, the engine's reason in the record
+    eagle3 = df.filter(pl.col("method") == "eagle3")
+    assert set(eagle3["status"]) == {"unsupported"}
+    assert all("SupportsEagle3" in r for r in eagle3["unsupported_reason"])
+    measured = df.filter(pl.col("status") == "measured")
+    assert measured["gpu_uuid"].n_unique() == 1 and (measured["energy_j"] > 0).all()
+    assert set(measured["transformers_version"]) == {"5.14.1"}
+    points = measured.filter(pl.col("role") == "point")
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 0.05
+    assert set(points["verify_width"]) == {4.0} and set(points["draft_passes_per_round"]) == {3.0}
+    ratios = _ratios(measured)
+    for L, prefix in ((1.0, "| MTP L = 1 |"), (4.0, "| MTP L = 4 |")):
+        assert f"**{ratios[('mtp', L)]:.3f}**" in _readme_line_in(SESSION_1202C, prefix), L
+    # the closing baseline started from the compile cache the opening one wrote (ADR 0189), and faster
+    base = measured.filter(pl.col("role") != "point").sort("run_order_index")
+    assert base["compile_cache_warm"].to_list() == [False, True]
+    assert base["engine_start_s"][1] < base["engine_start_s"][0]
+
+
+def test_1202c_round_profiles_show_glm_mtp_drafting_outside_cuda_graphs():
+    table = pl.read_parquet(SESSION_1202C / "rounds" / "rounds.parquet")
+    assert table.height == 4 and set(table["engine"]) == {"vllm"}
+    rows = {(r["scheme"], r["round_ms_unprofiled"] > 20): r for r in table.iter_rows(named=True)}
+    glm = rows[("mtp", True)]
+    assert glm["draft_graph_launches_per_round"] == 0 and glm["draft_kernel_launches_per_round"] > 100
+    assert glm["gpu_busy_fraction"] < 0.25  # host-bound: the GPU idles while kernels are launched one by one
+    for key, r in rows.items():
+        if key != ("mtp", True):
+            assert r["draft_graph_launches_per_round"] >= 1 and r["gpu_busy_fraction"] > 0.5, key
+            assert 0 < r["draft_ms_per_round"] < r["verify_ms_per_round"]
+    line = _readme_line_in(SESSION_1202C, "| GLM-4.7-Flash MTP L = 4 |")
+    assert f"{glm['round_ms_unprofiled']:.2f} ms" in line and f"**{glm['draft_kernel_launches_per_round']:.0f}**" in line
+    # the committed trimmed traces still read by the same rules (one round each)
+    folders = sorted((SESSION_1202C / "rounds").glob("*/*"))
+    assert len(folders) == 4
+    for folder in folders:
+        row, _ = rounds_analysis.analyze_profile(folder)
+        assert row["rounds_profiled"] == 1 and row["verify_ms_per_round"] > 0
+
+
+@pytest.mark.parametrize("log,module", [("vllm-gemma4_26b_a4b-g00-opening.log", "cutlass"),
+                                        ("vllm-qwen36_35b_a3b-g00-opening.log", "compressed_tensors")])
+def test_1202c_failed_starts_are_the_missing_modules_the_readme_names(log, module):
+    text = (SESSION_1202C / "failed-starts" / log).read_text()
+    assert f"ModuleNotFoundError: No module named '{module}'" in text
+    assert "no record written for the cell in progress" in text
+    assert f"No module named '{module}'" in (SESSION_1202C / "README.md").read_text()
+    assert not list((SESSION_1202C / "glm-mla" / "results" / "cells").glob(f"*{log.split('-')[1]}*"))
