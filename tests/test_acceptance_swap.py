@@ -8,13 +8,13 @@ not started with synthetic acceptance, the runner's failure path for a swap the 
 
 from __future__ import annotations
 
-import dataclasses
+import re
 import types
 
 import pytest
 import torch
 
-from specjoule import cells, config, records, runner
+from specjoule import cells, config, records
 from specjoule.engines import EngineError, proc
 from specjoule.engines.vllm import swap_synthetic_rates
 
@@ -105,28 +105,20 @@ def test_swap_writes_conditional_rates_into_the_same_tensor():
 
 
 @pytest.mark.engine
-def test_a_swap_the_real_engine_cannot_do_fails_that_cell_only(tmp_path):
-    """Real CPU vLLM, draft_model without synthetic acceptance (GPU-only): the first cell is measured and
-    written; the swap before the second reaches the worker's rejection sampler through collective_rpc,
-    finds no synthetic rates, and fails with that reason; nothing is written for it and no process stays."""
-    raw = config.read_yaml(REPO / "config/config.yaml")
-    raw["workloads"]["closed"]["min_window_s"] = 1
-    raw["workloads"]["closed"]["warmup_s"] = 0
-    raw["protocol"]["share_engines"] = True
-    table = cells.build(config.validate(raw))
-    draft = next(c for c in table if c.method == "draft_model")
-    other = dataclasses.replace(draft, name="draft-swapped", cell_id=draft.cell_id[:-4] + "swap",
-                                acceptance_rates=(0.5, 0.25, 0.125)[: draft.k])
-    jobs = [runner.CellJob(c, tmp_path / f"{c.name}.parquet", tmp_path / f"{c.name}.timeline.parquet")
-            for c in (draft, other)]
-    log = tmp_path / "group.log"
-    with pytest.raises(EngineError, match="not started with synthetic acceptance"):
-        runner.run_cells(jobs, log_path=log, config_hash="test", git_commit="test", version_param=1)
-    assert records.read_records([jobs[0].record_path]).num_rows == 1
-    assert not jobs[1].record_path.exists() and not jobs[1].timeline_path.exists()
-    import re
-
-    (pg,) = {int(m) for m in re.findall(r"pid (\d+) \(own process group\)", log.read_text())}
+def test_a_swap_the_real_engine_cannot_do_fails_that_cell_only(draft_group_run):
+    """Real CPU vLLM, draft_model without synthetic acceptance (GPU-only): the cells before the swap are measured
+    and written; the swap before the next cell reaches the worker's rejection sampler through collective_rpc,
+    finds no synthetic rates, and fails with that reason; nothing is written for it and no process stays. The engine
+    is conftest's ``draft_group_run`` (its first two cells are the seed-replicate warm-up test's)."""
+    run = draft_group_run
+    assert isinstance(run["error"], EngineError), run["error"]
+    assert re.search("not started with synthetic acceptance", str(run["error"])), run["error"]
+    *measured, swapped = run["jobs"]
+    assert swapped.cell is run["swapped"] and swapped.cell.acceptance_rates != measured[0].cell.acceptance_rates
+    for job in measured:
+        assert records.read_records([job.record_path]).num_rows == 1, job.record_path
+    assert not swapped.record_path.exists() and not swapped.timeline_path.exists()
+    (pg,) = {int(m) for m in re.findall(r"pid (\d+) \(own process group\)", run["log"].read_text())}
     assert proc.group_members(pg) == []
 
 

@@ -315,26 +315,18 @@ def test_shared_engine_refuses_mixed_configurations(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_a_seed_replicate_on_a_shared_engine_skips_its_warm_up(tmp_path):
+def test_a_seed_replicate_on_a_shared_engine_skips_its_warm_up(draft_group_run):
     """ADR 0188 on a real engine: the second seed of one configuration follows the first's window on the same
     engine and runs no warm-up; the record says so. ADR 0189: the engine process gets the cache root, and the CPU
-    engine (eager, nothing compiled) claims no compile-cache state."""
-    raw = config.read_yaml(REPO / "config" / "config.yaml")
-    raw["schemes"] = {"baseline": {"method": "baseline"}}
-    raw["seeds"] = [0, 1]
-    raw["workloads"]["closed"].update(warmup_s=1, min_window_s=1)
-    raw["protocol"].update(share_engines=True, closing_baseline=False)
-    cache = tmp_path / "vllm-cache"
-    raw["engine_options"]["vllm"]["env"] = {"VLLM_CACHE_ROOT": str(cache)}
-    (group,) = _table(raw).engine_groups().values()
-    assert [c.seed for c in group.cells] == [0, 1]
-    jobs = [runner.CellJob(c, tmp_path / f"s{c.seed}.parquet", tmp_path / f"s{c.seed}.t.parquet") for c in group.cells]
-    log = tmp_path / "group.log"
-    runner.run_cells(jobs, log_path=log, config_hash="test", git_commit="test", version_param=1)
-    first, second = (records.read_records([j.record_path]).to_pylist()[0] for j in jobs)
+    engine (eager, nothing compiled) claims no compile-cache state. The engine is conftest's ``draft_group_run``,
+    whose third cell (a failed acceptance swap, tests/test_acceptance_swap.py) comes after these two are written."""
+    run = draft_group_run
+    assert [c.seed for c in run["seed_cells"]] == [0, 1]
+    first, second = (records.read_records([j.record_path]).to_pylist()[0] for j in run["jobs"][:2])
     assert first["warmup_skipped"] is False and first["warmup_s"] >= 1
     assert second["warmup_skipped"] is True and second["warmup_s"] == 0
     assert first["engine_instance"] == second["engine_instance"]
-    assert log.read_text().count("warm-up: skipped") == 1
+    assert run["log"].read_text().count("warm-up: skipped") == 1
     assert first["compile_cache_warm"] is None and second["compile_cache_warm"] is None
+    cache = run["cache"]
     assert cache.is_dir() and any(cache.iterdir())  # vLLM keeps its own files under the root it was given
