@@ -1,0 +1,394 @@
+"""Coverage: the scheme × family × engine matrix, derived from committed evidence and shipped configs (ADR 0196).
+
+One row per (target_family, target_model, engine, scheme). Its status comes from two places only:
+
+- the evidence's records (``evidence.load``) and each run's committed verdicts (``<run>/checks.parquet``):
+  ``measured``; ``measured, check failed: <check>`` when every measured cell of the row is named by a failed
+  check (its own, or one on a baseline it is paired with); ``unsupported`` with the engine's reason;
+- the plan of every shipped config (``config/*.yaml``, ``validation/**/config/*.yaml``), without a GPU:
+  ``not run`` (planned, absent from the evidence) with the configs that would measure it, or ``unsupported
+  (plan)`` with the reason the plan already knows.
+
+Ratios are mJ per committed token over the run's paired baseline, at the smallest and largest configured L
+measured at B = 1 and B = 32, each with its n (windows), runs and boards. Engine start is the median
+``engine_start_s`` of distinct engine instances per family and engine, cold and warm compile cache apart.
+
+    python -m specjoule.analysis.coverage validation/h200-2026-12 [--format md] [--out coverage.parquet]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import logging
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from specjoule import axes, models
+from specjoule.analysis import evidence
+
+C = pl.col
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ROW_KEY = ("target_family", "target_model", "engine", "method")
+RATIO_BATCHES = (1, 32)
+L_ENDS = ("min", "max")
+SHIPPED_CONFIG_GLOBS = ("config/*.yaml", "validation/**/config/*.yaml")
+UNKNOWN_FAMILY = "?"
+# A replicate window's cell is ``<name>--w<w>`` (CONTEXT: replicates); checks name the cell it repeats.
+_WINDOW_SUFFIX = re.compile(r"--w\d+$")
+
+MEASURED = "measured"
+UNSUPPORTED = "unsupported"
+UNSUPPORTED_PLAN = "unsupported (plan)"
+NOT_RUN = "not run"
+CHECK_FAILED = "measured, check failed: "
+
+
+# -- attention family: the runner's own rule ------------------------------------------------------------
+
+
+def family_of(target_model: str | None) -> str:
+    """The target's attention family as the runner records it (``runner.model_columns``: ``models.local_shape``
+    of the target, ``shape.family``); ``?`` for a hub id or a model this checkout cannot read."""
+    if not target_model:
+        return UNKNOWN_FAMILY
+    try:
+        shape = models.local_shape(target_model)
+    except (models.ModelShapeError, OSError):
+        return UNKNOWN_FAMILY
+    return shape.family if shape is not None else UNKNOWN_FAMILY
+
+
+# -- evidence: records and their committed verdicts ---------------------------------------------------------
+
+
+def failed_checks(run: str | Path) -> pl.DataFrame:
+    """``(campaign_id, cell_name, check)`` for every cell a failed check of ``<run>/checks.parquet`` names."""
+    path = Path(run) / "checks.parquet"
+    empty = pl.DataFrame(schema={"campaign_id": pl.String, "cell_name": pl.String, "check": pl.String})
+    if not path.exists():
+        return empty
+    checks = pl.read_parquet(path, columns=["check", "campaign_id", "cell_names", "status"])
+    fails = checks.filter(C("status") == "fail").explode("cell_names").drop_nulls("cell_names")
+    if not fails.height:
+        return empty
+    return fails.select("campaign_id", C("cell_names").alias("cell_name"), "check").unique()
+
+
+def _base_name(name: str | None) -> str | None:
+    return _WINDOW_SUFFIX.sub("", name) if name else name
+
+
+def mark_failed_checks(records: pl.DataFrame) -> pl.DataFrame:
+    """Records with ``run`` (the folder above ``cells``) and ``check_failed`` (sorted names of the failed checks
+    that name the cell or a baseline it is paired with; empty when none)."""
+    records = records.with_columns(C("record_path").map_elements(evidence.run_of, return_dtype=pl.String).alias("run"))
+    failed: dict[tuple[str, str, str], set[str]] = {}
+    for run in records["run"].unique().to_list():
+        for row in failed_checks(run).iter_rows(named=True):
+            failed.setdefault((run, row["campaign_id"], row["cell_name"]), set()).add(row["check"])
+    out = []
+    for r in records.select("run", "campaign_id", "cell_name", "opening_cell_names", "closing_cell_names").iter_rows(
+        named=True
+    ):
+        names = {r["cell_name"], _base_name(r["cell_name"])}
+        names |= set(r["opening_cell_names"] or []) | set(r["closing_cell_names"] or [])
+        names |= {_base_name(n) for n in names}
+        hit: set[str] = set()
+        for n in names:
+            hit |= failed.get((r["run"], r["campaign_id"], n), set())
+        out.append(sorted(hit))
+    return records.with_columns(pl.Series("check_failed", out, dtype=pl.List(pl.String)))
+
+
+def load_evidence(sources: Sequence[str | Path]) -> pl.DataFrame:
+    """Every record of the sources, paired per run, with ``run``, ``check_failed``, a filled ``target_family``
+    (older records predate the column: the runner's rule applied to their target) and ``ratio``."""
+    records = mark_failed_checks(evidence.load_many(sources))
+    families = {m: family_of(m) for m in records["target_model"].unique().to_list()}
+    filled = C("target_model").replace_strict(families, default=UNKNOWN_FAMILY, return_dtype=pl.String)
+    return records.with_columns(
+        pl.coalesce(C("target_family"), filled).alias("target_family"),
+        C("status").fill_null(MEASURED).alias("status"),
+        (C("mj_per_committed_token") / C("baseline_mj_per_committed_token")).alias("ratio"),
+    )
+
+
+# -- the plan of the shipped configs ------------------------------------------------------------------------
+
+
+def shipped_configs(root: Path = REPO_ROOT) -> list[str]:
+    """The shipped configs a not-run row may name, relative to ``root``."""
+    found: list[str] = []
+    for pattern in SHIPPED_CONFIG_GLOBS:
+        found += sorted(str(Path(p).relative_to(root)) for p in glob.glob(str(root / pattern), recursive=True))
+    return [p for p in found if not p.endswith("schema.yaml")]
+
+
+def planned_cells(configs: Iterable[str], root: Path = REPO_ROOT) -> pl.DataFrame:
+    """One row per speculative cell the configs plan: the row key, device, the plan's unsupported reason, config."""
+    from specjoule import cells, config
+
+    rows = []
+    config_log = logging.getLogger("specjoule.config")
+    level = config_log.level
+    config_log.setLevel(logging.ERROR)  # paper-grade notes are for a run's author, not this table
+    try:
+        for path in configs:
+            cfg = config.load(root / path)
+            for c in cells.build(cfg).cells:
+                if c.role != axes.ROLE_POINT:
+                    continue
+                target = c.setup.engine.target.model
+                rows.append(
+                    {
+                        "target_model": target,
+                        "engine": c.engine,
+                        "method": c.method,
+                        "device": c.device,
+                        "plan_reason": c.unsupported_reason,
+                        "config": path,
+                    }
+                )
+    finally:
+        config_log.setLevel(level)
+    schema = {k: pl.String for k in ("target_model", "engine", "method", "device", "plan_reason", "config")}
+    plan = pl.DataFrame(rows, schema=schema)
+    families = {m: family_of(m) for m in plan["target_model"].unique().to_list()}
+    return plan.with_columns(C("target_model").replace_strict(families, return_dtype=pl.String).alias("target_family"))
+
+
+# -- the matrix ----------------------------------------------------------------------------------------------
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def ratio_slot(points: pl.DataFrame) -> dict:
+    """The ratio of one (row, B, L): mean over windows; spread over runs when several, else over windows."""
+    per_run = points.group_by("run").agg(C("ratio").mean())["ratio"]
+    n, runs, boards = points.height, per_run.len(), points["gpu_uuid"].n_unique()
+    spread = per_run if runs > 1 else points["ratio"]
+    lo, hi, mean = float(spread.min()), float(spread.max()), float(points["ratio"].mean())  # type: ignore[arg-type]
+    if runs > 1:
+        text = f"{_num(lo)}–{_num(hi)} (n={n}, {runs} runs, {boards} board{'s' if boards > 1 else ''})"
+    elif n > 1:
+        text = f"{_num(mean)} [{_num(lo)}–{_num(hi)}] (n={n}{f', {boards} boards' if boards > 1 else ''})"
+    else:
+        text = f"{_num(mean)} (n=1)"
+    return {"ratio": mean, "ratio_lo": lo, "ratio_hi": hi, "n": n, "runs": runs, "boards": boards, "text": text}
+
+
+def ratio_columns(clean: pl.DataFrame) -> dict:
+    """Numeric and text ratio columns of one row at B = 1 and 32, L = min and max, from its clean points."""
+    out: dict = {}
+    for b in RATIO_BATCHES:
+        at_b = clean.filter((C("batch_size") == b) & C("ratio").is_not_null() & C("configured_L").is_not_null())
+        ls = sorted(set(at_b["configured_L"].to_list()))
+        texts = []
+        for end in L_ENDS:
+            prefix = f"b{b}_l{end}"
+            if not ls:
+                out.update({f"{prefix}_{k}": None for k in ("L", "ratio", "ratio_lo", "ratio_hi", "n", "runs", "boards")})
+                continue
+            L = ls[0] if end == "min" else ls[-1]
+            slot = ratio_slot(at_b.filter(C("configured_L") == L))
+            out.update({f"{prefix}_L": L, **{f"{prefix}_{k}": v for k, v in slot.items() if k != "text"}})
+            if end == "min" or len(ls) > 1:
+                texts.append(f"L={L:g}: {slot['text']}")
+        out[f"ratio_b{b}"] = " · ".join(texts)
+    return out
+
+
+def engine_starts(records: pl.DataFrame) -> pl.DataFrame:
+    """Median engine start per (family, engine) over distinct engine instances, cold / warm / unrecorded cache."""
+    starts = (
+        records.filter(C("engine_start_s").is_not_null())
+        .unique(subset=["run", "engine_instance", "engine_start_s"])
+        .with_columns(
+            pl.when(C("compile_cache_warm").is_null())
+            .then(pl.lit("unrecorded"))
+            .when(C("compile_cache_warm"))
+            .then(pl.lit("warm"))
+            .otherwise(pl.lit("cold"))
+            .alias("cache")
+        )
+    )
+    agg = starts.group_by("target_family", "engine", "cache").agg(
+        C("engine_start_s").median().alias("median_s"), pl.len().alias("n")
+    )
+    rows = []
+    for (family, engine), part in agg.group_by("target_family", "engine"):
+        by = {r["cache"]: r for r in part.iter_rows(named=True)}
+        row = {"target_family": family, "engine": engine}
+        texts = []
+        for cache in ("cold", "warm", "unrecorded"):
+            r = by.get(cache)
+            row[f"start_{cache}_s"] = r["median_s"] if r else None
+            row[f"start_{cache}_n"] = r["n"] if r else 0
+            if r:
+                texts.append(f"{cache} {r['median_s']:.0f} s (n={r['n']})")
+        row["engine_start"] = " · ".join(texts)
+        rows.append(row)
+    schema = {"target_family": pl.String, "engine": pl.String}
+    for cache in ("cold", "warm", "unrecorded"):
+        schema |= {f"start_{cache}_s": pl.Float64, f"start_{cache}_n": pl.Int64}
+    return pl.DataFrame(rows, schema={**schema, "engine_start": pl.String})
+
+
+def _values(series: pl.Series) -> str:
+    # Formatted before deduplication: a geometric vector's L is 3 up to float rounding, and reads as 3.
+    return ",".join(dict.fromkeys(f"{v:g}" for v in sorted(series.drop_nulls().to_list())))
+
+
+def run_label(run: str) -> str:
+    """A run as a closing note names it: the two folders above its ``results``."""
+    parts = Path(run).parts
+    parts = parts[:-1] if parts and parts[-1] == "results" else parts
+    return "/".join(parts[-2:])
+
+
+def evidence_row(part: pl.DataFrame) -> dict:
+    """Status, measured B and L, ratios and reasons of one row's records (points only)."""
+    measured = part.filter(C("status") == MEASURED)
+    clean = measured.filter(C("check_failed").list.len() == 0)
+    failed = measured.filter(C("check_failed").list.len() > 0)
+    reasons = sorted(set(part.filter(C("status") == UNSUPPORTED)["unsupported_reason"].drop_nulls().to_list()))
+    failed_checks = sorted({c for cs in failed["check_failed"].to_list() for c in cs})
+    if clean.height:
+        status = MEASURED
+    elif failed.height:
+        status = CHECK_FAILED + ", ".join(failed_checks)
+    else:
+        status = UNSUPPORTED
+    failed_text = "; ".join(
+        f"{check}: B={_values(f['batch_size'])} L={_values(f['configured_L'])} "
+        f"({', '.join(sorted({run_label(r) for r in f['run'].to_list()}))})"
+        for check in failed_checks
+        for f in [failed.filter(C("check_failed").list.contains(check))]
+    )
+    return {
+        "status": status,
+        "B": _values(clean["batch_size"]),
+        "L": _values(clean["configured_L"]),
+        "reason": " | ".join(reasons) or None,
+        "check_failed": failed_text or None,
+        "runs": measured["run"].n_unique() if measured.height else 0,
+        **ratio_columns(clean),
+    }
+
+
+def matrix(records: pl.DataFrame, plan: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The coverage matrix: one row per ROW_KEY from the evidence's speculative records, then the planned rows
+    the evidence lacks (``not run`` / ``unsupported (plan)``), each with its family/engine's engine start."""
+    points = records.filter(C("role") == axes.ROLE_POINT)
+    rows = [
+        {**dict(zip(ROW_KEY, key)), **evidence_row(part), "configs": None}
+        for key, part in points.group_by(list(ROW_KEY), maintain_order=True)
+    ]
+    seen = {tuple(r[k] for k in ROW_KEY) for r in rows}
+    if plan is not None and plan.height:
+        devices = records["device"].drop_nulls().unique().to_list()
+        planned = plan.filter(C("device").is_in(devices)) if devices else plan
+        for key, part in planned.group_by(list(ROW_KEY), maintain_order=True):
+            if tuple(key) in seen:
+                continue
+            reasons = sorted(set(part["plan_reason"].drop_nulls().to_list()))
+            all_unsupported = part["plan_reason"].null_count() == 0
+            rows.append(
+                {
+                    **dict(zip(ROW_KEY, key)),
+                    "status": UNSUPPORTED_PLAN if all_unsupported else NOT_RUN,
+                    "reason": " | ".join(reasons) or None,
+                    "configs": ", ".join(sorted(set(part["config"].to_list()))),
+                    **ratio_columns(points.clear()),
+                }
+            )
+    table = pl.DataFrame(rows, infer_schema_length=None)
+    starts = engine_starts(records)
+    return table.join(starts, on=["target_family", "engine"], how="left").sort(list(ROW_KEY))
+
+
+# -- output ----------------------------------------------------------------------------------------------
+
+DISPLAY: tuple[tuple[str, str], ...] = (
+    ("target_family", "family"),
+    ("target", "target"),
+    ("engine", "engine"),
+    ("method", "scheme"),
+    ("status", "status"),
+    ("B", "B"),
+    ("L", "L"),
+    ("ratio_b1", "ratio B=1"),
+    ("ratio_b32", "ratio B=32"),
+    ("engine_start", "engine start (median)"),
+    ("note", "reason / config / failed check"),
+)
+
+
+def display_frame(table: pl.DataFrame) -> pl.DataFrame:
+    note = pl.concat_str(
+        [
+            C("reason"),
+            pl.when(C("configs").is_not_null()).then(pl.lit("config: ") + C("configs")),
+            pl.when(C("check_failed").is_not_null()).then(pl.lit("check failed: ") + C("check_failed")),
+        ],
+        separator="; ",
+        ignore_nulls=True,
+    )
+    target = C("target_model").map_elements(lambda m: Path(m).name, return_dtype=pl.String)
+    shown = table.with_columns(target.alias("target"), note.alias("note"))
+    return shown.select([C(c).cast(pl.String).fill_null("").alias(h) for c, h in DISPLAY])
+
+
+def markdown(table: pl.DataFrame) -> str:
+    shown = display_frame(table)
+    lines = ["| " + " | ".join(shown.columns) + " |", "|" + "---|" * len(shown.columns)]
+    for row in shown.iter_rows():
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
+    return "\n".join(lines)
+
+
+def readable(table: pl.DataFrame) -> str:
+    """One block per row: a wide matrix does not fit a terminal, its rows do."""
+    shown = display_frame(table)
+    blocks = []
+    for row in shown.iter_rows(named=True):
+        head = f"{row['family']} · {row['target']} · {row['engine']} · {row['scheme']}: {row['status']}"
+        body = [f"    {k}: {v}" for k, v in row.items() if k not in ("family", "target", "engine", "scheme", "status") and v]
+        blocks.append("\n".join([head, *body]))
+    return "\n".join(blocks)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m specjoule.analysis.coverage", description=__doc__.split("\n\n")[0])
+    ap.add_argument("evidence", nargs="+", help="evidence folders or record files (e.g. validation/h200-2026-12)")
+    ap.add_argument(
+        "--config",
+        action="append",
+        dest="configs",
+        help="config whose plan gives the not-run rows (repeatable; default: every shipped config)",
+    )
+    ap.add_argument("--format", choices=("text", "md"), default="text")
+    ap.add_argument("--out", help="write the matrix as Parquet here")
+    args = ap.parse_args(argv)
+    try:
+        records = load_evidence([evidence.resolve(s) for s in args.evidence])
+    except Exception as exc:  # AnalysisError and unreadable Parquet alike: one line, not a traceback
+        print(f"coverage: {exc}", file=sys.stderr)
+        return 2
+    configs = args.configs if args.configs is not None else shipped_configs()
+    table = matrix(records, planned_cells(configs, root=Path.cwd() if args.configs else REPO_ROOT))
+    print(markdown(table) if args.format == "md" else readable(table))
+    if args.out:
+        table.write_parquet(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

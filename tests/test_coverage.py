@@ -1,0 +1,162 @@
+"""The coverage matrix (specjoule.analysis.coverage, ADR 0196) on the committed H200 evidence and shipped configs.
+
+Expected values come from the raw cell files and checks.parquet of the sessions, read here directly, and from
+the closing notes of the sessions (validation/h200-2026-12/session-*/README.md), not from the module.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from specjoule import cells, config, runner
+from specjoule.analysis import coverage
+
+ROOT = Path(__file__).resolve().parent.parent
+EVIDENCE = ROOT / "validation" / "h200-2026-12"
+GLM_RUN = EVIDENCE / "session-2026-12-02c" / "glm-mla" / "results"
+GLM_CAMPAIGN = GLM_RUN / "cells" / "vllm-glm47_flash-closed-b1-random-s0-cg1"
+CLOSED = EVIDENCE / "session-2026-12-01" / "closed"
+SGLANG_1130 = EVIDENCE / "session-2026-11-30c"
+C = pl.col
+
+
+@pytest.fixture(scope="module")
+def records() -> pl.DataFrame:
+    return coverage.load_evidence([EVIDENCE])
+
+
+@pytest.fixture(scope="module")
+def plan() -> pl.DataFrame:
+    return coverage.planned_cells(coverage.shipped_configs())
+
+
+@pytest.fixture(scope="module")
+def table(records, plan) -> pl.DataFrame:
+    return coverage.matrix(records, plan)
+
+
+def row(table: pl.DataFrame, model: str, engine: str, method: str) -> dict:
+    hit = table.filter(
+        (C("target_model") == f"config/models/{model}") & (C("engine") == engine) & (C("method") == method)
+    )
+    assert hit.height == 1, hit
+    return hit.row(0, named=True)
+
+
+def test_glm_mtp_on_vllm_is_measured_with_the_hand_computed_ratio_at_L4(table):
+    got = row(table, "glm-4.7-flash", "vllm", "mtp")
+    assert got["status"] == coverage.MEASURED
+    assert got["target_family"] == "mla"
+    point = pl.read_parquet(GLM_CAMPAIGN / "mtp--mv4.parquet")["mj_per_committed_token"][0]
+    opening = pl.read_parquet(GLM_CAMPAIGN / "baseline--open.parquet")["mj_per_committed_token"][0]
+    closing = pl.read_parquet(GLM_CAMPAIGN / "baseline--close.parquet")["mj_per_committed_token"][0]
+    by_hand = point / ((opening + closing) / 2)  # the run's baseline: opening and closing of its campaign
+    assert got["b1_lmax_L"] == 4
+    assert got["b1_lmax_ratio"] == pytest.approx(by_hand, rel=1e-9)
+    assert round(by_hand, 3) == 0.611  # the 2026-12-02c closing note's number
+    assert got["b1_lmax_n"] == 1 and got["b1_lmax_runs"] == 1
+    assert "L=4: 0.611 (n=1)" in got["ratio_b1"]
+    assert got["b32_lmin_L"] is None and got["ratio_b32"] == ""
+
+
+def test_glm_eagle3_on_vllm_is_unsupported_with_the_engines_reason(table):
+    got = row(table, "glm-4.7-flash", "vllm", "eagle3")
+    assert got["status"] == coverage.UNSUPPORTED
+    assert "SupportsEagle3" in got["reason"]
+    assert got["B"] == "" and got["b1_lmin_ratio"] is None
+
+
+def test_gemma_eagle3_on_vllm_is_not_run_and_names_the_config_that_plans_it(table):
+    got = row(table, "gemma-4-26b-a4b", "vllm", "eagle3")
+    assert got["status"] == coverage.NOT_RUN
+    assert got["target_family"] == "gqa_sliding"
+    assert "validation/h200-2026-12/config/h200-families-sweep.yaml" in got["configs"].split(", ")
+
+
+def test_qwen3_8b_eagle3_on_sglang_is_measured(table):
+    got = row(table, "qwen3-8b", "sglang", "eagle3")
+    assert got["status"] == coverage.MEASURED
+    assert got["target_family"] == "gqa"
+    assert got["B"] == "1" and got["b1_lmin_L"] == 1 and got["b1_lmax_L"] == 4
+
+
+def test_planned_family_is_the_one_the_runner_records(plan):
+    """Each planned target's family equals what runner.model_columns writes into that cell's record."""
+    seen: dict[str, str] = {}
+    for path in coverage.shipped_configs():
+        for c in cells.build(config.load(ROOT / path)).cells:
+            model = c.setup.engine.target.model
+            if model not in seen:
+                seen[model] = runner.model_columns(c.setup).get("target_family") or coverage.UNKNOWN_FAMILY
+    planned = dict(plan.select("target_model", "target_family").unique().iter_rows())
+    assert {m: seen[m] for m in planned} == planned
+    assert {"gqa", "gqa_sliding", "mla", "gated_deltanet"} <= set(planned.values())
+
+
+def test_every_evidence_combination_is_one_row_and_nothing_measured_is_called_not_run(records, table):
+    points = records.filter(C("role") == "point")
+    combos = points.select(*coverage.ROW_KEY).unique()
+    evidenced = table.join(combos, on=list(coverage.ROW_KEY), how="semi")
+    assert evidenced.height == combos.height
+    assert not evidenced["status"].is_in([coverage.NOT_RUN, coverage.UNSUPPORTED_PLAN]).any()
+    assert table.select(*coverage.ROW_KEY).is_duplicated().sum() == 0
+
+
+def test_a_failed_check_removes_its_cells_from_the_measured_L(table):
+    """session-2026-12-01/closed: acceptance_length fails on the vLLM ngram L=6 arm (test_h200_evidence)."""
+    verdicts = pl.read_parquet(CLOSED / "results" / "checks.parquet")
+    failing = verdicts.filter((C("status") == "fail") & (C("check") == "acceptance_length"))
+    assert failing["cell_names"].explode().unique().to_list() == ["ngram--mv6"]
+    got = row(table, "qwen2.5-3b", "vllm", "ngram")
+    assert got["status"] == coverage.MEASURED  # its L=1 arm passed
+    assert got["L"] == "1" and got["b1_lmax_L"] == 1
+    assert "acceptance_length: B=1,32 L=6 (session-2026-12-01/closed)" in got["check_failed"]
+
+
+def test_a_row_whose_every_measured_cell_failed_a_check_is_check_failed():
+    closed = coverage.load_evidence([CLOSED])
+    only_l6 = closed.filter(~((C("method") == "ngram") & (C("configured_L") == 1)))
+    got = row(coverage.matrix(only_l6), "qwen2.5-3b", "vllm", "ngram")
+    assert got["status"] == coverage.CHECK_FAILED + "acceptance_length"
+    assert got["L"] == "" and got["b1_lmax_ratio"] is None
+
+
+def test_a_failed_check_on_a_baseline_reaches_the_points_paired_with_it():
+    """session-2026-11-30c: baseline_drift fails naming the two baselines only; the points inherit it."""
+    verdicts = pl.read_parquet(SGLANG_1130 / "results" / "checks.parquet")
+    drift = verdicts.filter((C("status") == "fail") & (C("check") == "baseline_drift"))
+    assert set(drift["cell_names"].explode().to_list()) == {"baseline--open", "baseline--close"}
+    recs = coverage.load_evidence([SGLANG_1130])
+    points = recs.filter(C("role") == "point")
+    assert points.height and all("baseline_drift" in cs for cs in points["check_failed"].to_list())
+
+
+def test_engine_start_medians_split_cold_and_warm_cache(table):
+    raw = pl.concat([pl.read_parquet(p) for p in sorted(GLM_CAMPAIGN.glob("*.parquet"))], how="diagonal_relaxed")
+    started = raw.filter(C("engine_start_s").is_not_null()).unique(subset=["engine_instance"])
+    cold = started.filter(C("compile_cache_warm") == False)["engine_start_s"].to_list()  # noqa: E712
+    warm = started.filter(C("compile_cache_warm") == True)["engine_start_s"].to_list()  # noqa: E712
+    assert cold and warm
+    got = row(table, "glm-4.7-flash", "vllm", "mtp")
+    assert got["start_cold_s"] == pytest.approx(statistics.median(cold))
+    assert got["start_warm_s"] == pytest.approx(statistics.median(warm))
+    assert (got["start_cold_n"], got["start_warm_n"]) == (len(cold), len(warm))
+
+
+def test_cli_prints_markdown_and_writes_parquet(tmp_path, capsys, table):
+    out = tmp_path / "coverage.parquet"
+    assert coverage.main([str(EVIDENCE), "--format", "md", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("| family | target | engine | scheme | status |")
+    assert len(lines) == 2 + table.height
+    assert any("| glm-4.7-flash | vllm | mtp | measured |" in line for line in lines)
+    assert pl.read_parquet(out).height == table.height
+
+
+def test_cli_names_a_missing_evidence_folder(capsys, tmp_path):
+    assert coverage.main([str(tmp_path / "nowhere")]) == 2
+    assert "nowhere" in capsys.readouterr().err
