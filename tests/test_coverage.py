@@ -160,3 +160,18 @@ def test_cli_prints_markdown_and_writes_parquet(tmp_path, capsys, table):
 def test_cli_names_a_missing_evidence_folder(capsys, tmp_path):
     assert coverage.main([str(tmp_path / "nowhere")]) == 2
     assert "nowhere" in capsys.readouterr().err
+
+
+def test_a_planned_unsupported_cell_without_records_carries_the_plans_reason(records, plan):
+    """Without the 2026-12-02c GLM EAGLE3 records, the plan alone (no GPU) already says why it cannot run."""
+    without = records.filter(~((C("target_model") == "config/models/glm-4.7-flash") & (C("method") == "eagle3")))
+    got = row(coverage.matrix(without, plan), "glm-4.7-flash", "vllm", "eagle3")
+    assert got["status"] == coverage.UNSUPPORTED_PLAN
+    assert "SupportsEagle3" in got["reason"]
+    assert "validation/h200-2026-12/config/h200-schemes-glm-mla.yaml" in got["configs"].split(", ")
+
+
+def test_planned_cells_on_another_device_than_the_evidence_are_left_out(plan, table):
+    cpu_targets = set(plan.filter(C("device") == "cpu")["target_model"].to_list())
+    assert cpu_targets  # config/config.yaml plans CPU cells
+    assert not table["target_model"].is_in(list(cpu_targets)).any()

@@ -30,6 +30,7 @@ import polars as pl
 
 from specjoule import axes, models
 from specjoule.analysis import evidence
+from specjoule.records import STATUS_MEASURED, STATUS_UNSUPPORTED
 
 C = pl.col
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -41,8 +42,8 @@ UNKNOWN_FAMILY = "?"
 # A replicate window's cell is ``<name>--w<w>`` (CONTEXT: replicates); checks name the cell it repeats.
 _WINDOW_SUFFIX = re.compile(r"--w\d+$")
 
-MEASURED = "measured"
-UNSUPPORTED = "unsupported"
+MEASURED = STATUS_MEASURED  # the record's own status values (null in older records = measured)
+UNSUPPORTED = STATUS_UNSUPPORTED
 UNSUPPORTED_PLAN = "unsupported (plan)"
 NOT_RUN = "not run"
 CHECK_FAILED = "measured, check failed: "
@@ -156,7 +157,7 @@ def planned_cells(configs: Iterable[str], root: Path = REPO_ROOT) -> pl.DataFram
                 )
     finally:
         config_log.setLevel(level)
-    schema = {k: pl.String for k in ("target_model", "engine", "method", "device", "plan_reason", "config")}
+    schema = dict.fromkeys(("target_model", "engine", "method", "device", "plan_reason", "config"), pl.String)
     plan = pl.DataFrame(rows, schema=schema)
     families = {m: family_of(m) for m in plan["target_model"].unique().to_list()}
     return plan.with_columns(C("target_model").replace_strict(families, return_dtype=pl.String).alias("target_family"))
@@ -194,7 +195,9 @@ def ratio_columns(clean: pl.DataFrame) -> dict:
         for end in L_ENDS:
             prefix = f"b{b}_l{end}"
             if not ls:
-                out.update({f"{prefix}_{k}": None for k in ("L", "ratio", "ratio_lo", "ratio_hi", "n", "runs", "boards")})
+                out.update(
+                    {f"{prefix}_{k}": None for k in ("L", "ratio", "ratio_lo", "ratio_hi", "n", "runs", "boards")}
+                )
                 continue
             L = ls[0] if end == "min" else ls[-1]
             slot = ratio_slot(at_b.filter(C("configured_L") == L))
@@ -235,7 +238,7 @@ def engine_starts(records: pl.DataFrame) -> pl.DataFrame:
                 texts.append(f"{cache} {r['median_s']:.0f} s (n={r['n']})")
         row["engine_start"] = " · ".join(texts)
         rows.append(row)
-    schema = {"target_family": pl.String, "engine": pl.String}
+    schema: dict[str, type[pl.DataType]] = {"target_family": pl.String, "engine": pl.String}
     for cache in ("cold", "warm", "unrecorded"):
         schema |= {f"start_{cache}_s": pl.Float64, f"start_{cache}_n": pl.Int64}
     return pl.DataFrame(rows, schema={**schema, "engine_start": pl.String})
@@ -360,7 +363,9 @@ def readable(table: pl.DataFrame) -> str:
     blocks = []
     for row in shown.iter_rows(named=True):
         head = f"{row['family']} · {row['target']} · {row['engine']} · {row['scheme']}: {row['status']}"
-        body = [f"    {k}: {v}" for k, v in row.items() if k not in ("family", "target", "engine", "scheme", "status") and v]
+        body = [
+            f"    {k}: {v}" for k, v in row.items() if k not in ("family", "target", "engine", "scheme", "status") and v
+        ]
         blocks.append("\n".join([head, *body]))
     return "\n".join(blocks)
 
