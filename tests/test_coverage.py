@@ -114,7 +114,7 @@ def test_a_failed_check_removes_its_cells_from_the_measured_L(table):
     got = row(table, "qwen2.5-3b", "vllm", "ngram")
     assert got["status"] == coverage.MEASURED  # its L=1 arm passed
     assert got["L"] == "1" and got["b1_lmax_L"] == 1
-    assert "acceptance_length: B=1,32 L=6 (session-2026-12-01/closed)" in got["check_failed"]
+    assert got["check_failed"] == "session-2026-12-01/closed: acceptance_length at B=1,32 L=6"
 
 
 def test_a_row_whose_every_measured_cell_failed_a_check_is_check_failed():

@@ -269,11 +269,11 @@ def evidence_row(part: pl.DataFrame) -> dict:
         status = CHECK_FAILED + ", ".join(failed_checks)
     else:
         status = UNSUPPORTED
+    # One entry per run: a run's failed checks usually name the same cells, so they read as one list.
     failed_text = "; ".join(
-        f"{check}: B={_values(f['batch_size'])} L={_values(f['configured_L'])} "
-        f"({', '.join(sorted({run_label(r) for r in f['run'].to_list()}))})"
-        for check in failed_checks
-        for f in [failed.filter(C("check_failed").list.contains(check))]
+        f"{run_label(run)}: {', '.join(sorted({c for cs in f['check_failed'].to_list() for c in cs}))} "
+        f"at B={_values(f['batch_size'])} L={_values(f['configured_L'])}"
+        for (run,), f in sorted(failed.partition_by("run", as_dict=True).items())
     )
     return {
         "status": status,
