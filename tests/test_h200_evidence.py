@@ -508,3 +508,23 @@ def test_1202c_failed_starts_are_the_missing_modules_the_readme_names(log, modul
     assert "no record written for the cell in progress" in text
     assert f"No module named '{module}'" in (SESSION_1202C / "README.md").read_text()
     assert not list((SESSION_1202C / "glm-mla" / "results" / "cells").glob(f"*{log.split('-')[1]}*"))
+
+
+def test_glm_v2_runner_config_is_the_1202c_family_but_for_the_runner():
+    """config/h200-glm-mtp-v2.yaml (pre-registered 2026-12-02c) re-runs the MLA family of 2026-12-02c with only
+    vLLM's Model Runner V2 forced: every other measuring setting and every pre-registered threshold are the same."""
+    from specjoule import cells
+    from specjoule.engines import vllm as vllm_adapter
+
+    v1 = yaml.safe_load((RUN_CONFIGS / "h200-schemes-glm-mla.yaml").read_text())
+    v2 = yaml.safe_load((ROOT / "config" / "h200-glm-mtp-v2.yaml").read_text())
+    assert v2["engine_options"]["vllm"].pop("env") == {"VLLM_USE_V2_MODEL_RUNNER": "1"}
+    v1["engine_options"].pop("sglang")  # a vLLM-only config: the SGLang options never applied
+    v1["models"]["glm47_flash"].pop("drafters")  # EAGLE3 there is unsupported on vLLM 0.26.0 (planned, no GPU)
+    v1["schemes"].pop("eagle3")
+    for cfg in (v1, v2):
+        cfg.pop("name")
+    assert v1 == v2
+    table = cells.build(sj_config.load(ROOT / "config" / "h200-glm-mtp-v2.yaml"))
+    assert len(table.cells) == 4 and not any(c.unsupported_reason for c in table.cells)
+    assert {vllm_adapter.engine_env(c.setup)["VLLM_USE_V2_MODEL_RUNNER"] for c in table.cells} == {"1"}
