@@ -182,9 +182,7 @@ def sglang_nextn_drafts(wheel: Path) -> dict[str, str]:
     assignment (the MTP one) is kept. A target not in the table is loaded whole as its own draft."""
     with zipfile.ZipFile(wheel) as zf:
         tree = ast.parse(zf.read(SGLANG_MODEL_CONFIG).decode("utf-8-sig"))
-    func = next(
-        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_config_draft_model"
-    )
+    func = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_config_draft_model")
     out: dict[str, str] = {}
     for branch in func.body:
         if not isinstance(branch, ast.If):
