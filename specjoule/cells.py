@@ -16,7 +16,7 @@ import functools
 import hashlib
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -690,9 +690,13 @@ def _architecture(model: str) -> str | None:
     return str(archs[0]) if archs else None
 
 
-def planned_unsupported(engine: str, target_model: str, scheme: dict) -> str | None:
+def planned_unsupported(
+    engine: str, target_model: str, scheme: dict, options: Mapping[str, Any] | None = None
+) -> str | None:
     """Why the bundled engine version cannot run this arm, known from its registry alone (specjoule.support,
-    ADR 0063); None when the tables see no reason (the engine may still refuse at start, in its own words)."""
+    ADR 0063, 0194); None when the tables see no reason (the engine may still refuse at start, in its own words).
+    ``options`` are the engine's engine_options: an attention backend the engine refuses for the target's
+    architecture fails every arm of it, the baseline included."""
     from specjoule import support
 
     arch = _architecture(target_model)
@@ -700,8 +704,26 @@ def planned_unsupported(engine: str, target_model: str, scheme: dict) -> str | N
         ok, reason = support.supported(engine, arch)
         if not ok:
             return reason
-        if scheme.get("method") == "eagle3":
-            ok, reason = support.eagle3_target_supported(engine, arch)
+        if scheme.get("method") == "mtp" and not scheme.get("drafter"):
+            target_cfg = schemes.read_model_config(target_model)
+            if target_cfg is not None and schemes.target_mtp_layers(target_cfg) == 0:
+                # Not the engine's word: SGLang would map e.g. Qwen3MoeForCausalLM to its MTP class and run
+                # an MTP layer the model does not have (random weights), which measures nothing real.
+                return (
+                    f"{arch} has no MTP layers: its config.json declares none of "
+                    f"{', '.join(schemes.MTP_LAYER_KEYS)}; method mtp drafts with the target's own MTP layers"
+                )
+        ok, reason = support.attention_backend_supported(engine, arch, dict(options or {}))
+        if not ok:
+            return reason
+        by_method = {
+            "eagle3": support.eagle3_target_supported,
+            "mtp": support.mtp_target_supported,
+            "dflash": support.dflash_target_supported,
+        }
+        check = by_method.get(str(scheme.get("method")))
+        if check is not None:
+            ok, reason = check(engine, arch)
             if not ok:
                 return reason
     drafter = scheme.get("drafter")
@@ -749,7 +771,7 @@ def _arm_part(plan: CampaignPlan, arm: Arm, config: dict, swap: bool) -> tuple:
             f"or the pair its own (models.{plan.pair_name}.drafters.{scheme['method']})"
         )
     elif config["protocol"].get("unsupported_from_tables", True):
-        unsupported = planned_unsupported(plan.engine, campaign.engine.target.model, scheme)
+        unsupported = planned_unsupported(plan.engine, campaign.engine.target.model, scheme, campaign.engine.options)
     return scheme, arm_spec, _blob(arm_spec.as_dict()), order_key, engine_key, unsupported
 
 

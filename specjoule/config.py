@@ -685,18 +685,24 @@ def _check_scheme_inputs(config: dict, name: str, scheme: dict) -> None:
             f"{key}.drafter", drafter, f"{method} takes no drafter of its own (only {', '.join(DRAFTER_METHODS)} do)"
         )
     if desc.needs_target_mtp and not drafter:
+        without = []
         for pair_name, pair in config["models"].items():
             if (pair.get("drafters") or {}).get(method):
                 continue  # this target's own MTP drafter (an assistant model)
             target_cfg = scheme_registry.read_model_config(pair["target"]["model"])
             if target_cfg is not None and scheme_registry.target_mtp_layers(target_cfg) == 0:
-                raise ConfigError(
-                    f"models.{pair_name}.target.model",
-                    pair["target"]["model"],
-                    f"scheme {name!r} (mtp) drafts with the target's own MTP layers, and this target's "
-                    f"config.json declares none ({', '.join(scheme_registry.MTP_LAYER_KEYS)}); "
-                    f"vLLM would fail with \"Unsupported speculative method: 'mtp'\"",
-                )
+                without.append(pair_name)
+        # A grid across families keeps the targets without MTP layers as planned unsupported cells (the plan
+        # and the report show them; cells.planned_unsupported, ADR 0194); a scheme no pair can run is an error.
+        if without and len(without) == len(config["models"]):
+            pair_name = without[0]
+            raise ConfigError(
+                f"models.{pair_name}.target.model",
+                config["models"][pair_name]["target"]["model"],
+                f"scheme {name!r} (mtp) drafts with the target's own MTP layers, and this target's "
+                f"config.json declares none ({', '.join(scheme_registry.MTP_LAYER_KEYS)}); "
+                f"vLLM would fail with \"Unsupported speculative method: 'mtp'\"",
+            )
     for where, source in sources if desc.is_block else []:
         drafter_cfg = scheme_registry.read_model_config(source)
         want = scheme_registry.block_k(method, drafter_cfg) if drafter_cfg is not None else None

@@ -843,6 +843,98 @@ SGLANG_EAGLE3_TARGETS: frozenset[str] = frozenset(
     }
 )
 
+# SGLang NEXTN (its MTP; an alias of EAGLE): target architecture -> the draft class that
+# ModelConfig._config_draft_model (sglang/srt/configs/model_config.py) loads when the draft path is the target
+# itself. A target not here is loaded whole as its own draft: no MTP layers run.
+SGLANG_NEXTN_DRAFTS: dict[str, str] = {
+    "BailingMoeForCausalLM": "BailingMoeForCausalLMNextN",
+    "BailingMoeV2ForCausalLM": "BailingMoeForCausalLMNextN",
+    "BailingMoeV2_5ForCausalLM": "BailingMoeForCausalLMNextN",
+    "DeepseekV32ForCausalLM": "DeepseekV3ForCausalLMNextN",
+    "DeepseekV3ForCausalLM": "DeepseekV3ForCausalLMNextN",
+    "DeepseekV4ForCausalLM": "DeepseekV4ForCausalLMNextN",
+    "Ernie4_5_MoeForCausalLM": "Ernie4_5_MoeForCausalLMMTP",
+    "ExaoneMoEForCausalLM": "ExaoneMoEForCausalLMMTP",
+    "Glm4MoeForCausalLM": "Glm4MoeForCausalLMNextN",
+    "Glm4MoeLiteForCausalLM": "Glm4MoeLiteForCausalLMNextN",
+    "GlmMoeDsaForCausalLM": "GlmMoeDsaForCausalLMNextN",
+    "GlmOcrForConditionalGeneration": "GlmOcrForConditionalGenerationNextN",
+    "HYV3ForCausalLM": "HYV3ForCausalLMNextN",
+    "InklingForConditionalGeneration": "InklingForConditionalGenerationMTP",
+    "InternS2PreviewForConditionalGeneration": "Qwen3_5ForCausalLMMTP",
+    "LongcatFlashForCausalLM": "LongcatFlashForCausalLMNextN",
+    "MiMoForCausalLM": "MiMoMTP",
+    "NemotronHForCausalLM": "NemotronHForCausalLMMTP",
+    "NemotronHPuzzleForCausalLM": "NemotronHForCausalLMMTP",
+    "Qwen3MoeForCausalLM": "Qwen3MoeForCausalLMMTP",
+    "Qwen3NextForCausalLM": "Qwen3NextForCausalLMMTP",
+    "Qwen3_5ForCausalLM": "Qwen3_5ForCausalLMMTP",
+    "Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLMMTP",
+    "Qwen3_5MoeForCausalLM": "Qwen3_5ForCausalLMMTP",
+    "Qwen3_5MoeForConditionalGeneration": "Qwen3_5ForCausalLMMTP",
+    "Step3p5ForCausalLM": "Step3p5MTP",
+    "Step3p7ForConditionalGeneration": "Step3p5MTP",
+}
+
+# SGLang targets whose class or a base defines set_dflash_layers_to_capture: the DFLASH worker takes the
+# drafter's target_layer_ids hidden states through it.
+SGLANG_DFLASH_TARGETS: frozenset[str] = frozenset(
+    {
+        "DeepseekV2ForCausalLM",
+        "DeepseekV32ForCausalLM",
+        "DeepseekV3ForCausalLM",
+        "DeepseekV3ForCausalLMNextN",
+        "Gemma4AssistantForCausalLM",
+        "Gemma4ForCausalLM",
+        "Gemma4ForConditionalGeneration",
+        "Gemma4UnifiedAssistantForCausalLM",
+        "Gemma4UnifiedForConditionalGeneration",
+        "Glm4MoeLiteForCausalLM",
+        "Glm4MoeLiteForCausalLMNextN",
+        "GlmMoeDsaForCausalLM",
+        "GlmMoeDsaForCausalLMNextN",
+        "GptOssForCausalLM",
+        "IQuestCoderForCausalLM",
+        "InklingForConditionalGeneration",
+        "InternLM3ForCausalLM",
+        "InternS1ProForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration",
+        "KimiK25ForConditionalGeneration",
+        "LagunaForCausalLM",
+        "Llama4ForCausalLM",
+        "LlamaForCausalLM",
+        "LlamaForCausalLMEagle",
+        "LlamaForCausalLMEagle3",
+        "MellumForCausalLM",
+        "Ministral3ForCausalLM",
+        "MistralForCausalLM",
+        "MistralForCausalLMEagle",
+        "MistralLarge3ForCausalLM",
+        "MistralLarge3ForCausalLMEagle",
+        "Phi3ForCausalLM",
+        "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+        "Qwen3MoeForCausalLMMTP",
+        "Qwen3NextForCausalLM",
+        "Qwen3NextForCausalLMMTP",
+        "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration",
+        "Qwen3_5ForCausalLM",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForCausalLM",
+        "Qwen3_5MoeForConditionalGeneration",
+        "TeleFLMForCausalLM",
+    }
+)
+
+# SGLang architectures that accept only these attention backends, prefill and decode alike: ServerArgs
+# asserts it at start (sglang/srt/server_args.py, the model_arch branch holding accepted_backends).
+SGLANG_ATTENTION_BACKENDS: dict[str, tuple[str, ...]] = {
+    "Gemma4ForCausalLM": ("trtllm_mha", "triton", "ascend", "intel_xpu"),
+    "Gemma4ForConditionalGeneration": ("trtllm_mha", "triton", "ascend", "intel_xpu"),
+    "Gemma4UnifiedForConditionalGeneration": ("trtllm_mha", "triton", "ascend", "intel_xpu"),
+}
+
 _TABLES = {"vllm": VLLM_ARCHITECTURES, "sglang": SGLANG_ARCHITECTURES}
 _EAGLE3 = {"vllm": VLLM_EAGLE3_TARGETS, "sglang": SGLANG_EAGLE3_TARGETS}
 
@@ -873,4 +965,65 @@ def eagle3_target_supported(engine: str, architecture: str) -> tuple[bool, str]:
         f"EAGLE3 head (vLLM raises 'Model does not support EAGLE3 interface')"
         if engine == "vllm"
         else f"{engine} {version}: target {architecture!r} does not {hook}, so it cannot feed an EAGLE3 head"
+    )
+
+
+def mtp_target_supported(engine: str, architecture: str) -> tuple[bool, str]:
+    """Whether ``engine`` can draft with the MTP layers a target of ``architecture`` carries (SGLang: NEXTN).
+    vLLM has no table here: whether the target carries MTP layers is checked at parse (specjoule.config)."""
+    ok, reason = supported(engine, architecture)
+    if not ok:
+        return ok, reason
+    version = VERSIONS[engine]
+    if engine != "sglang":
+        return True, f"{engine} {version}: no MTP table; the target's MTP layers are checked at parse"
+    draft = SGLANG_NEXTN_DRAFTS.get(architecture)
+    if draft is None:
+        return False, (
+            f"sglang {version} maps no NextN/MTP draft architecture for target {architecture!r} "
+            f"(ModelConfig._config_draft_model), so NEXTN would load the whole target as its draft"
+        )
+    ok, reason = supported(engine, draft)
+    if not ok:
+        return False, f"sglang {version}: NEXTN draft {draft!r} of target {architecture!r}: {reason}"
+    return True, f"sglang {version}: NEXTN drafts for {architecture!r} with {draft!r} ({SGLANG_ARCHITECTURES[draft]})"
+
+
+def dflash_target_supported(engine: str, architecture: str) -> tuple[bool, str]:
+    """Whether ``engine`` can hand a DFlash drafter the target hidden states it conditions on (SGLang:
+    set_dflash_layers_to_capture). vLLM has no table here."""
+    ok, reason = supported(engine, architecture)
+    if not ok:
+        return ok, reason
+    version = VERSIONS[engine]
+    if engine != "sglang":
+        return True, f"{engine} {version}: no DFlash target table"
+    if architecture in SGLANG_DFLASH_TARGETS:
+        return True, f"sglang {version}: {architecture!r} captures DFlash target hidden states"
+    return False, (
+        f"sglang {version}: target {architecture!r} does not define set_dflash_layers_to_capture, "
+        f"so it cannot feed a DFlash drafter"
+    )
+
+
+def attention_backend_supported(engine: str, architecture: str, options: dict) -> tuple[bool, str]:
+    """Whether the engine options' attention backends are ones ``engine`` accepts for ``architecture``: SGLang
+    asserts a fixed list for some (Gemma-4) at start. A backend not given is SGLang's own default for the
+    architecture, which is in the list."""
+    version = VERSIONS.get(engine)
+    allowed = SGLANG_ATTENTION_BACKENDS.get(architecture) if engine == "sglang" else None
+    if not allowed:
+        return True, f"{engine} {version}: no attention backend restriction for {architecture!r}"
+    general = options.get("attention_backend")
+    chosen = {
+        "prefill_attention_backend": options.get("prefill_attention_backend") or general,
+        "decode_attention_backend": options.get("decode_attention_backend") or general,
+    }
+    refused = {key: value for key, value in chosen.items() if value is not None and value not in allowed}
+    if not refused:
+        return True, f"sglang {version}: {architecture!r} runs on attention backends {', '.join(allowed)}"
+    given = ", ".join(f"{key} resolves to {value!r}" for key, value in refused.items())
+    return False, (
+        f"sglang {version} accepts only {', '.join(allowed)} attention backends for {architecture!r} "
+        f"(ServerArgs asserts it at start); engine_options.sglang: {given}"
     )

@@ -22,6 +22,8 @@ from pathlib import Path
 
 VLLM_REGISTRY = "vllm/model_executor/models/registry.py"
 SGLANG_MODELS = re.compile(r"^sglang/srt/models/[A-Za-z0-9_]+\.py$")
+SGLANG_MODEL_CONFIG = "sglang/srt/configs/model_config.py"
+SGLANG_SERVER_ARGS = "sglang/srt/server_args.py"
 
 
 def wheel_version(wheel: Path) -> str:
@@ -145,6 +147,92 @@ def eagle3_targets(wheel: Path, engine: str, registered: dict[str, str]) -> list
     return sorted(a for a, where in registered.items() if _closure(where.split(":")[-1], bases, marked))
 
 
+def dflash_targets(wheel: Path, registered: dict[str, str]) -> list[str]:
+    """SGLang architectures whose class (or a base) defines ``set_dflash_layers_to_capture``: the DFLASH worker
+    asks the target for the hidden states of the drafter's ``target_layer_ids`` through it."""
+
+    def marks(node: ast.ClassDef, names: set[str]) -> bool:
+        return any(isinstance(f, ast.FunctionDef) and f.name == "set_dflash_layers_to_capture" for f in node.body)
+
+    with zipfile.ZipFile(wheel) as zf:
+        bases, marked = _class_graph(zf, SGLANG_MODELS, marks)
+    return sorted(a for a, where in registered.items() if _closure(where.split(":")[-1], bases, marked))
+
+
+def _strings(node: ast.AST) -> list[str]:
+    """The string constants of ``"X"`` or ``["X", "Y"]`` / ``("X", "Y")``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return []
+
+
+def _is_architectures(node: ast.AST) -> bool:
+    """``self.hf_config.architectures[0]`` or ``self.hf_config.architectures``."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    return isinstance(node, ast.Attribute) and node.attr == "architectures"
+
+
+def sglang_nextn_drafts(wheel: Path) -> dict[str, str]:
+    """target architecture -> the draft architecture SGLang loads for NEXTN/EAGLE when the draft path is the target
+    itself: the ``if is_draft_model and ...architectures[0] == "X": ...architectures[0] = "Y"`` chain of
+    ``ModelConfig._config_draft_model``. Where a branch assigns twice (DeepSeek-V4: a DSpark head or MTP), the last
+    assignment (the MTP one) is kept. A target not in the table is loaded whole as its own draft."""
+    with zipfile.ZipFile(wheel) as zf:
+        tree = ast.parse(zf.read(SGLANG_MODEL_CONFIG).decode("utf-8-sig"))
+    func = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_config_draft_model")
+    out: dict[str, str] = {}
+    for branch in func.body:
+        if not isinstance(branch, ast.If):
+            continue
+        targets = [
+            name
+            for cmp in ast.walk(branch.test)
+            if isinstance(cmp, ast.Compare) and _is_architectures(cmp.left)
+            for comparator in cmp.comparators
+            for name in _strings(comparator)
+        ]
+        drafts = [
+            name
+            for node in ast.walk(ast.Module(body=branch.body, type_ignores=[]))
+            if isinstance(node, ast.Assign) and any(_is_architectures(t) for t in node.targets)
+            for name in _strings(node.value)
+        ]
+        for target in targets:
+            if drafts:
+                out[target] = drafts[-1]
+    return out
+
+
+def sglang_attention_backends(wheel: Path) -> dict[str, list[str]]:
+    """architecture -> the attention backends SGLang accepts for it at all (prefill and decode), from the
+    ``elif model_arch in (...): ... accepted_backends = (...); assert ...`` branches of ``ServerArgs`` that
+    hold the list unconditionally (Gemma-4 in 0.5.17); an engine start with another backend fails that assert."""
+    with zipfile.ZipFile(wheel) as zf:
+        tree = ast.parse(zf.read(SGLANG_SERVER_ARGS).decode("utf-8-sig"))
+    out: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)):
+            continue
+        left = node.test.left
+        if not (isinstance(left, ast.Name) and left.id == "model_arch"):
+            continue
+        if not any(isinstance(op, ast.In) for op in node.test.ops):
+            continue
+        archs = [name for c in node.test.comparators for name in _strings(c)]
+        for stmt in node.body:
+            if (
+                isinstance(stmt, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "accepted_backends" for t in stmt.targets)
+                and _strings(stmt.value)
+            ):
+                for arch in archs:
+                    out[arch] = _strings(stmt.value)
+    return out
+
+
 def _entry_class_by_text(source: str) -> list[str]:
     m = re.search(r"^EntryClass\s*=\s*\[?([^\]\n]*)\]?", source, re.M)
     return [n.strip() for n in m.group(1).split(",") if n.strip()] if m else []
@@ -157,12 +245,18 @@ def render(
     sglang_version: str,
     vllm_eagle3: list[str],
     sglang_eagle3: list[str],
+    sglang_nextn: dict[str, str],
+    sglang_dflash: list[str],
+    sglang_backends: dict[str, list[str]],
 ) -> str:
     def table(d: dict[str, str]) -> str:
         return "\n".join(f"    {k!r}: {v!r}," for k, v in sorted(d.items()))
 
     def names(items: list[str]) -> str:
         return "\n".join(f"    {k!r}," for k in items)
+
+    def tuples(d: dict[str, list[str]]) -> str:
+        return "\n".join(f"    {k!r}: {tuple(v)!r}," for k, v in sorted(d.items()))
 
     return f'''"""Model architectures each bundled engine version registers — generated, do not edit.
 
@@ -198,6 +292,25 @@ SGLANG_EAGLE3_TARGETS: frozenset[str] = frozenset({{
 {names(sglang_eagle3)}
 }})
 
+# SGLang NEXTN (its MTP; an alias of EAGLE): target architecture -> the draft class that
+# ModelConfig._config_draft_model (sglang/srt/configs/model_config.py) loads when the draft path is the target
+# itself. A target not here is loaded whole as its own draft: no MTP layers run.
+SGLANG_NEXTN_DRAFTS: dict[str, str] = {{
+{table(sglang_nextn)}
+}}
+
+# SGLang targets whose class or a base defines set_dflash_layers_to_capture: the DFLASH worker takes the
+# drafter's target_layer_ids hidden states through it.
+SGLANG_DFLASH_TARGETS: frozenset[str] = frozenset({{
+{names(sglang_dflash)}
+}})
+
+# SGLang architectures that accept only these attention backends, prefill and decode alike: ServerArgs
+# asserts it at start (sglang/srt/server_args.py, the model_arch branch holding accepted_backends).
+SGLANG_ATTENTION_BACKENDS: dict[str, tuple[str, ...]] = {{
+{tuples(sglang_backends)}
+}}
+
 _TABLES = {{"vllm": VLLM_ARCHITECTURES, "sglang": SGLANG_ARCHITECTURES}}
 _EAGLE3 = {{"vllm": VLLM_EAGLE3_TARGETS, "sglang": SGLANG_EAGLE3_TARGETS}}
 
@@ -226,6 +339,61 @@ def eagle3_target_supported(engine: str, architecture: str) -> tuple[bool, str]:
     return False, (f"{{engine}} {{version}}: target {{architecture!r}} does not {{hook}}, so it cannot feed an "
                    f"EAGLE3 head (vLLM raises 'Model does not support EAGLE3 interface')" if engine == "vllm"
                    else f"{{engine}} {{version}}: target {{architecture!r}} does not {{hook}}, so it cannot feed an EAGLE3 head")
+
+
+def mtp_target_supported(engine: str, architecture: str) -> tuple[bool, str]:
+    """Whether ``engine`` can draft with the MTP layers a target of ``architecture`` carries (SGLang: NEXTN).
+    vLLM has no table here: whether the target carries MTP layers is checked at parse (specjoule.config)."""
+    ok, reason = supported(engine, architecture)
+    if not ok:
+        return ok, reason
+    version = VERSIONS[engine]
+    if engine != "sglang":
+        return True, f"{{engine}} {{version}}: no MTP table; the target's MTP layers are checked at parse"
+    draft = SGLANG_NEXTN_DRAFTS.get(architecture)
+    if draft is None:
+        return False, (f"sglang {{version}} maps no NextN/MTP draft architecture for target {{architecture!r}} "
+                       f"(ModelConfig._config_draft_model), so NEXTN would load the whole target as its draft")
+    ok, reason = supported(engine, draft)
+    if not ok:
+        return False, f"sglang {{version}}: NEXTN draft {{draft!r}} of target {{architecture!r}}: {{reason}}"
+    return True, f"sglang {{version}}: NEXTN drafts for {{architecture!r}} with {{draft!r}} ({{SGLANG_ARCHITECTURES[draft]}})"
+
+
+def dflash_target_supported(engine: str, architecture: str) -> tuple[bool, str]:
+    """Whether ``engine`` can hand a DFlash drafter the target hidden states it conditions on (SGLang:
+    set_dflash_layers_to_capture). vLLM has no table here."""
+    ok, reason = supported(engine, architecture)
+    if not ok:
+        return ok, reason
+    version = VERSIONS[engine]
+    if engine != "sglang":
+        return True, f"{{engine}} {{version}}: no DFlash target table"
+    if architecture in SGLANG_DFLASH_TARGETS:
+        return True, f"sglang {{version}}: {{architecture!r}} captures DFlash target hidden states"
+    return False, (f"sglang {{version}}: target {{architecture!r}} does not define set_dflash_layers_to_capture, "
+                   f"so it cannot feed a DFlash drafter")
+
+
+def attention_backend_supported(engine: str, architecture: str, options: dict) -> tuple[bool, str]:
+    """Whether the engine options' attention backends are ones ``engine`` accepts for ``architecture``: SGLang
+    asserts a fixed list for some (Gemma-4) at start. A backend not given is SGLang's own default for the
+    architecture, which is in the list."""
+    version = VERSIONS.get(engine)
+    allowed = SGLANG_ATTENTION_BACKENDS.get(architecture) if engine == "sglang" else None
+    if not allowed:
+        return True, f"{{engine}} {{version}}: no attention backend restriction for {{architecture!r}}"
+    general = options.get("attention_backend")
+    chosen = {{
+        "prefill_attention_backend": options.get("prefill_attention_backend") or general,
+        "decode_attention_backend": options.get("decode_attention_backend") or general,
+    }}
+    refused = {{key: value for key, value in chosen.items() if value is not None and value not in allowed}}
+    if not refused:
+        return True, f"sglang {{version}}: {{architecture!r}} runs on attention backends {{', '.join(allowed)}}"
+    given = ", ".join(f"{{key}} resolves to {{value!r}}" for key, value in refused.items())
+    return False, (f"sglang {{version}} accepts only {{', '.join(allowed)}} attention backends for {{architecture!r}} "
+                   f"(ServerArgs asserts it at start); engine_options.sglang: {{given}}")
 '''
 
 
@@ -243,6 +411,9 @@ def main() -> None:
         wheel_version(args.sglang),
         eagle3_targets(args.vllm, "vllm", vllm),
         eagle3_targets(args.sglang, "sglang", sglang),
+        sglang_nextn_drafts(args.sglang),
+        dflash_targets(args.sglang, sglang),
+        sglang_attention_backends(args.sglang),
     )
     args.out.write_text(text)
     print(f"wrote {args.out}")
