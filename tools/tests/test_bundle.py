@@ -727,10 +727,7 @@ def test_install_sh_puts_pth_directories_on_pythonpath(tmp_path):
     (ADR 0193): a PYTHONPATH directory is no site directory, so install.sh must carry the .pth's entry itself."""
     src = tmp_path / "src"
     src.mkdir()
-    pth = (
-        "import sys, os, nvdemo_dsl; "
-        "sys.path.insert(0, os.path.join(nvdemo_dsl.__path__[0], 'dsl_packages'))\n"
-    )
+    pth = "import sys, os, nvdemo_dsl; sys.path.insert(0, os.path.join(nvdemo_dsl.__path__[0], 'dsl_packages'))\n"
     wheel = make_wheel(
         src,
         "nvdemo-dsl",
@@ -749,13 +746,15 @@ def test_install_sh_puts_pth_directories_on_pythonpath(tmp_path):
         install_script=REPO / "bundle" / "install.sh",
     )
     site = tmp_path / "site"
-    r = _run(["bash", str(stage / "install.sh"), "--target", str(site), "--python", sys.executable, "--standins", "off"])
+    r = _run(
+        ["bash", str(stage / "install.sh"), "--target", str(site), "--python", sys.executable, "--standins", "off"]
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     probe = [sys.executable, "-c", "import cutdemo; print(cutdemo.KIND, cutdemo.__file__)"]
     # without the .pth's entry the package is not importable from the target alone
     bare = _run(probe, env={**os.environ, "PYTHONPATH": str(site)})
     assert bare.returncode != 0 and "No module named 'cutdemo'" in bare.stderr
-    r = _run(["bash", "-c", f"source {site}/specjoule-env.sh && {' '.join(probe[:2])} \"{probe[2]}\""])
+    r = _run(["bash", "-c", f'source {site}/specjoule-env.sh && {" ".join(probe[:2])} "{probe[2]}"'])
     assert r.returncode == 0, r.stderr
     kind, path = r.stdout.split()
     assert kind == "dsl" and Path(path).is_relative_to(site / "nvdemo_dsl" / "dsl_packages")
