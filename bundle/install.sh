@@ -104,8 +104,18 @@ fi
 
 # 5. The environment, as a file to source in every later shell (engine workers are separate processes, so
 #    PYTHONPATH, not sys.path, carries the packages to them).
-pypath="$target"
-[ -n "$used" ] && pypath="$standin_dir:$target"
+# A directory on PYTHONPATH is no site directory: Python ignores the .pth files in it. nvidia-cutlass-dsl puts its
+# `cutlass` package on sys.path through one (ADR 0193), so the entries the target's .pth files add go on PYTHONPATH.
+pth_dirs="$(PYTHONPATH= "$python" - "$target" <<'PY'
+import site, sys
+before = set(sys.path)
+site.addsitedir(sys.argv[1])
+print(":".join(p for p in sys.path if p not in before and p != sys.argv[1]))
+PY
+)"
+[ -n "$pth_dirs" ] && echo "install.sh: from the target's .pth files, on PYTHONPATH: $pth_dirs"
+pypath="$target${pth_dirs:+:$pth_dirs}"
+[ -n "$used" ] && pypath="$standin_dir:$pypath"
 env_file="$target/specjoule-env.sh"
 {
   echo "# written by $here/install.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ); source it"

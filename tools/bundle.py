@@ -89,6 +89,7 @@ _PROFILE_KEYS = {
     "build",
     "no_deps",
     "omit",
+    "node_provides",
 }
 
 
@@ -126,8 +127,19 @@ def sha256_file(path: Path, chunk: int = 4 * MIB) -> str:
     return h.hexdigest()
 
 
-#: Names the patterns above catch that are plain Python, not the CUDA stack: shipped like anything else.
-NOT_PROTECTED: frozenset[str] = frozenset({"nvidia-ml-py"})
+#: Names the patterns above catch that are not the node's CUDA stack (torch's libraries, the driver's bindings):
+#: shipped like anything else. nvidia-ml-py is plain Python; cutlass-dsl is a kernel compiler that vLLM's
+#: FlashAttention 4 imports (ADR 0193), that no node image carries and that torch does not depend on.
+NOT_PROTECTED: frozenset[str] = frozenset(
+    {
+        "nvidia-ml-py",
+        "nvidia-cutlass-dsl",
+        "nvidia-cutlass-dsl-libs-base",
+        "nvidia-cutlass-dsl-libs-core",
+        "nvidia-cutlass-dsl-libs-cu12",
+        "nvidia-cutlass-dsl-libs-cu13",
+    }
+)
 
 
 def is_protected(name: str, patterns: Sequence[str] = PROTECTED) -> bool:
@@ -292,6 +304,9 @@ class Profile:
     build: tuple[str, ...] = ()  # registry has only a source distribution: built here into a pure wheel
     no_deps: frozenset[str] = frozenset()  # kept packages whose own requirements are not followed (like the top)
     omit: Mapping[str, str] = field(default_factory=dict)  # name -> why it is never shipped by this profile
+    # name -> (version, why): a distribution the node lacks by name but has in substance (a metapackage whose parts
+    # it has); resolution and plan treat it as the node's at that version
+    node_provides: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def local_top(self) -> bool:
@@ -332,6 +347,16 @@ def profile_from_dict(name: str, d: Mapping[str, Any]) -> Profile:
     for var, val in d.get("exports", {}).items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var) or not isinstance(val, str):
             raise BundleError(f"profiles.{name}.exports.{var}", val, "a shell variable name and a string value")
+    node_provides = {}
+    for pkg, entry in d.get("node_provides", {}).items():
+        key = f"profiles.{name}.node_provides.{pkg}"
+        if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(e, str) and e for e in entry)):
+            raise BundleError(key, entry, "a [version, reason] pair of strings")
+        try:
+            Version(entry[0])
+        except InvalidVersion:
+            raise BundleError(key, entry[0], "not a version") from None
+        node_provides[canonical(pkg)] = (entry[0], entry[1])
     standins = {}
     for mod, attrs in d.get("standins", {}).items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", mod) or not all(str(a).isidentifier() for a in attrs):
@@ -353,6 +378,7 @@ def profile_from_dict(name: str, d: Mapping[str, Any]) -> Profile:
         build=tuple(canonical(b) for b in d.get("build", ())),
         no_deps=frozenset(canonical(n) for n in d.get("no_deps", ())),
         omit={canonical(k): str(v) for k, v in d.get("omit", {}).items()},
+        node_provides=node_provides,
     )
 
 

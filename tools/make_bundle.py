@@ -200,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     platforms = tuple(args.platform) if args.platform else B.manylinux_platforms(args.glibc, args.arch)
     target = B.Target(args.python_version, platforms)
     installed = B.parse_installed(args.installed.read_text())
+    provided = {n: v for p in profiles for n, (v, _) in p.node_provides.items() if n not in installed}
+    installed.update(provided)  # the resolver sees a stub of each, like any node package
     lock = args.lock or REPO / "bundle" / f"lock-{'+'.join(names)}.txt"
     out = args.out.resolve()
     work, cache = out / "work", out / "cache"
@@ -211,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         f"profiles {names}; Python {target.python_version}; {len(platforms)} platform tags ({platforms[0]} ...); "
         f"node list {args.installed.name}: {len(installed)} packages, "
         f"{sum(v is not None for v in installed.values())} with versions"
+        + (f"; provided by the node in substance (profiles' node_provides): {provided}" if provided else "")
     )
 
     local = build_local_wheel(args, work / "local", logfile) if any(p.local_top for p in profiles) else None

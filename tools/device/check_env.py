@@ -43,6 +43,11 @@ IMPORTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("llguidance", "llguidance", ("vllm",)),
     ("lmformatenforcer", "lm-format-enforcer", ("vllm",)),
     ("outlines_core", "outlines-core", ("vllm",)),
+    # imported only once a model needs them (ADR 0193): the Gated-DeltaNet models at inspection, gemma-4's
+    # FlashAttention 4 at its first forward; checked here so that a bundle without them fails at install
+    ("compressed_tensors", "compressed-tensors", ("vllm",)),
+    ("cutlass", "nvidia-cutlass-dsl-libs-base", ("vllm",)),
+    ("quack", "quack-kernels", ("vllm",)),
     ("sglang", "sglang", ("sglang",)),
     ("snakemake", "snakemake", ("pipeline",)),
     ("polars", "polars", ("analysis",)),

@@ -37,11 +37,13 @@ def make_wheel(
     modules: dict[str, str] | None = None,
     meta_name: str | None = None,
     compress: int = zipfile.ZIP_DEFLATED,
+    extra_files: dict[str, str] | None = None,
 ) -> Path:
     """A real wheel (METADATA, WHEEL, RECORD), written independently of tools/bundle.py's own writer."""
     dist = name.replace("-", "_")
     info = f"{dist}-{version}.dist-info"
     files = {f"{m.replace('.', '/')}/__init__.py": src for m, src in (modules or {}).items()}
+    files.update(extra_files or {})
     meta = f"Metadata-Version: 2.1\nName: {meta_name or name}\nVersion: {version}\n"
     meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
     files[f"{info}/METADATA"] = meta
@@ -163,6 +165,10 @@ def test_protected_patterns():
         assert B.is_protected(name)
     for name in ["vllm", "pydantic", "nvidia-ml-py", "nvidia_ml_py", "torchmetrics", "numpyro"]:
         assert not B.is_protected(name)
+    # cutlass-dsl is shipped like anything else (ADR 0193); its sibling the SASS disassembler stays protected
+    for name in ["nvidia-cutlass-dsl", "nvidia_cutlass_dsl_libs_base", "nvidia-cutlass-dsl-libs-cu13"]:
+        assert not B.is_protected(name)
+    assert B.is_protected("nvidia-cuda-nvdisasm")
 
 
 # ----------------------------------------------------------------------------------------------- profiles
@@ -178,6 +184,9 @@ def test_real_profiles_file():
     assert set(vllm.standins["xgrammar"]) >= {"GrammarMatcher", "CompiledGrammar"}
     assert set(vllm.standins["llguidance"]) >= {"LLMatcher", "LLTokenizer"}
     assert vllm.exports["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
+    # ADR 0193: what gemma-4 (FlashAttention 4) and the Gated-DeltaNet family import at start
+    assert {"compressed-tensors", "nvidia-cutlass-dsl", "quack-kernels"} <= vllm.keep
+    assert vllm.node_provides["cuda-python"][0] == "13.3.1"
     assert profiles["pipeline"].local_top
     with pytest.raises(B.BundleError, match="cannot share"):
         B.select_profiles(profiles, ["vllm", "sglang"])
@@ -194,6 +203,8 @@ def test_real_profiles_file():
         ({"top": ["a"], "override": {"b": "c>=1"}}, "profiles.p.override.b"),
         ({"top": ["a"], "exports": {"BAD-NAME": "1"}}, "profiles.p.exports.BAD-NAME"),
         ({"top": []}, "profiles.p.top"),
+        ({"top": ["a"], "node_provides": {"cuda-python": "13.3.1"}}, "profiles.p.node_provides.cuda-python"),
+        ({"top": ["a"], "node_provides": {"cuda-python": ["13.x", "why"]}}, "profiles.p.node_provides.cuda-python"),
     ],
 )
 def test_profile_validation_names_the_key(d, key):
@@ -709,6 +720,44 @@ def test_device_scripts_receive_install_and_standins(tmp_path):
     r = _run(["bash", str(receive), str(bad), str(tmp_path / "dest2")])
     assert r.returncode == 1 and "sha256 does not match" in r.stderr
     assert not (tmp_path / "dest2" / parts[0].filename).exists()
+
+
+def test_install_sh_puts_pth_directories_on_pythonpath(tmp_path):
+    """A wheel that makes its package importable through a .pth file, as nvidia-cutlass-dsl does for `cutlass`
+    (ADR 0193): a PYTHONPATH directory is no site directory, so install.sh must carry the .pth's entry itself."""
+    src = tmp_path / "src"
+    src.mkdir()
+    pth = "import sys, os, nvdemo_dsl; sys.path.insert(0, os.path.join(nvdemo_dsl.__path__[0], 'dsl_packages'))\n"
+    wheel = make_wheel(
+        src,
+        "nvdemo-dsl",
+        "4.6.0",
+        modules={"nvdemo_dsl": "", "nvdemo_dsl.dsl_packages.cutdemo": "KIND = 'dsl'\n"},
+        extra_files={"nvdemo_dsl_packages.pth": pth},
+    )
+    profile = B.profile_from_dict("demo", {"top": ["nvdemo-dsl==4.6.0"]})
+    stage = tmp_path / "out" / B.BUNDLE_NAME
+    B.stage_bundle(
+        stage,
+        [(wheel, "demo", "top")],
+        target=B.Target(HERE_PY, ("manylinux_2_17_x86_64",)),
+        profiles=[profile],
+        plan_=None,
+        install_script=REPO / "bundle" / "install.sh",
+    )
+    site = tmp_path / "site"
+    r = _run(
+        ["bash", str(stage / "install.sh"), "--target", str(site), "--python", sys.executable, "--standins", "off"]
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    probe = [sys.executable, "-c", "import cutdemo; print(cutdemo.KIND, cutdemo.__file__)"]
+    # without the .pth's entry the package is not importable from the target alone
+    bare = _run(probe, env={**os.environ, "PYTHONPATH": str(site)})
+    assert bare.returncode != 0 and "No module named 'cutdemo'" in bare.stderr
+    r = _run(["bash", "-c", f'source {site}/specjoule-env.sh && {" ".join(probe[:2])} "{probe[2]}"'])
+    assert r.returncode == 0, r.stderr
+    kind, path = r.stdout.split()
+    assert kind == "dsl" and Path(path).is_relative_to(site / "nvdemo_dsl" / "dsl_packages")
 
 
 def test_install_sh_refuses_other_python(tmp_path):
