@@ -55,9 +55,21 @@ for target in "$@"; do
   # run: its cells ask for tensor_parallel_size GPUs, ADR 0155); one target is one chain, so cells still run one
   # at a time.
   # shellcheck disable=SC2086
+  family_rc=0
   python3 -m snakemake $paths ${SNAKEMAKE_ARGS:-} --cores 4 --resources gpu="${GPUS:-1}" --nolock --rerun-incomplete --keep-going \
-    --configfile "$config" || rc=$?
-  echo "campaign: $(date -u +%FT%TZ) end $target rc=$rc"
+    --configfile "$config" || family_rc=$?
+  [ "$family_rc" = 0 ] || rc=$family_rc
+  echo "campaign: $(date -u +%FT%TZ) end $target rc=$family_rc"
+  if [ "$family_rc" != 0 ] && [[ "$target" != */* ]]; then
+    # The engine's own reason in this log, which comes back with every poll: reading it must not need the
+    # machine to be held (2026-12-02c spent 175 s of device time keeping it while two failures were read).
+    for log in $(ls -t "results/logs/engines/$target/"*.log 2>/dev/null | head -n 3); do
+      # Exception lines in the order raised, each once: the root cause comes first, its wrappers after.
+      echo "campaign: $target failed; the errors in $log, first raised first:"
+      grep -E "[A-Za-z_.]+(Error|Exception): " "$log" | sed -E 's/^.*\] //' | awk '!seen[$0]++' | head -n 5 \
+        | cut -c1-300 | sed 's/^/campaign:   /'
+    done
+  fi
 done
 nvidia-smi --query-gpu=name,temperature.gpu,power.draw,memory.used --format=csv || true
 exit $rc
