@@ -24,6 +24,7 @@ import errno
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -169,6 +170,63 @@ def mark_attempt(cell) -> None:
             }
         )
     )
+
+
+# Exception lines of a cell's log, in the order written. Engines wrap their root cause: vLLM's front end raises
+# "Engine core initialization failed" after EngineCore's own traceback, and its model inspection re-raises a
+# subprocess's error as CalledProcessError / RuntimeError; those wrappers are passed over when naming the cause.
+_EXCEPTION_LINE = re.compile(r"([A-Za-z_][\w.]*(?:Error|Exception)): (.*)")
+_WRAPPERS = ("CalledProcessError", "RuntimeError", "EngineError", "ValidationError", "WorkflowError")
+
+
+def logged_exceptions(log_path: str | os.PathLike | None, limit: int = 5) -> list[str]:
+    """The first ``limit`` distinct exception lines a log names (``Type: message``, log prefixes dropped)."""
+    found: list[str] = []
+    if not log_path:
+        return found
+    try:
+        with open(log_path, errors="replace") as fh:
+            for line in fh:
+                hit = _EXCEPTION_LINE.search(line)
+                text = hit and f"{hit.group(1)}: {hit.group(2).strip()}"[:500]
+                if text and text not in found:
+                    found.append(text)
+                    if len(found) == limit:
+                        break
+    except OSError:
+        pass
+    return found
+
+
+def root_cause(exceptions: list[str]) -> str | None:
+    """The first exception that is not an engine's or Python's wrapper of another, else the first."""
+    for text in exceptions:
+        if text.split(":", 1)[0].rsplit(".", 1)[-1] not in _WRAPPERS:
+            return text
+    return exceptions[0] if exceptions else None
+
+
+def note_failed_attempt(jobs, exc: BaseException, log_path: str | os.PathLike | None) -> None:
+    """Say, in the attempt marker of each cell that started and wrote no record, why its attempt ended (ADR 0197):
+    a failed cell writes no record, and this is how the coverage matrix tells "failed at start" from "not run"."""
+    exceptions = logged_exceptions(log_path)
+    for job in jobs:
+        marker = attempt_marker(job.cell)
+        try:
+            data = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            continue  # this cell had not started
+        data.update(
+            failed_at=time.time(),
+            error=f"{type(exc).__name__}: {exc}"[:2000],
+            root_cause=root_cause(exceptions),
+            logged_exceptions=exceptions,
+        )
+        try:
+            with records.atomic_path(marker) as tmp:
+                Path(tmp).write_text(json.dumps(data))
+        except OSError as write_error:  # a full disk must not hide the failure being reported
+            log.warning("cell %s: could not note the failure in %s: %s", job.cell.name, marker, write_error)
 
 
 def slurm_restart_count() -> int | None:
@@ -435,6 +493,7 @@ def run_cells(
             log.error("cell: cancelled (%s); no record written for the cell in progress", exc)
             raise
         except BaseException as exc:
+            note_failed_attempt(jobs, exc, log_path)
             # The log is where a user looks first: say why, and that nothing was written.
             log.error("cell: failed, no record written for the cell in progress: %s: %s", type(exc).__name__, exc)
             raise

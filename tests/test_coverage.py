@@ -175,3 +175,57 @@ def test_planned_cells_on_another_device_than_the_evidence_are_left_out(plan, ta
     cpu_targets = set(plan.filter(C("device") == "cpu")["target_model"].to_list())
     assert cpu_targets  # config/config.yaml plans CPU cells
     assert not table["target_model"].is_in(list(cpu_targets)).any()
+
+
+FAILED_STARTS = EVIDENCE / "session-2026-12-02c" / "failed-starts"
+
+
+def test_a_failed_start_in_the_evidence_reads_as_an_attempt_that_failed(records, plan):
+    """2026-12-02c committed the attempt markers of its two failed starts (written before ADR 0197: no cause)."""
+    table = coverage.matrix(records, plan, coverage.failed_attempts([EVIDENCE]))
+    gemma = row(table, "gemma-4-26b-a4b", "vllm", "eagle3")
+    assert gemma["status"] == coverage.ATTEMPT_FAILED
+    assert gemma["reason"] == f"baseline--open: {coverage.NO_CAUSE}"
+    for method in ("mtp", "dflash"):
+        assert row(table, "qwen3.6-35b-a3b", "vllm", method)["status"] == coverage.ATTEMPT_FAILED
+    # the markers name vLLM campaigns only: SGLang's rows and every measured row keep their status
+    assert row(table, "gemma-4-26b-a4b", "sglang", "eagle3")["status"] == coverage.NOT_RUN
+    assert row(table, "glm-4.7-flash", "vllm", "mtp")["status"] == coverage.MEASURED
+
+
+def test_the_root_cause_the_runner_notes_is_the_one_the_matrix_shows(tmp_path, monkeypatch, records, plan):
+    """runner.note_failed_attempt on a real planned cell, with the committed H200 log of gemma-4's failed start:
+    the matrix names the cause (the first exception that wraps no other), not vLLM's wrapper."""
+    import types
+
+    from specjoule.engines import EngineError
+
+    cfg = config.load(EVIDENCE / "config" / "h200-families-sweep.yaml")
+    cell = next(
+        c for c in cells.build(cfg).cells if c.name == "baseline--open" and c.campaign_id.startswith("vllm-gemma4")
+    )
+    log = FAILED_STARTS / "vllm-gemma4_26b_a4b-g00-opening.log"
+    monkeypatch.chdir(tmp_path)
+    runner.mark_attempt(cell)
+    runner.note_failed_attempt(
+        [types.SimpleNamespace(cell=cell)], EngineError("vLLM engine failed to start: RuntimeError: ..."), log
+    )
+    marker = runner.attempt_marker(cell)
+    assert marker.exists() and not list(marker.parent.glob(".*"))  # written whole, no temporary left
+    table = coverage.matrix(records, plan, coverage.failed_attempts([tmp_path]))
+    got = row(table, "gemma-4-26b-a4b", "vllm", "eagle3")
+    assert got["status"] == coverage.ATTEMPT_FAILED
+    assert got["reason"] == "baseline--open: ModuleNotFoundError: No module named 'cutlass'"
+
+
+@pytest.mark.parametrize(
+    "log,cause",
+    [
+        ("vllm-gemma4_26b_a4b-g00-opening.log", "ModuleNotFoundError: No module named 'cutlass'"),
+        # model inspection: vLLM re-raises its subprocess's error as CalledProcessError, then RuntimeError
+        ("vllm-qwen36_35b_a3b-g00-opening.log", "ModuleNotFoundError: No module named 'compressed_tensors'"),
+    ],
+)
+def test_root_cause_of_the_h200_failed_starts(log, cause):
+    exceptions = runner.logged_exceptions(FAILED_STARTS / log)
+    assert cause in exceptions and runner.root_cause(exceptions) == cause

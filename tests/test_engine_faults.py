@@ -56,9 +56,19 @@ def test_server_never_ready_fails_within_timeout_and_writes_nothing(tmp_path):
     cell = _cell(_raw(engine_ready_timeout_s=4))
     rec, tl, log = tmp_path / "c.parquet", tmp_path / "c.timeline.parquet", tmp_path / "c.log"
     cmd = [sys.executable, str(INJECTOR), "--host", "{host}", "--port", "{port}", "--ignore-sigterm"]
-    t0 = time.monotonic()
-    with pytest.raises(EngineError, match=r"did not answer /health within 4 s"):
-        runner.run_cell(cell, rec, tl, log_path=log, server_command=cmd)
+    t0, started = time.monotonic(), time.time()
+    marker = runner.attempt_marker(cell)
+    marker.unlink(missing_ok=True)
+    try:
+        with pytest.raises(EngineError, match=r"did not answer /health within 4 s"):
+            runner.run_cell(cell, rec, tl, log_path=log, server_command=cmd)
+        # the attempt marker says why this attempt wrote no record (ADR 0197)
+        noted = json.loads(marker.read_text())
+    finally:
+        marker.unlink(missing_ok=True)  # a marker left here would make the next run of this cell a "retry"
+    assert noted["failed_at"] >= started and noted["started"] >= started - 1
+    assert noted["error"].startswith("EngineError: ") and "did not answer /health within 4 s" in noted["error"]
+    assert noted["logged_exceptions"] == runner.logged_exceptions(log)[: len(noted["logged_exceptions"])]
     elapsed = time.monotonic() - t0
     # The 4 s timeout and the kill path (5 s SIGTERM grace, 5 s after SIGKILL) take at most 14 s; the rest is
     # Python starting the runner and the fake on a loaded 2-core machine. A bound that catches a hang, not a

@@ -7,7 +7,10 @@ One row per (target_family, target_model, engine, scheme). Its status comes from
   check (its own, or one on a baseline it is paired with); ``unsupported`` with the engine's reason;
 - the plan of every shipped config (``config/*.yaml``, ``validation/**/config/*.yaml``), without a GPU:
   ``not run`` (planned, absent from the evidence) with the configs that would measure it, or ``unsupported
-  (plan)`` with the reason the plan already knows.
+  (plan)`` with the reason the plan already knows;
+- the attempt markers committed with the evidence (``**/.specjoule/attempts/<campaign>/<cell>.<id>``, ADR 0197):
+  ``not run, an attempt failed`` where a cell of the row's campaign started and wrote no record, with the root
+  cause the runner noted (markers written before ADR 0197 carry none).
 
 Ratios are mJ per committed token over the run's paired baseline, at the smallest and largest configured L
 measured at B = 1 and B = 32, each with its n (windows), runs and boards. Engine start is the median
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import logging
 import re
 import sys
@@ -46,6 +50,7 @@ MEASURED = STATUS_MEASURED  # the record's own status values (null in older reco
 UNSUPPORTED = STATUS_UNSUPPORTED
 UNSUPPORTED_PLAN = "unsupported (plan)"
 NOT_RUN = "not run"
+ATTEMPT_FAILED = "not run, an attempt failed"
 CHECK_FAILED = "measured, check failed: "
 
 
@@ -153,14 +158,48 @@ def planned_cells(configs: Iterable[str], root: Path = REPO_ROOT) -> pl.DataFram
                         "device": c.device,
                         "plan_reason": c.unsupported_reason,
                         "config": path,
+                        "campaign_id": c.campaign_id,
                     }
                 )
     finally:
         config_log.setLevel(level)
-    schema = dict.fromkeys(("target_model", "engine", "method", "device", "plan_reason", "config"), pl.String)
+    schema = dict.fromkeys(
+        ("target_model", "engine", "method", "device", "plan_reason", "config", "campaign_id"), pl.String
+    )
     plan = pl.DataFrame(rows, schema=schema)
     families = {m: family_of(m) for m in plan["target_model"].unique().to_list()}
     return plan.with_columns(C("target_model").replace_strict(families, return_dtype=pl.String).alias("target_family"))
+
+
+# -- attempts that wrote no record ---------------------------------------------------------------------------
+
+NO_CAUSE = "no cause in the marker (written before ADR 0197)"
+
+
+def failed_attempts(sources: Sequence[str | Path]) -> pl.DataFrame:
+    """One row per attempt marker under the sources: a cell that started and wrote no record (the runner removes
+    a marker once the record is written). ``cause``: the root cause the runner noted, or NO_CAUSE."""
+    rows = []
+    for source in sources:
+        root = Path(source)
+        for marker in sorted(root.glob("**/.specjoule/attempts/*/*") if root.is_dir() else []):
+            if marker.name.startswith(".") or not marker.is_file():
+                continue  # an atomic write's temporary file
+            cell_name, _, cell_id = marker.name.rpartition(".")
+            try:
+                noted = json.loads(marker.read_text())
+            except (OSError, ValueError):
+                noted = {}
+            cause = (noted.get("root_cause") or noted.get("error")) if isinstance(noted, dict) else None
+            rows.append(
+                {
+                    "campaign_id": marker.parent.name,
+                    "cell_name": cell_name,
+                    "cell_id": cell_id,
+                    "cause": cause or NO_CAUSE,
+                }
+            )
+    return pl.DataFrame(rows, schema=dict.fromkeys(("campaign_id", "cell_name", "cell_id", "cause"), pl.String))
 
 
 # -- the matrix ----------------------------------------------------------------------------------------------
@@ -286,7 +325,9 @@ def evidence_row(part: pl.DataFrame) -> dict:
     }
 
 
-def matrix(records: pl.DataFrame, plan: pl.DataFrame | None = None) -> pl.DataFrame:
+def matrix(
+    records: pl.DataFrame, plan: pl.DataFrame | None = None, attempts: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """The coverage matrix: one row per ROW_KEY from the evidence's speculative records, then the planned rows
     the evidence lacks (``not run`` / ``unsupported (plan)``), each with its family/engine's engine start."""
     points = records.filter(C("role") == axes.ROLE_POINT)
@@ -303,10 +344,20 @@ def matrix(records: pl.DataFrame, plan: pl.DataFrame | None = None) -> pl.DataFr
                 continue
             reasons = sorted(set(part["plan_reason"].drop_nulls().to_list()))
             all_unsupported = part["plan_reason"].null_count() == 0
+            failed = (
+                attempts.filter(C("campaign_id").is_in(part["campaign_id"].unique().to_list()))
+                if attempts is not None and not all_unsupported
+                else None
+            )
+            if failed is not None and failed.height:
+                status = ATTEMPT_FAILED
+                reasons = sorted({f"{r['cell_name']}: {r['cause']}" for r in failed.iter_rows(named=True)})
+            else:
+                status = UNSUPPORTED_PLAN if all_unsupported else NOT_RUN
             rows.append(
                 {
                     **dict(zip(ROW_KEY, key)),
-                    "status": UNSUPPORTED_PLAN if all_unsupported else NOT_RUN,
+                    "status": status,
                     "reason": " | ".join(reasons) or None,
                     "configs": ", ".join(sorted(set(part["config"].to_list()))),
                     **ratio_columns(points.clear()),
@@ -388,7 +439,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"coverage: {exc}", file=sys.stderr)
         return 2
     configs = args.configs if args.configs is not None else shipped_configs()
-    table = matrix(records, planned_cells(configs, root=Path.cwd() if args.configs else REPO_ROOT))
+    sources = [evidence.resolve(s) for s in args.evidence]
+    plan = planned_cells(configs, root=Path.cwd() if args.configs else REPO_ROOT)
+    table = matrix(records, plan, failed_attempts(sources))
     print(markdown(table) if args.format == "md" else readable(table))
     if args.out:
         table.write_parquet(args.out)
