@@ -78,7 +78,7 @@ def test_unknown_family_is_refused_naming_the_known_ones(tmp_path, monkeypatch):
         family_targets.resolve(SWEEP, ["nope"])
 
 
-def _campaign(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def _campaign(tmp_path: Path, *args: str, extra_snakemake_args: str = "") -> subprocess.CompletedProcess:
     """campaign.sh as on the device, with this venv as the site and Snakemake dry-running (SNAKEMAKE_ARGS=-n)."""
     site_env = tmp_path / "site-env.sh"
     site_env.write_text(f"export PATH={Path(sys.executable).parent}:$PATH\nexport PYTHONPATH={ROOT}\n")
@@ -87,7 +87,7 @@ def _campaign(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         "SITE_ENV": str(site_env),
         "CALIBRATE": "0",
         "SPECJOULE_GIT_COMMIT": "test",
-        "SNAKEMAKE_ARGS": f"-n -s {ROOT / 'Snakefile'}",
+        "SNAKEMAKE_ARGS": f"-n -s {ROOT / 'Snakefile'} {extra_snakemake_args}",
     }
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
@@ -116,7 +116,7 @@ def test_campaign_sh_runs_every_family_in_plan_order_by_its_done_file(tmp_path, 
 
 
 def test_a_failed_family_prints_its_engines_reason(tmp_path):
-    """A family whose Snakemake run fails prints the last errors of its engine logs into campaign.sh's own output,
+    """A family whose Snakemake run fails prints its engine logs' exceptions, root cause first, into campaign.sh's output,
     which the device's background log carries back on every poll. The log is a copy of the 2026-12-02c gemma-4
     failure; Snakemake is made to fail by an option it does not know."""
     family = "vllm-gemma4_26b_a4b-closed-cg1"
@@ -124,23 +124,7 @@ def test_a_failed_family_prints_its_engines_reason(tmp_path):
     logs.mkdir(parents=True)
     evidence = ROOT / "validation/h200-2026-12/session-2026-12-02c/failed-starts/vllm-gemma4_26b_a4b-g00-opening.log"
     (logs / "g00-opening-cc7825a30509.log").write_text(evidence.read_text())
-    site_env = tmp_path / "site-env.sh"
-    site_env.write_text(f"export PATH={Path(sys.executable).parent}:$PATH\nexport PYTHONPATH={ROOT}\n")
-    env = {
-        **os.environ,
-        "SITE_ENV": str(site_env),
-        "CALIBRATE": "0",
-        "SPECJOULE_GIT_COMMIT": "test",
-        "SNAKEMAKE_ARGS": f"-n -s {ROOT / 'Snakefile'} --no-such-option",
-    }
-    r = subprocess.run(
-        ["bash", str(ROOT / "tools/device/campaign.sh"), str(SWEEP), family],
-        cwd=tmp_path / "work",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = _campaign(tmp_path, family, extra_snakemake_args="--no-such-option")
     assert r.returncode != 0
     assert f"end {family} rc={r.returncode}" in r.stdout
     assert f"campaign: {family} failed; the errors in results/logs/engines/{family}/" in r.stdout
