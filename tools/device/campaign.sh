@@ -64,10 +64,14 @@ for target in "$@"; do
     # The engine's own reason in this log, which comes back with every poll: reading it must not need the
     # machine to be held (2026-12-02c spent 175 s of device time keeping it while two failures were read).
     for log in $(ls -t "results/logs/engines/$target/"*.log 2>/dev/null | head -n 3); do
-      # Exception lines in the order raised, each once: the root cause comes first, its wrappers after.
-      echo "campaign: $target failed; the errors in $log, first raised first:"
-      grep -E "[A-Za-z_.]+(Error|Exception): " "$log" | sed -E 's/^.*\] //' | awk '!seen[$0]++' | head -n 5 \
-        | cut -c1-300 | sed 's/^/campaign:   /'
+      # The runner's own rule (ADR 0197): the root cause first, past the engine's wrappers, then the other lines.
+      echo "campaign: $target failed; the errors in $log, root cause first:"
+      PYTHONPATH="$here/../..${PYTHONPATH:+:$PYTHONPATH}" python3 -c 'import sys
+from specjoule.runner import logged_exceptions, root_cause
+found = logged_exceptions(sys.argv[1])
+cause = root_cause(found)
+for line in ([cause] if cause else []) + [e for e in found if e != cause]:
+    print("campaign:   " + line[:300])' "$log"
     done
   fi
 done
