@@ -71,7 +71,7 @@ from specjoule.runner import logged_exceptions, root_cause
 found = logged_exceptions(sys.argv[1])
 cause = root_cause(found)
 for line in ([cause] if cause else []) + [e for e in found if e != cause]:
-    print("campaign:   " + line[:300])' "$log"
+    print("campaign:   " + line[:300])' "$log" || tail -n 5 "$log" | sed 's/^/campaign:   /'
     done
   fi
 done
