@@ -49,8 +49,11 @@ lint: venv
 # short scripts, the browser) on TEST_WORKERS processes, one file per worker (--dist loadfile): a module that holds
 # the single-node cluster must stay on one worker, or the other waits on the cluster's lock until the first one's
 # session ends (xdist_group would say it per module, but pytest-xdist 3.8 cannot rename node ids under pytest 9.2).
-# Then the tests that start real engines, one at a time: two engines at once would share the CPU whose timing their
-# assertions read. `make test` fails if either phase failed, after both ran.
+# Then the tests that start real engines, on TEST_WORKERS processes too (ADR 0198): an engine start is mostly one
+# interpreter importing vLLM, and the SLURM test mostly waits on its executor's polls, so two overlap well. The
+# modules that read one session fixture (the demo run) share a worker (tests/conftest.py), and a test marked
+# `engine_alone`, whose assertions read CPU timing, runs while no other engine test does.
+# `make test` fails if either phase failed, after both ran.
 FAST := not engine and not slurm and not browser
 # TEST_WORKERS=0: one process, no xdist.
 TEST_WORKERS ?= 2
@@ -58,7 +61,7 @@ TEST_WORKERS ?= 2
 test: venv system-deps lint
 	status=0; \
 	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m "not engine" --durations=10 || status=$$?; \
-	$(PY) -m pytest -q -rs -m engine --durations=15 || status=$$?; \
+	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m engine --durations=15 || status=$$?; \
 	exit $$status
 
 # No engine, no SLURM, no browser: under 2 minutes here.

@@ -1,8 +1,15 @@
 """Shared fixtures. `demo_run` runs the real demo pipeline once per test session; `draft_group_run` starts one
-real offline engine that two modules' engine tests read (issue 22: one engine start fewer)."""
+real offline engine that two modules' engine tests read (issue 22: one engine start fewer).
+
+Phase 2 of `make test` runs the engine tests on two xdist workers (ADR 0198). Two hooks make that safe:
+`pytest_xdist_make_scheduler` keeps the modules that read one session fixture on one worker (else each worker would
+start that fixture's engines again), and `pytest_runtest_protocol` lets a test marked `engine_alone` (its
+assertions read CPU timing) run only while no other engine test runs."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
@@ -12,6 +19,66 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+# Modules that read one session-scoped fixture run on one xdist worker: the fixture is set up once per worker that
+# needs it, and demo_run is 4 engine starts. pytest-xdist's own xdist_group cannot say this under pytest 9.2 (its
+# renamed node ids are ignored, so grouped tests spread anyway); files are what the controller sees, so files are
+# grouped here. tests/test_engine_scheduling.py checks that every module using these fixtures is listed.
+SESSION_FIXTURE_GROUPS = {
+    "demo_run": ("tests/test_runner_cpu.py", "tests/test_analysis_pipeline.py", "tests/test_pipeline_e2e.py",
+                 "tests/test_acceptance_swap.py"),
+    "draft_group_run": ("tests/test_runner_cpu.py", "tests/test_acceptance_swap.py"),
+}
+
+
+def _scope_of_file(path: str) -> str:
+    """The xdist scope of a test file: the first fixture group that lists it (demo_run's group holds
+    draft_group_run's files too), else the file itself."""
+    for fixture, files in SESSION_FIXTURE_GROUPS.items():
+        if path in files:
+            return f"session-fixture:{fixture}"
+    return path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, with the files of one session fixture as one scope (see SESSION_FIXTURE_GROUPS)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SessionFixtureScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope_of_file(super()._split_scope(nodeid))
+
+    return SessionFixtureScheduling(config, log)
+
+
+@contextlib.contextmanager
+def _engine_slot(config, alone: bool):
+    """A readers-writer lock over the xdist workers of one run: an engine test holds it shared, an `engine_alone`
+    test exclusively. The gate is taken first and held while waiting, so a waiting `engine_alone` test stops the
+    other worker from starting new engine tests (else it could wait for that worker's whole queue)."""
+    base = Path(os.environ.get("TMPDIR", "/tmp")) / f"specjoule-engine-slot-{config.workerinput['testrunuid']}"
+    with open(f"{base}.gate", "a") as gate, open(f"{base}.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Setup (module and session fixtures included), call and teardown of an engine test under the engine slot,
+    on xdist workers only (one process runs one test at a time anyway)."""
+    if not hasattr(item.config, "workerinput") or item.get_closest_marker("engine") is None:
+        return (yield)
+    with _engine_slot(item.config, alone=item.get_closest_marker("engine_alone") is not None):
+        return (yield)
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 import openloop_agreement as agreement  # noqa: E402
 
-pytestmark = pytest.mark.engine
+# The loops' assertions read send lag, in-flight counts and window edges on this CPU: no other engine test runs
+# beside them (conftest, ADR 0198).
+pytestmark = [pytest.mark.engine, pytest.mark.engine_alone]
 
 N = 3
 OUT = 128

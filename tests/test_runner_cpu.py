@@ -121,6 +121,7 @@ def test_speculation_counters_agree(closed_cells):
     assert decoded / draft["drafts"] <= draft["realized_L"] <= (decoded + lost_at_most) / draft["drafts"]
 
 
+@pytest.mark.engine_alone  # open_cell: its window's end is timed (ADR 0198)
 def test_energy_is_null_not_zero_without_meter(closed_cells, open_cell):
     for res in [*closed_cells.values(), open_cell]:
         r = res["row"]
@@ -161,6 +162,7 @@ def test_progress_is_logged_with_timestamps(closed_cells):
         assert re.search(stamp + r"specjoule\.\w+: (?:cell \S+: )?" + re.escape(event), log), event
 
 
+@pytest.mark.engine_alone  # open_cell: its window's end is timed (ADR 0198)
 def test_no_engine_process_survives(closed_cells, open_cell):
     pgids = [pg for res in [*closed_cells.values(), open_cell] for pg in _engine_pgids(res["log"])]
     assert len(pgids) == 4
@@ -181,6 +183,7 @@ def test_offline_workers_end_by_themselves_after_stop(closed_cells):
             assert proc.group_members(pg) == [], (name, pg)
 
 
+@pytest.mark.engine_alone  # open_cell: its window's end is timed (ADR 0198)
 def test_open_loop_through_server(open_cell):
     r, cell = open_cell["row"], open_cell["cell"]
     wl = cell.spec["workload"]
@@ -208,6 +211,7 @@ def test_open_loop_through_server(open_cell):
         assert event in log
 
 
+@pytest.mark.engine_alone  # open_cell: its window's end is timed (ADR 0198)
 def test_engine_config_recorded_from_the_real_engine(closed_cells, open_cell):
     """ADR 0029: the record carries what the built engine resolved, read from its config objects."""
     import json

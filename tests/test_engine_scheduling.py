@@ -1,0 +1,90 @@
+"""How phase 2 of `make test` shares two CPUs between engine tests (ADR 0198): the modules of one session fixture
+stay on one xdist worker, and an `engine_alone` test runs while no other engine test does."""
+
+from __future__ import annotations
+
+import ast
+import threading
+import time
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import conftest
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _modules_using(fixture: str) -> set[str]:
+    """Test modules with a function that takes ``fixture`` as an argument, read from their source."""
+    found = set()
+    for path in sorted((REPO / "tests").glob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and fixture in {a.arg for a in node.args.args}:
+                found.add(path.relative_to(REPO).as_posix())
+                break
+    return found
+
+
+@pytest.mark.parametrize("fixture", sorted(conftest.SESSION_FIXTURE_GROUPS))
+def test_every_module_of_a_session_fixture_runs_on_one_worker(fixture):
+    users = _modules_using(fixture)
+    assert users, f"no module uses {fixture}: drop it from SESSION_FIXTURE_GROUPS"
+    assert users <= set(conftest.SESSION_FIXTURE_GROUPS[fixture]), users - set(conftest.SESSION_FIXTURE_GROUPS[fixture])
+    assert len({conftest._scope_of_file(f) for f in users}) == 1
+
+
+def test_modules_of_no_session_fixture_are_scheduled_as_files():
+    assert conftest._scope_of_file("tests/test_loop_cpu.py") == "tests/test_loop_cpu.py"
+    # A module of two session fixtures (demo_run and draft_group_run) is one scope with both fixtures' others.
+    scopes = {conftest._scope_of_file(f) for files in conftest.SESSION_FIXTURE_GROUPS.values() for f in files}
+    assert len(scopes) == 1
+
+
+def test_the_scheduler_is_only_replaced_for_loadfile():
+    for dist in ("load", "loadgroup", "no", "each"):
+        assert conftest.pytest_xdist_make_scheduler(SimpleNamespace(getvalue=lambda _k, d=dist: d), None) is None
+
+
+def _enter(config, alone: bool, events: list, name: str, release: threading.Event) -> None:
+    with conftest._engine_slot(config, alone=alone):
+        events.append(f"{name} in")
+        release.wait(10)
+        events.append(f"{name} out")  # still holding the slot: the next holder's "in" comes after
+
+
+def _started(target, *args) -> threading.Thread:
+    t = threading.Thread(target=target, args=args, daemon=True)
+    t.start()
+    return t
+
+
+def test_an_alone_test_waits_for_running_engine_tests_and_new_ones_wait_for_it(tmp_path, monkeypatch):
+    """Real flock locks between threads (each opens the files anew, so each holds its own lock): a shared holder
+    keeps an exclusive one out; while the exclusive one waits, a later shared request waits behind it."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    config = SimpleNamespace(workerinput={"testrunuid": uuid.uuid4().hex})
+    events: list[str] = []
+    go_a, go_alone, go_b = threading.Event(), threading.Event(), threading.Event()
+    a = _started(_enter, config, False, events, "a", go_a)
+    time.sleep(0.3)
+    alone = _started(_enter, config, True, events, "alone", go_alone)
+    time.sleep(0.3)
+    b = _started(_enter, config, False, events, "b", go_b)
+    time.sleep(0.5)
+    assert events == ["a in"]  # the alone test waits for a; b waits behind the alone test, not beside a
+    go_a.set()
+    a.join(5)
+    deadline = time.monotonic() + 5
+    while "alone in" not in events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert events == ["a in", "a out", "alone in"]
+    go_alone.set()
+    go_b.set()
+    alone.join(5)
+    b.join(5)
+    assert events.index("alone out") < events.index("b in")
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".gate", ".lock"]
