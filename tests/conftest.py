@@ -40,8 +40,26 @@ def _scope_of_file(path: str) -> str:
     return path
 
 
+# The longest scopes of the engine phase, handed out first (longest first keeps the last worker from starting a long
+# scope while the other sits idle): wall seconds of each on two workers here (ADR 0199; the SLURM test's nominal 7
+# minutes, most of them its executor's status polls). Scopes not listed follow in xdist's own order.
+LONGEST_SCOPES_S = {
+    "tests/test_slurm_e2e.py": 420,
+    "session-fixture:demo_run": 450,
+    "tests/test_real_acceptance_e2e.py": 255,
+    "tests/test_faults.py": 170,
+}
+
+
+def _next_scope(scopes) -> str:
+    """The scope to hand out next: the longest listed one left, else the first in order."""
+    listed = [s for s in scopes if s in LONGEST_SCOPES_S]
+    return max(listed, key=LONGEST_SCOPES_S.__getitem__) if listed else next(iter(scopes))
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadfile, with the files of one session fixture as one scope (see SESSION_FIXTURE_GROUPS)."""
+    """--dist loadfile, with the files of one session fixture as one scope (see SESSION_FIXTURE_GROUPS), the
+    longest scopes first (LONGEST_SCOPES_S)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -49,6 +67,10 @@ def pytest_xdist_make_scheduler(config, log):
     class SessionFixtureScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return _scope_of_file(super()._split_scope(nodeid))
+
+        def _assign_work_unit(self, node) -> None:
+            self.workqueue.move_to_end(_next_scope(self.workqueue), last=False)
+            super()._assign_work_unit(node)
 
     return SessionFixtureScheduling(config, log)
 

@@ -43,6 +43,20 @@ def test_modules_of_no_session_fixture_are_scheduled_as_files():
     assert len(scopes) == 1
 
 
+def test_the_longest_scopes_are_handed_out_first_then_xdist_order():
+    queue = ["tests/test_a.py", "tests/test_faults.py", "tests/test_b.py", "session-fixture:demo_run",
+             "tests/test_slurm_e2e.py"]
+    handed = []
+    while queue:
+        handed.append(conftest._next_scope(queue))
+        queue.remove(handed[-1])
+    assert handed == ["session-fixture:demo_run", "tests/test_slurm_e2e.py", "tests/test_faults.py",
+                      "tests/test_a.py", "tests/test_b.py"]
+    # every listed scope is one the scheduler makes
+    files = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").glob("test_*.py")}
+    assert set(conftest.LONGEST_SCOPES_S) <= {conftest._scope_of_file(f) for f in files}
+
+
 def test_the_scheduler_is_only_replaced_for_loadfile():
     for dist in ("load", "loadgroup", "no", "each"):
         assert conftest.pytest_xdist_make_scheduler(SimpleNamespace(getvalue=lambda _k, d=dist: d), None) is None
