@@ -57,7 +57,8 @@ else:
             # Used only with --software-deployment-method conda (rules/common.smk).
             ENGINE_ENV
         resources:
-            gpu=get_cell_gpus,
+            # A number where every cell holds as many GPUs, else get_cell_gpus (rules/common.smk).
+            gpu=CELL_GPUS,
             runtime=get_cell_runtime_min,
         params:
             # The cell id hashes every measured parameter; `version` forces a deliberate re-run.
