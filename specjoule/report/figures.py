@@ -11,9 +11,11 @@ prints the slice on the chart (ADR 0032).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -153,7 +155,51 @@ class Figure:
         """The Vega-Lite spec, validated against Altair's schema (raises on an invalid spec)."""
         if self.chart is None:
             raise ValueError(f"figure {self.name} was not drawn: {self.reason}")
-        return without_unused_columns(self.chart.to_dict(validate=True))
+        with frames_converted_once() as datasets:
+            spec = self.chart.to_dict(validate=True, context={"datasets": datasets})
+        return without_unused_columns(spec)
+
+
+def dataset_name(values: list) -> str:
+    """The name Altair gives an inline dataset (altair.vegalite.v6.api._dataset_name): a hash of its rows."""
+    if values == [{}]:
+        return "empty"
+    blob = json.dumps(values, sort_keys=True, default=str)
+    return "data-" + hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+@contextmanager
+def frames_converted_once() -> Iterator[dict[str, Any]]:
+    """Altair's data conversion with each DataFrame converted and named once; yields the ``datasets`` dict to
+    hand to ``to_dict`` as ``context={"datasets": …}``.
+
+    A figure gives one DataFrame to many views (a panel per slice, a layer per mark): Altair converts it to
+    rows (narwhals sanitizing, ``to_dicts``) and hashes the rows' JSON for the dataset's name at every view,
+    290 times for 123 frames on the paper-scale benchmark, a third of the figures' build-and-spec CPU (ADR
+    0202). Here a frame seen before gives its name at once; the rows go into ``datasets`` at the place
+    Altair's consolidation would put them (first use), so the spec is byte-identical
+    (tests/test_figures.py compares it with Altair's own conversion)."""
+    datasets: dict[str, Any] = {}
+    seen: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+    def convert(data: Any) -> dict[str, Any]:
+        hit = seen.get(id(data))
+        if hit is None or hit[0] is not data:  # the frame is held in ``seen``: its id is not reused meanwhile
+            converted = alt.default_data_transformer(data, max_rows=None)
+            if not (isinstance(converted, dict) and converted.keys() == {"values"}):
+                return converted  # another shape (a URL, a format): Altair consolidates it as before
+            values = converted["values"]
+            hit = seen[id(data)] = (data, {"name": dataset_name(values), "values": values})
+        named = hit[1]
+        datasets[named["name"]] = named["values"]
+        return {"name": named["name"]}
+
+    alt.data_transformers.register(_CONVERT_ONCE, convert)
+    with alt.data_transformers.enable(_CONVERT_ONCE):
+        yield datasets
+
+
+_CONVERT_ONCE = "specjoule_convert_once"
 
 
 def _string_values(node: Any, out: list[str]) -> None:
@@ -514,9 +560,10 @@ class ComposedChart:
     shared_y: bool = True
     shared_x: bool = True
 
-    def to_dict(self, validate: bool = True) -> dict[str, Any]:
-        """The Vega-Lite spec; ``validate`` checks it against the schema as Altair does (datasets aside)."""
-        context: dict[str, Any] = {"datasets": {}, "top_level": False}
+    def to_dict(self, validate: bool = True, context: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The Vega-Lite spec; ``validate`` checks it against the schema as Altair does (datasets aside).
+        ``context``: as Altair's, only its ``datasets`` dict is read (the one the spec's datasets are collected in)."""
+        context = {"datasets": (context or {}).get("datasets", {}), "top_level": False}
         panels = [p.to_dict(validate=False, context=context) for p in self.panels]
         if len(panels) == 1:
             body = panels[0]
