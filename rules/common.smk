@@ -100,13 +100,6 @@ def get_cell_gpus(wildcards):
     return get_cell(wildcards).n_gpus
 
 
-# The one-cell rule's GPU count: a number where every cell of the grid holds as many GPUs (a paper grid of one
-# tensor-parallel size), the function otherwise. Each job is given the same number either way; a constant spares
-# Snakemake a function call per job while planning (ADR 0203).
-_GPU_COUNTS = {c.n_gpus for c in CELLS}
-CELL_GPUS = _GPU_COUNTS.pop() if len(_GPU_COUNTS) == 1 else get_cell_gpus
-
-
 def get_engine_env(wildcards):
     return f"../envs/{get_cell(wildcards).engine}.yaml"
 

@@ -57,8 +57,7 @@ else:
             # Used only with --software-deployment-method conda (rules/common.smk).
             ENGINE_ENV
         resources:
-            # A number where every cell holds as many GPUs, else get_cell_gpus (rules/common.smk).
-            gpu=CELL_GPUS,
+            gpu=get_cell_gpus,
             runtime=get_cell_runtime_min,
         params:
             # The cell id hashes every measured parameter; `version` forces a deliberate re-run.
