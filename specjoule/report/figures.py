@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -2281,6 +2282,50 @@ def static_view(spec: dict) -> dict:
 
 
 JS_BUNDLE_FILE = "vega-bundle.js"
+# Where rule `figures` keeps the bundle between runs (ADR 0204): beside the pipeline's other state, outside
+# results/figures, which Snakemake empties before the rule runs.
+BUNDLE_CACHE_DIR = "results/.specjoule/vega-bundle"
+
+# The three tags by which vl-convert's page without a bundle loads Vega, Vega-Lite and vega-embed from the CDN;
+# with a bundle the page is the same but for one inline script in their place.
+_CDN_SCRIPTS = re.compile(
+    r'    <script src="https://cdn\.jsdelivr\.net/npm/vega@[^"\n]*"></script>\n'
+    r'    <script src="https://cdn\.jsdelivr\.net/npm/vega-lite@[^"\n]*"></script>\n'
+    r'    <script src="https://cdn\.jsdelivr\.net/npm/vega-embed@[^"\n]*"></script>\n'
+)
+
+
+def javascript_bundle(cache_dir: str | Path | None = None) -> str:
+    """vl-convert's offline bundle of Vega, Vega-Lite and vega-embed for VEGALITE_VERSION: compiling it is ~1.2 s
+    of CPU per process (ADR 0204). ``cache_dir``: kept there, one file per vl-convert and Vega-Lite version, so
+    a later run with the same vl-convert reads it instead; another version's file is never read."""
+    import vl_convert as vlc
+
+    if cache_dir is None:
+        return vlc.javascript_bundle(vl_version=VEGALITE_VERSION)
+    path = Path(cache_dir) / f"vega-bundle-vlc{vlc.__version__}-vl{VEGALITE_VERSION}.js"
+    if path.is_file():
+        cached = path.read_text()
+        if cached:
+            return cached
+    bundle = vlc.javascript_bundle(vl_version=VEGALITE_VERSION)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(bundle)
+    os.replace(tmp, path)  # whole or absent: a run stopped midway leaves no half bundle to read
+    return bundle
+
+
+def offline_html(spec: dict, bundle: str) -> str:
+    """``vl_convert.vegalite_to_html(spec, bundle=True)`` with the bundle given: vl-convert's page without a
+    bundle, its three CDN tags replaced by the bundle inline as vl-convert inlines it (tests compare the bytes).
+    A page of another layout is left to vl-convert to inline."""
+    import vl_convert as vlc
+
+    parts = _CDN_SCRIPTS.split(vlc.vegalite_to_html(spec, vl_version=VEGALITE_VERSION, bundle=False))
+    if len(parts) != 2:
+        return vlc.vegalite_to_html(spec, vl_version=VEGALITE_VERSION, bundle=True)
+    return parts[0] + '    <script type="text/javascript">' + bundle + "</script>\n" + parts[1]
 
 
 def export(
@@ -2290,10 +2335,11 @@ def export(
     png: Sequence[str] = (),
     html: bool = True,
     log: Callable[[str], None] = lambda _: None,
+    bundle_cache: str | Path | None = None,
 ) -> dict:
     """Write ``<name>.vl.json`` (spec), ``.svg`` for every figure, ``.html`` (self-contained,
     interactive) for drawn ones, ``.png`` for the names in ``png``, the HTMLs' JavaScript bundle for the
-    report (``JS_BUNDLE_FILE``); and ``figures.json``."""
+    report (``JS_BUNDLE_FILE``); and ``figures.json``. ``bundle_cache``: see javascript_bundle."""
     import time
 
     import vl_convert as vlc
@@ -2301,6 +2347,7 @@ def export(
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"vega_lite_version": VEGALITE_VERSION, "figures": []}
+    bundle: str | None = None  # compiled (or read) once, at the first HTML
     for fig in figures:
         entry: dict[str, Any] = {
             "name": fig.name,
@@ -2322,9 +2369,9 @@ def export(
             entry["files"].append(f"{fig.name}.svg")
             if html:
                 t0 = time.perf_counter()
-                (outdir / f"{fig.name}.html").write_text(
-                    vlc.vegalite_to_html(spec, vl_version=VEGALITE_VERSION, bundle=True)
-                )
+                if bundle is None:
+                    bundle = javascript_bundle(bundle_cache)
+                (outdir / f"{fig.name}.html").write_text(offline_html(spec, bundle))
                 entry["export_s"]["html"] = round(time.perf_counter() - t0, 3)
                 entry["files"].append(f"{fig.name}.html")
             if fig.name in png:
@@ -2340,10 +2387,10 @@ def export(
             entry["files"].append(f"{fig.name}.svg")
             log(f"{fig.name}: not drawn — {fig.reason}")
         manifest["figures"].append(entry)
-    if html and any(f.drawn for f in figures):
-        # The Vega/Vega-Lite/vega-embed bundle the HTMLs inline, compiled once in this process already: written
-        # beside them so the report, another process, inlines it without compiling it again (2-3 s of CPU).
-        (outdir / JS_BUNDLE_FILE).write_text(vlc.javascript_bundle(vl_version=VEGALITE_VERSION))
+    if bundle is not None:
+        # The Vega/Vega-Lite/vega-embed bundle the HTMLs inline: written beside them so the report, another
+        # process, inlines it without compiling it again (2-3 s of CPU).
+        (outdir / JS_BUNDLE_FILE).write_text(bundle)
         manifest["javascript_bundle"] = {"file": JS_BUNDLE_FILE, "vl_convert_version": vlc.__version__}
     (outdir / "figures.json").write_text(json.dumps(manifest, indent=1))
     return manifest
