@@ -77,4 +77,17 @@ def test_a_spec_after_the_data_changed_carries_the_new_data():
     # Altair's transformer is active again once a spec is made: a plain to_dict inlines the rows itself.
     plain = alt.Chart(second).mark_point().encode(x="x:Q").to_dict()
     assert list(plain["datasets"].values()) == [second.to_dicts()]
-    assert alt.data_transformers.active != F._CONVERT_ONCE
+    assert not alt.data_transformers.active.startswith(F._CONVERT_ONCE)
+    assert not [n for n in alt.data_transformers.names() if n.startswith(F._CONVERT_ONCE)]
+
+
+def test_a_spec_made_while_another_is_made_keeps_each_its_own_rows():
+    outer_df = pl.DataFrame({"x": [1.0, 2.0], "y": [2.0, 4.0]})
+    inner_df = pl.DataFrame({"x": [9.0], "y": [8.0]})
+    with F.frames_converted_once() as outer:
+        first = alt.Chart(outer_df).mark_point().encode(x="x:Q").to_dict(context={"datasets": outer})
+        with F.frames_converted_once() as inner:
+            alt.Chart(inner_df).mark_point().encode(x="x:Q").to_dict(context={"datasets": inner})
+        second = alt.Chart(outer_df).mark_line().encode(x="x:Q").to_dict(context={"datasets": outer})
+    assert list(outer.values()) == [outer_df.to_dicts()] and list(inner.values()) == [inner_df.to_dicts()]
+    assert first["data"] == second["data"] == {"name": F.dataset_name(outer_df.to_dicts())}

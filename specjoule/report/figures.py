@@ -195,9 +195,14 @@ def frames_converted_once() -> Iterator[dict[str, Any]]:
         datasets[named["name"]] = named["values"]
         return {"name": named["name"]}
 
-    alt.data_transformers.register(_CONVERT_ONCE, convert)
-    with alt.data_transformers.enable(_CONVERT_ONCE):
-        yield datasets
+    # A name of its own per spec (a spec made inside another keeps each its own rows), unregistered after.
+    name = f"{_CONVERT_ONCE}-{id(datasets)}"
+    alt.data_transformers.register(name, convert)
+    try:
+        with alt.data_transformers.enable(name):
+            yield datasets
+    finally:
+        alt.data_transformers.register(name, None)
 
 
 _CONVERT_ONCE = "specjoule_convert_once"
