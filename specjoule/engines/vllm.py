@@ -196,6 +196,8 @@ def config_from_vllm_config(vc: Any) -> dict[str, Any]:
     _read(out, "enforce_eager", model, "enforce_eager")
     _read(out, "dtype", model, "dtype")
     _read(out, "max_model_len", model, "max_model_len")
+    # Only a multimodal model has a multimodal_config: a text model's record keeps its keys as they were.
+    _read(out, "language_model_only", getattr(model, "multimodal_config", None), "language_model_only")
     cache = getattr(vc, "cache_config", None)
     _read(out, "prefix_caching", cache, "enable_prefix_caching")
     _read(out, "kv_cache_dtype", cache, "cache_dtype")
@@ -376,6 +378,7 @@ def config_from_kwargs(kw: dict) -> dict[str, Any]:
         ("max_model_len", "max_model_len"),
         ("tensor_parallel_size", "tensor_parallel_size"),
         ("gpu_memory_utilization", "gpu_memory_utilization"),
+        ("language_model_only", "language_model_only"),
     ):
         if kw.get(theirs) is not None:
             out[ours] = _json_value(kw[theirs])
@@ -491,6 +494,17 @@ def check_scheme(spec: CellSpec | typing.Mapping[str, Any], cfg: dict) -> None:
             )
 
 
+# Sub-configs that make a checkpoint a multimodal wrapper around its language model (transformers' naming).
+MULTIMODAL_SUBCONFIGS = ("vision_config", "audio_config", "video_config")
+
+
+def is_multimodal_wrapper(model: str) -> bool:
+    """Whether a local target's config wraps its language model with another modality's tower (e.g.
+    ``Qwen3_5MoeForConditionalGeneration`` with a ``vision_config``). A hub id's config is not here: False."""
+    cfg = schemes.read_model_config(model)
+    return bool(cfg) and any(isinstance(cfg.get(key), dict) for key in MULTIMODAL_SUBCONFIGS)
+
+
 def engine_kwargs(spec: CellSpec | typing.Mapping[str, Any]) -> dict[str, Any]:
     """``LLM(**kwargs)`` / ``vllm serve`` arguments for a cell (ADR 0010)."""
     spec = CellSpec.of(spec)
@@ -511,6 +525,9 @@ def engine_kwargs(spec: CellSpec | typing.Mapping[str, Any]) -> dict[str, Any]:
     }
     if target.tokenizer:
         kw["tokenizer"] = _model_path(target.tokenizer)
+    if is_multimodal_wrapper(target.model):
+        # specjoule measures text decoding: no vision tower, no image processor to load (ADR 0210).
+        kw["language_model_only"] = True
     if engine.max_model_len:
         kw["max_model_len"] = int(engine.max_model_len)
     # Graphs off: on cuda keep torch.compile and drop only the graphs, so the axis changes one
