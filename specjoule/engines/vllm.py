@@ -56,6 +56,7 @@ from specjoule.engines.worker import (
     report_start_failure,
     serve,
 )
+from specjoule.models import is_multimodal_wrapper  # shared with the SGLang adapter (ADR 0211)
 
 log = logging.getLogger("specjoule.engine")
 
@@ -492,17 +493,6 @@ def check_scheme(spec: CellSpec | typing.Mapping[str, Any], cfg: dict) -> None:
                 f"scheme {name!r}: vLLM: DSpark requires num_speculative_tokens >= "
                 f"dspark_block_size ({block}); got {k}. Smaller values produce incorrect output."
             )
-
-
-# Sub-configs that make a checkpoint a multimodal wrapper around its language model (transformers' naming).
-MULTIMODAL_SUBCONFIGS = ("vision_config", "audio_config", "video_config")
-
-
-def is_multimodal_wrapper(model: str) -> bool:
-    """Whether a local target's config wraps its language model with another modality's tower (e.g.
-    ``Qwen3_5MoeForConditionalGeneration`` with a ``vision_config``). A hub id's config is not here: False."""
-    cfg = schemes.read_model_config(model)
-    return bool(cfg) and any(isinstance(cfg.get(key), dict) for key in MULTIMODAL_SUBCONFIGS)
 
 
 def engine_kwargs(spec: CellSpec | typing.Mapping[str, Any]) -> dict[str, Any]:
