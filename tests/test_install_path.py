@@ -32,10 +32,11 @@ def _make_variable(name: str) -> str:
 
 
 def _installed_extras() -> list[str]:
-    """The extras the venv recipe installs, read from its `-e '.[a,b,...]'`."""
-    m = re.search(r"-e '\.\[([a-z,]+)\]'", MAKEFILE)
-    assert m, "the venv recipe installs no `-e '.[extras]'`"
-    return m.group(1).split(",")
+    """The extras `make venv` installs: the Makefile's ALL_EXTRAS, which spells out DEMO_EXTRAS first."""
+    demo = _make_variable("DEMO_EXTRAS").split(",")
+    every = _make_variable("ALL_EXTRAS").replace("$(DEMO_EXTRAS)", ",".join(demo)).split(",")
+    assert every[: len(demo)] == demo
+    return every
 
 
 def _project_requirements() -> list[Requirement]:
