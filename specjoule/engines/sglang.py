@@ -41,6 +41,10 @@ transformers 5.12.1 and its own package set, kept in a site dir apart from vLLM'
 root is prepended to the inherited PYTHONPATH. ``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1`` and
 ``SGLANG_USE_SGL_FA3_KERNEL=1`` are set only when not already set.
 
+A multimodal-wrapper target (a ``vision_config`` beside its text config, e.g. Qwen3.6-35B-A3B) gets
+``enable_multimodal=False``: 0.5.17's tokenizer manager loads the HF processor even with ``skip_tokenizer_init``, and a
+shape-only dir has none (ADR 0211). ``launch_server`` cannot say False, so such a server cell is refused.
+
 Detected, not assumed (``probe``, run in the engine's interpreter): SGLang/torch/CUDA versions, the
 ``ServerArgs`` dataclass fields and CLI option strings (the CUDA-graph flags changed between 0.5.12
 and 0.5.23: 0.5.17 has ``cuda_graph_max_bs_decode`` and a Python-only ``disable_cuda_graph``), the
@@ -80,6 +84,7 @@ from specjoule.engines.base import (
 from specjoule.engines.server import TEARDOWN_GRACE_S, ServerProcessEngine, StreamTally
 from specjoule.engines.vllm import _model_path
 from specjoule.engines.worker import WorkerProcessEngine, accept_init, report_start_failure, serve
+from specjoule.models import is_multimodal_wrapper
 
 log = logging.getLogger("specjoule.engine")
 
@@ -197,6 +202,11 @@ def engine_kwargs(spec: CellSpec | Mapping[str, Any]) -> dict[str, Any]:
     }
     if target.tokenizer:
         kw["tokenizer_path"] = _model_path(target.tokenizer)
+    if is_multimodal_wrapper(target.model):
+        # SGLang builds an HF processor for a multimodal model even with skip_tokenizer_init, and a shape-only dir
+        # has none to load; text decoding needs none (ADR 0211). The vision tower is still built: 0.5.17 has no
+        # switch that skips it for this architecture.
+        kw["enable_multimodal"] = False
     if engine.max_model_len:
         kw["context_length"] = int(engine.max_model_len)
     if engine.cuda_graphs:
@@ -251,6 +261,13 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
+# ServerArgs fields whose default is None (SGLang decides from the model) but whose CLI flag is a bare store_true:
+# False cannot be said on the command line, and leaving the flag out means None, not False (0.5.17:
+# server_args.py:584 enable_multimodal; arg_groups/arg_utils.py:313, Optional[bool] -> store_true; a --config YAML
+# drops a False store_true too, server_args_config_parser.py:173). ADR 0211.
+NONE_DEFAULT_FLAGS = ("enable_multimodal",)
+
+
 def server_command(
     spec: CellSpec | Mapping[str, Any],
     host: str,
@@ -286,6 +303,12 @@ def server_command(
                 cmd.append(flag)
             elif opts is not None and "--no-" + flag[2:] in opts:
                 cmd.append("--no-" + flag[2:])
+            elif key in NONE_DEFAULT_FLAGS:
+                raise EngineUnsupported(
+                    f"sglang.launch_server cannot set {key} = False: {flag} is a store_true flag over a None "
+                    f"default, and None lets SGLang decide from the model (a multimodal-wrapper target then loads an "
+                    f"HF processor its shape-only dir lacks); the offline engine takes it (ADR 0211)"
+                )
             # else: False is the store_true default
         elif isinstance(value, dict):
             cmd += [flag, json.dumps(value)]
@@ -508,6 +531,10 @@ def config_from_server_info(info: dict, env: dict[str, str] | None = None) -> di
         # SGLang's overlap scheduler (CPU scheduling of step n+1 while the GPU runs step n) is the
         # counterpart of vLLM's async scheduling; one column for both engines.
         out["async_scheduling"] = not bool(out["disable_overlap_schedule"])
+    if info.get("enable_multimodal") is not None:
+        # Set only for a multimodal-wrapper target run text-only (ADR 0211); None (SGLang decides from the model)
+        # leaves every other record's engine_config as it was.
+        out["enable_multimodal"] = bool(info["enable_multimodal"])
     out["speculative"] = bool(info.get("speculative_algorithm"))
     for name in ENGINE_ENV_VARS:
         if env.get(name) is not None:

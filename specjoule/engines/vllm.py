@@ -56,6 +56,7 @@ from specjoule.engines.worker import (
     report_start_failure,
     serve,
 )
+from specjoule.models import is_multimodal_wrapper  # shared with the SGLang adapter (ADR 0211)
 
 log = logging.getLogger("specjoule.engine")
 
@@ -196,6 +197,8 @@ def config_from_vllm_config(vc: Any) -> dict[str, Any]:
     _read(out, "enforce_eager", model, "enforce_eager")
     _read(out, "dtype", model, "dtype")
     _read(out, "max_model_len", model, "max_model_len")
+    # Only a multimodal model has a multimodal_config: a text model's record keeps its keys as they were.
+    _read(out, "language_model_only", getattr(model, "multimodal_config", None), "language_model_only")
     cache = getattr(vc, "cache_config", None)
     _read(out, "prefix_caching", cache, "enable_prefix_caching")
     _read(out, "kv_cache_dtype", cache, "cache_dtype")
@@ -376,6 +379,7 @@ def config_from_kwargs(kw: dict) -> dict[str, Any]:
         ("max_model_len", "max_model_len"),
         ("tensor_parallel_size", "tensor_parallel_size"),
         ("gpu_memory_utilization", "gpu_memory_utilization"),
+        ("language_model_only", "language_model_only"),
     ):
         if kw.get(theirs) is not None:
             out[ours] = _json_value(kw[theirs])
@@ -511,6 +515,9 @@ def engine_kwargs(spec: CellSpec | typing.Mapping[str, Any]) -> dict[str, Any]:
     }
     if target.tokenizer:
         kw["tokenizer"] = _model_path(target.tokenizer)
+    if is_multimodal_wrapper(target.model):
+        # specjoule measures text decoding: no vision tower, no image processor to load (ADR 0210).
+        kw["language_model_only"] = True
     if engine.max_model_len:
         kw["max_model_len"] = int(engine.max_model_len)
     # Graphs off: on cuda keep torch.compile and drop only the graphs, so the axis changes one

@@ -11,9 +11,12 @@ prints the slice on the chart (ADR 0032).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -153,7 +156,56 @@ class Figure:
         """The Vega-Lite spec, validated against Altair's schema (raises on an invalid spec)."""
         if self.chart is None:
             raise ValueError(f"figure {self.name} was not drawn: {self.reason}")
-        return without_unused_columns(self.chart.to_dict(validate=True))
+        with frames_converted_once() as datasets:
+            spec = self.chart.to_dict(validate=True, context={"datasets": datasets})
+        return without_unused_columns(spec)
+
+
+def dataset_name(values: list) -> str:
+    """The name Altair gives an inline dataset (altair.vegalite.v6.api._dataset_name): a hash of its rows."""
+    if values == [{}]:
+        return "empty"
+    blob = json.dumps(values, sort_keys=True, default=str)
+    return "data-" + hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+@contextmanager
+def frames_converted_once() -> Iterator[dict[str, Any]]:
+    """Altair's data conversion with each DataFrame converted and named once; yields the ``datasets`` dict to
+    hand to ``to_dict`` as ``context={"datasets": …}``.
+
+    A figure gives one DataFrame to many views (a panel per slice, a layer per mark): Altair converts it to
+    rows (narwhals sanitizing, ``to_dicts``) and hashes the rows' JSON for the dataset's name at every view,
+    290 times for 123 frames on the paper-scale benchmark, a third of the figures' build-and-spec CPU (ADR
+    0202). Here a frame seen before gives its name at once; the rows go into ``datasets`` at the place
+    Altair's consolidation would put them (first use), so the spec is byte-identical
+    (tests/test_figures.py compares it with Altair's own conversion)."""
+    datasets: dict[str, Any] = {}
+    seen: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+    def convert(data: Any) -> dict[str, Any]:
+        hit = seen.get(id(data))
+        if hit is None or hit[0] is not data:  # the frame is held in ``seen``: its id is not reused meanwhile
+            converted = alt.default_data_transformer(data, max_rows=None)
+            if not (isinstance(converted, dict) and converted.keys() == {"values"}):
+                return converted  # another shape (a URL, a format): Altair consolidates it as before
+            values = converted["values"]
+            hit = seen[id(data)] = (data, {"name": dataset_name(values), "values": values})
+        named = hit[1]
+        datasets[named["name"]] = named["values"]
+        return {"name": named["name"]}
+
+    # A name of its own per spec (a spec made inside another keeps each its own rows), unregistered after.
+    name = f"{_CONVERT_ONCE}-{id(datasets)}"
+    alt.data_transformers.register(name, convert)
+    try:
+        with alt.data_transformers.enable(name):
+            yield datasets
+    finally:
+        alt.data_transformers.register(name, None)
+
+
+_CONVERT_ONCE = "specjoule_convert_once"
 
 
 def _string_values(node: Any, out: list[str]) -> None:
@@ -514,9 +566,10 @@ class ComposedChart:
     shared_y: bool = True
     shared_x: bool = True
 
-    def to_dict(self, validate: bool = True) -> dict[str, Any]:
-        """The Vega-Lite spec; ``validate`` checks it against the schema as Altair does (datasets aside)."""
-        context: dict[str, Any] = {"datasets": {}, "top_level": False}
+    def to_dict(self, validate: bool = True, context: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The Vega-Lite spec; ``validate`` checks it against the schema as Altair does (datasets aside).
+        ``context``: as Altair's, only its ``datasets`` dict is read (the one the spec's datasets are collected in)."""
+        context = {"datasets": (context or {}).get("datasets", {}), "top_level": False}
         panels = [p.to_dict(validate=False, context=context) for p in self.panels]
         if len(panels) == 1:
             body = panels[0]
@@ -2234,6 +2287,50 @@ def static_view(spec: dict) -> dict:
 
 
 JS_BUNDLE_FILE = "vega-bundle.js"
+# Where rule `figures` keeps the bundle between runs (ADR 0204): beside the pipeline's other state, outside
+# results/figures, which Snakemake empties before the rule runs.
+BUNDLE_CACHE_DIR = "results/.specjoule/vega-bundle"
+
+# The three tags by which vl-convert's page without a bundle loads Vega, Vega-Lite and vega-embed from the CDN;
+# with a bundle the page is the same but for one inline script in their place.
+_CDN_SCRIPTS = re.compile(
+    r'    <script src="https://cdn\.jsdelivr\.net/npm/vega@[^"\n]*"></script>\n'
+    r'    <script src="https://cdn\.jsdelivr\.net/npm/vega-lite@[^"\n]*"></script>\n'
+    r'    <script src="https://cdn\.jsdelivr\.net/npm/vega-embed@[^"\n]*"></script>\n'
+)
+
+
+def javascript_bundle(cache_dir: str | Path | None = None) -> str:
+    """vl-convert's offline bundle of Vega, Vega-Lite and vega-embed for VEGALITE_VERSION: compiling it is ~1.2 s
+    of CPU per process (ADR 0204). ``cache_dir``: kept there, one file per vl-convert and Vega-Lite version, so
+    a later run with the same vl-convert reads it instead; another version's file is never read."""
+    import vl_convert as vlc
+
+    if cache_dir is None:
+        return vlc.javascript_bundle(vl_version=VEGALITE_VERSION)
+    path = Path(cache_dir) / f"vega-bundle-vlc{vlc.__version__}-vl{VEGALITE_VERSION}.js"
+    if path.is_file():
+        cached = path.read_text()
+        if cached:
+            return cached
+    bundle = vlc.javascript_bundle(vl_version=VEGALITE_VERSION)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(bundle)
+    os.replace(tmp, path)  # whole or absent: a run stopped midway leaves no half bundle to read
+    return bundle
+
+
+def offline_html(spec: dict, bundle: str) -> str:
+    """``vl_convert.vegalite_to_html(spec, bundle=True)`` with the bundle given: vl-convert's page without a
+    bundle, its three CDN tags replaced by the bundle inline as vl-convert inlines it (tests compare the bytes).
+    A page of another layout is left to vl-convert to inline."""
+    import vl_convert as vlc
+
+    parts = _CDN_SCRIPTS.split(vlc.vegalite_to_html(spec, vl_version=VEGALITE_VERSION, bundle=False))
+    if len(parts) != 2:
+        return vlc.vegalite_to_html(spec, vl_version=VEGALITE_VERSION, bundle=True)
+    return parts[0] + '    <script type="text/javascript">' + bundle + "</script>\n" + parts[1]
 
 
 def export(
@@ -2243,10 +2340,11 @@ def export(
     png: Sequence[str] = (),
     html: bool = True,
     log: Callable[[str], None] = lambda _: None,
+    bundle_cache: str | Path | None = None,
 ) -> dict:
     """Write ``<name>.vl.json`` (spec), ``.svg`` for every figure, ``.html`` (self-contained,
     interactive) for drawn ones, ``.png`` for the names in ``png``, the HTMLs' JavaScript bundle for the
-    report (``JS_BUNDLE_FILE``); and ``figures.json``."""
+    report (``JS_BUNDLE_FILE``); and ``figures.json``. ``bundle_cache``: see javascript_bundle."""
     import time
 
     import vl_convert as vlc
@@ -2254,6 +2352,7 @@ def export(
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"vega_lite_version": VEGALITE_VERSION, "figures": []}
+    bundle: str | None = None  # compiled (or read) once, at the first HTML
     for fig in figures:
         entry: dict[str, Any] = {
             "name": fig.name,
@@ -2275,9 +2374,9 @@ def export(
             entry["files"].append(f"{fig.name}.svg")
             if html:
                 t0 = time.perf_counter()
-                (outdir / f"{fig.name}.html").write_text(
-                    vlc.vegalite_to_html(spec, vl_version=VEGALITE_VERSION, bundle=True)
-                )
+                if bundle is None:
+                    bundle = javascript_bundle(bundle_cache)
+                (outdir / f"{fig.name}.html").write_text(offline_html(spec, bundle))
                 entry["export_s"]["html"] = round(time.perf_counter() - t0, 3)
                 entry["files"].append(f"{fig.name}.html")
             if fig.name in png:
@@ -2293,10 +2392,10 @@ def export(
             entry["files"].append(f"{fig.name}.svg")
             log(f"{fig.name}: not drawn — {fig.reason}")
         manifest["figures"].append(entry)
-    if html and any(f.drawn for f in figures):
-        # The Vega/Vega-Lite/vega-embed bundle the HTMLs inline, compiled once in this process already: written
-        # beside them so the report, another process, inlines it without compiling it again (2-3 s of CPU).
-        (outdir / JS_BUNDLE_FILE).write_text(vlc.javascript_bundle(vl_version=VEGALITE_VERSION))
+    if bundle is not None:
+        # The Vega/Vega-Lite/vega-embed bundle the HTMLs inline: written beside them so the report, another
+        # process, inlines it without compiling it again (2-3 s of CPU).
+        (outdir / JS_BUNDLE_FILE).write_text(bundle)
         manifest["javascript_bundle"] = {"file": JS_BUNDLE_FILE, "vl_convert_version": vlc.__version__}
     (outdir / "figures.json").write_text(json.dumps(manifest, indent=1))
     return manifest
