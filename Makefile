@@ -2,7 +2,6 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(VENV)/bin/pip
 SNAKEMAKE := $(VENV)/bin/snakemake
 STAMP := $(VENV)/.specjoule-installed
 CORES ?= 2

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specjoule import config
+from specjoule import config, models
 from specjoule.engines import vllm as V
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,13 +50,13 @@ def test_multimodal_wrapper_reads_the_local_config(tmp_path):
         (d / "config.json").write_text(json.dumps(cfg))
         return str(d)
 
-    assert V.is_multimodal_wrapper(model("vl", {"architectures": ["X"], "vision_config": {"depth": 2}}))
-    assert V.is_multimodal_wrapper(model("audio", {"audio_config": {"d_model": 8}}))
-    assert not V.is_multimodal_wrapper(model("text", {"architectures": ["Qwen3ForCausalLM"]}))
+    assert models.is_multimodal_wrapper(model("vl", {"architectures": ["X"], "vision_config": {"depth": 2}}))
+    assert models.is_multimodal_wrapper(model("audio", {"audio_config": {"d_model": 8}}))
+    assert not models.is_multimodal_wrapper(model("text", {"architectures": ["Qwen3ForCausalLM"]}))
     # a null sub-config is no tower
-    assert not V.is_multimodal_wrapper(model("nulled", {"vision_config": None}))
+    assert not models.is_multimodal_wrapper(model("nulled", {"vision_config": None}))
     # a hub id: its config is not here, so nothing is assumed
-    assert not V.is_multimodal_wrapper("Qwen/Qwen3.6-35B-A3B")
+    assert not models.is_multimodal_wrapper("Qwen/Qwen3.6-35B-A3B")
 
 
 def test_engine_options_cannot_be_overridden_silently():
