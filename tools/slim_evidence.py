@@ -16,6 +16,9 @@ What it does under each folder (or to each file) named, every step checked befor
   report keeps the marker ``/*slim_evidence script sha256:<hex>*/`` in its place. ``open`` puts the scripts back
   and writes the report byte for byte as the pipeline wrote it (offline, standard library only); the rewrite is
   refused unless that holds.
+- **tables**: every other Parquet file (timelines, aggregates, analysis tables) is rewritten with
+  ``TABLE_PARQUET_OPTIONS`` (zstd, no column statistics or dictionary pages, ~35 % smaller) when that is smaller
+  and reads back equal: the same columns, types, values, schema and file metadata (``Table.equals``).
 - **figures**: a ``figures/`` folder beside a report, or a ``<name>.svg`` beside one, is a derived copy when the
   report embeds each figure the folder drew (``id="spec-<name>"``, the Vega-Lite spec with its data, from the
   same tables); it is removed. A figure whose report is not committed stays.
@@ -36,6 +39,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -47,6 +51,14 @@ GZ = ".gz"
 _SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
 _MARKER = re.compile(r"/\*slim_evidence script sha256:([0-9a-f]{64})\*/")
 _SPEC_ID = re.compile(r'id="spec-([A-Za-z0-9_]+)"')
+#: How committed tables are stored (ADR 0212): what a reader gets is the same table; statistics and dictionary
+#: pages only speed up filtered reads of large files, and no reader filters these.
+TABLE_PARQUET_OPTIONS = {
+    "compression": "zstd",
+    "compression_level": 19,
+    "write_statistics": False,
+    "use_dictionary": False,
+}
 
 
 class SlimError(ValueError):
@@ -213,6 +225,52 @@ def plan_reports(paths: Sequence[Path], plan: Plan, scripts_dir: Path) -> None:
             plan.removals.append(report)
 
 
+def _same_value(x: object, y: object) -> bool:
+    """Equal, with NaN equal to NaN (Arrow's equals says a table holding NaN differs from itself)."""
+    if isinstance(x, float) and isinstance(y, float) and x != x and y != y:
+        return True
+    if isinstance(x, list) and isinstance(y, list):
+        return len(x) == len(y) and all(_same_value(a, b) for a, b in zip(x, y, strict=True))
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_same_value(x[k], y[k]) for k in x)
+    return x == y
+
+
+def same_table(a: Any, b: Any) -> bool:
+    """The same schema (field and file metadata included) and the same values, NaN equal to NaN."""
+    if not a.schema.equals(b.schema, check_metadata=True):
+        return False
+    return a.num_rows == b.num_rows and all(
+        a[n].equals(b[n]) or _same_value(a[n].to_pylist(), b[n].to_pylist()) for n in a.column_names
+    )
+
+
+def slim_table_bytes(path: Path) -> bytes:
+    """The table rewritten with TABLE_PARQUET_OPTIONS, checked to read back as the original; else SlimError."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    original = pq.read_table(path)
+    sink = pa.BufferOutputStream()
+    pq.write_table(original, sink, **TABLE_PARQUET_OPTIONS)
+    rewritten = sink.getvalue().to_pybytes()
+    back = pq.read_table(pa.BufferReader(rewritten))
+    if not same_table(back, original):
+        raise SlimError(f"{path}: the rewritten table does not equal the original; left as it was")
+    return rewritten
+
+
+def plan_tables(paths: Sequence[Path], plan: Plan) -> None:
+    from tools import slim_records
+
+    for table in _files(paths, lambda p: p.suffix == ".parquet" and not p.name.startswith("."), plan.removals):
+        if slim_records.is_record(table):
+            continue  # records are written one way (records.record_parquet, ADR 0190)
+        rewritten = slim_table_bytes(table)
+        if len(rewritten) < table.stat().st_size:
+            plan.writes[table] = rewritten
+
+
 def _reports_beside(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and _is_report(p))
 
@@ -251,6 +309,7 @@ def plan(paths: Sequence[Path], scripts_dir: Path = SCRIPTS_DIR) -> Plan:
     plan_figures(paths, p)
     plan_logs(paths, p)
     plan_reports(paths, p, scripts_dir)
+    plan_tables(paths, p)
     return p
 
 

@@ -7,6 +7,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from specjoule import logtext, runner
@@ -162,3 +164,40 @@ def test_committed_evidence_is_in_its_committed_form():
         f"committed evidence would be {plan.bytes_saved:,} bytes smaller: run "
         f"`python tools/slim_evidence.py validation/` (first: {[*plan.writes, *plan.removals, *records][:1]})"
     )
+
+
+def _table() -> pa.Table:
+    schema = pa.schema(
+        [pa.field("t_s", pa.float64(), metadata={b"doc": b"seconds"}), pa.field("gpu", pa.string())],
+        metadata={b"kind": b"timeline"},
+    )
+    return pa.table({"t_s": [0.0, 0.1, float("nan"), None] * 500, "gpu": ["GPU-0"] * 2000}, schema=schema)
+
+
+def test_a_table_is_rewritten_smaller_with_the_same_values_and_metadata(tmp_path):
+    path = tmp_path / "timelines" / "c" / "draft--mv3.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(_table(), path)  # as the pipeline writes it: snappy, statistics, dictionary pages
+    before = path.stat().st_size
+    S.slim([tmp_path], scripts_dir=tmp_path / "scripts")
+    assert path.stat().st_size < before
+    back = pq.read_table(path)
+    assert S.same_table(back, _table()) and not back.equals(_table())  # the NaN: Arrow's equals alone would refuse
+    assert back.schema.field("t_s").metadata == {b"doc": b"seconds"} and back.schema.metadata == {b"kind": b"timeline"}
+    assert S.slim([tmp_path], check=True, scripts_dir=tmp_path / "scripts")[0].empty()
+
+
+def test_a_table_rewrite_that_loses_its_schema_is_refused(tmp_path, monkeypatch):
+    path = tmp_path / "curves.parquet"
+    pq.write_table(_table(), path)
+    before = path.read_bytes()
+    # FAULT INJECTION: a writer that leaves out the Arrow schema, so the field docs do not come back
+    monkeypatch.setattr(S, "TABLE_PARQUET_OPTIONS", {**S.TABLE_PARQUET_OPTIONS, "store_schema": False})
+    with pytest.raises(S.SlimError, match="does not equal the original"):
+        S.slim([tmp_path], scripts_dir=tmp_path / "scripts")
+    assert path.read_bytes() == before
+
+
+def test_same_table_tells_a_changed_value_apart():
+    changed = _table().set_column(0, "t_s", pa.array([0.0, 0.2, float("nan"), None] * 500))
+    assert S.same_table(_table(), _table()) and not S.same_table(_table(), changed)
