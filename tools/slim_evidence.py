@@ -159,12 +159,10 @@ def _size(path: Path) -> int:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as fh:
-        fh.write(data)
-        tmp = Path(fh.name)
-    tmp.chmod(0o644)
-    tmp.replace(path)
+    from specjoule import records  # the one atomic writer (records import pyarrow: only when slimming)
+
+    with records.atomic_path(path) as tmp:
+        Path(tmp).write_bytes(data)
 
 
 def _files(paths: Iterable[Path], match: Callable[[Path], bool], skip: Iterable[Path] = ()) -> Iterator[Path]:
