@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specjoule import cells, gpu, models, records, resolve_models, schemes, workloads
+from specjoule import cells, gpu, logtext, models, records, resolve_models, schemes, workloads
 from specjoule import env as envmod
 from specjoule.cellspec import CellSpec
 from specjoule.engines import Engine, EngineHung, EngineUnsupported, compile_cache, make_engine
@@ -197,7 +197,7 @@ def logged_exceptions(log_path: str | os.PathLike | None, limit: int = 5) -> lis
     if not log_path:
         return []
     try:
-        with open(log_path, errors="replace") as fh:
+        with logtext.open_log(log_path) as fh:  # a committed log is gzipped (ADR 0212)
             return exception_lines(fh, limit)
     except OSError:
         return []

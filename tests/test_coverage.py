@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from specjoule import cells, config, runner
+from specjoule import cells, config, logtext, runner
 from specjoule.analysis import coverage
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -253,7 +253,7 @@ def test_a_worker_failure_sent_through_the_pipe_still_names_its_cause(tmp_path, 
     from specjoule.engines import EngineError
 
     committed = EVIDENCE / "session-2026-12-02d" / "failed-starts" / "vllm-qwen36_35b_a3b-g00-opening.log"
-    lines = committed.read_text().splitlines(keepends=True)
+    lines = logtext.read_log(committed).splitlines(keepends=True)  # committed gzipped (ADR 0212)
     failed = next(i for i, line in enumerate(lines) if "ERROR specjoule.runner: cell: failed" in line)
     # the log as it stood when the runner caught the error, and the error's text as the runner logged it after
     log = tmp_path / "at-failure.log"

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from specjoule import config as sj_config
+from specjoule import logtext
 from specjoule.analysis import aggregate, derive
 from specjoule.analysis import rounds as rounds_analysis
 from specjoule.analysis.checks import Thresholds, run_checks
@@ -503,7 +504,7 @@ def test_1202c_round_profiles_show_glm_mtp_drafting_outside_cuda_graphs():
 @pytest.mark.parametrize("log,module", [("vllm-gemma4_26b_a4b-g00-opening.log", "cutlass"),
                                         ("vllm-qwen36_35b_a3b-g00-opening.log", "compressed_tensors")])
 def test_1202c_failed_starts_are_the_missing_modules_the_readme_names(log, module):
-    text = (SESSION_1202C / "failed-starts" / log).read_text()
+    text = logtext.read_log(SESSION_1202C / "failed-starts" / log)  # committed gzipped (ADR 0212)
     assert f"ModuleNotFoundError: No module named '{module}'" in text
     assert "no record written for the cell in progress" in text
     assert f"No module named '{module}'" in (SESSION_1202C / "README.md").read_text()
@@ -594,7 +595,7 @@ def test_1202d_round_profile_drafts_in_cuda_graphs_on_model_runner_v1():
 
 
 def test_1202d_gated_deltanet_failed_start_is_the_image_processor_the_readme_names():
-    text = (SESSION_1202D / "failed-starts" / "vllm-qwen36_35b_a3b-g00-opening.log").read_text()
+    text = logtext.read_log(SESSION_1202D / "failed-starts" / "vllm-qwen36_35b_a3b-g00-opening.log")
     assert "OSError: Can't load image processor for " in text and "Qwen3_5MoeForConditionalGeneration" in text
     assert "no record written for the cell in progress" in text
     assert "Can't load image processor" in (SESSION_1202D / "README.md").read_text()

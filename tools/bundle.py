@@ -56,6 +56,11 @@ MANIFEST_VERSION = 1
 MIB = 1024 * 1024
 #: What one device call may carry in all (working tree + carried paths), /work/.library/device/README.md.
 DEVICE_CALL_LIMIT = 64 * MIB
+#: The largest bundle a session carries: vLLM 0.26.0 + the pipeline from ``bundle/lock-vllm+pipeline.txt``
+#: (ADR 0193; xz gives a few hundred bytes more or less per build). Update it when the lock changes.
+VLLM_BUNDLE_BYTES = 302_335_320
+#: The device calls its parts may take (ADR 0213): the repository must leave room for parts this few.
+VLLM_BUNDLE_PARTS = 7
 
 #: Packages a bundle never ships, whatever a requirement says: the engine must run against the node's own torch,
 #: CUDA libraries and array stack (shadowing torch 2.11.0+cu130 with a registry build, or numpy under a torch
@@ -1276,6 +1281,16 @@ def part_size_for_repo(
             f"{limit:,}-byte device call for a part; give --split explicitly or carry less",
         )
     return min(ceiling, room)
+
+
+def parts_needed(bundle_bytes: int, repo_bytes: int) -> int:
+    """How many parts (device calls) ``--split auto`` cuts a bundle into beside ``repo_bytes`` of repository."""
+    return -(-bundle_bytes // part_size_for_repo(repo_bytes))
+
+
+def largest_repo_for(bundle_bytes: int, parts: int, *, limit: int = DEVICE_CALL_LIMIT, margin: int = 2 * MIB) -> int:
+    """The most bytes the repository may travel at for ``--split auto`` to cut the bundle into ``parts`` parts."""
+    return limit - margin - -(-bundle_bytes // parts)
 
 
 def travel_size(repo: Path) -> int:

@@ -138,10 +138,24 @@ def test_part_size_follows_the_repository():
         B.part_size_for_repo(60 * B.MIB)
 
 
+def test_parts_needed_turns_at_the_largest_repository():
+    # 2026-12-02d: 7 parts of 43,190,622 B; the same archive beside 22.95 MB of repository would take 8
+    largest = B.largest_repo_for(302_335_320, 7)
+    assert largest == 64 * B.MIB - 2 * B.MIB - 43_190_760
+    assert B.parts_needed(302_335_320, largest) == 7
+    assert B.parts_needed(302_335_320, largest + 1) == 8
+    assert B.parts_needed(302_335_320, 22_950_856) == 8
+
+
 def test_repository_leaves_room_for_bundle_parts():
-    # Committed evidence travels with every device call: past this, the vLLM bundle (235 MB) needs over 6 calls.
+    # Committed evidence travels with every device call, and each bundle part takes a call of its own (~5 s):
+    # the repository must leave the vLLM bundle in as few parts as today (ADR 0213; slim new evidence, ADR 0212).
     repo_bytes = B.travel_size(REPO)
-    assert B.part_size_for_repo(repo_bytes) >= 40 * B.MIB, f"the repository travels at {repo_bytes:,} bytes"
+    largest = B.largest_repo_for(B.VLLM_BUNDLE_BYTES, B.VLLM_BUNDLE_PARTS)
+    assert B.parts_needed(B.VLLM_BUNDLE_BYTES, repo_bytes) <= B.VLLM_BUNDLE_PARTS, (
+        f"the repository travels at {repo_bytes:,} bytes, {repo_bytes - largest:,} over the {largest:,} that leave "
+        f"the vLLM bundle in {B.VLLM_BUNDLE_PARTS} parts: run `python tools/slim_evidence.py <new evidence>`"
+    )
 
 
 def test_manylinux_platforms():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from specjoule import logtext
 from tests.snakemake_api import plan as snakemake_plan
 from tests.snakemake_api import write_planned
 
@@ -123,7 +124,7 @@ def test_a_failed_family_prints_its_engines_reason(tmp_path):
     logs = tmp_path / "work" / "results" / "logs" / "engines" / family
     logs.mkdir(parents=True)
     evidence = ROOT / "validation/h200-2026-12/session-2026-12-02c/failed-starts/vllm-gemma4_26b_a4b-g00-opening.log"
-    (logs / "g00-opening-cc7825a30509.log").write_text(evidence.read_text())
+    (logs / "g00-opening-cc7825a30509.log").write_text(logtext.read_log(evidence))  # committed gzipped (ADR 0212)
     r = _campaign(tmp_path, family, extra_snakemake_args="--no-such-option")
     assert r.returncode != 0
     assert f"end {family} rc={r.returncode}" in r.stdout

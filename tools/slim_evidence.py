@@ -1,0 +1,375 @@
+"""Committed evidence in the form it keeps (ADR 0212): run on a session's evidence folder before committing it.
+
+    python tools/slim_evidence.py validation/h200-2026-12/session-XXXX/     # slim it, in place
+    python tools/slim_evidence.py --check validation/                        # writes nothing; exit 1 if it would
+    python tools/slim_evidence.py open <…/report.html.gz> [-o report.html]  # the report as the pipeline wrote it
+
+What it does under each folder (or to each file) named, every step checked before anything is written:
+
+- **records**: ``tools/slim_records.py`` (ADR 0190; values untouched).
+- **logs**: every ``*.log`` becomes ``*.log.gz`` (gzip -9, no name or time in the header, so the same log gives
+  the same bytes); the compressed bytes must decompress to the log before the plain file goes.
+  ``specjoule.logtext`` reads either form.
+- **reports**: every ``*.html`` becomes ``*.html.gz``; in it, each inline ``<script>`` of at least
+  ``SCRIPT_MIN`` bytes (the Vega + Vega-Lite + vega-embed bundle, 0.9 MB, the same in every report of one
+  vl-convert version) is stored once, by its sha256, under ``validation/report-scripts/<sha256>.js.gz``, and the
+  report keeps the marker ``/*slim_evidence script sha256:<hex>*/`` in its place. ``open`` puts the scripts back
+  and writes the report byte for byte as the pipeline wrote it (offline, standard library only); the rewrite is
+  refused unless that holds.
+- **tables**: every other Parquet file (timelines, aggregates, analysis tables) is rewritten with
+  ``TABLE_PARQUET_OPTIONS`` (zstd, no column statistics or dictionary pages, ~35 % smaller) when that is smaller
+  and reads back equal: the same columns, types, values, schema and file metadata (``Table.equals``).
+- **figures**: a ``figures/`` folder beside a report, or a ``<name>.svg`` beside one, is a derived copy when the
+  report embeds each figure the folder drew (``id="spec-<name>"``, the Vega-Lite spec with its data, from the
+  same tables); it is removed. A figure whose report is not committed stays.
+
+Everything else (checks, tables, configs, READMEs, traces, markers) is left as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+SCRIPTS_DIR = REPO / "validation" / "report-scripts"
+SCRIPT_MIN = 64 * 1024
+LOG_SUFFIX = ".log"
+GZ = ".gz"
+# A bare <script> element (the renderer escapes "</script" inside the code as "<\/script", render.py).
+_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
+_MARKER = re.compile(r"/\*slim_evidence script sha256:([0-9a-f]{64})\*/")
+_SPEC_ID = re.compile(r'id="spec-([A-Za-z0-9_]+)"')
+#: How committed tables are stored (ADR 0212): what a reader gets is the same table; statistics and dictionary
+#: pages only speed up filtered reads of large files, and no reader filters these.
+TABLE_PARQUET_OPTIONS = {
+    "compression": "zstd",
+    "compression_level": 19,
+    "write_statistics": False,
+    "use_dictionary": False,
+}
+
+
+class SlimError(ValueError):
+    """Evidence that cannot be put in its committed form without changing what it says; nothing was written."""
+
+
+def gz(data: bytes) -> bytes:
+    """gzip -9 without a file name or time in the header: the same input gives the same bytes."""
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def marker(digest: str) -> str:
+    return f"/*slim_evidence script sha256:{digest}*/"
+
+
+# -- reports --------------------------------------------------------------------------------------------------
+
+
+def factor_scripts(html: str) -> tuple[str, dict[str, str]]:
+    """The report with each large inline script replaced by its marker, and the scripts by sha256."""
+    scripts: dict[str, str] = {}
+
+    def swap(m: re.Match[str]) -> str:
+        code = m.group(1)
+        if len(code.encode()) < SCRIPT_MIN:
+            return m.group(0)
+        digest = hashlib.sha256(code.encode()).hexdigest()
+        scripts[digest] = code
+        return f"<script>{marker(digest)}</script>"
+
+    return _SCRIPT.sub(swap, html), scripts
+
+
+def restore_scripts(html: str, lookup: Callable[[str], str]) -> str:
+    """The report with every marker replaced by the script it names (``lookup(sha256)`` gives the code)."""
+
+    def back(m: re.Match[str]) -> str:
+        code = lookup(m.group(1))
+        if hashlib.sha256(code.encode()).hexdigest() != m.group(1):
+            raise SlimError(f"the stored script {m.group(1)[:12]}… does not hash to its name")
+        return code
+
+    return _MARKER.sub(back, html)
+
+
+def script_path(digest: str, scripts_dir: Path = SCRIPTS_DIR) -> Path:
+    return scripts_dir / f"{digest}.js.gz"
+
+
+def stored_script(digest: str, scripts_dir: Path = SCRIPTS_DIR) -> str:
+    path = script_path(digest, scripts_dir)
+    if not path.is_file():
+        raise SlimError(f"the report names script {digest[:12]}…, which is not in {scripts_dir}")
+    return gzip.decompress(path.read_bytes()).decode()
+
+
+def read_report(path: Path) -> str:
+    data = path.read_bytes()
+    return (gzip.decompress(data) if path.name.endswith(GZ) else data).decode()
+
+
+def open_report(path: Path, scripts_dir: Path = SCRIPTS_DIR) -> str:
+    """The committed report as the pipeline wrote it: self-contained, its charts drawn offline."""
+    return restore_scripts(read_report(path), lambda d: stored_script(d, scripts_dir))
+
+
+# -- the plan -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """What slimming would do; ``apply`` does it. Every entry was checked when it was planned."""
+
+    writes: dict[Path, bytes] = field(default_factory=dict)  # path -> new bytes
+    removals: list[Path] = field(default_factory=list)  # files and folders that go
+    notes: list[str] = field(default_factory=list)
+    bytes_saved: int = 0  # saved() as planned, before apply
+
+    def saved(self) -> int:
+        gone = sum(_size(p) for p in self.removals)
+        written = sum(len(b) - (p.stat().st_size if p.exists() else 0) for p, b in self.writes.items())
+        return gone - written
+
+    def empty(self) -> bool:
+        return not self.writes and not self.removals
+
+    def apply(self) -> None:
+        for path, data in self.writes.items():
+            _write_atomic(path, data)
+        for path in self.removals:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return path.stat().st_size
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    from specjoule import records  # the one atomic writer (records import pyarrow: only when slimming)
+
+    with records.atomic_path(path) as tmp:
+        Path(tmp).write_bytes(data)
+
+
+def _files(paths: Iterable[Path], match: Callable[[Path], bool], skip: Iterable[Path] = ()) -> Iterator[Path]:
+    """Regular files under ``paths`` (or named) that ``match``, none inside a folder of ``skip``."""
+    gone = set(skip)
+
+    def keep(p: Path) -> bool:
+        return p.is_file() and not p.is_symlink() and match(p) and p not in gone and gone.isdisjoint(p.parents)
+
+    for path in paths:
+        if path.is_dir():
+            yield from (p for p in sorted(path.rglob("*")) if keep(p))
+        elif keep(path):
+            yield path
+
+
+def _is_log(p: Path) -> bool:
+    return p.name.endswith(LOG_SUFFIX) and not p.name.startswith(".")
+
+
+def _is_report(p: Path) -> bool:
+    return (p.name.endswith(".html") or p.name.endswith(".html.gz")) and not p.name.startswith(".")
+
+
+def plan_logs(paths: Sequence[Path], plan: Plan) -> None:
+    for log in _files(paths, _is_log, plan.removals):
+        data = log.read_bytes()
+        packed = gz(data)
+        if gzip.decompress(packed) != data:
+            raise SlimError(f"{log}: its gzip does not read back as the log; left as it was")
+        target = log.with_name(log.name + GZ)
+        if target.exists() and gzip.decompress(target.read_bytes()) != data:
+            raise SlimError(f"{log}: {target.name} exists and holds another text; left as it was")
+        plan.writes[target] = packed
+        plan.removals.append(log)
+
+
+def plan_reports(paths: Sequence[Path], plan: Plan, scripts_dir: Path) -> None:
+    for report in _files(paths, _is_report, plan.removals):
+        text = read_report(report)
+        original = restore_scripts(text, lambda d: stored_script(d, scripts_dir))  # whole, if slimmed before
+        slimmed, scripts = factor_scripts(original)
+
+        def lookup(digest: str, scripts: dict[str, str] = scripts) -> str:
+            return scripts[digest] if digest in scripts else stored_script(digest, scripts_dir)
+
+        if restore_scripts(slimmed, lookup) != original:
+            raise SlimError(f"{report}: the slimmed report does not open as the original; left as it was")
+        for digest, code in scripts.items():
+            target = script_path(digest, scripts_dir)
+            if not target.exists() and target not in plan.writes:
+                plan.writes[target] = gz(code.encode())
+        if report.name.endswith(GZ):
+            if slimmed != text:
+                plan.writes[report] = gz(slimmed.encode())
+        else:
+            plan.writes[report.with_name(report.name + GZ)] = gz(slimmed.encode())
+            plan.removals.append(report)
+
+
+def _same_value(x: object, y: object) -> bool:
+    """Equal, with NaN equal to NaN (Arrow's equals says a table holding NaN differs from itself)."""
+    if isinstance(x, float) and isinstance(y, float) and x != x and y != y:
+        return True
+    if isinstance(x, list) and isinstance(y, list):
+        return len(x) == len(y) and all(_same_value(a, b) for a, b in zip(x, y, strict=True))
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_same_value(x[k], y[k]) for k in x)
+    return x == y
+
+
+def same_table(a: Any, b: Any) -> bool:
+    """The same schema (field and file metadata included) and the same values, NaN equal to NaN."""
+    if not a.schema.equals(b.schema, check_metadata=True):
+        return False
+    return a.num_rows == b.num_rows and all(
+        a[n].equals(b[n]) or _same_value(a[n].to_pylist(), b[n].to_pylist()) for n in a.column_names
+    )
+
+
+def slim_table_bytes(path: Path) -> bytes:
+    """The table rewritten with TABLE_PARQUET_OPTIONS, checked to read back as the original; else SlimError."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    original = pq.read_table(path)
+    sink = pa.BufferOutputStream()
+    pq.write_table(original, sink, **TABLE_PARQUET_OPTIONS)
+    rewritten = sink.getvalue().to_pybytes()
+    back = pq.read_table(pa.BufferReader(rewritten))
+    if not same_table(back, original):
+        raise SlimError(f"{path}: the rewritten table does not equal the original; left as it was")
+    return rewritten
+
+
+def plan_tables(paths: Sequence[Path], plan: Plan) -> None:
+    from tools import slim_records
+
+    for table in _files(paths, lambda p: p.suffix == ".parquet" and not p.name.startswith("."), plan.removals):
+        if slim_records.is_record(table):
+            continue  # records are written one way (records.record_parquet, ADR 0190)
+        rewritten = slim_table_bytes(table)
+        if len(rewritten) < table.stat().st_size:
+            plan.writes[table] = rewritten
+
+
+def _reports_beside(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and _is_report(p))
+
+
+def embedded_figures(reports: Sequence[Path]) -> set[str]:
+    names: set[str] = set()
+    for report in reports:
+        names |= set(_SPEC_ID.findall(read_report(report)))
+    return names
+
+
+def plan_figures(paths: Sequence[Path], plan: Plan) -> None:
+    folders = [p for p in paths if p.is_dir()]
+    for manifest in (m for f in folders for m in sorted(f.rglob("figures/figures.json"))):
+        figures = manifest.parent
+        reports = _reports_beside(figures.parent)
+        if not reports:
+            continue  # the only copy of these figures: kept
+        drawn = {f["name"] for f in json.loads(manifest.read_text())["figures"] if f.get("drawn")}
+        missing = drawn - embedded_figures(reports)
+        if missing:
+            plan.notes.append(f"{figures}: kept, its report does not embed {sorted(missing)}")
+            continue
+        plan.removals.append(figures)
+    for svg in _files(folders, lambda p: p.suffix == ".svg" and p.parent.name != "figures"):
+        reports = _reports_beside(svg.parent)
+        if reports and svg.stem in embedded_figures(reports):
+            plan.removals.append(svg)
+
+
+def plan(paths: Sequence[Path], scripts_dir: Path = SCRIPTS_DIR) -> Plan:
+    for path in paths:
+        if not path.exists():
+            raise SlimError(f"{path}: no such file or directory")
+    p = Plan()
+    plan_figures(paths, p)
+    plan_logs(paths, p)
+    plan_reports(paths, p, scripts_dir)
+    plan_tables(paths, p)
+    return p
+
+
+def slim(paths: Sequence[Path], *, check: bool = False, scripts_dir: Path = SCRIPTS_DIR) -> tuple[Plan, list[Path]]:
+    """Slim the evidence under ``paths`` (with ``check``, only plan it); returns the plan and the records that
+    ``tools/slim_records.py`` rewrote (or would)."""
+    from tools import slim_records  # pyarrow: only here, so that ``open`` needs the standard library alone
+
+    p = plan(paths, scripts_dir)
+    p.bytes_saved = p.saved()
+    record_paths = [x for x in paths if x.is_dir() or x.suffix == ".parquet"]
+    records, _ = slim_records.slim(record_paths, check=True) if record_paths else ([], 0)
+    if not check:
+        if record_paths:
+            slim_records.slim(record_paths)
+        p.apply()
+    return p, records
+
+
+# -- command line ---------------------------------------------------------------------------------------------
+
+
+def main_open(argv: Sequence[str]) -> int:
+    ap = argparse.ArgumentParser(prog="slim_evidence.py open", description="Write a committed report whole.")
+    ap.add_argument("report", type=Path)
+    ap.add_argument("-o", "--out", type=Path, help="where to write it (default: a temporary folder, printed)")
+    args = ap.parse_args(argv)
+    try:
+        html = open_report(args.report)
+    except (SlimError, OSError) as exc:
+        print(f"slim_evidence: {exc}", file=sys.stderr)
+        return 1
+    out = args.out or Path(tempfile.mkdtemp(prefix="specjoule-report-")) / args.report.name.removesuffix(GZ)
+    out.write_text(html)
+    print(out)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["open"]:
+        return main_open(argv[1:])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="+", type=Path, help="evidence folders (or files)")
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if anything would change")
+    args = ap.parse_args(argv)
+    try:
+        p, records = slim(args.paths, check=args.check)
+    except SlimError as exc:
+        print(f"slim_evidence: {exc}", file=sys.stderr)
+        return 1
+    verb = "would" if args.check else "did"
+    print(
+        f"slim_evidence ({verb}): {len(p.writes)} file(s) written, {len(p.removals)} removed, "
+        f"{len(records)} record(s) slimmed; {p.bytes_saved:,} bytes smaller besides the records"
+    )
+    for path in [*p.writes, *p.removals, *records]:
+        print(f"  {path}")
+    for note in p.notes:
+        print(f"  note: {note}")
+    return 1 if (args.check and (not p.empty() or records)) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
