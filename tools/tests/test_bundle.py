@@ -848,7 +848,10 @@ def test_travel_size_counts_tracked_and_untracked_not_ignored(tmp_path):
     (repo / "b.txt").write_bytes(b"y" * 50)
     (repo / ".bundle").mkdir()
     (repo / ".bundle" / "big").write_bytes(b"z" * 10_000)
-    assert B.travel_size(repo) == 100 + 50 + len("/.bundle/\n")
+    (repo / "c.bin").write_bytes(b"w" * (B.TRAVEL_BLOCK + 1))
+    # counted as the device tool counts them: each file in whole 4 KiB blocks (a.txt, b.txt, .gitignore one block
+    # each, c.bin two); the ignored .bundle/ not at all
+    assert B.travel_size(repo) == 3 * 4096 + 2 * 4096
 
 
 def test_requirement_objects_are_what_pip_sees():
