@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from specjoule import config, models
+from specjoule import config, logtext, models, runner
 from specjoule.engines import vllm as V
 
 REPO = Path(__file__).resolve().parent.parent
@@ -196,3 +196,18 @@ def test_the_worker_says_which_kernel_the_layers_built():
     assert V.worker_side_config(worker)["gdn_prefill_kernel"] == "triton"
     text = type("Worker", (), {"model_runner": Runner(torch.nn.Linear(2, 2)), "vllm_config": None})()
     assert "gdn_prefill_kernel" not in V.worker_side_config(text)
+
+
+FAILED_START = REPO / "validation/h200-2026-12/session-2026-12-02e/failed-starts/vllm-qwen36_35b_a3b-g00-opening.log"
+
+
+def test_the_runner_names_the_missing_flashinfer_as_the_cause():
+    # The committed log of the 2026-12-02e start: the profiling warm-up's warnings name the missing module first,
+    # then vLLM's EngineDeadError wraps the fatal one; the cause the coverage matrix shows is the module.
+    try:
+        logtext.log_path(FAILED_START)  # the plain log or its gzipped twin (ADR 0212)
+    except FileNotFoundError:
+        pytest.skip(f"{FAILED_START.relative_to(REPO)} is not committed yet")
+    exceptions = runner.logged_exceptions(FAILED_START)
+    assert runner.root_cause(exceptions) == "ModuleNotFoundError: No module named 'flashinfer'"
+    assert any("EngineDeadError" in e for e in exceptions)

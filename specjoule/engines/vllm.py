@@ -57,8 +57,10 @@ from specjoule.engines.worker import (
     report_start_failure,
     serve,
 )
-from specjoule.models import has_gated_deltanet_layers
-from specjoule.models import is_multimodal_wrapper  # shared with the SGLang adapter (ADR 0211)
+from specjoule.models import (
+    has_gated_deltanet_layers,
+    is_multimodal_wrapper,  # shared with the SGLang adapter (ADR 0211)
+)
 
 log = logging.getLogger("specjoule.engine")
 
