@@ -49,13 +49,8 @@ def test_gated_deltanet_predicate_on_every_shipped_model(model_dir):
     assert models.has_gated_deltanet_layers(f"config/models/{model_dir}") is (model_dir in SHIPPED_GDN)
 
 
-def test_gated_deltanet_predicate_reads_the_config(tmp_path):
-    def model(name: str, cfg: dict) -> str:
-        d = tmp_path / name
-        d.mkdir()
-        (d / "config.json").write_text(json.dumps(cfg))
-        return str(d)
-
+def test_gated_deltanet_predicate_reads_the_config(model_config_dir):
+    model = model_config_dir
     # Qwen3-Next publishes no layer_types: full_attention_interval beside the linear_* head counts
     qwen3_next = {"architectures": ["Qwen3NextForCausalLM"], "full_attention_interval": 4,
                   "linear_num_value_heads": 32, "linear_key_head_dim": 128}
