@@ -60,7 +60,7 @@ DEVICE_CALL_LIMIT = 64 * MIB
 #: (ADR 0193; xz gives a few hundred bytes more or less per build). Update it when the lock changes.
 VLLM_BUNDLE_BYTES = 302_335_320
 #: The device calls its parts may take (ADR 0213): the repository must leave room for parts this few.
-VLLM_BUNDLE_PARTS = 7
+VLLM_BUNDLE_PARTS = 8  # 7 until 2026-12-02e (ADR 0213 addendum 2: whole-block counting and that session's evidence)
 
 #: Packages a bundle never ships, whatever a requirement says: the engine must run against the node's own torch,
 #: CUDA libraries and array stack (shadowing torch 2.11.0+cu130 with a registry build, or numpy under a torch
