@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from specjoule import config, logtext, models, runner
+from specjoule import config, models, runner
 from specjoule.engines import vllm as V
 
 REPO = Path(__file__).resolve().parent.parent
@@ -197,12 +197,8 @@ FAILED_START = REPO / "validation/h200-2026-12/session-2026-12-02e/failed-starts
 
 
 def test_the_runner_names_the_missing_flashinfer_as_the_cause():
-    # The committed log of the 2026-12-02e start: the profiling warm-up's warnings name the missing module first,
-    # then vLLM's EngineDeadError wraps the fatal one; the cause the coverage matrix shows is the module.
-    try:
-        logtext.log_path(FAILED_START)  # the plain log or its gzipped twin (ADR 0212)
-    except FileNotFoundError:
-        pytest.skip(f"{FAILED_START.relative_to(REPO)} is not committed yet")
+    # The committed log of the 2026-12-02e start (gzipped, ADR 0212): the profiling warm-up's warnings name the
+    # missing module first, then vLLM's EngineDeadError wraps the fatal one; the cause the matrix shows is the module.
     exceptions = runner.logged_exceptions(FAILED_START)
     assert runner.root_cause(exceptions) == "ModuleNotFoundError: No module named 'flashinfer'"
     assert any("EngineDeadError" in e for e in exceptions)
