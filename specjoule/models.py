@@ -252,10 +252,15 @@ def describe(model: str | Path) -> ModelShape:
     model_type = str(f.get("model_type", raw.get("model_type", "")))
     if f.has("kv_lora_rank"):
         return _describe_mla(f, path, arch, model_type)
-    layer_types = f.get("layer_types") or []
-    if "linear_attention" in layer_types or f.has("linear_num_value_heads"):
+    if _declares_gated_deltanet(cfg):
         return _describe_gated_deltanet(f, path, arch, model_type)
     return _describe_gqa(f, path, arch, model_type)
+
+
+def _declares_gated_deltanet(text: dict) -> bool:
+    """Whether a (text) config has Gated-DeltaNet layers: Qwen3.5/3.6 list ``linear_attention`` in ``layer_types``,
+    Qwen3-Next declares only ``full_attention_interval`` beside its ``linear_*`` head counts."""
+    return "linear_attention" in (text.get("layer_types") or []) or text.get("linear_num_value_heads") is not None
 
 
 def _common(f: _Fields) -> dict:
@@ -749,6 +754,17 @@ def is_multimodal_wrapper(model: str) -> bool:
     Both engine adapters run such a target text-only (vLLM: ADR 0210, SGLang: ADR 0211)."""
     cfg = read_model_config(model)
     return bool(cfg) and any(isinstance(cfg.get(key), dict) for key in MULTIMODAL_SUBCONFIGS)
+
+
+def has_gated_deltanet_layers(model: str) -> bool:
+    """Whether a local target has Gated-DeltaNet (linear-attention) layers, read as ``describe`` reads the family
+    (MLA first, as there). vLLM runs their prefill with a kernel it picks per GPU; the vLLM adapter pins it where
+    the engine's pick cannot run (ADR 0215). A hub id's config is not here: False."""
+    cfg = read_model_config(model)
+    if not cfg:
+        return False
+    text = _text_config(cfg)
+    return text.get("kv_lora_rank") is None and _declares_gated_deltanet(text)
 
 
 def _has_weights(directory: Path) -> bool:

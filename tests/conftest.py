@@ -166,3 +166,17 @@ def workflow(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     return snakefile, work
+
+
+@pytest.fixture()
+def model_config_dir(tmp_path):
+    """Write ``config.json`` into a new model dir under tmp_path; returns the dir as the path a config names."""
+    import json
+
+    def write(name: str, cfg: dict) -> str:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(cfg))
+        return str(d)
+
+    return write

@@ -43,13 +43,8 @@ def test_text_targets_are_untouched(config_path):
     assert not any("language_model_only" in V.engine_kwargs(c.spec) for c in cells)
 
 
-def test_multimodal_wrapper_reads_the_local_config(tmp_path):
-    def model(name: str, cfg: dict) -> str:
-        d = tmp_path / name
-        d.mkdir()
-        (d / "config.json").write_text(json.dumps(cfg))
-        return str(d)
-
+def test_multimodal_wrapper_reads_the_local_config(model_config_dir):
+    model = model_config_dir
     assert models.is_multimodal_wrapper(model("vl", {"architectures": ["X"], "vision_config": {"depth": 2}}))
     assert models.is_multimodal_wrapper(model("audio", {"audio_config": {"d_model": 8}}))
     assert not models.is_multimodal_wrapper(model("text", {"architectures": ["Qwen3ForCausalLM"]}))

@@ -21,6 +21,7 @@ What the installed vLLM supports is detected (``probe``), not assumed: speculati
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -56,7 +57,10 @@ from specjoule.engines.worker import (
     report_start_failure,
     serve,
 )
-from specjoule.models import is_multimodal_wrapper  # shared with the SGLang adapter (ADR 0211)
+from specjoule.models import (
+    has_gated_deltanet_layers,
+    is_multimodal_wrapper,  # shared with the SGLang adapter (ADR 0211)
+)
 
 log = logging.getLogger("specjoule.engine")
 
@@ -176,6 +180,14 @@ def _read(out: dict[str, Any], key: str, obj: Any, *attrs: str) -> None:
             return
 
 
+def _read_additional(out: dict[str, Any], key: str, additional: Any) -> None:
+    """``out[key]`` = ``additional_config[key]`` when set: a dict on a built ``VllmConfig``, attributes in a server's
+    JSON dump read through ``_Attrs``."""
+    value = additional.get(key) if isinstance(additional, dict) else getattr(additional, key, None)
+    if value is not None:
+        out[key] = _json_value(value)
+
+
 def config_from_vllm_config(vc: Any) -> dict[str, Any]:
     """Flat dict of the *effective* settings of a built ``VllmConfig`` (after vLLM's own defaults and
     fallbacks: ``async_scheduling`` None → True/False, capture sizes generated, ...)."""
@@ -199,6 +211,9 @@ def config_from_vllm_config(vc: Any) -> dict[str, Any]:
     _read(out, "max_model_len", model, "max_model_len")
     # Only a multimodal model has a multimodal_config: a text model's record keeps its keys as they were.
     _read(out, "language_model_only", getattr(model, "multimodal_config", None), "language_model_only")
+    # The GDN prefill kernel asked for (EngineArgs copies --gdn-prefill-backend into additional_config): absent
+    # when nothing was asked, so every record but a Gated-DeltaNet target's on a node without flashinfer keeps its keys.
+    _read_additional(out, "gdn_prefill_backend", getattr(vc, "additional_config", None))
     cache = getattr(vc, "cache_config", None)
     _read(out, "prefix_caching", cache, "enable_prefix_caching")
     _read(out, "kv_cache_dtype", cache, "cache_dtype")
@@ -262,11 +277,29 @@ def worker_side_config(worker: Any) -> dict[str, Any]:
             backends = set()
         if backends:
             out["attention_backends"] = sorted(backends)
+        kernel = _gdn_prefill_kernel(runner)
+        if kernel is not None:
+            out["gdn_prefill_kernel"] = kernel
         # V1 runner: ``drafter`` (a proposer); V2 runner (0.26+): ``speculator``.
         drafter = getattr(runner, "drafter", None) or getattr(runner, "speculator", None)
         if drafter is not None:
             out["speculative_drafter_class"] = type(drafter).__name__
     return out
+
+
+def _gdn_prefill_kernel(runner: Any) -> str | None:
+    """The GDN prefill kernel the model's Gated-DeltaNet layers built (vLLM 0.26.0: ``QwenGatedDeltaNetAttention.
+    gdn_prefill_backend``, "flashinfer" | "triton" | "cutedsl", resolved per GPU from what was asked; ADR 0215).
+    None for a model without such layers, or a runner that does not hand out its model."""
+    try:
+        model = runner.get_model()  # unwrapped from the CUDA graph wrapper on the V1 runner
+        for module in model.modules():
+            kernel = getattr(module, "gdn_prefill_backend", None)
+            if isinstance(kernel, str):
+                return kernel
+    except Exception:  # noqa: BLE001 - layout differs across versions: the key stays absent
+        return None
+    return None
 
 
 def swap_synthetic_rates(worker: Any, rates: list[float]) -> list[float]:
@@ -380,6 +413,7 @@ def config_from_kwargs(kw: dict) -> dict[str, Any]:
         ("tensor_parallel_size", "tensor_parallel_size"),
         ("gpu_memory_utilization", "gpu_memory_utilization"),
         ("language_model_only", "language_model_only"),
+        ("gdn_prefill_backend", "gdn_prefill_backend"),
     ):
         if kw.get(theirs) is not None:
             out[ours] = _json_value(kw[theirs])
@@ -495,6 +529,16 @@ def check_scheme(spec: CellSpec | typing.Mapping[str, Any], cfg: dict) -> None:
             )
 
 
+def flashinfer_importable() -> bool:
+    """Whether ``flashinfer`` can be imported by the engine: it runs in this interpreter (``sys.executable``) with
+    this environment (``engine_env`` only prepends the checkout to PYTHONPATH). ``find_spec`` does not import it,
+    as vLLM's own ``has_flashinfer`` does not (importing it may initialise CUDA)."""
+    try:
+        return importlib.util.find_spec("flashinfer") is not None
+    except (ImportError, ValueError):  # a broken install or a module without a spec: not importable either
+        return False
+
+
 def engine_kwargs(spec: CellSpec | typing.Mapping[str, Any]) -> dict[str, Any]:
     """``LLM(**kwargs)`` / ``vllm serve`` arguments for a cell (ADR 0010)."""
     spec = CellSpec.of(spec)
@@ -518,6 +562,10 @@ def engine_kwargs(spec: CellSpec | typing.Mapping[str, Any]) -> dict[str, Any]:
     if is_multimodal_wrapper(target.model):
         # specjoule measures text decoding: no vision tower, no image processor to load (ADR 0210).
         kw["language_model_only"] = True
+    if engine.device == "cuda" and has_gated_deltanet_layers(target.model) and not flashinfer_importable():
+        # vLLM 0.26.0 picks FlashInfer's JIT-compiled GDN prefill kernel on Hopper without asking whether flashinfer
+        # is installed, and the engine dies at its first prefill; Triton/FLA ships inside vLLM (ADR 0215).
+        kw["gdn_prefill_backend"] = "triton"
     if engine.max_model_len:
         kw["max_model_len"] = int(engine.max_model_len)
     # Graphs off: on cuda keep torch.compile and drop only the graphs, so the axis changes one
