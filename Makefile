@@ -55,7 +55,7 @@ plan: venv
 # `snakemake --lint` with sharing off and on (the rule sets differ), in a scratch directory: linting plans nothing.
 LINT_DIR := $(shell mktemp -d -u /tmp/specjoule-lint.XXXXXX)
 lint: venv
-	$(VENV)/bin/ruff check specjoule scripts tools benchmarks
+	$(VENV)/bin/ruff check specjoule scripts tools benchmarks tests
 	$(VENV)/bin/ruff format --check specjoule scripts tools benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/snakefmt --check Snakefile rules

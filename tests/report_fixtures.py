@@ -27,7 +27,7 @@ import hashlib
 import math
 import random
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -722,7 +722,7 @@ def build(kind: str, root: Path, *, timelines: bool = True) -> Scenario:
     meter = "none" if kind == "cpu" else "nvml"
     table = cells_mod.build(cfg)
     rng = random.Random(20261130)
-    start = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
     rows, tl_paths = [], []
     if kind == "schemes":
         return _finish(cfg, root, _schemes_rows(table, rng, start), [], spread=True)

@@ -155,7 +155,7 @@ class SlurmCluster:
                                   "(make test does)")
 
     # ---------------------------------------------------------------- bring-up
-    def start(self, timeout_s: float = 120) -> "SlurmCluster":
+    def start(self, timeout_s: float = 120) -> SlurmCluster:
         t0 = time.monotonic()
         self.preflight()
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -397,7 +397,7 @@ PartitionName={PARTITION} Nodes={self.hostname} Default=YES MaxTime=INFINITE Sta
                            "cluster_name": self.cluster_name})
 
     @classmethod
-    def from_json(cls, text: str) -> "SlurmCluster":
+    def from_json(cls, text: str) -> SlurmCluster:
         d = json.loads(text)
         return cls(state_dir=Path(d["state_dir"]), pids=d["pids"], started_munged=d["started_munged"],
                    conf_backups=d["conf_backups"], hostname=d["hostname"], cluster_name=d["cluster_name"])

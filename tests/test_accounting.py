@@ -5,14 +5,14 @@ cells — is asserted in tests/test_runner_cpu.py; here the arithmetic and the m
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 import pytest
 
 from specjoule.analysis import accounting
 
-T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def _rec(instance: str | None, held: float | None, start: float, warmup: float, window: float, minute: int,

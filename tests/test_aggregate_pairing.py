@@ -128,7 +128,7 @@ def test_windows_of_a_side_are_averaged_and_named_in_window_order():
 
 def test_windows_are_ordered_by_index_not_by_name():
     # w10 sorts before w2 as text; the side lists its windows by index and names the first window's cell
-    rows = [rec("baseline--open--w%d" % w if w else "baseline--open", OPEN, w, window_index=w,
+    rows = [rec(f"baseline--open--w{w}" if w else "baseline--open", OPEN, w, window_index=w,
                 mj_per_committed_token=float(w)) for w in range(11)]
     p = pair(*rows, rec("draft", POINT, 11))[("c1", "draft")]
     assert p["opening_cell_names"] == ["baseline--open", *(f"baseline--open--w{w}" for w in range(1, 11))]

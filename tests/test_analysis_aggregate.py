@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import analysis_records as ar
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-import polars as pl
 import pytest
 
-import analysis_records as ar
 from specjoule import records
 from specjoule.analysis import AnalysisError, aggregate, config_hash_of
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import analysis_records as ar
 import polars as pl
 import pytest
 
-import analysis_records as ar
 from specjoule.analysis import AnalysisError, aggregate, checks
 from specjoule.config import ConfigError
 
@@ -107,7 +107,7 @@ VIOLATIONS = [
     ("drafts_proposed", O, "ngram", lambda r: r.update(drafts=0, draft_tokens=0, accepted_tokens=0, accepted_per_position=[0, 0, 0]),
      checks.FLAG, ["ngram"]),
     ("energy_measured", O, "syn--L4",
-     lambda r: r.update({c: None for c in ("energy_j", "energy_j_per_gpu", "mean_power_w", "idle_power_w")} | {"meter": "none"}),
+     lambda r: r.update(dict.fromkeys(("energy_j", "energy_j_per_gpu", "mean_power_w", "idle_power_w")) | {"meter": "none"}),
      checks.FAIL, ["syn--L4"]),
     ("preregistration", O, "ngram", lambda r: r.update(config_hash="older0000hash"), checks.FLAG, ["ngram"]),
 ]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import analysis_records as ar
 import polars as pl
 import pytest
 
-import analysis_records as ar
 from specjoule.analysis import AnalysisError, aggregate, checks, derive
 
 TH = checks.Thresholds.from_config({})
@@ -103,7 +103,7 @@ def test_meter_none_refuses_energy_columns_only(tmp_path):
 
 def test_mixed_meter_campaign_gets_no_energy(tmp_path):
     recs, ck = _tables(tmp_path, mutate={(ar.CLOSED, "ngram"): lambda r: r.update(
-        {c: None for c in ("energy_j", "energy_j_per_gpu", "mean_power_w", "idle_power_w")} | {"meter": "none"})})
+        dict.fromkeys(("energy_j", "energy_j_per_gpu", "mean_power_w", "idle_power_w")) | {"meter": "none"})})
     curves = derive.derive(recs, ck)
     closed = curves.filter(pl.col("campaign_id") == ar.CLOSED)
     assert closed["energy_ratio"].is_null().all() and closed["energy_refused_reason"].is_not_null().all()

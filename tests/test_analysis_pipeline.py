@@ -21,8 +21,8 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
 from snakemake_api import copy_workflow
+
 from specjoule import config
 from specjoule.analysis import checks, config_hash_of, derive
 

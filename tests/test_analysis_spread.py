@@ -15,12 +15,12 @@ import math
 import re
 from pathlib import Path
 
+import analysis_records as ar
 import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-import analysis_records as ar
 from specjoule import acceptance as acc
 from specjoule import config as sj_config
 from specjoule.analysis import AnalysisError, aggregate, checks, compare_evidence, derive, evidence, spread

@@ -14,10 +14,10 @@ import dataclasses
 import math
 from typing import Any
 
+import analysis_records as ar
 import polars as pl
 import pytest
 
-import analysis_records as ar
 from specjoule.analysis import aggregate, checks
 
 TH = checks.Thresholds.from_config({})

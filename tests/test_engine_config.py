@@ -12,10 +12,10 @@ import json
 import os
 from pathlib import Path
 
+import analysis_records as ar
 import polars as pl
 import pytest
 
-import analysis_records as ar
 from specjoule import cells, config, records, runner
 from specjoule.analysis import aggregate, checks, derive
 from specjoule.engines import vllm as vllm_engine
@@ -217,7 +217,8 @@ def test_server_dump_reads_like_the_offline_path():
 
 
 def test_engine_env_reaches_the_engine_process_and_not_its_arguments() -> None:
-    from specjoule import cells, config as config_mod
+    from specjoule import cells
+    from specjoule import config as config_mod
     from specjoule.engines import vllm as vllm_adapter
 
     cfg = config_mod.load(REPO / "config" / "config.yaml")

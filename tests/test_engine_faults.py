@@ -205,7 +205,8 @@ def test_engine_arguments_for_a_cell():
 
 def test_prometheus_text_and_llm_metrics_give_the_same_counters():
     """The two counter sources (server text, offline objects) normalise alike; histogram deltas and quantiles."""
-    from vllm.v1.metrics.reader import Counter, Histogram as H, Vector
+    from vllm.v1.metrics.reader import Counter, Vector
+    from vllm.v1.metrics.reader import Histogram as H
 
     from specjoule.engines.vllm import snapshot_from_metrics, snapshot_from_prometheus
 

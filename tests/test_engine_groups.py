@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-
 from snakemake_api import REPO, materialize, plan, write_config
+
 from specjoule import cells, config, engine_jobs, records, resolve_models
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))

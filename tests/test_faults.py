@@ -29,13 +29,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fake_nvml import FakeNvml
 
 from specjoule import cells, config, records, runner
 from specjoule.engines import EngineHung, proc
 from specjoule.meter import MeterError
 from specjoule.meter import nvml as nvml_mod
-
-from fake_nvml import FakeNvml
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -89,7 +88,7 @@ def when_logged_again(log: Path, text: str, seen: int, action, timeout_s: float 
 def assert_nothing_left(work: Path, cell, log: Path) -> None:
     assert not (work / cell.record_path).exists(), "a record was written"
     assert not (work / cell.timeline_path).exists(), "a timeline was written"
-    temps = [p for p in (work / "results").rglob("*.tmp")]
+    temps = list((work / "results").rglob("*.tmp"))
     assert not temps, f"half-written files left: {temps}"
     for pgid in engine_groups(log):
         assert proc.group_members(pgid) == [], f"engine processes left in group {pgid}"

@@ -739,9 +739,10 @@ def test_single_engine_report_says_why_there_is_no_comparison(gpu, gpu_export):
 def test_derive_keeps_two_engines_with_identical_cells_apart(engines, tmp_path):
     """Real aggregate → checks → derive: cells that differ only in engine give separate curves, each
     paired with its own engine's baselines (pairing is within a campaign; the campaign id names the engine)."""
+    import pyarrow.parquet as pq
+
     from specjoule import records as rec_mod
     from specjoule.analysis import aggregate, checks, derive
-    import pyarrow.parquet as pq
 
     paths = []
     for row in engines.records.drop([c for c in engines.records.columns if c not in rec_mod.RECORD_COLUMNS]).iter_rows(named=True):

@@ -12,12 +12,18 @@ import numpy as np
 import pytest
 
 from specjoule import config, loadgen
-from specjoule.engines.base import (CounterSnapshot, RequestResult, TimedSnapshot, counters_at,
-                                    latency_from_requests, percentile, starved)
+from specjoule.engines.base import (
+    CounterSnapshot,
+    RequestResult,
+    TimedSnapshot,
+    counters_at,
+    latency_from_requests,
+    percentile,
+    starved,
+)
 from specjoule.engines.server import StreamTimer
 from specjoule.engines.sglang import SglangStreamTally
 from specjoule.engines.vllm import VllmStreamTally
-
 
 # --- arrival schedules ---------------------------------------------------------------------------------------------
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import analysis_records as ar
 import polars as pl
 import pytest
 
-import analysis_records as ar
 from specjoule.analysis import aggregate, checks
 
 TH = checks.Thresholds.from_config({})
@@ -72,10 +72,7 @@ def test_open_loop_backlog_growth_fails_and_names_the_rate(tmp_path):
 def test_send_lag_bound_and_records_before_the_load_generator(tmp_path):
     mutate = {(OL, "ngram"): ar.setter(send_lag_p99_s=0.4, send_lag_max_s=1.2),
               # an open-loop record written before ADR 0110: none of the load generator's columns
-              (OL, "syn--L2"): ar.setter(**{c: None for c in (
-                  "requests_sent", "realized_request_rate", "send_lag_p50_s", "send_lag_p99_s", "send_lag_max_s",
-                  "inflight_at_start", "inflight_at_end", "mean_inflight", "running_requests_segments",
-                  "starved_requests", "arrival_schedule", "burstiness")})}
+              (OL, "syn--L2"): ar.setter(**dict.fromkeys(("requests_sent", "realized_request_rate", "send_lag_p50_s", "send_lag_p99_s", "send_lag_max_s", "inflight_at_start", "inflight_at_end", "mean_inflight", "running_requests_segments", "starved_requests", "arrival_schedule", "burstiness")))}
     result = _run(tmp_path, None, mutate)
     row = _row(result, "send_lag", OL)
     assert row["status"] == checks.FAIL and row["cell_names"] == ["ngram"] and row["value"] == pytest.approx(0.4)

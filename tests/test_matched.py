@@ -8,13 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import analysis_records as ar
 import numpy as np
 import polars as pl
 import pytest
 import yaml
-
-import analysis_records as ar
 from snakemake_api import copy_workflow
+
 from specjoule import config as sj_config
 from specjoule.analysis import aggregate, checks, config_hash_of, derive, matched
 

@@ -407,7 +407,7 @@ def test_nvml_failures_name_the_call_and_the_gpu(monkeypatch):
         def nvmlDeviceGetEnforcedPowerLimit(self, h):
             raise NVMLError(999, "Unknown Error")
 
-    fake, clock = Broken(_ticks(GPU0)), ReplayClock(T0)
+    fake, _clock = Broken(_ticks(GPU0)), ReplayClock(T0)
     monkeypatch.setattr(nvml_mod, "_pynvml", lambda: fake)
     m = NvmlMeter(cuda_visible_devices=None, gpm=False)
     with pytest.raises(MeterError, match=r"NVML nvmlDeviceGetEnforcedPowerLimit on GPU 0 "

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
 from snakemake_api import REPO, plan, write_config
+
 from specjoule import config
 from specjoule import resolve_models as rm
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-
 from snakemake_api import plan
+
 from specjoule import cells, config, records
 
 pytestmark = pytest.mark.engine

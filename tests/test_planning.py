@@ -4,8 +4,8 @@ import copy
 
 import pytest
 import yaml
-
 from snakemake_api import REPO, materialize, plan, write_config
+
 from specjoule import cells, config
 
 

@@ -18,9 +18,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import report_fixtures as rf  # noqa: E402
 
-from tools import browser as B  # noqa: E402
 from specjoule.report import figures as F  # noqa: E402
 from specjoule.report import render as R  # noqa: E402
+from tools import browser as B  # noqa: E402
 
 pytestmark = pytest.mark.browser
 

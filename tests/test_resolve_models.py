@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from snakemake_api import REPO, plan, write_config
+
 from specjoule import config, pair
 from specjoule import resolve_models as rm
 

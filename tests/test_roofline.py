@@ -20,7 +20,6 @@ from specjoule.analysis import checks as checks_mod
 from specjoule.analysis import roofline as rf
 from specjoule.models import ModelShape
 
-
 # The real shape class (specjoule.models): the test shapes below are written out field by field from the published
 # configs, so the byte and operation counts they are checked against stay hand-computed.
 StandInShape = ModelShape  # noqa: N816 - the name the tests were written with

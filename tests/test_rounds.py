@@ -46,7 +46,7 @@ def test_cpu_trace_rounds_and_phases_match_a_plain_scan_of_its_labels():
         lo, hi = steps[i]["ts"], steps[i + 1]["ts"]
         inside = [e for e in labels if lo <= e["ts"] < hi]
 
-        def label_ms(name: str) -> float:
+        def label_ms(name: str, inside=inside) -> float:
             return sum(e["dur"] for e in inside if e["name"] == name) / 1000.0
 
         assert d["wall_ms"] == pytest.approx((hi - lo) / 1000.0)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import copy
 
+import analysis_records as ar
 import polars as pl
 import pytest
 
-import analysis_records as ar
 from specjoule import cells, config
 from specjoule.analysis import aggregate, checks
 from specjoule.config import ConfigError

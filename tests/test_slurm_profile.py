@@ -80,8 +80,7 @@ def campaign_group_resources(configfile: Path, workdir: Path) -> dict[str, tuple
     from snakemake.api import SnakemakeApi
     from snakemake.resources import GroupResources, Resources
     from snakemake.settings.enums import Quietness
-    from snakemake.settings.types import (ConfigSettings, DAGSettings, OutputSettings, ResourceSettings,
-                                          StorageSettings)
+    from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings, StorageSettings
 
     out = {}
     with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:

@@ -10,13 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import analysis_records as ar
 import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
-import analysis_records as ar
 from specjoule.analysis import aggregate, compare_evidence, variance
 
 ROOT = Path(__file__).resolve().parent.parent
