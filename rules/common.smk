@@ -241,7 +241,6 @@ def get_group_env(wildcards):
 
 
 for _fn in (
-    get_not_measured,
     get_group_inputs,
     get_group_model_manifests,
     get_group_cell_ids,
@@ -267,6 +266,7 @@ def get_timeline_list(wildcards):
     return [c.timeline_path for c in ANALYSED_CELLS]
 
 
+@_freeze_signature
 def get_not_measured(wildcards):
     # `<campaign>/<cell>` of every planned cell measured scope leaves out (ADR 0216); empty in planned scope.
     return NOT_MEASURED_LABELS
