@@ -16,6 +16,8 @@ rule aggregate:
         "../envs/analysis.yaml"
     params:
         records=get_record_list,
+        # Planned cells left out in measured scope, logged by name (ADR 0216).
+        not_measured=get_not_measured,
         config_hash=CONFIG_HASH,
         # Rows of record files unchanged since the last aggregate (path + size + mtime + ctime + inode);
         # a config edit re-runs this rule, and re-parsing 13,860 files would cost ~10 s (ADR 0028).
@@ -69,6 +71,8 @@ rule checks:
         checks=CONFIG["checks"],
         # interval level and reference evidence: read by the spread checks (ADR 0081, 0083)
         report=CONFIG["report"],
+        # listed at the end of checks.md (ADR 0216)
+        not_measured=get_not_measured,
         config_hash=CONFIG_HASH,
     script:
         "../scripts/checks.py"

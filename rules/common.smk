@@ -13,6 +13,7 @@ from specjoule import cells as _cells  # noqa: E402
 from specjoule import config as _config  # noqa: E402
 from specjoule import engine_jobs as _engine_jobs  # noqa: E402
 from specjoule import resolve_models as _resolve  # noqa: E402
+from specjoule import scope as _scope  # noqa: E402
 
 # `--configfile` extends a `configfile:` directive key by key, which would mix the demo's models
 # into a user's grid; load the demo only when no config was given.
@@ -186,7 +187,17 @@ if SHARE_ENGINES and CONFIG["prefix_caching"]:
         "protocol.share_engines = true with prefix_caching = true: a shared engine would serve one "
         "cell's prompts from another's cache; turn one of them off"
     )
-JOBS = _engine_jobs.plan_jobs(CELLS, CONFIG["version"]) if SHARE_ENGINES else None
+# Analysis scope (ADR 0216): `measured` analyses the planned cells whose records exist and defines no
+# measurement rule (rules/run.smk), so no job can be planned; the cells left out are named by the analysis.
+MEASURED_SCOPE = CONFIG["analysis_scope"] == _scope.MEASURED
+ANALYSED_CELLS, NOT_MEASURED = _scope.split_measured(CELLS, _existing_records()) if MEASURED_SCOPE else (CELLS, [])
+if MEASURED_SCOPE and not ANALYSED_CELLS:
+    raise WorkflowError(
+        f"analysis_scope = measured: none of the {len(CELLS)} planned records exists under "
+        f"{_cells.CELLS_DIR}/ (nothing was measured for this config yet; run it, or analyse another config)"
+    )
+NOT_MEASURED_LABELS = [_scope.cell_label(c) for c in NOT_MEASURED]
+JOBS = _engine_jobs.plan_jobs(CELLS, CONFIG["version"]) if SHARE_ENGINES and not MEASURED_SCOPE else None
 
 
 def get_group_job(wildcards):
@@ -248,16 +259,27 @@ def get_record_paths():
 
 def get_record_list(wildcards):
     # A param from a function: Snakemake formats each string of a literal list param per job (14k on a paper grid).
-    return [c.record_path for c in CELLS]
+    return [c.record_path for c in ANALYSED_CELLS]
 
 
 def get_timeline_list(wildcards):
-    return [c.timeline_path for c in CELLS]
+    return [c.timeline_path for c in ANALYSED_CELLS]
+
+
+@_freeze_signature
+def get_not_measured(wildcards):
+    # `<campaign>/<cell>` of every planned cell measured scope leaves out (ADR 0216); empty in planned scope.
+    return NOT_MEASURED_LABELS
 
 
 def get_measured_inputs(kind="record"):
     """What the analysis waits for: every record (timeline) — with sharing, a group job's done file stands for
-    the records (timelines) it writes, which are no rule's declared outputs (ADR 0140)."""
+    the records (timelines) it writes, which are no rule's declared outputs (ADR 0140). In measured scope: the
+    records that exist, and those of their timelines that exist (a timeline is the figures' extra)."""
+    if MEASURED_SCOPE:
+        if kind == "record":
+            return [c.record_path for c in ANALYSED_CELLS]
+        return [c.timeline_path for c in ANALYSED_CELLS if Path(c.timeline_path).exists()]
     if JOBS is None:
         return [c.record_path if kind == "record" else c.timeline_path for c in CELLS]
     return JOBS.measured_inputs(CELLS, kind)

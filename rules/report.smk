@@ -63,5 +63,7 @@ rule report:
     params:
         config=CONFIG,
         config_hash=CONFIG_HASH,
+        # caveats, one per campaign (ADR 0216)
+        not_measured=get_not_measured,
     script:
         "../scripts/report.py"

@@ -1,4 +1,5 @@
-if SHARE_ENGINES:
+# In measured scope (ADR 0216) no measurement rule exists: the analysis reads the records there are.
+if SHARE_ENGINES and not MEASURED_SCOPE:
 
     # One job per engine group with cells to measure (ADR 0017, 0140), read from the planned table JOBS.
     # Named run_cell like the one-cell job, so that a profile's `--set-resources run_cell:…` and
@@ -37,7 +38,7 @@ if SHARE_ENGINES:
         shell:
             "{params.command}"
 
-else:
+elif not MEASURED_SCOPE:
 
     # One cell per job, one engine start per cell (the default).
     rule run_cell:

@@ -4,12 +4,15 @@ Thin: the work is in specjoule.analysis.aggregate."""
 import sys
 import time
 
+from specjoule import scope
 from specjoule.analysis import AnalysisError, aggregate, script_logger
 
 
 def main(smk) -> None:  # smk: the Snakemake script object
     log = script_logger("aggregate", smk.log[0])
     t0 = time.perf_counter()
+    for line in scope.not_measured_lines(list(smk.params.get("not_measured", []))):  # measured scope (ADR 0216)
+        log.warning("%s", line)
     try:
         df = aggregate.aggregate(list(smk.params.records), cache=smk.params.cache, log=log.info)
     except AnalysisError as exc:

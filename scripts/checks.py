@@ -6,6 +6,7 @@ import time
 
 import polars as pl
 
+from specjoule import scope
 from specjoule.analysis import (
     META_CONFIG_HASH,
     checks,
@@ -32,7 +33,11 @@ def main(smk) -> None:  # smk: the Snakemake script object
         records = roofline.attach_for_checks(records, pl.read_parquet(smk.input.roofline))
     result = checks.run_checks(records, thresholds, smk.params.config_hash)
     write_parquet_atomic(result, smk.output.table, {META_CONFIG_HASH: smk.params.config_hash})
-    write_text_atomic(checks.to_markdown(result, thresholds, smk.params.config_hash), smk.output.markdown)
+    markdown = checks.to_markdown(result, thresholds, smk.params.config_hash)
+    missing = scope.not_measured_lines(list(smk.params.get("not_measured", [])))
+    if missing:  # measured scope (ADR 0216): the planned cells these checks did not see
+        markdown += "\n## Not measured\n\n" + "".join(f"- {line}\n" for line in missing)
+    write_text_atomic(markdown, smk.output.markdown)
     counts = result.group_by("status").len().sort("status").iter_rows()
     log.info(
         "%d check rows over %d campaigns (%s) in %.2f s",

@@ -32,6 +32,7 @@ def main(smk) -> None:  # smk: the Snakemake script object
         specs=specs,
         paths={k: str(v) for k, v in smk.input.items()},
         javascript_bundle=figures.read_javascript_bundle(smk.input.figures, manifest),
+        not_measured=tuple(smk.params.get("not_measured", [])),
     )
     html = render.render(inputs)
     render.write_atomic(smk.output[0], html)

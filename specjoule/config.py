@@ -409,14 +409,24 @@ def _hash_neutral_paths(schema: dict) -> list[tuple[tuple[str, ...], Any]]:
     return out
 
 
+def _hash_excluded_keys(schema: dict) -> list[str]:
+    """Top-level keys the schema marks ``hash_excluded: true``: how a run is analysed, never what is measured."""
+    return [key for key, sub in schema.get("properties", {}).items() if sub.get("hash_excluded")]
+
+
 def config_hash(config: Mapping[str, Any]) -> str:
     """Content hash of the validated config, pre-registered checks included.
 
     A key the schema marks ``hash_neutral`` is left out while it holds its default: such keys were added
     after configs had been run (replicate counts, new checks' thresholds), and their default reproduces
     what ran before, so adding them must not make every committed record look measured under another
-    config (the ``preregistration`` check, ADR 0064). Set to anything else, they are hashed."""
+    config (the ``preregistration`` check, ADR 0064). Set to anything else, they are hashed.
+
+    A key marked ``hash_excluded`` is never hashed, whatever its value: it says how the records are analysed
+    (``analysis_scope``, ADR 0216), so a pre-registered config analysed another way stays that config."""
     config = copy.deepcopy(dict(config))
+    for key in _hash_excluded_keys(_schema()):
+        config.pop(key, None)
     for path, default in _hash_neutral_paths(_schema()):
         parent = config
         for key in path[:-1]:

@@ -39,6 +39,19 @@ def test_hash_neutral_key_is_hashed_when_set():
     assert config.config_hash(config.validate({**raw, "engine_replicates": 2})) != GOLDEN_HASHES["validation/h200-2026-12/config/h200-engines-one-gpu.yaml"]
 
 
+def test_analysis_scope_is_never_hashed_and_plans_the_same_cells():
+    """How the records are analysed is not what was measured (ADR 0216): measured scope keeps the hash the
+    preregistration check compares, and every cell id and engine group."""
+    path = "validation/h200-2026-12/session-2026-12-02e/spread/h200-spread.yaml"
+    raw = config.read_yaml(REPO / path)
+    measured = config.validate({**raw, "analysis_scope": "measured"})
+    assert config.validate(raw)["analysis_scope"] == "planned"  # the default: today's behaviour
+    assert config.config_hash(measured) == GOLDEN_HASHES["config/h200-spread.yaml"] == config.config_hash(config.load(REPO / path))
+    assert _plan(measured) == _plan(config.load(REPO / path))
+    with pytest.raises(config.ConfigError, match=r"analysis_scope = 'everything'"):
+        config.validate({**raw, "analysis_scope": "everything"})
+
+
 @pytest.mark.parametrize("path", sorted(GOLDEN))
 def test_shipped_config_plans_its_golden_cells(path):
     assert (REPO / path).exists(), f"{path} moved or was removed: update the golden file's key, not its ids"

@@ -195,13 +195,20 @@ def pair(lf: pl.LazyFrame) -> pl.LazyFrame:
                 *(_side_mean(m).alias(f"{prefix}_{m}") for m in BASELINE_METRICS),
                 pl.len().cast(pl.Int32).alias(f"{prefix}_n"),
                 pl.col("cell_name").alias(f"{prefix}_cell_names"),
+                pl.col("_window").cast(pl.String).str.join(",").alias(f"_{prefix}_windows"),
             )
         )
 
     out = lf.join(side(ROLE_OPENING, "opening"), on=list(PAIR_KEYS), how="left", nulls_equal=True, validate="m:1").join(
         side(ROLE_CLOSING, "closing"), on=list(PAIR_KEYS), how="left", nulls_equal=True, validate="m:1"
     )
-    has_close = pl.col("closing_cell_name").is_not_null()
+    # The closing side enters the baseline only when it holds the opening's windows. A closing baseline cut
+    # short (some windows not measured: analysis_scope = measured, ADR 0216) would weigh the two sides
+    # unevenly; the points are then paired with the opening alone, as in a campaign without a closing
+    # baseline, and baseline_drift compares the windows both sides hold. Every planned record present: equal.
+    has_close = pl.col("closing_cell_name").is_not_null() & pl.col("_closing_windows").eq_missing(
+        pl.col("_opening_windows")
+    )
     out = out.with_columns(
         # Mean of opening and closing when the campaign has both; null propagates, so a baseline
         # whose closing twin lacks the metric gives no baseline value rather than a one-sided one.
@@ -212,7 +219,9 @@ def pair(lf: pl.LazyFrame) -> pl.LazyFrame:
             .alias(f"baseline_{m}")
             for m in BASELINE_METRICS
         ),
-        (pl.col("opening_n").fill_null(0) + pl.col("closing_n").fill_null(0)).cast(pl.Int32).alias("baseline_n"),
+        (pl.col("opening_n").fill_null(0) + pl.when(has_close).then(pl.col("closing_n")).otherwise(0))
+        .cast(pl.Int32)
+        .alias("baseline_n"),
         (
             pl.col("device_key").ne_missing(pl.col("opening_device_key"))
             | (has_close & pl.col("device_key").ne_missing(pl.col("closing_device_key")))

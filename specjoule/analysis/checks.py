@@ -29,6 +29,7 @@ import polars as pl
 
 from specjoule import axes
 from specjoule.analysis import AnalysisError
+from specjoule.analysis.aggregate import window_index_expr
 from specjoule.analysis.spread import is_measured
 from specjoule.axes import ROLE_CLOSING, ROLE_OPENING, ROLE_POINT
 
@@ -308,6 +309,30 @@ def baseline_present(df: pl.DataFrame, th: Thresholds, config_hash: str | None) 
     )
 
 
+_DRIFT_METRICS = ("mj_per_committed_token", "s_per_committed_token")
+
+
+def _common_window_sides(df: pl.DataFrame) -> pl.DataFrame:
+    """Per campaign: the windows both baseline sides hold (``_common``, ``_n_common``) and each side's mean over
+    them (``common_opening_*``, ``common_closing_*``). A side cut short (a window not measured, ADR 0216) is
+    compared window for window, not its mean against a mean over other windows."""
+    rows = df.filter(C("role").is_in([ROLE_OPENING, ROLE_CLOSING]) & is_measured(df)).with_columns(
+        window_index_expr(df)
+    )
+    both = rows.group_by("campaign_id", "_window").agg(C("role").n_unique().alias("_sides")).filter(C("_sides") == 2)
+    rows = rows.join(both.select("campaign_id", "_window"), on=["campaign_id", "_window"], how="semi")
+
+    def side_mean(role: str, m: str) -> pl.Expr:
+        x = C(m).filter(C("role") == role)
+        return pl.when(x.null_count() > 0).then(None).otherwise(x.mean()).alias(f"common_{role.split('_')[0]}_{m}")
+
+    return rows.group_by("campaign_id").agg(
+        C("_window").filter(C("role") == ROLE_OPENING).sort().alias("_common"),
+        C("_window").filter(C("role") == ROLE_OPENING).len().alias("_n_common"),
+        *(side_mean(role, m) for role in (ROLE_OPENING, ROLE_CLOSING) for m in _DRIFT_METRICS),
+    )
+
+
 @check(
     "baseline_drift",
     "campaign",
@@ -335,6 +360,16 @@ def baseline_drift(df: pl.DataFrame, th: Thresholds, config_hash: str | None) ->
     )
     points = df.group_by("campaign_id").agg((C("role") == ROLE_POINT).any().alias("has_points"))
     camps = df.select("campaign_id").unique().join(base, on="campaign_id", how="left").join(points, on="campaign_id")
+    camps = camps.join(_common_window_sides(df), on="campaign_id", how="left").with_columns(C("_n_common").fill_null(0))
+    # Sides with different windows (a closing baseline cut short): compare the windows both hold.
+    cut = C("closing_cell_name").is_not_null() & ((C("_n_common") < C("opening_n")) | (C("_n_common") < C("closing_n")))
+    camps = camps.with_columns(
+        *(
+            pl.when(cut).then(C(f"common_{side}_{m}")).otherwise(C(f"{side}_{m}")).alias(f"{side}_{m}")
+            for side in ("opening", "closing")
+            for m in _DRIFT_METRICS
+        )
+    )
     energy = C("opening_mj_per_committed_token").is_not_null() & C("closing_mj_per_committed_token").is_not_null()
     any_energy = C("opening_mj_per_committed_token").is_not_null() | C("closing_mj_per_committed_token").is_not_null()
     o = pl.when(energy).then(C("opening_mj_per_committed_token")).otherwise(C("opening_s_per_committed_token"))
@@ -349,12 +384,23 @@ def baseline_drift(df: pl.DataFrame, th: Thresholds, config_hash: str | None) ->
     mixed = ~energy & any_energy
     # Several windows per side: each side is the mean of its windows (said only then, so one-window text is unchanged).
     windows = (
-        pl.when((C("opening_n") > 1) | (C("closing_n") > 1))
+        pl.when(cut)
+        .then(
+            pl.format(
+                "; window(s) {} only, on both sides: the closing baseline holds {} window(s), the opening {} (the "
+                "rest not measured); ratios use the opening baseline alone",
+                C("_common").cast(pl.List(pl.String)).list.join(", "),
+                C("closing_n"),
+                C("opening_n"),
+            )
+        )
+        .when((C("opening_n") > 1) | (C("closing_n") > 1))
         .then(pl.format("; means of {} opening and {} closing windows", C("opening_n"), C("closing_n")))
         .otherwise(pl.lit(""))
     )
+    no_common = cut & (C("_n_common") == 0)
     status = (
-        pl.when(no_pair)
+        pl.when(no_pair | no_common)
         .then(pl.lit(NA))
         .when(mixed | drift.is_null() | (drift > th.baseline_drift_max))
         .then(pl.lit(FAIL))
@@ -372,6 +418,8 @@ def baseline_drift(df: pl.DataFrame, th: Thresholds, config_hash: str | None) ->
         )
         .when(C("closing_cell_name").is_null())
         .then(pl.lit("no closing baseline in this campaign: drift not measurable"))
+        .when(no_common)
+        .then(pl.lit("no window measured on both baseline sides: drift not measurable"))
         .when(mixed)
         .then(pl.lit("energy measured on one baseline only"))
         .when(drift.is_null())

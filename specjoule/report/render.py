@@ -23,7 +23,7 @@ from typing import Any
 import jinja2
 import polars as pl
 
-from specjoule import axes
+from specjoule import axes, scope
 from specjoule.analysis import accounting
 from specjoule.report import figures as figs
 from specjoule.report import loops, numbers, parallel, schemes
@@ -53,6 +53,8 @@ class ReportInputs:
     generated_at: str = ""
     # The bundle the figures rule wrote (figures.read_javascript_bundle); None: compile it here.
     javascript_bundle: str | None = None
+    # `<campaign>/<cell>` of the planned cells analysis_scope = measured left out (ADR 0216).
+    not_measured: tuple[str, ...] = ()
 
     def figure_inputs(self) -> figs.FigureInputs:
         """The figures' view of the tables (drawable points, record columns, summary intervals)."""
@@ -746,7 +748,8 @@ def _failed_campaigns(inp: ReportInputs) -> dict[str, list[str]]:
 
 def caveats(inp: ReportInputs) -> list[Caveat]:
     c, all_records, cur = inp.config, inp.records, inp.curves
-    out: list[Caveat] = []
+    # Measured scope (ADR 0216): first, what the verdict below does not cover.
+    out: list[Caveat] = [Caveat("warn", line) for line in scope.not_measured_lines(inp.not_measured)]
     if all_records.height == 0:
         return [Caveat("warn", "no records: nothing was measured")]
     # An unsupported record has no window, meter or counters: the caveats about measurements read the others.
