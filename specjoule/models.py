@@ -767,6 +767,36 @@ def has_gated_deltanet_layers(model: str) -> bool:
     return text.get("kv_lora_rank") is None and _declares_gated_deltanet(text)
 
 
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
+
+
+def gated_deltanet_attention_block_tokens(model: str, num_speculative_tokens: int, kernel_alignment: int = 16) -> int:
+    """The attention block size (tokens) vLLM 0.26.0 gives a Gated-DeltaNet hybrid target without prefix caching:
+    the smallest multiple of ``kernel_alignment`` whose attention page holds one layer's recurrent state
+    (``platforms/interface.py`` ``update_block_size_for_backend``). The state's convolution part keeps
+    ``conv_kernel - 1 + num_speculative_tokens`` positions (``mamba_utils.gated_delta_net_state_shape``), so a
+    speculative arm's block is larger than its baseline's: 1,056 tokens against 1,168 for Qwen3.6-35B-A3B with
+    DFlash (k = 15), as measured (ADR 0217). A config pins one block size for every arm with
+    ``engine_options.vllm.block_size`` at least this value for its largest k. ValueError when the target is not a
+    local Gated-DeltaNet hybrid."""
+    if num_speculative_tokens < 0:
+        raise ValueError(f"num_speculative_tokens must be >= 0, got {num_speculative_tokens}")
+    if not has_gated_deltanet_layers(model):
+        raise ValueError(f"{model} is not a local Gated-DeltaNet hybrid target")
+    text = _text_config(read_model_config(model))
+    act = _DTYPE_BYTES[str(text.get("dtype") or text.get("torch_dtype") or "bfloat16")]
+    ssm = _DTYPE_BYTES[str(text.get("mamba_ssm_dtype") or "float32")]
+    k_heads, v_heads = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
+    k_dim, v_dim = int(text["linear_key_head_dim"]), int(text["linear_value_head_dim"])
+    conv_dim = k_dim * k_heads * 2 + v_dim * v_heads
+    conv_bytes = conv_dim * (int(text["linear_conv_kernel_dim"]) - 1 + num_speculative_tokens) * act
+    state_bytes = v_heads * v_dim * k_dim * ssm
+    head_dim = int(text.get("head_dim") or int(text["hidden_size"]) // int(text["num_attention_heads"]))
+    attn_bytes_per_token = 2 * int(text["num_key_value_heads"]) * head_dim * act  # K and V
+    step = kernel_alignment * attn_bytes_per_token
+    return kernel_alignment * -(-(conv_bytes + state_bytes) // step)
+
+
 def _has_weights(directory: Path) -> bool:
     return any(any(directory.glob(g)) for g in WEIGHT_GLOBS)
 

@@ -195,9 +195,13 @@ def test_a_failed_start_in_the_evidence_reads_as_an_attempt_that_failed(records,
     """2026-12-02c committed the attempt markers of its two failed starts (written before ADR 0197: no cause);
     2026-12-02d the marker of Qwen3.6's second failed start (its cause only in the error's text)."""
     table = coverage.matrix(records, plan, coverage.failed_attempts([EVIDENCE]))
-    for method in ("mtp", "dflash"):
+    # 2026-12-02f measured DFlash (its engine_config_matched check failed, ADR 0217); MTP's engine started, and the
+    # budget ended in its first window: its marker is one more attempt with no record
+    assert row(table, "qwen3.6-35b-a3b", "vllm", "dflash")["status"] == "measured, check failed: engine_config_matched"
+    for method in ("mtp",):
         got = row(table, "qwen3.6-35b-a3b", "vllm", method)
         assert got["status"] == coverage.ATTEMPT_FAILED
+        assert "mtp--mv1: " + coverage.NO_CAUSE in got["reason"]
         # the error's first line, not the worker's traceback under it
         assert "OSError: Can't load image processor for " in got["reason"] and "\n" not in got["reason"]
     only_1202c = coverage.failed_attempts([EVIDENCE / "session-2026-12-02c"])
@@ -225,7 +229,7 @@ def test_the_root_cause_the_runner_notes_is_the_one_the_matrix_shows(tmp_path, m
     marker = runner.attempt_marker(cell)
     assert marker.exists() and not list(marker.parent.glob(".*"))  # written whole, no temporary left
     table = coverage.matrix(records, plan, coverage.failed_attempts([tmp_path]))
-    for method in ("mtp", "dflash"):
+    for method in ("mtp",):  # DFlash has records since 2026-12-02f
         got = row(table, "qwen3.6-35b-a3b", "vllm", method)
         assert got["status"] == coverage.ATTEMPT_FAILED
         assert got["reason"] == "baseline--open: ModuleNotFoundError: No module named 'compressed_tensors'"

@@ -7,6 +7,7 @@ stays fired), and the records' known latency error must not reach the analysis a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -703,3 +704,51 @@ def test_1202e_gated_deltanet_failed_start_passed_the_text_only_fix_and_died_on_
     assert "No module named 'flashinfer'" in (SESSION_1202E / "README.md").read_text()
     check = (SESSION_1202E / "device-logs" / "bundle-check.json").read_text()
     assert "flashinfer-python" in check
+
+
+SESSION_1202F = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02f"
+GDN_1202F = SESSION_1202F / "gdn"
+
+
+def test_1202f_gdn_config_is_the_preregistered_one_and_the_analysis_edit_is_one_key():
+    name = "h200-schemes-gdn.yaml"
+    assert (GDN_1202F / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    run = yaml.safe_load((GDN_1202F / name).read_text())
+    analysis = yaml.safe_load((GDN_1202F / "config-analysis.yaml").read_text())
+    assert analysis["checks"].pop("allow_failed_checks") is True
+    assert analysis == run
+
+
+def test_1202f_gated_deltanet_measured_on_triton_prefill_and_failed_only_on_block_size():
+    df, checks = _verdict(GDN_1202F, "h200-schemes-gdn.yaml")
+    assert sorted(df["cell_name"]) == ["baseline--open", "dflash--mv1", "dflash--mv16"]
+    assert df["gpu_uuid"].n_unique() == 1 and (df["energy_j"] > 0).all()
+    engine = [json.loads(e) for e in df["engine_config"]]  # ADR 0215 on the GPU: asked for and built
+    assert {(e["gdn_prefill_backend"], e["gdn_prefill_kernel"]) for e in engine} == {("triton", "triton")}
+    failed = checks.filter(pl.col("status") == "fail")
+    assert failed["check"].to_list() == ["engine_config_matched"]
+    assert "block_size: 1056 → 1168" in failed["detail"][0]  # ADR 0217
+    committed = (GDN_1202F / "results" / "checks.md").read_text()
+    assert "1 fail, 2 flag, 17 pass, 6 not_applicable" in committed
+    assert "3 not measured: mtp--mv1, mtp--mv4, baseline--close" in committed
+    base = df.filter(pl.col("cell_name") == "baseline--open").row(0, named=True)
+    for r in df.filter(pl.col("role") == "point").iter_rows(named=True):
+        ratio = r["mj_per_committed_token"] / base["mj_per_committed_token"]
+        line = _readme_line_in(SESSION_1202F, f"| DFlash L = {r['configured_L']:.0f} |")
+        assert line == (f"| DFlash L = {r['configured_L']:.0f} | {r['realized_L']:.1f} | {r['mj_per_committed_token']:.1f} "
+                        f"| {ratio:.3f} | {r['round_time_ms']:.2f} | {r['gpu_busy_fraction']:.2f} |"), line
+        assert r["verify_width"] == 16
+    curves = pl.read_parquet(GDN_1202F / "results" / "curves.parquet")
+    assert all(fc == ["engine_config_matched"] for fc in curves["failed_checks"].to_list())  # derived, marked
+
+
+def test_1202f_baseline_agrees_across_the_two_boards_as_the_readme_says():
+    cell = "vllm-qwen36_35b_a3b-closed-b1-random-s0-cg1/baseline--open.parquet"
+    one = pl.read_parquet(SESSION_1202F / "machine-1" / "results" / "cells" / cell).row(0, named=True)
+    two = pl.read_parquet(GDN_1202F / "results" / "cells" / cell).row(0, named=True)
+    assert one["cell_id"] == two["cell_id"] and one["gpu_uuid"] != two["gpu_uuid"]
+    shift = two["mj_per_committed_token"] / one["mj_per_committed_token"] - 1
+    readme = (SESSION_1202F / "README.md").read_text()
+    assert (f"{one['mj_per_committed_token']:.1f} mJ/token on machine 1, {two['mj_per_committed_token']:.1f} on machine 2 "
+            f"({shift:+.1%})").replace("%", " %") in readme
+    assert abs(shift) < 0.02

@@ -1,0 +1,84 @@
+"""ADR 0217: on a Gated-DeltaNet hybrid target vLLM 0.26.0 sizes the attention block to hold one layer's recurrent
+state, and a speculative arm's state keeps k more convolution positions, so its block is larger than the baseline's.
+specjoule.models.gated_deltanet_attention_block_tokens reproduces the sizes the H200 engines chose (read from the
+committed records), and config/h200-schemes-gdn-pinned.yaml gives every arm one block size no arm would grow."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from specjoule import config, models
+from specjoule.engines import vllm as V
+
+REPO = Path(__file__).resolve().parent.parent
+QWEN36 = "config/models/qwen3.6-35b-a3b"
+EVIDENCE = REPO / "validation/h200-2026-12/session-2026-12-02f/gdn/results/cells/vllm-qwen36_35b_a3b-closed-b1-random-s0-cg1"
+PINNED = "config/h200-schemes-gdn-pinned.yaml"
+
+
+def _measured_block_sizes() -> dict[int, int]:
+    """{k: block_size the engine reported} for every committed record of the 2026-12-02f GDN campaign."""
+    out = {}
+    for path in sorted(EVIDENCE.glob("*.parquet")):
+        rec = pl.read_parquet(path).row(0, named=True)
+        out[int(rec["k"] or 0)] = int(json.loads(rec["engine_config"])["block_size"])
+    return out
+
+
+def test_the_rule_gives_the_block_sizes_the_h200_engines_chose():
+    measured = _measured_block_sizes()
+    assert measured == {0: 1056, 15: 1168}, measured  # baseline, DFlash k = 15
+    for k, block in measured.items():
+        assert models.gated_deltanet_attention_block_tokens(QWEN36, k) == block
+
+
+def test_the_block_grows_with_k_by_whole_alignment_steps():
+    sizes = [models.gated_deltanet_attention_block_tokens(QWEN36, k) for k in range(0, 17)]
+    assert sizes == sorted(sizes) and sizes[0] < sizes[-1]
+    assert all(s % 16 == 0 for s in sizes)
+    assert models.gated_deltanet_attention_block_tokens(QWEN36, 3) == 1072  # MTP, k = 3
+
+
+@pytest.mark.parametrize("model", ["config/models/qwen3-8b", "config/models/glm-4.7-flash"])
+def test_a_target_without_gated_deltanet_layers_is_refused(model):
+    with pytest.raises(ValueError, match="not a local Gated-DeltaNet hybrid"):
+        models.gated_deltanet_attention_block_tokens(model, 0)
+
+
+def test_a_negative_k_is_refused():
+    with pytest.raises(ValueError, match="num_speculative_tokens must be >= 0, got -1"):
+        models.gated_deltanet_attention_block_tokens(QWEN36, -1)
+
+
+def _arms(path: str):
+    _, table = config.plan(config.read_yaml(REPO / path), path)
+    return [c for c in table.cells if not c.unsupported_reason]
+
+
+def test_the_pinned_config_gives_every_arm_a_block_no_arm_would_grow():
+    arms = _arms(PINNED)
+    assert {c.spec["scheme"]["method"] for c in arms} == {"baseline", "mtp", "dflash"}
+    for cell in arms:
+        kw = V.engine_kwargs(cell.spec)
+        k = int(kw["speculative_config"]["num_speculative_tokens"]) if "speculative_config" in kw else 0
+        assert kw["block_size"] == 1168
+        assert kw["block_size"] >= models.gated_deltanet_attention_block_tokens(QWEN36, k)
+
+
+def test_the_unpinned_config_lets_vllm_choose_per_arm():
+    """The config that ran on 2026-12-02f: no block_size, so vLLM's own choice differs between its arms."""
+    arms = _arms("config/h200-schemes-gdn.yaml")
+    assert all("block_size" not in V.engine_kwargs(c.spec) for c in arms)
+    ks = {int(c.spec["scheme"].get("k") or 0) for c in arms}
+    assert len({models.gated_deltanet_attention_block_tokens(QWEN36, k) for k in ks}) == len(ks) == 3
+
+
+def test_the_pinned_config_keeps_the_preregistered_thresholds():
+    pinned = config.read_yaml(REPO / PINNED)["checks"]
+    original = config.read_yaml(REPO / "config/h200-schemes-gdn.yaml")["checks"]
+    assert pinned == original
+    assert "block_size" not in pinned["engine_config_may_differ"]
