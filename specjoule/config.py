@@ -175,7 +175,43 @@ def plan(raw: Mapping[str, Any], config_file: str = "CONFIG") -> tuple[dict, Any
     resolve_models.check_corpora(config, config_file)
     table = cells.build(config)
     _check_reference_evidence(config, table)
+    for warning in hybrid_block_size_warnings(config, table):
+        log.warning("%s", warning)
     return config, table
+
+
+def hybrid_block_size_warnings(config: Mapping[str, Any], table: Any) -> list[str]:
+    """One line per Gated-DeltaNet target whose vLLM arms would run different attention block sizes (ADR 0217):
+    vLLM sizes the block to hold the recurrent state, which grows with k, and ``engine_config_matched`` would then
+    fail after the run. Known here, before any GPU time; silent when the config pins
+    ``engine_options.vllm.block_size`` or pre-registers ``block_size`` in ``checks.engine_config_may_differ``."""
+    from specjoule import models
+
+    if (config.get("engine_options", {}).get("vllm") or {}).get("block_size") is not None:
+        return []
+    if "block_size" in (config.get("checks", {}).get("engine_config_may_differ") or []):
+        return []
+    ks: dict[str, set[int]] = {}
+    for cell in table.cells:
+        spec = cell.spec
+        if spec.get("engine") != "vllm" or spec.get("device") != "cuda" or cell.unsupported_reason:
+            continue
+        target = (spec.get("target") or {}).get("model")
+        if target:
+            ks.setdefault(target, set()).add(int((spec.get("scheme") or {}).get("k") or 0))
+    out = []
+    for target, k_set in sorted(ks.items()):
+        if len(k_set) < 2 or not models.has_gated_deltanet_layers(target):
+            continue
+        blocks = {k: models.gated_deltanet_attention_block_tokens(target, k) for k in sorted(k_set)}
+        if len(set(blocks.values())) > 1:
+            out.append(
+                f"config {config.get('name')}: engine_options.vllm.block_size is not set and {target} is a "
+                f"Gated-DeltaNet hybrid: vLLM would give its arms attention blocks of "
+                f"{', '.join(f'{b} (k = {k})' for k, b in blocks.items())} tokens, and engine_config_matched would "
+                f"fail; pin block_size: {max(blocks.values())} for every arm (ADR 0217)"
+            )
+    return out
 
 
 def resolve_evidence_path(path: str | Path) -> Path:

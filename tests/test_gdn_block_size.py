@@ -82,3 +82,23 @@ def test_the_pinned_config_keeps_the_preregistered_thresholds():
     original = config.read_yaml(REPO / "config/h200-schemes-gdn.yaml")["checks"]
     assert pinned == original
     assert "block_size" not in pinned["engine_config_may_differ"]
+
+
+def test_the_plan_warns_before_any_gpu_time_when_a_hybrid_campaign_leaves_the_block_to_vllm(caplog):
+    raw = config.read_yaml(REPO / "config/h200-schemes-gdn.yaml")
+    with caplog.at_level("WARNING", logger="specjoule.config"):
+        cfg, table = config.plan(raw, "config/h200-schemes-gdn.yaml")
+    warned = [r.getMessage() for r in caplog.records if "Gated-DeltaNet hybrid" in r.getMessage()]
+    assert len(warned) == 1 and "engine_options.vllm.block_size is not set" in warned[0]
+    assert "1056 (k = 0), 1072 (k = 3), 1168 (k = 15)" in warned[0] and "pin block_size: 1168" in warned[0]
+    # silent when pinned, or when the difference is pre-registered as accepted
+    _, pinned_table = config.plan(config.read_yaml(REPO / PINNED), PINNED)
+    assert config.hybrid_block_size_warnings(config.read_yaml(REPO / PINNED), pinned_table) == []
+    excused = {**cfg, "checks": {**cfg["checks"], "engine_config_may_differ": ["block_size"]}}
+    assert config.hybrid_block_size_warnings(excused, table) == []
+
+
+def test_the_plan_does_not_warn_for_a_target_without_gated_deltanet_layers():
+    for path in ("config/h200-schemes-sglang-families.yaml", "config/config.yaml"):
+        cfg, table = config.plan(config.read_yaml(REPO / path), path)
+        assert config.hybrid_block_size_warnings(cfg, table) == []
