@@ -495,3 +495,37 @@ def test_vllm_v1_draft_model_caveat_comes_from_the_records():
     assert f"{rounds.min():.1f}–{rounds.max():.1f} ms" in text
     v2 = pl.read_parquet(root / "session-2026-12-01d" / "qwen3-8b" / "results" / "records.parquet")
     assert render._vllm_v1_draft_model(v2) is None
+
+
+def test_vllm_v1_draft_model_caveat_names_the_gpu_busy_fraction_and_survives_async_scheduling():
+    """ADR 0096 addendum 3: the 2026-12-02e windows recorded NVML utilization, and the caveat quotes it beside the
+    baselines'; a V1 draft_model arm with async scheduling keeps the caveat (0.26.0's V1 drafter runs the same
+    piecewise passes from Python either way), worded for the scheduling its records name."""
+    import polars as pl
+
+    from specjoule.report import render
+
+    root = Path(__file__).resolve().parent.parent / "validation" / "h200-2026-12"
+    recs = pl.read_parquet(root / "session-2026-12-02e" / "spread" / "results" / "records.parquet")
+    vllm = recs.filter(pl.col("engine") == "vllm")
+    busy = vllm.filter(pl.col("method") == "draft_model")["gpu_busy_fraction"]
+    base = vllm.filter(pl.col("method") == "baseline")["gpu_busy_fraction"]
+    text = render._vllm_v1_draft_model(recs)
+    assert text and "with synchronous scheduling" in text
+    assert f"the GPU busy {busy.min():.2f}–{busy.max():.2f} of those windows" in text
+    assert f"against {base.min():.2f}–{base.max():.2f} for the baselines" in text
+    flip = pl.col("engine_config").str.replace(r'"async_scheduling":\s*false', '"async_scheduling": true')
+    is_draft = pl.col("method") == "draft_model"
+    on = recs.with_columns(pl.when(is_draft).then(flip).otherwise(pl.col("engine_config")).alias("engine_config"))
+    assert (on.filter(is_draft)["engine_config"].str.json_path_match("$.async_scheduling") == "true").all()
+    text_on = render._vllm_v1_draft_model(on)
+    assert text_on and "with async scheduling and piecewise CUDA graphs" in text_on and "synchronous" not in text_on
+    # One arm each way: both named.
+    first = pl.int_range(pl.len()) == 0
+    mixed = recs.with_columns(
+        pl.when(is_draft & first.over("method")).then(flip).otherwise(pl.col("engine_config")).alias("engine_config")
+    )
+    assert "synchronous or async scheduling (by arm)" in render._vllm_v1_draft_model(mixed)
+    # Records from before NVML utilization was recorded: no busy words, the rest as before.
+    old = render._vllm_v1_draft_model(pl.read_parquet(root / "session-2026-12-01b" / "results" / "records.parquet"))
+    assert old and "GPU busy" not in old and "ms baseline step." in old
