@@ -16,9 +16,7 @@ from specjoule.engines import vllm as V
 
 REPO = Path(__file__).resolve().parent.parent
 QWEN36 = "config/models/qwen3.6-35b-a3b"
-EVIDENCE = (
-    REPO / "validation/h200-2026-12/session-2026-12-02f/gdn/results/cells/vllm-qwen36_35b_a3b-closed-b1-random-s0-cg1"
-)
+EVIDENCE = REPO / "validation/h200-2026-12/session-2026-12-02f/gdn/results/cells/vllm-qwen36_35b_a3b-closed-b1-random-s0-cg1"
 PINNED = "config/h200-schemes-gdn-pinned.yaml"
 
 

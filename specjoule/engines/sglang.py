@@ -327,13 +327,7 @@ def engine_env(spec: CellSpec | Mapping[str, Any] | None = None, base: dict[str,
         env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), own])
     else:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    # TRITON_CACHE_AUTOTUNING: later starts reuse the first start's autotune winners (ADR 0219)
-    for key, value in (
-        ("HF_HUB_OFFLINE", "1"),
-        ("TRANSFORMERS_OFFLINE", "1"),
-        ("SGLANG_USE_SGL_FA3_KERNEL", "1"),
-        ("TRITON_CACHE_AUTOTUNING", "1"),
-    ):
+    for key, value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("SGLANG_USE_SGL_FA3_KERNEL", "1")):
         if not env.get(key):
             env[key] = value
     env["PYTHONUNBUFFERED"] = "1"

@@ -648,10 +648,6 @@ def engine_env(spec: CellSpec | typing.Mapping[str, Any] | None = None) -> dict[
     # One compile cache per results tree, so every start of a campaign reuses what an earlier start compiled
     # (ADR 0189); a root the environment or engine_options.vllm.env names wins.
     env.setdefault("VLLM_CACHE_ROOT", str(compile_cache.default_vllm_root()))
-    # Triton keeps autotune winners on disk, so a campaign's later starts reuse the first start's instead of
-    # benchmarking every candidate again (~80 s per Gated-DeltaNet start on the H200), and its arms run the same
-    # kernel configurations (ADR 0219).
-    env.setdefault("TRITON_CACHE_AUTOTUNING", "1")
     env["PYTHONUNBUFFERED"] = "1"
     # The worker must import specjoule from this checkout even when it is not installed.
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
