@@ -65,22 +65,28 @@ lint: venv
 
 # The tiers (issue 22). FAST (make test-fast) has no engine, SLURM or browser; it runs on TEST_WORKERS processes
 # (pytest-xdist, tests handed out one by one: 121 s on two workers against 244 s in one process here).
-# `make test` runs in two phases. First every test that starts no engine (FAST, the SLURM mechanics whose cells are
-# short scripts, the browser) on TEST_WORKERS processes, one file per worker (--dist loadfile): a module that holds
-# the single-node cluster must stay on one worker, or the other waits on the cluster's lock until the first one's
-# session ends (xdist_group would say it per module, but pytest-xdist 3.8 cannot rename node ids under pytest 9.2).
-# Then the tests that start real engines, on TEST_WORKERS processes too (ADR 0198): an engine start is mostly one
-# interpreter importing vLLM, and the SLURM test mostly waits on its executor's polls, so two overlap well. The
-# modules that read one session fixture (the demo run) share a worker (tests/conftest.py), and a test marked
-# `engine_alone`, whose assertions read CPU timing, runs while no other engine test does.
-# `make test` fails if either phase failed, after both ran.
+# `make test` runs in two phases. First every test that starts no engine (FAST, the browser) on TEST_WORKERS
+# processes, one file per worker (--dist loadfile), and beside them, in a process of their own, the SLURM mechanics
+# (SLURM_MECHANICS: cells are short scripts, so the module mostly waits on the executor's status polls; ADR 0218).
+# That module holds the single-node cluster, so it stays in one process. Beside the workers it ends with them: phase 1
+# 233 s -> 168 s here (back to back, 2026-12-02f). Then the tests that start real engines, on TEST_WORKERS processes
+# too (ADR 0198): an engine start is mostly one interpreter importing vLLM, and the SLURM test mostly waits on its
+# executor's polls, so two overlap well. The modules that read one session fixture (the demo run) share a worker
+# (tests/conftest.py), and a test marked `engine_alone`, or a block in `conftest.engine_alone()`, whose assertions
+# read CPU timing, runs while no other engine test does.
+# `make test` fails if either phase (or the SLURM mechanics) failed, after all ran.
 FAST := not engine and not slurm and not browser
+SLURM_MECHANICS := slurm and not engine
 # TEST_WORKERS=0: one process, no xdist.
 TEST_WORKERS ?= 2
 
 test: venv system-deps lint
-	status=0; \
-	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m "not engine" --durations=10 || status=$$?; \
+	status=0; slurm_log=$$(mktemp); \
+	$(PY) -m pytest -q -rs -m "$(SLURM_MECHANICS)" --durations=5 > $$slurm_log 2>&1 & slurm_pid=$$!; \
+	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m "not engine and not slurm" --durations=10 \
+		|| status=$$?; \
+	wait $$slurm_pid || status=$$?; echo "--- SLURM mechanics ($(SLURM_MECHANICS)), beside phase 1:"; \
+	cat $$slurm_log; rm -f $$slurm_log; \
 	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m engine --durations=15 || status=$$?; \
 	exit $$status
 

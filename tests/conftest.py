@@ -4,7 +4,8 @@ real offline engine that two modules' engine tests read (issue 22: one engine st
 Phase 2 of `make test` runs the engine tests on two xdist workers (ADR 0198). Two hooks make that safe:
 `pytest_xdist_make_scheduler` keeps the modules that read one session fixture on one worker (else each worker would
 start that fixture's engines again), and `pytest_runtest_protocol` lets a test marked `engine_alone` (its
-assertions read CPU timing) run only while no other engine test runs."""
+assertions read CPU timing) run only while no other engine test runs; `engine_alone()` does that for a block of a
+test or fixture (its timed part) instead of the whole test (ADR 0218)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import fcntl
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -75,22 +78,58 @@ def pytest_xdist_make_scheduler(config, log):
     return SessionFixtureScheduling(config, log)
 
 
+# The engine slot the running engine test holds: its gate and lock files and whether it holds the lock exclusively
+# (`slot`, unset outside an engine test on an xdist worker). Per thread: a worker runs one test at a time in one
+# thread, and tests/test_engine_scheduling.py plays two workers with two threads.
+_held = threading.local()
+
+
+def _take_slot(gate, lock, mode: int) -> None:
+    """Wait for the lock in ``mode`` behind the gate: the gate is held while waiting, so a waiting exclusive request
+    stops the other worker from starting new engine tests (else it could wait for that worker's whole queue)."""
+    fcntl.flock(gate, fcntl.LOCK_EX)
+    try:
+        fcntl.flock(lock, mode)
+    finally:
+        fcntl.flock(gate, fcntl.LOCK_UN)
+
+
 @contextlib.contextmanager
 def _engine_slot(config, alone: bool):
     """A readers-writer lock over the xdist workers of one run: an engine test holds it shared, an `engine_alone`
-    test exclusively. The gate is taken first and held while waiting, so a waiting `engine_alone` test stops the
-    other worker from starting new engine tests (else it could wait for that worker's whole queue)."""
+    test exclusively."""
     base = Path(os.environ.get("TMPDIR", "/tmp")) / f"specjoule-engine-slot-{config.workerinput['testrunuid']}"
     with open(f"{base}.gate", "a") as gate, open(f"{base}.lock", "a") as lock:
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(gate, fcntl.LOCK_UN)
+        _take_slot(gate, lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        _held.slot = {"gate": gate, "lock": lock, "alone": alone}
         try:
             yield
         finally:
+            _held.slot = None
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def engine_alone():
+    """The timed part of an engine test (a measured window, a throughput comparison) with no other engine test
+    running, while its untimed part (an engine start) runs beside others (ADR 0218): the shared slot the test holds
+    becomes exclusive for the block, and shared again after it. The shared hold is dropped before queueing at the
+    gate, so two workers asking at once never each hold what the other waits for. A no-op where the test holds the
+    slot exclusively already (`engine_alone` marker) or holds none (one process, no xdist)."""
+    slot = getattr(_held, "slot", None)
+    if slot is None or slot["alone"]:
+        yield
+        return
+    gate, lock = slot["gate"], slot["lock"]
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    t0 = time.monotonic()
+    _take_slot(gate, lock, fcntl.LOCK_EX)
+    _note_slot_wait(time.monotonic() - t0)
+    try:
+        yield
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        _take_slot(gate, lock, fcntl.LOCK_SH)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -99,8 +138,41 @@ def pytest_runtest_protocol(item, nextitem):
     on xdist workers only (one process runs one test at a time anyway)."""
     if not hasattr(item.config, "workerinput") or item.get_closest_marker("engine") is None:
         return (yield)
+    t0 = time.monotonic()
     with _engine_slot(item.config, alone=item.get_closest_marker("engine_alone") is not None):
-        return (yield)
+        _held.item = item
+        _note_slot_wait(time.monotonic() - t0)
+        try:
+            return (yield)
+        finally:
+            _held.item = None
+
+
+def _note_slot_wait(seconds: float) -> None:
+    """Time the running engine test waited for the engine slot, in its reports (the durations pytest prints leave
+    it out: it comes before setup). The run's summary sums it (pytest_terminal_summary)."""
+    item = getattr(_held, "item", None)
+    if item is not None:
+        item.user_properties.append((SLOT_WAIT, round(seconds, 1)))
+
+
+SLOT_WAIT = "engine_slot_wait_s"
+_slot_waits: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.when == "teardown":  # the last report of a test carries every wait of its run
+        waited = sum(v for k, v in report.user_properties if k == SLOT_WAIT)
+        if waited >= 1:
+            _slot_waits[report.nodeid] = waited
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Where engine tests waited for each other (ADR 0198, 0218): idle time of a worker that durations do not show."""
+    if _slot_waits:
+        longest = sorted(_slot_waits.items(), key=lambda kv: -kv[1])[:5]
+        terminalreporter.write_line(f"engine slot waits: {sum(_slot_waits.values()):.0f} s in {len(_slot_waits)} "
+                                    "tests; longest: " + "; ".join(f"{n} {w:.0f} s" for n, w in longest))
 
 
 @pytest.fixture(scope="session")

@@ -102,3 +102,54 @@ def test_an_alone_test_waits_for_running_engine_tests_and_new_ones_wait_for_it(t
     b.join(5)
     assert events.index("alone out") < events.index("b in")
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".gate", ".lock"]
+
+
+def _enter_then_alone(config, events: list, release: threading.Event, leave: threading.Event) -> None:
+    with conftest._engine_slot(config, alone=False):
+        events.append("b in")
+        with conftest.engine_alone():
+            events.append("b alone in")
+            release.wait(10)
+            events.append("b alone out")
+        leave.wait(10)
+        events.append("b out")
+
+
+def test_a_timed_block_runs_alone_and_the_rest_of_its_test_beside_others(tmp_path, monkeypatch):
+    """conftest.engine_alone (ADR 0218): a test holding the slot shared (its engine start runs beside a) waits for
+    a's end before its block runs; while the block runs, a new engine test waits; after it, that test runs beside
+    the rest of the first one."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    config = SimpleNamespace(workerinput={"testrunuid": uuid.uuid4().hex})
+    events: list[str] = []
+    go_a, go_block, go_b, go_c = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+    a = _started(_enter, config, False, events, "a", go_a)
+    time.sleep(0.3)
+    b = _started(_enter_then_alone, config, events, go_block, go_b)
+    time.sleep(0.5)
+    assert events == ["a in", "b in"]  # b's untimed part runs beside a; its block waits for a
+    go_a.set()
+    a.join(5)
+    deadline = time.monotonic() + 5
+    while "b alone in" not in events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    c = _started(_enter, config, False, events, "c", go_c)
+    time.sleep(0.5)
+    assert events == ["a in", "b in", "a out", "b alone in"]  # c waits while the block runs
+    go_block.set()
+    deadline = time.monotonic() + 5
+    while "c in" not in events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert events == ["a in", "b in", "a out", "b alone in", "b alone out", "c in"]  # c beside b's shared rest
+    go_b.set()
+    go_c.set()
+    b.join(5)
+    c.join(5)
+    assert sorted(events[-2:]) == ["b out", "c out"]
+
+
+def test_a_timed_block_outside_an_xdist_engine_test_holds_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    with conftest.engine_alone():
+        pass
+    assert list(tmp_path.iterdir()) == []

@@ -21,10 +21,12 @@ from specjoule.engines.vllm import VllmServerEngine
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 import openloop_agreement as agreement  # noqa: E402
+from conftest import engine_alone  # noqa: E402
 
-# The loops' assertions read send lag, in-flight counts and window edges on this CPU: no other engine test runs
-# beside them (conftest, ADR 0198).
-pytestmark = [pytest.mark.engine, pytest.mark.engine_alone]
+# The loops' assertions read send lag, in-flight counts and window edges on this CPU: their cells and the agreement
+# benchmark run with no other engine test beside them (conftest.engine_alone, ADR 0198); the server's start, timed by
+# nothing, runs beside other engine tests (ADR 0218).
+pytestmark = pytest.mark.engine
 
 N = 3
 OUT = 128
@@ -67,7 +69,9 @@ def measured(server, tmp_path_factory) -> dict[str, dict]:
     by_workload = _cells()
     jobs = [runner.CellJob(c, out / f"{w}.parquet", out / f"{w}.timeline.parquet") for w, c in by_workload.items()]
     log = out / "cells.log"
-    runner.run_cells(jobs, log_path=log, config_hash="test", git_commit="test", version_param=1, server_url=server.url)
+    with engine_alone():
+        runner.run_cells(jobs, log_path=log, config_hash="test", git_commit="test", version_param=1,
+                         server_url=server.url)
     rows = {j.cell.workload: records.read_records([j.record_path]).to_pylist()[0] for j in jobs}
     for w, r in rows.items():  # shown with pytest -s: what this CPU did
         print(w, {k: r[k] for k in ("window_s", "requests_completed", "tokens_per_s", "realized_request_rate",
@@ -149,9 +153,11 @@ def test_agreement_with_vllm_bench_serve_shortened(server):
     same number of requests, complete them, and agree on throughput within this short run's noise. First-token and
     per-token times are only reported: on this CPU the server's front end delivers streams in bursts and the
     reference's own repeats differ in mean TTFT by up to ~4× (ADR 0113)."""
-    cost = agreement.poll_cost(server.url, polls=10)
+    with engine_alone():
+        cost = agreement.poll_cost(server.url, polls=10)
+        (row,) = agreement.agreement(server.url, [4.0], warmup_s=1.0, window_s=6.0, cooldown_s=1.0,
+                                     log=lambda m: None)
     assert 0 <= cost["cpu_s_per_poll"] < 0.1 and cost["wall_s_per_poll"] > 0
-    (row,) = agreement.agreement(server.url, [4.0], warmup_s=1.0, window_s=6.0, cooldown_s=1.0, log=lambda m: None)
     p, ref = row["project"], row["reference"]
     assert ref["n"] == 32  # ⌊4 /s × 8 s⌋, both schedules scaled to take 8 s
     assert p["completed"] + p["failed"] == 32 and ref["completed"] + ref["failed"] == 32, (p, ref)
