@@ -36,22 +36,6 @@ _MEANINGLESS_NEGATIVE = {
     "forbidden_throttle_mask": "a bit mask of NVML clock-event reasons (a negative int sets every bit)",
 }
 
-_DTYPE_BYTES = {
-    "float32": 4,
-    "float": 4,
-    "fp32": 4,
-    "float16": 2,
-    "half": 2,
-    "fp16": 2,
-    "bfloat16": 2,
-    "bf16": 2,
-    "fp8": 1,
-    "float8": 1,
-    "fp8_e4m3": 1,
-    "fp8_e5m2": 1,
-    "int8": 1,
-}
-
 
 def check(config: dict, raw: dict | None = None) -> None:
     """``raw``: the config as written, to say when a value in a message is a default (of device: cuda)."""
@@ -302,7 +286,9 @@ def _dtype_bytes(model: dict, raw: dict) -> int:
     if dtype == "auto":
         text: dict = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
         dtype = str(text.get("torch_dtype") or raw.get("torch_dtype") or raw.get("dtype") or "bfloat16").lower()
-    return _DTYPE_BYTES.get(dtype.replace("torch.", ""), 2)
+    from specjoule import models
+
+    return models.DTYPE_BYTES.get(dtype.replace("torch.", ""), 2)
 
 
 def _gpu_memory(config: dict) -> None:

@@ -767,7 +767,22 @@ def has_gated_deltanet_layers(model: str) -> bool:
     return text.get("kv_lora_rank") is None and _declares_gated_deltanet(text)
 
 
-_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
+# Bytes per element of the dtype names configs and model configs use (crosscheck reads it too).
+DTYPE_BYTES = {
+    "float32": 4,
+    "float": 4,
+    "fp32": 4,
+    "float16": 2,
+    "half": 2,
+    "fp16": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "fp8": 1,
+    "float8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "int8": 1,
+}
 
 
 def gated_deltanet_attention_block_tokens(model: str, num_speculative_tokens: int, kernel_alignment: int = 16) -> int:
@@ -784,8 +799,8 @@ def gated_deltanet_attention_block_tokens(model: str, num_speculative_tokens: in
     if not has_gated_deltanet_layers(model):
         raise ValueError(f"{model} is not a local Gated-DeltaNet hybrid target")
     text = _text_config(read_model_config(model))
-    act = _DTYPE_BYTES[str(text.get("dtype") or text.get("torch_dtype") or "bfloat16")]
-    ssm = _DTYPE_BYTES[str(text.get("mamba_ssm_dtype") or "float32")]
+    act = DTYPE_BYTES[str(text.get("dtype") or text.get("torch_dtype") or "bfloat16").replace("torch.", "")]
+    ssm = DTYPE_BYTES[str(text.get("mamba_ssm_dtype") or "float32").replace("torch.", "")]
     k_heads, v_heads = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
     k_dim, v_dim = int(text["linear_key_head_dim"]), int(text["linear_value_head_dim"])
     conv_dim = k_dim * k_heads * 2 + v_dim * v_heads
