@@ -610,11 +610,15 @@ SESSION_1202E = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02e"
 SPREAD_1202E = SESSION_1202E / "spread"
 
 
+def _run_and_analysis_configs(folder: Path, name: str) -> tuple[dict, dict]:
+    """A session folder's copy of a pre-registered config (byte for byte the shipped one) and its analysis copy."""
+    assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    return yaml.safe_load((folder / name).read_text()), yaml.safe_load((folder / "config-analysis.yaml").read_text())
+
+
 def test_1202e_analysis_config_plans_exactly_the_measured_cells_with_the_preregistered_ids():
     name = "h200-spread.yaml"
-    assert (SPREAD_1202E / name).read_bytes() == (ROOT / "config" / name).read_bytes()
-    run = yaml.safe_load((SPREAD_1202E / name).read_text())
-    analysis = yaml.safe_load((SPREAD_1202E / "config-analysis.yaml").read_text())
+    run, analysis = _run_and_analysis_configs(SPREAD_1202E, name)
     assert (run["engines"], run["engine_replicates"], run["protocol"]["closing_baseline"]) == (["vllm", "sglang"], 2, True)
     run.update(engines=["vllm"], engine_replicates=1)
     run["protocol"]["closing_baseline"] = False
@@ -711,10 +715,7 @@ GDN_1202F = SESSION_1202F / "gdn"
 
 
 def test_1202f_gdn_config_is_the_preregistered_one_and_the_analysis_edit_is_one_key():
-    name = "h200-schemes-gdn.yaml"
-    assert (GDN_1202F / name).read_bytes() == (ROOT / "config" / name).read_bytes()
-    run = yaml.safe_load((GDN_1202F / name).read_text())
-    analysis = yaml.safe_load((GDN_1202F / "config-analysis.yaml").read_text())
+    run, analysis = _run_and_analysis_configs(GDN_1202F, "h200-schemes-gdn.yaml")
     assert analysis["checks"].pop("allow_failed_checks") is True
     assert analysis == run
 
