@@ -977,8 +977,8 @@ def _busy_words(arms: pl.DataFrame, base: pl.DataFrame) -> str:
     if busy.len() == 0:
         return ""
     words = f", the GPU busy {busy.min():.2f}–{busy.max():.2f} of those windows"
-    base_busy = base["gpu_busy_fraction"].drop_nulls() if "gpu_busy_fraction" in base.columns else None
-    if base_busy is not None and base_busy.len():
+    base_busy = base["gpu_busy_fraction"].drop_nulls()  # base and arms are rows of one records table
+    if base_busy.len():
         words += f" against {base_busy.min():.2f}–{base_busy.max():.2f} for the baselines"
     return words + " (NVML utilization)"
 
