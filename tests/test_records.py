@@ -108,14 +108,14 @@ def test_a_record_write_cut_off_by_the_kernel_keeps_the_old_record_and_leaves_no
     records.write_record(_measured_row(), target)
     old_bytes = target.read_bytes()
     temps: list[str] = []
-    real_write = records.pq.write_table
+    real_writer = records.pq.ParquetWriter
 
-    def watch(table, where, **kw):  # the real writer; only notes that the temp file exists before it runs
+    def watch(where, schema, **kw):  # the real writer; only notes that the temp file exists before it opens
         assert os.path.exists(where) and os.path.dirname(where) == str(target.parent)
         temps.append(str(where))
-        real_write(table, where, **kw)
+        return real_writer(where, schema, **kw)
 
-    monkeypatch.setattr(records.pq, "write_table", watch)
+    monkeypatch.setattr(records.pq, "ParquetWriter", watch)
     renames: list[tuple] = []
     real_replace = os.replace
     monkeypatch.setattr(records.os, "replace", lambda a, b: (renames.append((a, b)), real_replace(a, b)))
@@ -307,6 +307,46 @@ def test_a_written_record_carries_no_column_docs_and_reads_back_equal(tmp_path):
     meta = pq.ParquetFile(target).metadata
     chunks = [meta.row_group(0).column(i) for i in range(meta.num_columns)]
     assert [c.path_in_schema for c in chunks if c.is_stats_set or c.has_dictionary_page] == []
+
+
+def _every_type_row():
+    """A record that fills a column of each Arrow type a record has: int32, int64, float64, bool, string,
+    timestamp[us, UTC], list<float64>, list<int64>, list<string>."""
+    import datetime as dt
+
+    return row(
+        meter="nvml", energy_j=3.2, synthetic=True, acceptance_rates=[0.9, 0.5], accepted_per_position=[7, 3],
+        gpu_names=["NVIDIA H200"], window_start=dt.datetime(2026, 12, 3, 5, 0, 1, 250, tzinfo=dt.UTC),
+        engine_config='{"async_scheduling": true}',
+    )
+
+
+def test_a_written_record_stores_no_arrow_schema_and_reads_back_as_one_that_did(tmp_path):
+    """ADR 0221: the footer carries Parquet's schema and record_version, not Arrow's copy of the schema; every
+    reader (pyarrow, polars, the aggregate's scan against the record schema) sees what it saw when it did."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    from specjoule.analysis import aggregate
+
+    written = records.to_table([_every_type_row()])
+    slim, stored = tmp_path / "slim.parquet", tmp_path / "stored.parquet"
+    records.write_record(_every_type_row(), slim)
+    pq.write_table(written, stored, write_statistics=False, use_dictionary=False)  # ADR 0190's form
+    meta = pq.ParquetFile(slim).metadata
+    assert meta.metadata == {b"record_version": b"1"}  # no b"ARROW:schema"
+    assert b"ARROW:schema" in pq.ParquetFile(stored).metadata.metadata
+    back = pq.read_table(slim)
+    assert back.schema.equals(pq.read_table(stored).schema, check_metadata=True)
+    # (with check_metadata, Arrow also compares list item names: Parquet's "element" in both files, "item" in code)
+    assert back.schema.equals(records.RECORD_SCHEMA) and back.schema.metadata == records.RECORD_SCHEMA.metadata
+    assert back.equals(written)
+    assert back.column("window_start").type == pa.timestamp("us", tz="UTC")
+    assert pl.read_parquet(slim).equals(pl.read_parquet(stored))
+    scanned = aggregate.scan_records([slim, stored]).collect().drop("record_path")
+    assert scanned.row(0) == scanned.row(1) and scanned["acceptance_rates"][0].to_list() == [0.9, 0.5]
+    # The Arrow schema was most of the footer: a record is about 60 % of its former size.
+    assert slim.stat().st_size < 0.7 * stored.stat().st_size
 
 
 def test_every_record_column_keeps_its_doc_in_code():

@@ -6,7 +6,9 @@
 
 What it does under each folder (or to each file) named, every step checked before anything is written:
 
-- **records**: ``tools/slim_records.py`` (ADR 0190; values untouched).
+- **records**: rewritten the way the runner writes them (``records.record_parquet``: no column docs or statistics,
+  no stored Arrow schema; ADR 0190, 0221) when that is smaller, each checked by ``tools/slim_records.py`` to read
+  back with the same columns, types, values and ``record_version`` metadata before it replaces the file.
 - **logs**: every ``*.log`` becomes ``*.log.gz`` (gzip -9, no name or time in the header, so the same log gives
   the same bytes); the compressed bytes must decompress to the log before the plain file goes.
   ``specjoule.logtext`` reads either form.
@@ -135,6 +137,7 @@ class Plan:
     writes: dict[Path, bytes] = field(default_factory=dict)  # path -> new bytes
     removals: list[Path] = field(default_factory=list)  # files and folders that go
     notes: list[str] = field(default_factory=list)
+    records: list[Path] = field(default_factory=list)  # the cell records among ``writes``
     bytes_saved: int = 0  # saved() as planned, before apply
 
     def saved(self) -> int:
@@ -258,15 +261,35 @@ def slim_table_bytes(path: Path) -> bytes:
     return rewritten
 
 
+def _is_parquet(p: Path) -> bool:
+    return p.suffix == ".parquet" and not p.name.startswith(".")
+
+
 def plan_tables(paths: Sequence[Path], plan: Plan) -> None:
     from tools import slim_records
 
-    for table in _files(paths, lambda p: p.suffix == ".parquet" and not p.name.startswith("."), plan.removals):
+    for table in _files(paths, _is_parquet, plan.removals):
         if slim_records.is_record(table):
-            continue  # records are written one way (records.record_parquet, ADR 0190)
+            continue  # records are written one way (records.record_parquet, ADR 0190): plan_records
         rewritten = slim_table_bytes(table)
         if len(rewritten) < table.stat().st_size:
             plan.writes[table] = rewritten
+
+
+def plan_records(paths: Sequence[Path], plan: Plan) -> None:
+    """Each cell record in the form the runner writes now, where that is smaller (ADR 0190, 0221); every rewrite
+    was read back equal to its original (``slim_records.slim_bytes``) when it was planned."""
+    from tools import slim_records
+
+    for record in _files(paths, lambda p: _is_parquet(p) and slim_records.is_record(p), plan.removals):
+        try:
+            original, rewritten = slim_records.slim_bytes(record)
+        except slim_records.SlimError as exc:
+            raise SlimError(str(exc)) from exc
+        # Smaller, not merely different: a record written by this runner rewrites to the same size.
+        if len(rewritten) < len(original):
+            plan.writes[record] = rewritten
+            plan.records.append(record)
 
 
 def _reports_beside(folder: Path) -> list[Path]:
@@ -308,23 +331,18 @@ def plan(paths: Sequence[Path], scripts_dir: Path = SCRIPTS_DIR) -> Plan:
     plan_logs(paths, p)
     plan_reports(paths, p, scripts_dir)
     plan_tables(paths, p)
+    plan_records(paths, p)
     return p
 
 
 def slim(paths: Sequence[Path], *, check: bool = False, scripts_dir: Path = SCRIPTS_DIR) -> tuple[Plan, list[Path]]:
-    """Slim the evidence under ``paths`` (with ``check``, only plan it); returns the plan and the records that
-    ``tools/slim_records.py`` rewrote (or would)."""
-    from tools import slim_records  # pyarrow: only here, so that ``open`` needs the standard library alone
-
+    """Slim the evidence under ``paths`` (with ``check``, only plan it); returns the plan and the cell records
+    among its writes. Nothing is written unless every step was planned and checked."""
     p = plan(paths, scripts_dir)
     p.bytes_saved = p.saved()
-    record_paths = [x for x in paths if x.is_dir() or x.suffix == ".parquet"]
-    records, _ = slim_records.slim(record_paths, check=True) if record_paths else ([], 0)
     if not check:
-        if record_paths:
-            slim_records.slim(record_paths)
         p.apply()
-    return p, records
+    return p, p.records
 
 
 # -- command line ---------------------------------------------------------------------------------------------
@@ -361,10 +379,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     verb = "would" if args.check else "did"
     print(
-        f"slim_evidence ({verb}): {len(p.writes)} file(s) written, {len(p.removals)} removed, "
-        f"{len(records)} record(s) slimmed; {p.bytes_saved:,} bytes smaller besides the records"
+        f"slim_evidence ({verb}): {len(p.writes)} file(s) written ({len(records)} of them cell records), "
+        f"{len(p.removals)} removed; {p.bytes_saved:,} bytes smaller"
     )
-    for path in [*p.writes, *p.removals, *records]:
+    for path in [*p.writes, *p.removals]:
         print(f"  {path}")
     for note in p.notes:
         print(f"  note: {note}")

@@ -1,4 +1,4 @@
-"""Rewrite cell records the way the runner now writes them: values untouched, no per-field docs (ADR 0190).
+"""Rewrite cell records the way the runner now writes them: values untouched, no per-field docs (ADR 0190, 0221).
 
     python tools/slim_records.py validation/            # every record file under it, rewritten where smaller
     python tools/slim_records.py --check validation/    # writes nothing; exit 1 if any would get smaller
@@ -7,9 +7,10 @@ A record file is a Parquet file whose schema metadata carries ``record_version``
 other Parquet files under a directory (timelines, aggregates, analysis tables) are left alone, and one named on
 the command line that is not a record is an error. Each record is read, its fields' metadata (the column docs
 that records carried until ADR 0190) dropped, and written with ``records.record_parquet`` into memory (without
-the per-column statistics and dictionary pages that only repeat a one-row record's values). Those
-bytes are read back and must equal the original — the same columns, types and values (``Table.equals``, field
-metadata aside) and the same file-level metadata — before they replace the file, atomically. A record whose
+the per-column statistics and dictionary pages that only repeat a one-row record's values, and without the
+stored Arrow schema that Parquet's own schema already gives back: ADR 0221). Those bytes are read back and must
+equal the original — the same schema (column names, order, types, nullability; field metadata aside), the same
+values (``Table.equals``) and the same file-level metadata — before they replace the file, atomically. A record whose
 rewrite differs is refused: the file is named, left as it was, and the exit status is 1.
 """
 
@@ -82,6 +83,8 @@ def slim_bytes(path: Path) -> tuple[bytes, bytes]:
         )
     if any(f.metadata for f in back.schema):
         raise SlimError(f"{path}: the rewrite still carries field metadata; left as it was")
+    if not back.schema.equals(without_field_metadata(original).schema, check_metadata=True):
+        raise SlimError(f"{path}: the rewritten record reads back with another schema; left as it was")
     return original_bytes, rewritten_bytes
 
 

@@ -9,8 +9,11 @@ One row per (target_family, target_model, engine, scheme). Its status comes from
   ``not run`` (planned, absent from the evidence) with the configs that would measure it, or ``unsupported
   (plan)`` with the reason the plan already knows;
 - the attempt markers committed with the evidence (``**/.specjoule/attempts/<campaign>/<cell>.<id>``, ADR 0197):
-  ``not run, an attempt failed`` where a cell of the row's campaign started and wrote no record, with the root
-  cause the runner noted (markers written before ADR 0197 carry none).
+  ``not run, an attempt failed`` where a cell of the row's campaign started and wrote no record. The note lists
+  the attempts latest first, each with how it ended as far as the committed files say (ADR 0222): the root cause
+  the runner noted in the marker; else the one its committed log names where the runner logged the cell's failure;
+  else "no error recorded" (a cut attempt, one still running when the evidence was collected, or a marker from
+  before ADR 0197).
 
 Ratios are mJ per committed token over the run's paired baseline, at the smallest and largest configured L
 measured at B = 1 and B = 32, each with its n (windows), runs and boards. Engine start is the median
@@ -22,6 +25,7 @@ measured at B = 1 and B = 32, each with its n (windows), runs and boards. Engine
 from __future__ import annotations
 
 import argparse
+import datetime
 import glob
 import json
 import logging
@@ -32,7 +36,7 @@ from pathlib import Path
 
 import polars as pl
 
-from specjoule import axes, models
+from specjoule import axes, logtext, models, runner
 from specjoule.analysis import evidence
 from specjoule.records import STATUS_MEASURED, STATUS_UNSUPPORTED
 
@@ -173,35 +177,140 @@ def planned_cells(configs: Iterable[str], root: Path = REPO_ROOT) -> pl.DataFram
 
 # -- attempts that wrote no record ---------------------------------------------------------------------------
 
-NO_CAUSE = "no cause in the marker (written before ADR 0197)"
+#: A marker without ``failed_at``/``error``: the runner noted no failure. Either the attempt was cut (the machine or
+#: the budget ended, the process was killed), or it was still running when the evidence was collected, or its runner
+#: predates ADR 0197 and noted nothing. The marker alone does not tell which (ADR 0222).
+NO_CAUSE = "no error recorded"
+ATTEMPT_COLUMNS: dict[str, type[pl.DataType]] = {
+    "campaign_id": pl.String,
+    "cell_name": pl.String,
+    "cell_id": pl.String,
+    "cause": pl.String,  # the marker's root cause (or its error's first line), else NO_CAUSE
+    "errored": pl.Boolean,  # the marker says the runner caught an error (ADR 0197)
+    "started": pl.Float64,  # the marker's start, seconds since the epoch (null: not noted)
+    "where": pl.String,  # the folder that holds the marker's .specjoule, relative to the evidence source
+    "log": pl.String,  # the committed engine log of this attempt, found by cell name and time (null: none)
+    "log_error": pl.String,  # the root cause in that log, when the runner logged the cell's failure there
+    "log_end": pl.Float64,  # the last timestamped line of that log
+}
+# The runner's log lines (runner.LOG_FORMAT): local time, which on the H200 machines is UTC; a log whose lines do not
+# bracket the marker's start under that reading is not taken as the attempt's log.
+_LOG_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?) ")
+_RUNNER_FAILED = "specjoule.runner: cell: failed"  # runner.run's own line when a cell fails (any error)
+LOG_SLACK_S = 5.0
+
+
+def _log_time(line: str) -> float | None:
+    m = _LOG_TIME.match(line)
+    if not m:
+        return None
+    return datetime.datetime.fromisoformat(m.group(1)).replace(tzinfo=datetime.UTC).timestamp()
+
+
+def _logs_under(folder: Path, cache: dict[Path, list[str]]) -> dict[Path, list[str]]:
+    for path in sorted(folder.rglob("*.log*")):
+        if path not in cache and path.is_file() and path.name.endswith((".log", ".log.gz")):
+            cache[path] = logtext.read_log(path).splitlines()
+    return {p: lines for p, lines in cache.items() if folder in p.parents}
+
+
+def attempt_log(
+    folder: Path, campaign: str, cell: str, started: float | None, cache: dict[Path, list[str]]
+) -> tuple[Path, str | None, float] | None:
+    """The committed log of the attempt that ``started`` then (a log under ``folder`` that names the cell and whose
+    timestamped lines bracket the start): its path, the root cause it names when the runner logged the cell's
+    failure after the start (else None), and its last timestamp. None when no log fits."""
+    if started is None:
+        return None
+    name = f"{campaign}/{cell}"
+    for path, lines in _logs_under(folder, cache).items():
+        if not any(name in line for line in lines):
+            continue
+        stamped = [(t, i) for i, line in enumerate(lines) if (t := _log_time(line)) is not None]
+        if not stamped or not (stamped[0][0] - LOG_SLACK_S <= started <= stamped[-1][0] + LOG_SLACK_S):
+            continue
+        after = lines[next((i for t, i in stamped if t >= started - LOG_SLACK_S), len(lines)) :]
+        failed = any(_RUNNER_FAILED in line for line in after)
+        return path, (runner.root_cause(runner.exception_lines(after)) if failed else None), stamped[-1][0]
+    return None
 
 
 def failed_attempts(sources: Sequence[str | Path]) -> pl.DataFrame:
     """One row per attempt marker under the sources: a cell that started and wrote no record (the runner removes
-    a marker once the record is written). ``cause``: the root cause the runner noted, or NO_CAUSE."""
+    a marker once the record is written), with what the marker and, where the marker notes no error, the
+    attempt's committed log say about how it ended (ATTEMPT_COLUMNS)."""
     rows = []
+    logs: dict[Path, list[str]] = {}
+    seen: set[Path] = set()
     for source in sources:
         root = Path(source)
         for marker in sorted(root.glob("**/.specjoule/attempts/*/*") if root.is_dir() else []):
-            if marker.name.startswith(".") or not marker.is_file():
-                continue  # an atomic write's temporary file
+            if marker.name.startswith(".") or not marker.is_file() or marker.resolve() in seen:
+                continue  # an atomic write's temporary file; a marker seen through a linked folder
+            seen.add(marker.resolve())
             cell_name, _, cell_id = marker.name.rpartition(".")
             try:
                 noted = json.loads(marker.read_text())
             except (OSError, ValueError):
                 noted = {}
-            cause = (noted.get("root_cause") or noted.get("error")) if isinstance(noted, dict) else None
+            noted = noted if isinstance(noted, dict) else {}
+            cause = noted.get("root_cause") or noted.get("error")
             # an error's text may carry the worker's whole traceback: its first line names the failure
             cause = cause.splitlines()[0] if isinstance(cause, str) and cause.strip() else None
+            errored = bool(cause or noted.get("failed_at"))
+            started = noted.get("started") if isinstance(noted.get("started"), (int, float)) else None
+            holder = marker.parents[2].parent  # <holder>/.specjoule/attempts/<campaign>/<marker>
+            # Its log lies beside the marker or in a run folder next to it (a session's cut-by-budget/ beside
+            # results/), never outside the evidence named
+            search = holder.parent if root in holder.parent.parents or holder.parent == root else holder
+            found = None if errored else attempt_log(search, marker.parent.name, cell_name, started, logs)
             rows.append(
                 {
                     "campaign_id": marker.parent.name,
                     "cell_name": cell_name,
                     "cell_id": cell_id,
-                    "cause": cause or NO_CAUSE,
+                    "cause": cause or ("error recorded without its text" if errored else NO_CAUSE),
+                    "errored": errored,
+                    "started": started,
+                    "where": str(holder.relative_to(root)) if holder != root else root.name,
+                    "log": str(found[0].relative_to(root)) if found else None,
+                    "log_error": found[1] if found else None,
+                    "log_end": found[2] if found else None,
                 }
             )
-    return pl.DataFrame(rows, schema=dict.fromkeys(("campaign_id", "cell_name", "cell_id", "cause"), pl.String))
+    return pl.DataFrame(rows, schema=ATTEMPT_COLUMNS)
+
+
+def _utc(t: float) -> str:
+    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def attempt_outcome(a: dict) -> str:
+    """How one attempt ended, as far as the committed files say: the error the marker noted; else the error its log
+    names; else "no error recorded", with how long after the start its log stops where a log was found."""
+    if a["errored"]:
+        return a["cause"]
+    if a["log_error"]:
+        return f"{a['log_error']} (in its log; the marker notes no error)"
+    if a["log"]:
+        stops_after_s = max(a["log_end"] - a["started"], 0.0)
+        return f"{NO_CAUSE} (nor in its log, which stops {stops_after_s:.0f} s after this start)"
+    return NO_CAUSE
+
+
+def attempts_text(attempts: pl.DataFrame) -> str:
+    """A not-run row's attempts, latest first, each ``<cell>: <how it ended>``; with several, a count of those that
+    ended with an error and those with none recorded, and each attempt's start and folder."""
+    rows = sorted(attempts.iter_rows(named=True), key=lambda a: (-(a["started"] or 0.0), a["where"], a["cell_name"]))
+    if len(rows) == 1:
+        return f"{rows[0]['cell_name']}: {attempt_outcome(rows[0])}"
+    errors = sum(1 for a in rows if a["errored"] or a["log_error"])
+    head = f"{len(rows)} attempts, latest first; {errors} ended with an error, {len(rows) - errors} with {NO_CAUSE}: "
+    entries = []
+    for a in rows:
+        when = _utc(a["started"]) if a["started"] is not None else "start not noted"
+        entries.append(f"{a['cell_name']}: {attempt_outcome(a)} [{when}, {a['where']}]")
+    return head + " | ".join(entries)
 
 
 # -- the matrix ----------------------------------------------------------------------------------------------
@@ -353,7 +462,7 @@ def matrix(
             )
             if failed is not None and failed.height:
                 status = ATTEMPT_FAILED
-                reasons = sorted({f"{r['cell_name']}: {r['cause']}" for r in failed.iter_rows(named=True)})
+                reasons = [attempts_text(failed)]
             else:
                 status = UNSUPPORTED_PLAN if all_unsupported else NOT_RUN
             rows.append(

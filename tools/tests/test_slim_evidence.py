@@ -201,3 +201,66 @@ def test_a_table_rewrite_that_loses_its_schema_is_refused(tmp_path, monkeypatch)
 def test_same_table_tells_a_changed_value_apart():
     changed = _table().set_column(0, "t_s", pa.array([0.0, 0.2, float("nan"), None] * 500))
     assert S.same_table(_table(), _table()) and not S.same_table(_table(), changed)
+
+
+def _record_as_adr_0190_wrote_it(path: Path, **over: object) -> pa.Table:
+    """A cell record with the Arrow schema stored in its footer (ADR 0190's form, before ADR 0221)."""
+    import datetime as dt
+
+    from specjoule import records
+
+    row = records.derive(
+        {
+            "cell_id": "c0ffee", "campaign_id": "k", "cell_name": "draft--mv3", "role": "point", "method": "eagle3",
+            "meter": "nvml", "energy_j": 812.5, "committed_tokens": 4096, "drafts": 1000, "accepted_tokens": 2000,
+            "window_s": 20.0, "acceptance_rates": [0.9, 0.7, 0.4], "gpu_names": ["NVIDIA H200"],
+            "window_start": dt.datetime(2026, 12, 2, 7, 0, tzinfo=dt.UTC), **over,
+        }
+    )  # fmt: skip
+    table = records.to_table([row])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, write_statistics=False, use_dictionary=False)
+    return table
+
+
+def test_a_record_is_rewritten_without_its_arrow_schema_and_reads_back_equal(tmp_path, capsys):
+    folder = session(tmp_path)
+    record = folder / "results" / "cells" / "g" / "draft--mv3.parquet"
+    written = _record_as_adr_0190_wrote_it(record)
+    before = record.read_bytes()
+    assert b"ARROW:schema" in pq.ParquetFile(record).metadata.metadata
+
+    assert S.main(["--check", str(folder)]) == 1  # --check names it and writes nothing
+    assert str(record) in capsys.readouterr().out and record.read_bytes() == before
+    plan, rewritten = S.slim([folder], scripts_dir=tmp_path / "scripts")
+    assert rewritten == [record] and record in plan.writes
+    assert pq.ParquetFile(record).metadata.metadata == {b"record_version": b"1"}
+    back = pq.read_table(record)
+    assert back.equals(written) and back.schema.equals(pq.read_table(pa.BufferReader(before)).schema, True)
+    assert back.column("energy_j").to_pylist() == [812.5]
+    assert len(record.read_bytes()) < 0.75 * len(before)
+    assert S.slim([folder], check=True, scripts_dir=tmp_path / "scripts") == (S.Plan(), [])
+
+
+def test_a_record_rewrite_that_changes_a_value_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    from specjoule import records
+
+    folder = session(tmp_path)
+    good, bad = (folder / "results" / "cells" / "g" / f"{n}.parquet" for n in ("a", "b"))
+    _record_as_adr_0190_wrote_it(good)
+    _record_as_adr_0190_wrote_it(bad, energy_j=900.0)
+    files = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    real = records.record_parquet
+
+    def fault_writer_that_changes_energy(table: pa.Table, where: object) -> None:
+        # FAULT INJECTION: a real writer does not alter values; this one does, for the second record only.
+        if table.column("energy_j")[0].as_py() == 900.0:
+            i = table.schema.get_field_index("energy_j")
+            table = table.set_column(i, table.schema.field(i), pa.array([901.0]))
+        real(table, where)
+
+    monkeypatch.setattr(records, "record_parquet", fault_writer_that_changes_energy)
+    with pytest.raises(S.SlimError, match=f"{bad}: the rewritten record does not equal the original"):
+        S.slim([folder], scripts_dir=tmp_path / "scripts")
+    # nothing was written: not the good record, not the logs or the report planned beside them
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == files
