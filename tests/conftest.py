@@ -5,7 +5,9 @@ Phase 2 of `make test` runs the engine tests on two xdist workers (ADR 0198). Tw
 `pytest_xdist_make_scheduler` keeps the modules that read one session fixture on one worker (else each worker would
 start that fixture's engines again), and `pytest_runtest_protocol` lets a test marked `engine_alone` (its
 assertions read CPU timing) run only while no other engine test runs; `engine_alone()` does that for a block of a
-test or fixture (its timed part) instead of the whole test (ADR 0218)."""
+test or fixture (its timed part) instead of the whole test (ADR 0218), and `engine_yield()` lets such a block run
+between two engine runs of a long test. Under `make test` the SLURM process beside both phases takes the same slot
+(SPECJOULE_ENGINE_SLOT, ADR 0220)."""
 
 from __future__ import annotations
 
@@ -133,20 +135,15 @@ def engine_alone():
     becomes exclusive for the block, and shared again after it. The shared hold is dropped before queueing at the
     gate, so two workers asking at once never each hold what the other waits for. A no-op where the test holds the
     slot exclusively already (`engine_alone` marker) or holds none (one process, no xdist)."""
-    slot = getattr(_held, "slot", None)
-    if slot is None or slot["alone"]:
+    slot = _take_held_slot_again(fcntl.LOCK_EX)
+    if slot is None:
         yield
         return
-    gate, lock = slot["gate"], slot["lock"]
-    fcntl.flock(lock, fcntl.LOCK_UN)
-    t0 = time.monotonic()
-    _take_slot(gate, lock, fcntl.LOCK_EX)
-    _note_slot_wait(time.monotonic() - t0)
     try:
         yield
     finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        _take_slot(gate, lock, fcntl.LOCK_SH)
+        fcntl.flock(slot["lock"], fcntl.LOCK_UN)
+        _take_slot(slot["gate"], slot["lock"], fcntl.LOCK_SH)
 
 
 def engine_yield() -> None:
@@ -155,14 +152,21 @@ def engine_yield() -> None:
     whole test (ADR 0220). The shared hold is dropped and taken back behind the gate, so a waiting exclusive request
     goes first; with none waiting it is taken back at once. A no-op where the test holds the slot exclusively or
     holds none."""
+    _take_held_slot_again(fcntl.LOCK_SH)
+
+
+def _take_held_slot_again(mode: int) -> dict | None:
+    """Drop the running test's shared hold and take the slot again in ``mode`` behind the gate (where an exclusive
+    request waits, it goes first), noting the wait. Returns the slot; None, doing nothing, where the test holds it
+    exclusively or holds none."""
     slot = getattr(_held, "slot", None)
     if slot is None or slot["alone"]:
-        return
-    gate, lock = slot["gate"], slot["lock"]
-    fcntl.flock(lock, fcntl.LOCK_UN)
+        return None
+    fcntl.flock(slot["lock"], fcntl.LOCK_UN)
     t0 = time.monotonic()
-    _take_slot(gate, lock, fcntl.LOCK_SH)
+    _take_slot(slot["gate"], slot["lock"], mode)
     _note_slot_wait(time.monotonic() - t0)
+    return slot
 
 
 @pytest.hookimpl(wrapper=True)
