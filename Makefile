@@ -53,15 +53,18 @@ plan: venv
 
 # Guards (ADR 0142): lint (ruff), types (mypy, gradual: pyproject.toml), rule-file format (snakefmt) and
 # `snakemake --lint` with sharing off and on (the rule sets differ), in a scratch directory: linting plans nothing.
+# One command line (LINT_STEPS), run by `make lint` and, beside phase 1, by `make test` (no recursive make there:
+# `make -n test` would run a recipe line that calls $(MAKE)).
 LINT_DIR := $(shell mktemp -d -u /tmp/specjoule-lint.XXXXXX)
+LINT_STEPS = $(VENV)/bin/ruff check specjoule scripts tools benchmarks tests \
+	&& $(VENV)/bin/ruff format --check specjoule scripts tools benchmarks \
+	&& $(VENV)/bin/mypy \
+	&& $(VENV)/bin/snakefmt --check Snakefile rules \
+	&& $(SNAKEMAKE) --lint -d $(LINT_DIR) --configfile config/config.yaml \
+	&& $(SNAKEMAKE) --lint -d $(LINT_DIR) --configfile config/h200-validation-a.yaml \
+	&& rm -rf $(LINT_DIR)
 lint: venv
-	$(VENV)/bin/ruff check specjoule scripts tools benchmarks tests
-	$(VENV)/bin/ruff format --check specjoule scripts tools benchmarks
-	$(VENV)/bin/mypy
-	$(VENV)/bin/snakefmt --check Snakefile rules
-	$(SNAKEMAKE) --lint -d $(LINT_DIR) --configfile config/config.yaml
-	$(SNAKEMAKE) --lint -d $(LINT_DIR) --configfile config/h200-validation-a.yaml
-	rm -rf $(LINT_DIR)
+	$(LINT_STEPS)
 
 # The tiers (issue 22). FAST (make test-fast) has no engine, SLURM or browser; it runs on TEST_WORKERS processes
 # (pytest-xdist, tests handed out one by one: 121 s on two workers against 244 s in one process here).
@@ -74,7 +77,7 @@ lint: venv
 # holds the single-node cluster, so one process) runs the end-to-end SLURM test first, then the mechanics: both mostly
 # wait on the executor's status polls, so they start with phase 1 and end beside phase 2. Its engine test takes the
 # same engine slot as phase 2's workers (SPECJOULE_ENGINE_SLOT), so no timed block runs beside its engines.
-# The guards (`make lint`) run beside phase 1 too, and end before phase 2 (no timed block runs beside them).
+# The guards (`make lint`'s LINT_STEPS) run beside phase 1 too, and end before phase 2 (no timed block runs beside them).
 # `make test` fails if the guards, either phase or the SLURM process failed, after all ran.
 FAST := not engine and not slurm and not browser
 # TEST_WORKERS=0: one process per phase, no xdist.
@@ -83,7 +86,7 @@ TEST_WORKERS ?= 2
 test: venv system-deps
 	status=0; slurm_log=$$(mktemp); lint_log=$$(mktemp); slot=$$(mktemp -u /tmp/specjoule-engine-slot.XXXXXX); \
 	SPECJOULE_ENGINE_SLOT=$$slot $(PY) -m pytest -q -rs -m slurm --durations=5 > $$slurm_log 2>&1 & slurm_pid=$$!; \
-	$(MAKE) --no-print-directory lint > $$lint_log 2>&1 & lint_pid=$$!; \
+	( set -x; $(LINT_STEPS) ) > $$lint_log 2>&1 & lint_pid=$$!; \
 	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m "not engine and not slurm" --durations=10 \
 		|| status=$$?; \
 	wait $$lint_pid || status=$$?; echo "--- lint (make lint), beside phase 1:"; cat $$lint_log; rm -f $$lint_log; \
