@@ -53,41 +53,47 @@ plan: venv
 
 # Guards (ADR 0142): lint (ruff), types (mypy, gradual: pyproject.toml), rule-file format (snakefmt) and
 # `snakemake --lint` with sharing off and on (the rule sets differ), in a scratch directory: linting plans nothing.
+# One command line (LINT_STEPS), run by `make lint` and, beside phase 1, by `make test` (no recursive make there:
+# `make -n test` would run a recipe line that calls $(MAKE)).
 LINT_DIR := $(shell mktemp -d -u /tmp/specjoule-lint.XXXXXX)
+LINT_STEPS = $(VENV)/bin/ruff check specjoule scripts tools benchmarks tests \
+	&& $(VENV)/bin/ruff format --check specjoule scripts tools benchmarks \
+	&& $(VENV)/bin/mypy \
+	&& $(VENV)/bin/snakefmt --check Snakefile rules \
+	&& $(SNAKEMAKE) --lint -d $(LINT_DIR) --configfile config/config.yaml \
+	&& $(SNAKEMAKE) --lint -d $(LINT_DIR) --configfile config/h200-validation-a.yaml \
+	&& rm -rf $(LINT_DIR)
 lint: venv
-	$(VENV)/bin/ruff check specjoule scripts tools benchmarks tests
-	$(VENV)/bin/ruff format --check specjoule scripts tools benchmarks
-	$(VENV)/bin/mypy
-	$(VENV)/bin/snakefmt --check Snakefile rules
-	$(SNAKEMAKE) --lint -d $(LINT_DIR) --configfile config/config.yaml
-	$(SNAKEMAKE) --lint -d $(LINT_DIR) --configfile config/h200-validation-a.yaml
-	rm -rf $(LINT_DIR)
+	$(LINT_STEPS)
 
 # The tiers (issue 22). FAST (make test-fast) has no engine, SLURM or browser; it runs on TEST_WORKERS processes
 # (pytest-xdist, tests handed out one by one: 121 s on two workers against 244 s in one process here).
-# `make test` runs in two phases. First every test that starts no engine (FAST, the browser) on TEST_WORKERS
-# processes, one file per worker (--dist loadfile), and beside them, in a process of their own, the SLURM mechanics
-# (SLURM_MECHANICS: cells are short scripts, so the module mostly waits on the executor's status polls; ADR 0218).
-# That module holds the single-node cluster, so it stays in one process. Beside the workers it ends with them: phase 1
-# 233 s -> 168 s here (back to back, 2026-12-02f). Then the tests that start real engines, on TEST_WORKERS processes
-# too (ADR 0198): an engine start is mostly one interpreter importing vLLM, and the SLURM test mostly waits on its
-# executor's polls, so two overlap well. The modules that read one session fixture (the demo run) share a worker
-# (tests/conftest.py), and a test marked `engine_alone`, or a block in `conftest.engine_alone()`, whose assertions
-# read CPU timing, runs while no other engine test does.
-# `make test` fails if either phase (or the SLURM mechanics) failed, after all ran.
+# `make test` runs in two phases, with the SLURM tests in a process of their own beside both (ADR 0218, 0220). Phase 1:
+# every test that starts no engine (FAST, the browser) on TEST_WORKERS processes, one file per worker (--dist
+# loadfile). Phase 2: the tests that start real engines, on TEST_WORKERS processes too (ADR 0198): an engine start is
+# mostly one interpreter importing vLLM, so two overlap well. The modules that read one session fixture (the demo run)
+# share a worker (tests/conftest.py), and a test marked `engine_alone`, or a block in `conftest.engine_alone()`, whose
+# assertions read CPU timing, runs while no other engine test does. The SLURM process (`-m slurm`, the module that
+# holds the single-node cluster, so one process) runs the end-to-end SLURM test first, then the mechanics: both mostly
+# wait on the executor's status polls, so they start with phase 1 and end beside phase 2. Its engine test takes the
+# same engine slot as phase 2's workers (SPECJOULE_ENGINE_SLOT), so no timed block runs beside its engines.
+# The guards (`make lint`'s LINT_STEPS) run beside phase 1 too, and end before phase 2 (no timed block runs beside them).
+# `make test` fails if the guards, either phase or the SLURM process failed, after all ran.
 FAST := not engine and not slurm and not browser
-SLURM_MECHANICS := slurm and not engine
-# TEST_WORKERS=0: one process, no xdist.
+# TEST_WORKERS=0: one process per phase, no xdist.
 TEST_WORKERS ?= 2
 
-test: venv system-deps lint
-	status=0; slurm_log=$$(mktemp); \
-	$(PY) -m pytest -q -rs -m "$(SLURM_MECHANICS)" --durations=5 > $$slurm_log 2>&1 & slurm_pid=$$!; \
+test: venv system-deps
+	status=0; slurm_log=$$(mktemp); lint_log=$$(mktemp); slot=$$(mktemp -u /tmp/specjoule-engine-slot.XXXXXX); \
+	SPECJOULE_ENGINE_SLOT=$$slot $(PY) -m pytest -q -rs -m slurm --durations=5 > $$slurm_log 2>&1 & slurm_pid=$$!; \
+	( set -x; $(LINT_STEPS) ) > $$lint_log 2>&1 & lint_pid=$$!; \
 	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m "not engine and not slurm" --durations=10 \
 		|| status=$$?; \
-	wait $$slurm_pid || status=$$?; echo "--- SLURM mechanics ($(SLURM_MECHANICS)), beside phase 1:"; \
-	cat $$slurm_log; rm -f $$slurm_log; \
-	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m engine --durations=15 || status=$$?; \
+	wait $$lint_pid || status=$$?; echo "--- lint (make lint), beside phase 1:"; cat $$lint_log; rm -f $$lint_log; \
+	SPECJOULE_ENGINE_SLOT=$$slot $(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m "engine and not slurm" \
+		--durations=15 || status=$$?; \
+	wait $$slurm_pid || status=$$?; echo "--- SLURM tests (-m slurm), beside both phases:"; \
+	cat $$slurm_log; rm -f $$slurm_log $$slot.gate $$slot.lock; \
 	exit $$status
 
 # No engine, no SLURM, no browser: under 2 minutes here.

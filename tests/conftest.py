@@ -5,7 +5,9 @@ Phase 2 of `make test` runs the engine tests on two xdist workers (ADR 0198). Tw
 `pytest_xdist_make_scheduler` keeps the modules that read one session fixture on one worker (else each worker would
 start that fixture's engines again), and `pytest_runtest_protocol` lets a test marked `engine_alone` (its
 assertions read CPU timing) run only while no other engine test runs; `engine_alone()` does that for a block of a
-test or fixture (its timed part) instead of the whole test (ADR 0218)."""
+test or fixture (its timed part) instead of the whole test (ADR 0218), and `engine_yield()` lets such a block run
+between two engine runs of a long test. Under `make test` the SLURM process beside both phases takes the same slot
+(SPECJOULE_ENGINE_SLOT, ADR 0220)."""
 
 from __future__ import annotations
 
@@ -44,13 +46,15 @@ def _scope_of_file(path: str) -> str:
 
 
 # The longest scopes of the engine phase, handed out first (longest first keeps the last worker from starting a long
-# scope while the other sits idle): wall seconds of each on two workers here (ADR 0199; the SLURM test's nominal 7
-# minutes, most of them its executor's status polls). Scopes not listed follow in xdist's own order.
+# scope while the other sits idle): wall seconds of each on two workers here, waits for the slot included (ADR 0220:
+# `pytest -n 2 --dist loadfile -m engine --durations=0`, 2026-12-03). `make test` runs the SLURM test in the SLURM
+# process instead (ADR 0220); a hand-run `-m engine` still starts it first. Scopes not listed follow in xdist's order.
 LONGEST_SCOPES_S = {
-    "tests/test_slurm_e2e.py": 420,
-    "session-fixture:demo_run": 450,
-    "tests/test_real_acceptance_e2e.py": 255,
-    "tests/test_faults.py": 170,
+    "session-fixture:demo_run": 306,
+    "tests/test_slurm_e2e.py": 238,
+    "tests/test_real_acceptance_e2e.py": 166,
+    "tests/test_faults.py": 162,
+    "tests/test_loop_cpu.py": 128,
 }
 
 
@@ -94,11 +98,26 @@ def _take_slot(gate, lock, mode: int) -> None:
         fcntl.flock(gate, fcntl.LOCK_UN)
 
 
+# Set by `make test` (ADR 0220): one engine slot for all its pytest processes, the engine phase's workers and the
+# SLURM process that runs beside both phases, so that a timed block never runs beside the SLURM test's engines.
+SLOT_ENV = "SPECJOULE_ENGINE_SLOT"
+
+
+def _slot_base(config) -> Path | None:
+    """Where the engine slot's gate and lock files lie (without suffix): the path in SPECJOULE_ENGINE_SLOT where
+    set, else one per xdist run (its workers share the run's uid); None in a lone process (one test at a time)."""
+    if os.environ.get(SLOT_ENV):
+        return Path(os.environ[SLOT_ENV])
+    if hasattr(config, "workerinput"):
+        return Path(os.environ.get("TMPDIR", "/tmp")) / f"specjoule-engine-slot-{config.workerinput['testrunuid']}"
+    return None
+
+
 @contextlib.contextmanager
 def _engine_slot(config, alone: bool):
-    """A readers-writer lock over the xdist workers of one run: an engine test holds it shared, an `engine_alone`
-    test exclusively."""
-    base = Path(os.environ.get("TMPDIR", "/tmp")) / f"specjoule-engine-slot-{config.workerinput['testrunuid']}"
+    """A readers-writer lock over the pytest processes of one run (xdist workers, and under `make test` the SLURM
+    process beside them): an engine test holds it shared, an `engine_alone` test exclusively."""
+    base = _slot_base(config)
     with open(f"{base}.gate", "a") as gate, open(f"{base}.lock", "a") as lock:
         _take_slot(gate, lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         _held.slot = {"gate": gate, "lock": lock, "alone": alone}
@@ -116,27 +135,45 @@ def engine_alone():
     becomes exclusive for the block, and shared again after it. The shared hold is dropped before queueing at the
     gate, so two workers asking at once never each hold what the other waits for. A no-op where the test holds the
     slot exclusively already (`engine_alone` marker) or holds none (one process, no xdist)."""
-    slot = getattr(_held, "slot", None)
-    if slot is None or slot["alone"]:
+    slot = _take_held_slot_again(fcntl.LOCK_EX)
+    if slot is None:
         yield
         return
-    gate, lock = slot["gate"], slot["lock"]
-    fcntl.flock(lock, fcntl.LOCK_UN)
-    t0 = time.monotonic()
-    _take_slot(gate, lock, fcntl.LOCK_EX)
-    _note_slot_wait(time.monotonic() - t0)
     try:
         yield
     finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        _take_slot(gate, lock, fcntl.LOCK_SH)
+        fcntl.flock(slot["lock"], fcntl.LOCK_UN)
+        _take_slot(slot["gate"], slot["lock"], fcntl.LOCK_SH)
+
+
+def engine_yield() -> None:
+    """Between two engine runs of a long untimed test (whose parts are independent: a fault and its re-run, two
+    Snakemake runs): a timed block another process waits to run (its `engine_alone()`) runs now, not after this
+    whole test (ADR 0220). The shared hold is dropped and taken back behind the gate, so a waiting exclusive request
+    goes first; with none waiting it is taken back at once. A no-op where the test holds the slot exclusively or
+    holds none."""
+    _take_held_slot_again(fcntl.LOCK_SH)
+
+
+def _take_held_slot_again(mode: int) -> dict | None:
+    """Drop the running test's shared hold and take the slot again in ``mode`` behind the gate (where an exclusive
+    request waits, it goes first), noting the wait. Returns the slot; None, doing nothing, where the test holds it
+    exclusively or holds none."""
+    slot = getattr(_held, "slot", None)
+    if slot is None or slot["alone"]:
+        return None
+    fcntl.flock(slot["lock"], fcntl.LOCK_UN)
+    t0 = time.monotonic()
+    _take_slot(slot["gate"], slot["lock"], mode)
+    _note_slot_wait(time.monotonic() - t0)
+    return slot
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Setup (module and session fixtures included), call and teardown of an engine test under the engine slot,
-    on xdist workers only (one process runs one test at a time anyway)."""
-    if not hasattr(item.config, "workerinput") or item.get_closest_marker("engine") is None:
+    on xdist workers and wherever SPECJOULE_ENGINE_SLOT names a slot (a lone process runs one test at a time)."""
+    if _slot_base(item.config) is None or item.get_closest_marker("engine") is None:
         return (yield)
     t0 = time.monotonic()
     with _engine_slot(item.config, alone=item.get_closest_marker("engine_alone") is not None):

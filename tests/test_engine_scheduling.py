@@ -79,6 +79,7 @@ def test_an_alone_test_waits_for_running_engine_tests_and_new_ones_wait_for_it(t
     """Real flock locks between threads (each opens the files anew, so each holds its own lock): a shared holder
     keeps an exclusive one out; while the exclusive one waits, a later shared request waits behind it."""
     monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv(conftest.SLOT_ENV, raising=False)
     config = SimpleNamespace(workerinput={"testrunuid": uuid.uuid4().hex})
     events: list[str] = []
     go_a, go_alone, go_b = threading.Event(), threading.Event(), threading.Event()
@@ -120,6 +121,7 @@ def test_a_timed_block_runs_alone_and_the_rest_of_its_test_beside_others(tmp_pat
     a's end before its block runs; while the block runs, a new engine test waits; after it, that test runs beside
     the rest of the first one."""
     monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv(conftest.SLOT_ENV, raising=False)
     config = SimpleNamespace(workerinput={"testrunuid": uuid.uuid4().hex})
     events: list[str] = []
     go_a, go_block, go_b, go_c = threading.Event(), threading.Event(), threading.Event(), threading.Event()
@@ -150,6 +152,78 @@ def test_a_timed_block_runs_alone_and_the_rest_of_its_test_beside_others(tmp_pat
 
 def test_a_timed_block_outside_an_xdist_engine_test_holds_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv(conftest.SLOT_ENV, raising=False)
+    assert conftest._slot_base(SimpleNamespace()) is None  # a lone process without make test's slot: no lock
     with conftest.engine_alone():
         pass
     assert list(tmp_path.iterdir()) == []
+
+
+def test_make_tests_processes_share_the_slot_named_in_the_environment(tmp_path, monkeypatch):
+    """ADR 0220: under `make test` the SLURM process (one process, no xdist) and the engine phase's workers (another
+    run, another uid) take one slot, the files SPECJOULE_ENGINE_SLOT names: a timed block of a worker waits for the
+    SLURM process's engine test, as for the other worker's."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setenv(conftest.SLOT_ENV, str(tmp_path / "slot"))
+    slurm_process = SimpleNamespace()
+    worker = SimpleNamespace(workerinput={"testrunuid": uuid.uuid4().hex})
+    events: list[str] = []
+    go_slurm, go_timed = threading.Event(), threading.Event()
+    slurm = _started(_enter, slurm_process, False, events, "slurm", go_slurm)
+    time.sleep(0.3)
+    timed = _started(_enter, worker, True, events, "timed", go_timed)
+    time.sleep(0.5)
+    assert events == ["slurm in"]  # the worker's exclusive request waits for the other process's engine test
+    go_slurm.set()
+    slurm.join(5)
+    deadline = time.monotonic() + 5
+    while "timed in" not in events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert events == ["slurm in", "slurm out", "timed in"]
+    go_timed.set()
+    timed.join(5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["slot.gate", "slot.lock"]  # none under TMPDIR
+
+
+def _long_test_with_a_yield(config, events: list, go_yield: threading.Event, leave: threading.Event) -> None:
+    with conftest._engine_slot(config, alone=False):
+        events.append("long in")
+        go_yield.wait(10)
+        conftest.engine_yield()
+        events.append("long resumed")
+        leave.wait(10)
+        events.append("long out")
+
+
+def test_a_long_test_lets_a_waiting_timed_block_run_between_its_parts(tmp_path, monkeypatch):
+    """conftest.engine_yield (ADR 0220): a timed block that waits for a long engine test runs at that test's next
+    yield, and the long test goes on after the block, not beside it; with nobody waiting, a yield takes no time."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv(conftest.SLOT_ENV, raising=False)
+    config = SimpleNamespace(workerinput={"testrunuid": uuid.uuid4().hex})
+    events: list[str] = []
+    go_yield, leave, go_timed = threading.Event(), threading.Event(), threading.Event()
+    long = _started(_long_test_with_a_yield, config, events, go_yield, leave)
+    time.sleep(0.3)
+    timed = _started(_enter, config, True, events, "timed", go_timed)
+    time.sleep(0.5)
+    assert events == ["long in"]  # the block waits while the long test's part runs
+    go_yield.set()
+    deadline = time.monotonic() + 5
+    while "timed in" not in events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert events == ["long in", "timed in"]  # at the yield the block runs, and the long test waits for it
+    go_timed.set()
+    deadline = time.monotonic() + 5
+    while "long resumed" not in events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert events == ["long in", "timed in", "timed out", "long resumed"]
+    leave.set()
+    long.join(5)
+    timed.join(5)
+    assert events[-1] == "long out"
+    with conftest._engine_slot(config, alone=False):
+        t0 = time.monotonic()
+        conftest.engine_yield()  # nobody waits: the hold is taken back at once
+        assert time.monotonic() - t0 < 1

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import engine_yield
 from fake_nvml import FakeNvml
 
 from specjoule import cells, config, records, runner
@@ -223,6 +224,8 @@ def test_one_cell_survives_each_fault_in_turn_then_a_rerun_completes(work, monke
     assert_nothing_left(work, cell, log)
 
     # 2. The other job ended: the re-run measures, and loses its GPU half a second into the window.
+    # Before each engine run: a timed block another worker waits for runs first (ADR 0220; the steps are separate).
+    engine_yield()
     fake.processes = []
     lost_at: list[float] = []
     when_logged(log, "window: start", lambda: (time.sleep(0.5), fake.lose_gpu(), lost_at.append(time.monotonic())))
@@ -237,6 +240,7 @@ def test_one_cell_survives_each_fault_in_turn_then_a_rerun_completes(work, monke
     groups_before = set(engine_groups(log))
 
     # 3. NVML back (a fresh driver handle): the re-run measures until its engine hangs mid-window.
+    engine_yield()
     use_fake_nvml(monkeypatch, FakeNvml())
     stopped: list[tuple[int, float]] = []
 
@@ -267,6 +271,7 @@ def test_one_cell_survives_each_fault_in_turn_then_a_rerun_completes(work, monke
     # watcher polling every 0.2 s on a loaded host is sure to have filled it (a CI run lost that race).
     filled: list[Path] = []
     if small_results_disk is not None:
+        engine_yield()
         window_starts = log.read_text().count("window: start")
         when_logged_again(log, "window: start", window_starts, lambda: filled.append(fill(small_results_disk)))
         with pytest.raises(OSError) as info:
@@ -278,6 +283,7 @@ def test_one_cell_survives_each_fault_in_turn_then_a_rerun_completes(work, monke
         filled[0].unlink()  # space freed
 
     # 5. The re-run completes; its record is the fake meter's, says it is a retry, and measured the whole window.
+    engine_yield()
     assert run(cfg, cell, log) == 0
     assert records.read_records([work / cell.record_path]).num_rows == 1
     row = records.read_records([work / cell.record_path]).to_pylist()[0]
