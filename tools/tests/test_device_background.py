@@ -78,3 +78,13 @@ def test_seed_refuses_a_running_job_and_a_missing_tarball(tmp_path):
 def _live_in_session(sid: str) -> list[str]:
     out = subprocess.run(["ps", "-o", "stat=", "-s", sid], capture_output=True, text=True).stdout.split()
     return [s for s in out if not s.startswith("Z")]
+
+
+def test_wait_on_a_fresh_machine_returns_at_once_and_says_why(tmp_path):
+    """2026-12-03: a poll sent after the machine was lost reached a fresh one and waited its whole limit (400 s
+    of held device time) on a job that did not exist there."""
+    t0 = time.monotonic()
+    r = bg(tmp_path / "fresh", "wait", "eng", "30")
+    assert time.monotonic() - t0 < 10
+    assert r.returncode == 4
+    assert "no job eng on this machine" in r.stderr
