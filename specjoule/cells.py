@@ -692,7 +692,11 @@ def _architecture(model: str) -> str | None:
 
 
 def planned_unsupported(
-    engine: str, target_model: str, scheme: dict, options: Mapping[str, Any] | None = None
+    engine: str,
+    target_model: str,
+    scheme: dict,
+    options: Mapping[str, Any] | None = None,
+    load_format: str = "auto",
 ) -> str | None:
     """Why the bundled engine version cannot run this arm, known from its registry alone (specjoule.support,
     ADR 0063, 0194); None when the tables see no reason (the engine may still refuse at start, in its own words).
@@ -725,6 +729,10 @@ def planned_unsupported(
         check = by_method.get(str(scheme.get("method")))
         if check is not None:
             ok, reason = check(engine, arch)
+            if not ok:
+                return reason
+        if scheme.get("method") == "mtp":
+            ok, reason = support.mtp_dummy_load_supported(engine, arch, load_format)
             if not ok:
                 return reason
     drafter = scheme.get("drafter")
@@ -772,7 +780,13 @@ def _arm_part(plan: CampaignPlan, arm: Arm, config: dict, swap: bool) -> tuple:
             f"or the pair its own (models.{plan.pair_name}.drafters.{scheme['method']})"
         )
     elif config["protocol"].get("unsupported_from_tables", True):
-        unsupported = planned_unsupported(plan.engine, campaign.engine.target.model, scheme, campaign.engine.options)
+        unsupported = planned_unsupported(
+            plan.engine,
+            campaign.engine.target.model,
+            scheme,
+            campaign.engine.options,
+            campaign.engine.target.load_format,
+        )
     return scheme, arm_spec, _blob(arm_spec.as_dict()), order_key, engine_key, unsupported
 
 

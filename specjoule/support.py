@@ -876,6 +876,19 @@ SGLANG_NEXTN_DRAFTS: dict[str, str] = {
     "Step3p7ForConditionalGeneration": "Step3p5MTP",
 }
 
+# SGLang NEXTN draft classes that do not start under dummy weights (found on the H200, 2026-12-03; hand-written,
+# not extracted): the dummy loader calls ``post_load_weights()`` itself (model_loader/loader.py:333-339, "NextN
+# subclasses override the method to fill in is_nextn=True"), and these inherit the target's instead, which walks
+# ``self.model.start_layer..end_layer``, attributes their NextN module lacks. Real weights load through
+# ``load_weights`` and never reach that line.
+SGLANG_NEXTN_DUMMY_LOAD_BROKEN: dict[str, str] = {
+    "Glm4MoeLiteForCausalLMNextN": (
+        "does not override post_load_weights, so the dummy loader runs the target's "
+        "(deepseek_common/deepseek_weight_loader.py:494) and start fails with AttributeError: "
+        "'Glm4MoeLiteModelNextN' object has no attribute 'start_layer' (H200, 2026-12-03)"
+    ),
+}
+
 # SGLang targets whose class or a base defines set_dflash_layers_to_capture: the DFLASH worker takes the
 # drafter's target_layer_ids hidden states through it.
 SGLANG_DFLASH_TARGETS: frozenset[str] = frozenset(
@@ -987,6 +1000,18 @@ def mtp_target_supported(engine: str, architecture: str) -> tuple[bool, str]:
     if not ok:
         return False, f"sglang {version}: NEXTN draft {draft!r} of target {architecture!r}: {reason}"
     return True, f"sglang {version}: NEXTN drafts for {architecture!r} with {draft!r} ({SGLANG_ARCHITECTURES[draft]})"
+
+
+def mtp_dummy_load_supported(engine: str, architecture: str, load_format: str) -> tuple[bool, str]:
+    """Whether the NEXTN draft of a target of ``architecture`` starts with ``load_format`` (SGLANG_NEXTN_DUMMY_LOAD_BROKEN)."""
+    draft = SGLANG_NEXTN_DRAFTS.get(architecture) if engine == "sglang" else None
+    broken = SGLANG_NEXTN_DUMMY_LOAD_BROKEN.get(draft or "")
+    if broken and load_format == "dummy":
+        return (
+            False,
+            f"sglang {VERSIONS[engine]}: NEXTN draft {draft!r} of target {architecture!r} with load_format dummy: {broken}",
+        )
+    return True, f"{engine}: no known load_format {load_format!r} defect for the MTP draft of {architecture!r}"
 
 
 def dflash_target_supported(engine: str, architecture: str) -> tuple[bool, str]:
