@@ -160,7 +160,9 @@ def test_qwen36_mtp_on_vllm_names_its_latest_attempt_first_cut_by_the_budget():
     plan = coverage.planned_cells(["config/h200-schemes-gdn.yaml"])
     table = coverage.matrix(records, plan, coverage.failed_attempts([EVIDENCE]))
     (got,) = table.filter(
-        (table["target_model"] == "config/models/qwen3.6-35b-a3b") & (table["method"] == "mtp")
+        (table["target_model"] == "config/models/qwen3.6-35b-a3b")
+        & (table["method"] == "mtp")
+        & (table["engine"] == "vllm")
     ).iter_rows(named=True)
     assert got["status"] == coverage.ATTEMPT_FAILED
     errors = sum(m["error"] for m in markers)

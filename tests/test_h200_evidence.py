@@ -50,7 +50,9 @@ def test_sglang_latency_from_decode_throughput_is_nulled_not_shown():
     assert df["baseline_tpot_mean_s"].is_null().all()
     assert any("10 SGLang record(s)" in m for m in messages)
     # everything else is untouched: the energy figures are the records'
-    assert df["mj_per_committed_token"].sort().to_list() == pytest.approx(raw["mj_per_committed_token"].sort().to_list())
+    assert df["mj_per_committed_token"].sort().to_list() == pytest.approx(
+        raw["mj_per_committed_token"].sort().to_list()
+    )
 
 
 # Checks added after these sessions (issue 17): one window, one seed, no reference here, so not applicable.
@@ -112,16 +114,20 @@ def test_1201_closed_grid_swap_took_and_only_the_ngram_l6_arm_fails():
     # every draft-model vector, swapped in place or set at start, realized its configured L
     draft = df.filter(pl.col("scheme") == "draft")
     assert ((draft["realized_L"] - draft["configured_L"]).abs() < 0.05).all()
-    assert draft.filter(pl.col("acceptance_kind") == "minvar")["realized_L"].to_list() == \
-        draft.filter(pl.col("acceptance_kind") == "minvar")["configured_L"].to_list()
+    assert (
+        draft.filter(pl.col("acceptance_kind") == "minvar")["realized_L"].to_list()
+        == draft.filter(pl.col("acceptance_kind") == "minvar")["configured_L"].to_list()
+    )
     # ngram at L = 6: every proposed token is accepted, but the proposer sometimes proposes fewer than k
     # (vLLM's n-gram match has fewer than k tokens after it): the sampler is not what falls short
     ng6 = df.filter(pl.col("cell_name") == "ngram--mv6")
     assert (ng6["accepted_tokens"] == ng6["draft_tokens"]).all()
     assert (ng6["draft_tokens"] < ng6["drafts"] * ng6["k"]).all()
     details = checks.filter(pl.col("check") == "acceptance_length")["detail"].to_list()
-    assert sum("vs configured 6.0; the proposer drafted 4.906 of k = 5 tokens per draft"
-               in (d or "") for d in details) == 2, details
+    assert (
+        sum("vs configured 6.0; the proposer drafted 4.906 of k = 5 tokens per draft" in (d or "") for d in details)
+        == 2
+    ), details
     drift = checks.filter(pl.col("check") == "baseline_drift").sort("campaign_id")["value"].to_list()
     assert drift == pytest.approx([0.01126, 0.005414], rel=1e-3)  # b1, b32: both under 2 %
 
@@ -182,7 +188,8 @@ def test_1201b_engine_table_in_the_readme_is_the_records(engines_1gpu):
     committed = pl.read_parquet(ENGINES_1GPU / "results" / "curves.parquet")
     key = ["engine", "batch_size", "acceptance_name"]
     assert curves.select(*key, "energy_ratio").sort(key)["energy_ratio"].to_list() == pytest.approx(
-        committed.select(*key, "energy_ratio").sort(key)["energy_ratio"].to_list())
+        committed.select(*key, "energy_ratio").sort(key)["energy_ratio"].to_list()
+    )
     readme = (ENGINES_1GPU / "README.md").read_text()
     label = {"vllm": "vLLM", "sglang": "SGLang"}
     for (b, engine), rows in curves.group_by("batch_size", "engine"):
@@ -190,8 +197,10 @@ def test_1201b_engine_table_in_the_readme_is_the_records(engines_1gpu):
         base = df.filter(pl.col("engine") == engine, pl.col("batch_size") == b, pl.col("scheme") == "baseline")
         mj = dict(zip(base["cell_name"], base["mj_per_committed_token"]))
         digits = 1 if b == 1 else 2
-        line = (f"| {b} | {label[engine]} | {mj['baseline--open']:.{digits}f} / {mj['baseline--close']:.{digits}f} | "
-                f"{ratio['mv1']:.3f}× | {ratio['mv3']:.3f}× | {ratio['mv6']:.3f}× |")
+        line = (
+            f"| {b} | {label[engine]} | {mj['baseline--open']:.{digits}f} / {mj['baseline--close']:.{digits}f} | "
+            f"{ratio['mv1']:.3f}× | {ratio['mv3']:.3f}× | {ratio['mv6']:.3f}× |"
+        )
         assert line in readme, line
 
 
@@ -216,8 +225,9 @@ def test_1201c_sglang_open_loop_cell_counts_what_it_served():
 SCHEMES_1201D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01d"
 
 
-@pytest.mark.parametrize("family,config_name", [("qwen3-8b", "h200-schemes-qwen3-8b.yaml"),
-                                                ("mimo-mtp", "h200-schemes-mimo-mtp.yaml")])
+@pytest.mark.parametrize(
+    "family,config_name", [("qwen3-8b", "h200-schemes-qwen3-8b.yaml"), ("mimo-mtp", "h200-schemes-mimo-mtp.yaml")]
+)
 def test_1201d_configs_are_the_preregistered_ones(family, config_name):
     assert (SCHEMES_1201D / family / config_name).read_bytes() == (RUN_CONFIGS / config_name).read_bytes()
 
@@ -272,8 +282,9 @@ def test_1201d_mtp_family_is_incomplete_and_says_so():
 SESSION_1202 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02"
 
 
-@pytest.mark.parametrize("family,config_name", [("families", "h200-families-sweep.yaml"),
-                                                ("sweep-qwen3-8b", "h200-sweep-qwen3-8b.yaml")])
+@pytest.mark.parametrize(
+    "family,config_name", [("families", "h200-families-sweep.yaml"), ("sweep-qwen3-8b", "h200-sweep-qwen3-8b.yaml")]
+)
 def test_1202_configs_are_the_preregistered_ones(family, config_name):
     assert (SESSION_1202 / family / config_name).read_bytes() == (RUN_CONFIGS / config_name).read_bytes()
 
@@ -316,7 +327,7 @@ def test_1202_readme_ratio_table_is_the_records(families_1202):
         at = df.filter(pl.col("batch_size") == b)
         base = at.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
         line = next(ln for ln in readme.splitlines() if ln.startswith(f"| {b} | ") and "×" in ln)
-        for ratio in (at.filter(pl.col("role") == "point").sort("configured_L")["mj_per_committed_token"] / base):
+        for ratio in at.filter(pl.col("role") == "point").sort("configured_L")["mj_per_committed_token"] / base:
             assert f"{ratio:.3f}×" in line, (b, ratio, line)
 
 
@@ -332,17 +343,23 @@ def test_1202_sweep_table_in_the_readme_is_the_records(families_1202):
         d = dense.filter(pl.col("batch_size") == b).row(0, named=True)
         line = next(ln for ln in readme.splitlines() if ln.startswith(f"| {b} | ") and "×" not in ln)
         cells = [c.strip() for c in line.strip("|").split("|")]
-        assert cells[1:] == [f"{m['mj_per_committed_token']:.1f}", f"{m['tpot_mean_s'] * 1000:.2f}",
-                             f"{m['mean_power_w']:.0f}", f"{d['mj_per_committed_token']:.1f}",
-                             f"{d['tpot_mean_s'] * 1000:.2f}", f"{d['mean_power_w']:.0f}"], (b, cells)
+        assert cells[1:] == [
+            f"{m['mj_per_committed_token']:.1f}",
+            f"{m['tpot_mean_s'] * 1000:.2f}",
+            f"{m['mean_power_w']:.0f}",
+            f"{d['mj_per_committed_token']:.1f}",
+            f"{d['tpot_mean_s'] * 1000:.2f}",
+            f"{d['mean_power_w']:.0f}",
+        ], (b, cells)
 
 
 # --- session-2026-12-02b: three schemes on SGLang, MTP whole on vLLM, SGLang round profiles (issues 16, 17) -------
 SESSION_1202B = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02b"
 
 
-@pytest.mark.parametrize("family,config_name", [("sglang-schemes", "h200-schemes-sglang.yaml"),
-                                                ("mimo-mtp", "h200-schemes-mimo-mtp.yaml")])
+@pytest.mark.parametrize(
+    "family,config_name", [("sglang-schemes", "h200-schemes-sglang.yaml"), ("mimo-mtp", "h200-schemes-mimo-mtp.yaml")]
+)
 def test_1202b_configs_are_the_preregistered_ones(family, config_name):
     assert (SESSION_1202B / family / config_name).read_bytes() == (RUN_CONFIGS / config_name).read_bytes()
 
@@ -459,8 +476,14 @@ def test_1202c_config_is_the_preregistered_one():
 
 def test_1202c_glm_mtp_family_is_whole_and_the_readme_table_is_the_records():
     df, checks = _verdict(SESSION_1202C / "glm-mla", "h200-schemes-glm-mla.yaml")
-    assert sorted(df["cell_name"]) == ["baseline--close", "baseline--open", "eagle3--mv1", "eagle3--mv4",
-                                       "mtp--mv1", "mtp--mv4"]
+    assert sorted(df["cell_name"]) == [
+        "baseline--close",
+        "baseline--open",
+        "eagle3--mv1",
+        "eagle3--mv4",
+        "mtp--mv1",
+        "mtp--mv4",
+    ]
     assert checks.filter(pl.col("status") == "fail").height == 0
     assert set(checks.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched"}
     assert checks.filter(pl.col("check") == "baseline_drift")["status"].to_list() == ["pass"]
@@ -495,7 +518,9 @@ def test_1202c_round_profiles_show_glm_mtp_drafting_outside_cuda_graphs():
             assert r["draft_graph_launches_per_round"] >= 1 and r["gpu_busy_fraction"] > 0.5, key
             assert 0 < r["draft_ms_per_round"] < r["verify_ms_per_round"]
     line = _readme_line_in(SESSION_1202C, "| GLM-4.7-Flash MTP L = 4 |")
-    assert f"{glm['round_ms_unprofiled']:.2f} ms" in line and f"**{glm['draft_kernel_launches_per_round']:.0f}**" in line
+    assert (
+        f"{glm['round_ms_unprofiled']:.2f} ms" in line and f"**{glm['draft_kernel_launches_per_round']:.0f}**" in line
+    )
     # the committed trimmed traces still read by the same rules (one round each)
     folders = sorted((SESSION_1202C / "rounds").glob("*/*"))
     assert len(folders) == 4
@@ -504,8 +529,10 @@ def test_1202c_round_profiles_show_glm_mtp_drafting_outside_cuda_graphs():
         assert row["rounds_profiled"] == 1 and row["verify_ms_per_round"] > 0
 
 
-@pytest.mark.parametrize("log,module", [("vllm-gemma4_26b_a4b-g00-opening.log", "cutlass"),
-                                        ("vllm-qwen36_35b_a3b-g00-opening.log", "compressed_tensors")])
+@pytest.mark.parametrize(
+    "log,module",
+    [("vllm-gemma4_26b_a4b-g00-opening.log", "cutlass"), ("vllm-qwen36_35b_a3b-g00-opening.log", "compressed_tensors")],
+)
 def test_1202c_failed_starts_are_the_missing_modules_the_readme_names(log, module):
     text = logtext.read_log(SESSION_1202C / "failed-starts" / log)  # committed gzipped (ADR 0212)
     assert f"ModuleNotFoundError: No module named '{module}'" in text
@@ -551,8 +578,11 @@ def test_1202d_gemma4_eagle3_family_is_whole_and_the_readme_table_is_the_records
     df, checks = _verdict(SESSION_1202D / "gemma4", "config-analysis.yaml")
     assert df.height == 13 and set(df["model_pair"]) == {"gemma4_26b_a4b"}
     assert checks.filter(pl.col("status") == "fail").height == 0
-    assert set(checks.filter(pl.col("status") == "flag")["check"]) <= {"preregistration", "engine_config_matched",
-                                                                       "model_residual"}
+    assert set(checks.filter(pl.col("status") == "flag")["check"]) <= {
+        "preregistration",
+        "engine_config_matched",
+        "model_residual",
+    }
     committed = (SESSION_1202D / "gemma4" / "results" / "checks.md").read_text()
     assert "0 fail, 14 flag, 113 pass" in committed
     assert committed.count("| flag | preregistration |") == 7 and committed.count("| flag | model_residual |") == 5
@@ -619,7 +649,11 @@ def _run_and_analysis_configs(folder: Path, name: str) -> tuple[dict, dict]:
 def test_1202e_analysis_config_plans_exactly_the_measured_cells_with_the_preregistered_ids():
     name = "h200-spread.yaml"
     run, analysis = _run_and_analysis_configs(SPREAD_1202E, name)
-    assert (run["engines"], run["engine_replicates"], run["protocol"]["closing_baseline"]) == (["vllm", "sglang"], 2, True)
+    assert (run["engines"], run["engine_replicates"], run["protocol"]["closing_baseline"]) == (
+        ["vllm", "sglang"],
+        2,
+        True,
+    )
     run.update(engines=["vllm"], engine_replicates=1)
     run["protocol"]["closing_baseline"] = False
     assert analysis == run  # checks, windows, seeds and every other key unchanged
@@ -652,26 +686,39 @@ def test_1202e_spread_verdict_ratios_and_intervals_are_the_readme_s():
     order = ["b1-random-s0", "b1-random-s1", "b32-random-s0", "b32-random-s1"]
     values = [next(v for k, v in drift.items() if o in k) for o in order]
     row = _readme_line_in(SESSION_1202E, "| closing / opening − 1 |")
-    assert row == "| closing / opening − 1 | " + " | ".join(f"{v:+.2%}".replace("-", "−").replace("%", " %")
-                                                           for v in values) + " |"
+    assert (
+        row
+        == "| closing / opening − 1 | "
+        + " | ".join(f"{v:+.2%}".replace("-", "−").replace("%", " %") for v in values)
+        + " |"
+    )
     assert max(abs(v) for v in values) < 0.02  # inside the pre-registered baseline_drift_max
     points = df.filter(pl.col("role") == "point")
     assert (points["realized_L"] == points["configured_L"]).all()
     # the host-bound round: the GPU idles most of a speculative window, not of a baseline one
-    assert points["gpu_busy_fraction"].max() < 0.4 < 0.9 < df.filter(pl.col("role") != "point")["gpu_busy_fraction"].min()
+    assert (
+        points["gpu_busy_fraction"].max() < 0.4 < 0.9 < df.filter(pl.col("role") != "point")["gpu_busy_fraction"].min()
+    )
     curves = pl.read_parquet(SPREAD_1202E / "results" / "curves.parquet").filter(pl.col("method") != "baseline")
     for (B, L), g in curves.group_by("batch_size", "configured_L"):
         r = g.row(0, named=True)
-        assert r["energy_ratio_n"] == 2 and r["energy_ratio_ci_low"] < r["energy_ratio_mean"] < r["energy_ratio_ci_high"]
+        assert (
+            r["energy_ratio_n"] == 2 and r["energy_ratio_ci_low"] < r["energy_ratio_mean"] < r["energy_ratio_ci_high"]
+        )
         # the window range the README gives is the records': each window over its seed's opening baseline windows
         ratios = []
         for (seed,), s in points.filter((pl.col("batch_size") == B) & (pl.col("configured_L") == L)).group_by("seed"):
-            base = df.filter((pl.col("batch_size") == B) & (pl.col("seed") == seed)
-                             & pl.col("cell_name").str.starts_with("baseline--open"))["mj_per_committed_token"]
+            base = df.filter(
+                (pl.col("batch_size") == B)
+                & (pl.col("seed") == seed)
+                & pl.col("cell_name").str.starts_with("baseline--open")
+            )["mj_per_committed_token"]
             ratios += [e / base.mean() for e in s["mj_per_committed_token"]]
         line = _readme_line_in(SESSION_1202E, f"| {B} | {L:.0f} | ")
-        assert line.startswith(f"| {B} | {L:.0f} | {r['energy_ratio_mean']:.3f}× [{r['energy_ratio_ci_low']:.3f}, "
-                               f"{r['energy_ratio_ci_high']:.3f}] | "), line
+        assert line.startswith(
+            f"| {B} | {L:.0f} | {r['energy_ratio_mean']:.3f}× [{r['energy_ratio_ci_low']:.3f}, "
+            f"{r['energy_ratio_ci_high']:.3f}] | "
+        ), line
         lo, hi = sorted(g["energy_ratio"])[0], sorted(g["energy_ratio"])[-1]
         assert f"| {lo:.3f}–{hi:.3f} |" in line
         assert min(ratios) == pytest.approx(lo, rel=0.02) and max(ratios) == pytest.approx(hi, rel=0.02)
@@ -682,8 +729,12 @@ def test_1202e_variance_budget_and_the_reference_shift_are_the_readme_s():
     ratio = table.filter((pl.col("family") == "vllm-qwen3b-closed-cg1") & (pl.col("metric") == "energy_ratio"))
     share = {r["component"]: r for r in ratio.iter_rows(named=True)}
     readme = (SESSION_1202E / "README.md").read_text()
-    for comp, label in (("board", "| board (includes run and engine restart"), ("seed", "| seed |"),
-                        ("window", "| window |"), ("total", "| total |")):
+    for comp, label in (
+        ("board", "| board (includes run and engine restart"),
+        ("seed", "| seed |"),
+        ("window", "| window |"),
+        ("total", "| total |"),
+    ):
         line = next(ln for ln in readme.splitlines() if ln.startswith(label))
         assert f"| {share[comp]['share']:.0%} | {share[comp]['cv_percent']:.1f} % |".replace("%", " %", 1) in line, comp
     assert share["window"]["share"] > share["seed"]["share"]  # "more windows buy more than more seeds"
@@ -736,8 +787,10 @@ def test_1202f_gated_deltanet_measured_on_triton_prefill_and_failed_only_on_bloc
     for r in df.filter(pl.col("role") == "point").iter_rows(named=True):
         ratio = r["mj_per_committed_token"] / base["mj_per_committed_token"]
         line = _readme_line_in(SESSION_1202F, f"| DFlash L = {r['configured_L']:.0f} |")
-        assert line == (f"| DFlash L = {r['configured_L']:.0f} | {r['realized_L']:.1f} | {r['mj_per_committed_token']:.1f} "
-                        f"| {ratio:.3f} | {r['round_time_ms']:.2f} | {r['gpu_busy_fraction']:.2f} |"), line
+        assert line == (
+            f"| DFlash L = {r['configured_L']:.0f} | {r['realized_L']:.1f} | {r['mj_per_committed_token']:.1f} "
+            f"| {ratio:.3f} | {r['round_time_ms']:.2f} | {r['gpu_busy_fraction']:.2f} |"
+        ), line
         assert r["verify_width"] == 16
     curves = pl.read_parquet(GDN_1202F / "results" / "curves.parquet")
     assert all(fc == ["engine_config_matched"] for fc in curves["failed_checks"].to_list())  # derived, marked
@@ -750,6 +803,71 @@ def test_1202f_baseline_agrees_across_the_two_boards_as_the_readme_says():
     assert one["cell_id"] == two["cell_id"] and one["gpu_uuid"] != two["gpu_uuid"]
     shift = two["mj_per_committed_token"] / one["mj_per_committed_token"] - 1
     readme = (SESSION_1202F / "README.md").read_text()
-    assert (f"{one['mj_per_committed_token']:.1f} mJ/token on machine 1, {two['mj_per_committed_token']:.1f} on machine 2 "
-            f"({shift:+.1%})").replace("%", " %") in readme
+    assert (
+        f"{one['mj_per_committed_token']:.1f} mJ/token on machine 1, {two['mj_per_committed_token']:.1f} on machine 2 "
+        f"({shift:+.1%})"
+    ).replace("%", " %") in readme
     assert abs(shift) < 0.02
+
+
+SESSION_1203 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-03"
+GDN_SGLANG_1203 = SESSION_1203 / "gdn-sglang"
+
+
+def test_1203_families_config_is_the_preregistered_one():
+    name = "h200-schemes-sglang-families.yaml"
+    assert (GDN_SGLANG_1203 / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+
+
+def test_1203_gated_deltanet_on_sglang_verdict_and_readme_table():
+    df, checks = _verdict(GDN_SGLANG_1203, "h200-schemes-sglang-families.yaml")
+    measured = df.filter(pl.col("status") == "measured")
+    assert sorted(measured["cell_name"]) == ["baseline--open", "dflash--mv16", "mtp--mv1"]
+    assert measured["gpu_uuid"].n_unique() == 1 and (measured["energy_j"] > 0).all()
+    assert set(measured["engine_version"]) == {"0.5.17"}
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert checks.filter(pl.col("status") == "flag").height == 0  # model_residual needs the roofline: committed only
+    committed = (GDN_SGLANG_1203 / "results" / "checks.md").read_text()
+    assert "| flag | model_residual | sglang-qwen36_35b_a3b-closed-b1-random-s0-cg1 | dflash--mv16 |" in committed
+    assert "0 fail, 1 flag, 19 pass, 6 not_applicable" in committed
+    assert "5 not measured: mtp--mv4, dflash--mv1, eagle3--mv4, eagle3--mv1, baseline--close" in committed
+    unsupported = df.filter(pl.col("status") == "unsupported")
+    assert unsupported.height == 8 and unsupported["campaign_id"].str.contains("gemma4").all()
+    base = measured.filter(pl.col("cell_name") == "baseline--open").row(0, named=True)
+    names = {"mtp": "MTP", "dflash": "DFlash"}
+    for r in measured.filter(pl.col("role") == "point").iter_rows(named=True):
+        label = f"| {names[r['method']]} L = {r['configured_L']:.0f} |"
+        ratio = r["mj_per_committed_token"] / base["mj_per_committed_token"]
+        line = _readme_line_in(SESSION_1203, label)
+        assert line == (
+            f"{label} {r['realized_L']:.1f} | {r['mj_per_committed_token']:.1f} | {ratio:.3f} "
+            f"| {r['round_time_ms']:.2f} | {r['gpu_busy_fraction']:.2f} |"
+        ), line
+    assert _readme_line_in(SESSION_1203, "| baseline |") == (
+        f"| baseline | 1.0 | {base['mj_per_committed_token']:.1f} | 1 | {base['round_time_ms']:.2f} "
+        f"| {base['gpu_busy_fraction']:.2f} |"
+    )
+
+
+def test_1203_baseline_across_two_boards_and_the_glm_mtp_start_failure():
+    cell = "sglang-qwen36_35b_a3b-closed-b1-random-s0-cg1/baseline--open.parquet"
+    one = pl.read_parquet(SESSION_1203 / "machine-1" / "results" / "cells" / cell).row(0, named=True)
+    two = pl.read_parquet(GDN_SGLANG_1203 / "results" / "cells" / cell).row(0, named=True)
+    assert one["cell_id"] == two["cell_id"] and one["gpu_uuid"] != two["gpu_uuid"]
+    shift = two["mj_per_committed_token"] / one["mj_per_committed_token"] - 1
+    readme = (SESSION_1203 / "README.md").read_text()
+    assert (
+        f"{one['mj_per_committed_token']:.1f} mJ/token on machine 1, {two['mj_per_committed_token']:.1f} on machine 2 "
+        f"({shift:+.1%})"
+    ).replace("%", " %").replace("+", "") in readme.replace("+", "")
+    log = logtext.read_log(
+        SESSION_1203
+        / "machine-1"
+        / "results"
+        / "logs"
+        / "engines"
+        / "sglang-glm47_flash-closed-cg1"
+        / "g01-point-c6bf180c818e.log"
+    )
+    assert "AttributeError: 'Glm4MoeLiteModelNextN' object has no attribute 'start_layer'" in log
+    assert 'deepseek_weight_loader.py", line 494, in post_load_weights' in log

@@ -446,10 +446,24 @@ def matrix(
         {**dict(zip(ROW_KEY, key)), **evidence_row(part), "configs": None}
         for key, part in points.group_by(list(ROW_KEY), maintain_order=True)
     ]
-    seen = {tuple(r[k] for k in ROW_KEY) for r in rows}
+    recorded_unsupported: dict[tuple, str] = {}
     if plan is not None and plan.height:
         devices = records["device"].drop_nulls().unique().to_list()
         planned = plan.filter(C("device").is_in(devices)) if devices else plan
+        # Records that say unsupported under one configuration (e.g. an attention backend the engine refuses for
+        # the target) do not settle a row another shipped config plans as supported: it reads from the plan,
+        # with the recorded reason beside it.
+        supported_somewhere = {tuple(k) for k in planned.filter(C("plan_reason").is_null()).select(ROW_KEY).rows()}
+        kept = []
+        for r in rows:
+            key = tuple(r[k] for k in ROW_KEY)
+            if r["status"] == UNSUPPORTED and key in supported_somewhere:
+                recorded_unsupported[key] = r["reason"] or ""
+            else:
+                kept.append(r)
+        rows = kept
+    seen = {tuple(r[k] for k in ROW_KEY) for r in rows}
+    if plan is not None and plan.height:
         for key, part in planned.group_by(list(ROW_KEY), maintain_order=True):
             if tuple(key) in seen:
                 continue
@@ -465,6 +479,8 @@ def matrix(
                 reasons = [attempts_text(failed)]
             else:
                 status = UNSUPPORTED_PLAN if all_unsupported else NOT_RUN
+            if tuple(key) in recorded_unsupported:
+                reasons.append(f"recorded unsupported under another configuration: {recorded_unsupported[tuple(key)]}")
             rows.append(
                 {
                     **dict(zip(ROW_KEY, key)),
