@@ -163,12 +163,13 @@ def planned_cells(configs: Iterable[str], root: Path = REPO_ROOT) -> pl.DataFram
                         "plan_reason": c.unsupported_reason,
                         "config": path,
                         "campaign_id": c.campaign_id,
+                        "cell_name": c.name,
                     }
                 )
     finally:
         config_log.setLevel(level)
     schema = dict.fromkeys(
-        ("target_model", "engine", "method", "device", "plan_reason", "config", "campaign_id"), pl.String
+        ("target_model", "engine", "method", "device", "plan_reason", "config", "campaign_id", "cell_name"), pl.String
     )
     plan = pl.DataFrame(rows, schema=schema)
     families = {m: family_of(m) for m in plan["target_model"].unique().to_list()}
@@ -470,7 +471,11 @@ def matrix(
             reasons = sorted(set(part["plan_reason"].drop_nulls().to_list()))
             all_unsupported = part["plan_reason"].null_count() == 0
             failed = (
-                attempts.filter(C("campaign_id").is_in(part["campaign_id"].unique().to_list()))
+                # a campaign's failed baseline stops every arm of it; an arm's failed start is that arm's row only
+                attempts.filter(
+                    C("campaign_id").is_in(part["campaign_id"].unique().to_list())
+                    & (C("cell_name").str.starts_with("baseline") | C("cell_name").is_in(part["cell_name"].to_list()))
+                )
                 if attempts is not None and not all_unsupported
                 else None
             )
