@@ -39,7 +39,8 @@ MEASURED = {
     ("mimo_7b", "mtp"),
     ("qwen3_30b_a3b", "eagle3"),
     ("glm47_flash", "eagle3"),
-    ("glm47_flash", "mtp"),
+    # ("glm47_flash", "mtp") is planned unsupported since the H200 run of 2026-12-03: SGLang 0.5.17's NEXTN draft
+    # for GLM-4.7-Flash does not start under dummy weights (ADR 0194 addendum, tests/test_sglang_nextn_dummy_load.py)
     ("qwen36_35b_a3b", "mtp"),
     ("qwen36_35b_a3b", "dflash"),
 }
