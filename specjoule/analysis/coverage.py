@@ -447,7 +447,6 @@ def matrix(
         {**dict(zip(ROW_KEY, key)), **evidence_row(part), "configs": None}
         for key, part in points.group_by(list(ROW_KEY), maintain_order=True)
     ]
-    recorded_unsupported: dict[tuple, str] = {}
     if plan is not None and plan.height:
         devices = records["device"].drop_nulls().unique().to_list()
         planned = plan.filter(C("device").is_in(devices)) if devices else plan
@@ -455,26 +454,27 @@ def matrix(
         # the target) do not settle a row another shipped config plans as supported: it reads from the plan,
         # with the recorded reason beside it.
         supported_somewhere = {tuple(k) for k in planned.filter(C("plan_reason").is_null()).select(ROW_KEY).rows()}
-        kept = []
-        for r in rows:
-            key = tuple(r[k] for k in ROW_KEY)
-            if r["status"] == UNSUPPORTED and key in supported_somewhere:
-                recorded_unsupported[key] = r["reason"] or ""
-            else:
-                kept.append(r)
-        rows = kept
-    seen = {tuple(r[k] for k in ROW_KEY) for r in rows}
-    if plan is not None and plan.height:
+        recorded_unsupported = {
+            key: r["reason"] or ""
+            for r in rows
+            if r["status"] == UNSUPPORTED and (key := tuple(r[k] for k in ROW_KEY)) in supported_somewhere
+        }
+        rows = [r for r in rows if tuple(r[k] for k in ROW_KEY) not in recorded_unsupported]
+        seen = {tuple(r[k] for k in ROW_KEY) for r in rows}
+        # The plan lists every point of a campaign; a marker of any other cell of it is one of its baselines.
+        points_of = planned.group_by("campaign_id").agg(C("cell_name")).rows_by_key("campaign_id", unique=True)
         for key, part in planned.group_by(list(ROW_KEY), maintain_order=True):
             if tuple(key) in seen:
                 continue
             reasons = sorted(set(part["plan_reason"].drop_nulls().to_list()))
             all_unsupported = part["plan_reason"].null_count() == 0
+            campaigns = part["campaign_id"].unique().to_list()
+            campaign_points = {n for c in campaigns for n in points_of[c][0]}
             failed = (
                 # a campaign's failed baseline stops every arm of it; an arm's failed start is that arm's row only
                 attempts.filter(
-                    C("campaign_id").is_in(part["campaign_id"].unique().to_list())
-                    & (C("cell_name").str.starts_with("baseline") | C("cell_name").is_in(part["cell_name"].to_list()))
+                    C("campaign_id").is_in(campaigns)
+                    & (C("cell_name").is_in(part["cell_name"].to_list()) | ~C("cell_name").is_in(list(campaign_points)))
                 )
                 if attempts is not None and not all_unsupported
                 else None
