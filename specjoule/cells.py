@@ -691,6 +691,20 @@ def _architecture(model: str) -> str | None:
     return str(archs[0]) if archs else None
 
 
+@functools.lru_cache(maxsize=256)
+def _model_type(model: str) -> str | None:
+    """model_type of a local model dir's config.json; None for a hub id or a dir that cannot be read."""
+    from specjoule import models
+
+    try:
+        if models.classify_model_ref(model)[0] != "local":
+            return None
+        raw, _ = models.read_config(model)
+    except (models.ModelShapeError, OSError):
+        return None
+    return raw.get("model_type")
+
+
 def planned_unsupported(
     engine: str,
     target_model: str,
@@ -719,6 +733,9 @@ def planned_unsupported(
                     f"{', '.join(schemes.MTP_LAYER_KEYS)}; method mtp drafts with the target's own MTP layers"
                 )
         ok, reason = support.attention_backend_supported(engine, arch, dict(options or {}))
+        if not ok:
+            return reason
+        ok, reason = support.model_type_supported(engine, _model_type(target_model))
         if not ok:
             return reason
         by_method = {

@@ -889,6 +889,21 @@ SGLANG_NEXTN_DUMMY_LOAD_BROKEN: dict[str, str] = {
     ),
 }
 
+# Model types whose config.json SGLang 0.5.17 cannot start from, written by hand from its source (not extracted)
+# and an H200 start. Gemma-4 names its sliding layers' attention shape plainly (num_key_value_heads, head_dim) and
+# its full layers' as num_global_key_value_heads / global_head_dim; SGLang wants the opposite (swa_* for sliding)
+# and remaps only the published multimodal model types (utils/hf_transformers/config.py:159-186). A text-only
+# config (gemma4_text, as config/models/gemma-4-26b-a4b) keeps the HF names, and its hybrid-SWA KV pool reads the
+# missing attribute (mem_cache/kv_cache_configurator.py:1259-1263, gated by model_config.py:723-731).
+SGLANG_MODEL_TYPE_BROKEN: dict[str, str] = {
+    "gemma4_text": (
+        "remaps Gemma-4's sliding/full attention attributes only for model_type gemma4, gemma4_assistant, "
+        "gemma4_unified and gemma4_unified_assistant (utils/hf_transformers/config.py:159-186), so a text-only "
+        "config reaches the hybrid-SWA KV pool without swa_num_key_value_heads and start fails with "
+        "AttributeError: 'Gemma4TextConfig' object has no attribute 'swa_num_key_value_heads' (H200, 2026-12-03b)"
+    ),
+}
+
 # SGLang targets whose class or a base defines set_dflash_layers_to_capture: the DFLASH worker takes the
 # drafter's target_layer_ids hidden states through it.
 SGLANG_DFLASH_TARGETS: frozenset[str] = frozenset(
@@ -1012,6 +1027,14 @@ def mtp_dummy_load_supported(engine: str, architecture: str, load_format: str) -
             f"sglang {VERSIONS[engine]}: NEXTN draft {draft!r} of target {architecture!r} with load_format dummy: {broken}",
         )
     return True, f"{engine}: no known load_format {load_format!r} defect for the MTP draft of {architecture!r}"
+
+
+def model_type_supported(engine: str, model_type: str | None) -> tuple[bool, str]:
+    """Whether ``engine`` starts from a config.json of ``model_type`` (SGLANG_MODEL_TYPE_BROKEN); vLLM has no table."""
+    broken = SGLANG_MODEL_TYPE_BROKEN.get(model_type or "") if engine == "sglang" else None
+    if broken:
+        return False, f"sglang {VERSIONS[engine]}: config.json model_type {model_type!r}: SGLang {broken}"
+    return True, f"{engine}: no known defect for model_type {model_type!r}"
 
 
 def dflash_target_supported(engine: str, architecture: str) -> tuple[bool, str]:

@@ -71,16 +71,25 @@ def test_glm_eagle3_on_vllm_is_unsupported_with_the_engines_reason(table):
     assert got["B"] == "" and got["b1_lmin_ratio"] is None
 
 
-def test_gemma_eagle3_on_sglang_is_not_run_and_names_the_config_that_plans_it(table):
+def test_gemma_eagle3_on_sglang_is_unsupported_with_each_configs_reason(table):
+    """2026-12-03 recorded it unsupported under the families config (fa3); 2026-12-03b's triton start failed on
+    the text-only config, which the plan now knows (ADR 0194 addendum 2): the row gives both reasons."""
     got = row(table, "gemma-4-26b-a4b", "sglang", "eagle3")
-    assert got["status"] == coverage.NOT_RUN
+    assert got["status"] == coverage.UNSUPPORTED
     assert got["target_family"] == "gqa_sliding"
-    assert "config/h200-schemes-sglang-gemma4.yaml" in got["configs"].split(", ")
-    # 2026-12-03 recorded it unsupported under the families config's fa3; the triton config still plans it
-    assert (
-        "recorded unsupported under another configuration: sglang 0.5.17 accepts only trtllm_mha, triton"
-        in got["reason"]
-    )
+    reason = got["reason"]
+    assert reason.startswith("sglang 0.5.17 accepts only trtllm_mha, triton")
+    assert "planned unsupported under config/h200-schemes-sglang-gemma4.yaml: " in reason
+    assert "'gemma4_text'" in reason and "swa_num_key_value_heads" in reason
+
+
+def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
+    """After 2026-12-03b every (target, scheme) SGLang row of the shipped configs is measured or unsupported."""
+    sglang = table.filter(pl.col("engine") == "sglang")
+    assert set(sglang["status"]) <= {coverage.MEASURED, coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN}
+    for target, method in (("mimo-7b", "mtp"), ("qwen3-30b-a3b", "eagle3"), ("glm-4.7-flash", "eagle3")):
+        got = row(table, target, "sglang", method)
+        assert got["status"] == coverage.MEASURED and got["b1_lmin_L"] == 1 and got["b1_lmax_L"] == 4, got
 
 
 def test_gemma_eagle3_on_vllm_is_measured_although_an_earlier_attempt_failed(table, records):
@@ -218,8 +227,8 @@ def test_a_failed_start_in_the_evidence_reads_as_an_attempt_that_failed(records,
         assert "OSError: Can't load image processor for " in got["reason"] and "\n" not in got["reason"]
     only_1202c = coverage.failed_attempts([EVIDENCE / "session-2026-12-02c"])
     assert set(only_1202c["cause"]) == {coverage.NO_CAUSE}
-    # the markers name vLLM campaigns only: SGLang's rows and every measured row keep their status
-    assert row(table, "gemma-4-26b-a4b", "sglang", "eagle3")["status"] == coverage.NOT_RUN
+    # the markers name vLLM campaigns (and an SGLang start the plan now refuses): other rows keep their status
+    assert row(table, "glm-4.7-flash", "sglang", "eagle3")["status"] == coverage.MEASURED
     assert row(table, "glm-4.7-flash", "vllm", "mtp")["status"] == coverage.MEASURED
 
 

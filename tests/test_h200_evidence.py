@@ -14,8 +14,8 @@ import polars as pl
 import pytest
 import yaml
 
+from specjoule import cells, logtext
 from specjoule import config as sj_config
-from specjoule import logtext
 from specjoule.analysis import aggregate, derive
 from specjoule.analysis import rounds as rounds_analysis
 from specjoule.analysis.checks import Thresholds, run_checks
@@ -867,3 +867,90 @@ def test_1203_baseline_across_two_boards_and_the_glm_mtp_start_failure():
     )
     assert "AttributeError: 'Glm4MoeLiteModelNextN' object has no attribute 'start_layer'" in log
     assert 'deepseek_weight_loader.py", line 494, in post_load_weights' in log
+
+
+SESSION_1203B = ROOT / "validation" / "h200-2026-12" / "session-2026-12-03b"
+FAMILIES_1203B = SESSION_1203B / "families-sglang"
+
+
+@pytest.mark.parametrize(
+    "folder,name",
+    [
+        (FAMILIES_1203B, "h200-schemes-sglang-families.yaml"),
+        (SESSION_1203B / "gemma4-triton", "h200-schemes-sglang-gemma4.yaml"),
+    ],
+)
+def test_1203b_configs_are_the_preregistered_ones(folder, name):
+    assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+
+
+def test_1203b_three_sglang_pairs_verdict_and_readme_table():
+    df, checks = _verdict(FAMILIES_1203B, "h200-schemes-sglang-families.yaml")
+    measured = df.filter(pl.col("status") == "measured")
+    assert measured.height == 12 and measured["gpu_uuid"].n_unique() == 1 and (measured["energy_j"] > 0).all()
+    assert set(measured["engine_version"]) == {"0.5.17"}
+    pairs = set(measured.filter(pl.col("role") == "point").select("model_pair", "method").iter_rows())
+    assert pairs == {("mimo_7b", "mtp"), ("qwen3_30b_a3b", "eagle3"), ("glm47_flash", "eagle3")}
+    assert df.filter(pl.col("status") == "unsupported").height == 12  # the rest of the three families, no engine
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert checks.filter(pl.col("check") == "baseline_drift")["status"].to_list() == ["pass"] * 3
+    committed = (FAMILIES_1203B / "results" / "checks.md").read_text()
+    assert "0 fail, 1 flag, 62 pass, 15 not_applicable" in committed
+    assert (
+        "| flag | model_residual | sglang-glm47_flash-closed-b1-random-s0-cg1 | eagle3--mv1, eagle3--mv4 |" in committed
+    )
+    points = measured.filter(pl.col("role") == "point")
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    assert set(points["verify_width"]) == {4.0}
+    names = {"mimo_7b": "MiMo-7B", "qwen3_30b_a3b": "Qwen3-30B-A3B", "glm47_flash": "GLM-4.7-Flash"}
+    for pair, label in names.items():
+        fam = measured.filter(pl.col("model_pair") == pair)
+        base = fam.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
+        for r in fam.iter_rows(named=True):
+            ratio = "1" if r["role"] != "point" else f"{r['mj_per_committed_token'] / base:.3f}"
+            prefix = f"| {label} | {r['cell_name']} |"
+            assert _readme_line_in(SESSION_1203B, prefix) == (
+                f"{prefix} {r['realized_L']:.1f} | {r['mj_per_committed_token']:.1f} | {ratio} "
+                f"| {r['round_time_ms']:.2f} | {r['gpu_busy_fraction']:.2f} | {r['engine_start_s']:.1f} |"
+            )
+
+
+def test_1203b_glm_baseline_on_two_boards_and_the_gemma4_start_failure():
+    cell = "sglang-glm47_flash-closed-b1-random-s0-cg1/baseline--open.parquet"
+    one = pl.read_parquet(SESSION_1203 / "machine-1" / "results" / "cells" / cell).row(0, named=True)
+    two = pl.read_parquet(FAMILIES_1203B / "results" / "cells" / cell).row(0, named=True)
+    assert one["cell_id"] == two["cell_id"] and one["gpu_uuid"] != two["gpu_uuid"]
+    shift = two["mj_per_committed_token"] / one["mj_per_committed_token"] - 1
+    readme = (SESSION_1203B / "README.md").read_text()
+    assert f"{two['mj_per_committed_token']:.1f} mJ/token here against {one['mj_per_committed_token']:.1f}" in readme
+    assert f"{100 * shift:+.1f} %".replace("-", "−") in readme
+    log = logtext.read_log(
+        SESSION_1203B
+        / "gemma4-triton"
+        / "results"
+        / "logs"
+        / "engines"
+        / "sglang-gemma4_26b_a4b-closed-cg1"
+        / "g00-opening-797a66d7c30f.log"
+    )
+    assert "AttributeError: 'Gemma4TextConfig' object has no attribute 'swa_num_key_value_heads'" in log
+    assert "_build_hybrid_swa_kv_pool" in log
+    # the plan now says so for every cell of that config, in the words the README quotes
+    planned = list(cells.build(sj_config.load(SESSION_1203B / "gemma4-triton" / "h200-schemes-sglang-gemma4.yaml")))
+    assert planned and all("swa_num_key_value_heads" in (c.unsupported_reason or "") for c in planned)
+
+
+def test_1203b_sglang_round_profile_on_the_moe_target():
+    table = pl.read_parquet(SESSION_1203B / "rounds" / "rounds.parquet")
+    assert table.height == 1
+    r = table.row(0, named=True)
+    assert (r["engine"], r["scheme"], r["configured_L"]) == ("sglang", "eagle3", 4.0)
+    assert r["rounds_profiled"] >= r["rounds_counted"] >= 20 and r["draft_phase_source"] == "label"
+    assert 0 < r["draft_ms_per_round"] < r["verify_ms_per_round"]
+    readme = (SESSION_1203B / "README.md").read_text()
+    assert f"| draft GPU ms (3 head passes) | {r['draft_ms_per_round']:.2f} |" in readme
+    assert f"| verify GPU ms (4 tokens) | {r['verify_ms_per_round']:.2f} |" in readme
+    assert f"| {r['round_ms_profiled']:.2f} / {r['round_ms_unprofiled']:.2f} |" in readme
+    (folder,) = sorted((SESSION_1203B / "rounds").glob("*/*"))
+    row, _ = rounds_analysis.analyze_profile(folder)  # the committed trimmed trace still reads
+    assert row["rounds_profiled"] == 3 and row["draft_ms_per_round"] > 0

@@ -460,6 +460,20 @@ def matrix(
             if r["status"] == UNSUPPORTED and (key := tuple(r[k] for k in ROW_KEY)) in supported_somewhere
         }
         rows = [r for r in rows if tuple(r[k] for k in ROW_KEY) not in recorded_unsupported]
+        # A row the evidence settles as unsupported names the other reasons the shipped configs plan for it (another
+        # backend may fail for another reason): the recorded one alone would read as if that other config could run.
+        unsupported_elsewhere = planned.filter(C("plan_reason").is_not_null())
+        for r in rows:
+            if r["status"] != UNSUPPORTED:
+                continue
+            key = tuple(r[k] for k in ROW_KEY)
+            part = unsupported_elsewhere.filter(pl.all_horizontal(C(k) == v for k, v in zip(ROW_KEY, key)))
+            for reason, configs in (
+                part.group_by("plan_reason", maintain_order=True).agg(C("config").unique().sort()).rows()
+            ):
+                if reason not in (r["reason"] or ""):
+                    extra = f"planned unsupported under {', '.join(configs)}: {reason}"
+                    r["reason"] = f"{r['reason']} | {extra}" if r["reason"] else extra
         seen = {tuple(r[k] for k in ROW_KEY) for r in rows}
         # The plan lists every point of a campaign; a marker of any other cell of it is one of its baselines.
         points_of = planned.group_by("campaign_id").agg(C("cell_name")).rows_by_key("campaign_id", unique=True)
