@@ -676,24 +676,8 @@ def arms_at(arms: list[Arm], batch_size: int) -> list[Arm]:
 
 
 @functools.lru_cache(maxsize=256)
-def _architecture(model: str) -> str | None:
-    """architectures[0] of a local model dir's config.json; None for a hub id or a dir that cannot be read."""
-    from specjoule import models
-
-    try:
-        shape_path = models.classify_model_ref(model)
-        if shape_path[0] != "local":
-            return None
-        raw, _ = models.read_config(model)
-    except (models.ModelShapeError, OSError):
-        return None
-    archs = raw.get("architectures") or []
-    return str(archs[0]) if archs else None
-
-
-@functools.lru_cache(maxsize=256)
-def _model_type(model: str) -> str | None:
-    """model_type of a local model dir's config.json; None for a hub id or a dir that cannot be read."""
+def _local_config(model: str) -> dict | None:
+    """A local model dir's config.json; None for a hub id or a dir that cannot be read."""
     from specjoule import models
 
     try:
@@ -702,7 +686,18 @@ def _model_type(model: str) -> str | None:
         raw, _ = models.read_config(model)
     except (models.ModelShapeError, OSError):
         return None
-    return raw.get("model_type")
+    return raw
+
+
+def _architecture(model: str) -> str | None:
+    """architectures[0] of a local model dir's config.json; None for a hub id or a dir that cannot be read."""
+    archs = (_local_config(model) or {}).get("architectures") or []
+    return str(archs[0]) if archs else None
+
+
+def _model_type(model: str) -> str | None:
+    """model_type of a local model dir's config.json; None for a hub id or a dir that cannot be read."""
+    return (_local_config(model) or {}).get("model_type")
 
 
 def planned_unsupported(
