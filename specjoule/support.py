@@ -894,7 +894,9 @@ SGLANG_NEXTN_DUMMY_LOAD_BROKEN: dict[str, str] = {
 # its full layers' as num_global_key_value_heads / global_head_dim; SGLang wants the opposite (swa_* for sliding)
 # and remaps only the published multimodal model types (utils/hf_transformers/config.py:159-186). A text-only
 # config (gemma4_text, as config/models/gemma-4-26b-a4b) keeps the HF names, and its hybrid-SWA KV pool reads the
-# missing attribute (mem_cache/kv_cache_configurator.py:1259-1263, gated by model_config.py:723-731).
+# missing attribute (mem_cache/kv_cache_configurator.py:1259-1263, gated by model_config.py:723-731). The same
+# model in its published multimodal form (model_type gemma4, config/models/gemma-4-26b-a4b-mm) is remapped: ADR 0225,
+# checked on CPU with SGLang's own config path by tools/check_sglang_config.py.
 SGLANG_MODEL_TYPE_BROKEN: dict[str, str] = {
     "gemma4_text": (
         "remaps Gemma-4's sliding/full attention attributes only for model_type gemma4, gemma4_assistant, "

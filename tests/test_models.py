@@ -31,6 +31,7 @@ TARGET_FAMILIES = {
     "mimo-7b": ("gqa", False),
     "qwen3-30b-a3b": ("gqa", True),
     "gemma-4-26b-a4b": ("gqa_sliding", True),
+    "gemma-4-26b-a4b-mm": ("gqa_sliding", True),  # the same text model in its published multimodal form (ADR 0225)
     "glm-4.7-flash": ("mla", True),
     "qwen3.6-35b-a3b": ("gated_deltanet", True),
 }
@@ -119,6 +120,25 @@ def test_gemma4_sliding_layers_and_window():
     shape = describe("config/models/gemma-4-26b-a4b")
     assert (shape.sliding_window, shape.sliding_layers, shape.full_attention_layers) == (1024, 25, 5)
     assert (shape.full_attention_head_dim, shape.full_attention_kv_heads) == (512, 2)
+
+
+def test_gemma4_multimodal_form_has_the_text_only_shapes_language_model():
+    """ADR 0225: the multimodal shape wraps the text-only shape's fields (SGLang needs model_type gemma4); every
+    number describe() gives of the language model is the same, and the wrapper only adds the vision tower."""
+    text, mm = describe("config/models/gemma-4-26b-a4b"), describe("config/models/gemma-4-26b-a4b-mm")
+    assert (text.architecture, mm.architecture) == ("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration")
+    for field in ("params_total", "params_active", "sliding_window", "sliding_layers", "full_attention_layers",
+                  "full_attention_head_dim", "full_attention_kv_heads", "num_experts", "experts_per_token"):
+        assert getattr(mm, field) == getattr(text, field), field
+    assert mm.weight_bytes() == text.weight_bytes() and mm.kv_bytes_per_token() == text.kv_bytes_per_token()
+    raw_text = json.loads((MODELS / "gemma-4-26b-a4b" / "config.json").read_text())
+    raw_mm = json.loads((MODELS / "gemma-4-26b-a4b-mm" / "config.json").read_text())
+    # the text-only shape's one change (README: use_bidirectional_attention "vision" -> null) is the only field
+    # that differs, besides the architectures the wrapper names at its top level
+    differs = {k for k in set(raw_text) | set(raw_mm["text_config"]) if raw_text.get(k) != raw_mm["text_config"].get(k)}
+    assert differs == {"architectures", "use_bidirectional_attention"}
+    assert raw_mm["text_config"]["model_type"] == "gemma4_text" and raw_text["model_type"] == "gemma4_text"
+    assert raw_mm["model_type"] == "gemma4" and models.is_multimodal_wrapper(str(MODELS / "gemma-4-26b-a4b-mm"))
 
 
 def test_mla_dims_only_on_mla():
