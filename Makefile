@@ -83,6 +83,12 @@ FAST := not engine and not slurm and not browser
 # TEST_WORKERS=0: one process per phase, no xdist.
 TEST_WORKERS ?= 2
 
+# The project's own sources get bytecode while the tests run (ADR 0223): where the environment sets
+# PYTHONDONTWRITEBYTECODE (this machine does), a fresh clone's specjoule, scripts, tools and tests were compiled
+# again by every process that imported them (each pytest worker, Snakemake job, cell runner and engine worker), and
+# pytest rewrote every test module again in each of its processes. An empty value lets Python write them.
+test test-fast: export PYTHONDONTWRITEBYTECODE =
+
 test: venv system-deps
 	status=0; slurm_log=$$(mktemp); lint_log=$$(mktemp); slot=$$(mktemp -u /tmp/specjoule-engine-slot.XXXXXX); \
 	SPECJOULE_ENGINE_SLOT=$$slot $(PY) -m pytest -q -rs -m slurm --durations=5 > $$slurm_log 2>&1 & slurm_pid=$$!; \
