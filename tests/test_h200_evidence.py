@@ -796,12 +796,17 @@ def test_1202f_gated_deltanet_measured_on_triton_prefill_and_failed_only_on_bloc
     assert all(fc == ["engine_config_matched"] for fc in curves["failed_checks"].to_list())  # derived, marked
 
 
+def _same_cell_on_two_boards(first: Path, second: Path, cell: str) -> tuple[dict, dict, float]:
+    """One cell's record in two results trees: same id, other GPU; the second's shift from the first."""
+    one = pl.read_parquet(first / "results" / "cells" / cell).row(0, named=True)
+    two = pl.read_parquet(second / "results" / "cells" / cell).row(0, named=True)
+    assert one["cell_id"] == two["cell_id"] and one["gpu_uuid"] != two["gpu_uuid"]
+    return one, two, two["mj_per_committed_token"] / one["mj_per_committed_token"] - 1
+
+
 def _baseline_shift_across_boards(session: Path, analysed: Path, cell: str) -> float:
     """One cell measured on a lost machine 1 and again on machine 2: same id, other GPU, the shift the README quotes."""
-    one = pl.read_parquet(session / "machine-1" / "results" / "cells" / cell).row(0, named=True)
-    two = pl.read_parquet(analysed / "results" / "cells" / cell).row(0, named=True)
-    assert one["cell_id"] == two["cell_id"] and one["gpu_uuid"] != two["gpu_uuid"]
-    shift = two["mj_per_committed_token"] / one["mj_per_committed_token"] - 1
+    one, two, shift = _same_cell_on_two_boards(session / "machine-1", analysed, cell)
     quoted = (
         f"{one['mj_per_committed_token']:.1f} mJ/token on machine 1, {two['mj_per_committed_token']:.1f} on machine 2"
     )
@@ -917,10 +922,7 @@ def test_1203b_three_sglang_pairs_verdict_and_readme_table():
 
 def test_1203b_glm_baseline_on_two_boards_and_the_gemma4_start_failure():
     cell = "sglang-glm47_flash-closed-b1-random-s0-cg1/baseline--open.parquet"
-    one = pl.read_parquet(SESSION_1203 / "machine-1" / "results" / "cells" / cell).row(0, named=True)
-    two = pl.read_parquet(FAMILIES_1203B / "results" / "cells" / cell).row(0, named=True)
-    assert one["cell_id"] == two["cell_id"] and one["gpu_uuid"] != two["gpu_uuid"]
-    shift = two["mj_per_committed_token"] / one["mj_per_committed_token"] - 1
+    one, two, shift = _same_cell_on_two_boards(SESSION_1203 / "machine-1", FAMILIES_1203B, cell)
     readme = (SESSION_1203B / "README.md").read_text()
     assert f"{two['mj_per_committed_token']:.1f} mJ/token here against {one['mj_per_committed_token']:.1f}" in readme
     assert f"{100 * shift:+.1f} %".replace("-", "−") in readme
