@@ -177,8 +177,11 @@ def test_a_failed_check_on_a_baseline_reaches_the_points_paired_with_it():
 
 
 def test_engine_start_medians_split_cold_and_warm_cache(table):
-    raw = pl.concat([pl.read_parquet(p) for p in sorted(GLM_CAMPAIGN.glob("*.parquet"))], how="diagonal_relaxed")
-    started = raw.filter(C("engine_start_s").is_not_null()).unique(subset=["engine_instance"])
+    # every vLLM GLM campaign in the tree (V1 on 2026-12-02c, V2 on 2026-12-03c): the row pools the family's starts
+    paths = sorted(EVIDENCE.glob("**/results/cells/vllm-glm47_flash-*/*.parquet"))
+    assert GLM_CAMPAIGN in {p.parent for p in paths} and len({p.parent for p in paths}) >= 2
+    raw = pl.concat([pl.read_parquet(p).with_columns(run=pl.lit(str(p.parent))) for p in paths], how="diagonal_relaxed")
+    started = raw.filter(C("engine_start_s").is_not_null()).unique(subset=["run", "engine_instance"])
     cold = started.filter(C("compile_cache_warm") == False)["engine_start_s"].to_list()  # noqa: E712
     warm = started.filter(C("compile_cache_warm") == True)["engine_start_s"].to_list()  # noqa: E712
     assert cold and warm
@@ -221,10 +224,15 @@ def test_planned_cells_on_another_device_than_the_evidence_are_left_out(plan, ta
 FAILED_STARTS = EVIDENCE / "session-2026-12-02c" / "failed-starts"
 
 
+def _before_1203c(records: pl.DataFrame) -> pl.DataFrame:
+    """The tree as it stood before 2026-12-03c measured Qwen3.6's vLLM arms with matched engines."""
+    return records.filter(~C("run").str.contains("session-2026-12-03c"))
+
+
 def test_a_failed_start_in_the_evidence_reads_as_an_attempt_that_failed(records, plan):
     """2026-12-02c committed the attempt markers of its two failed starts (written before ADR 0197: no cause);
     2026-12-02d the marker of Qwen3.6's second failed start (its cause only in the error's text)."""
-    table = coverage.matrix(records, plan, coverage.failed_attempts([EVIDENCE]))
+    table = coverage.matrix(_before_1203c(records), plan, coverage.failed_attempts([EVIDENCE]))
     # 2026-12-02f measured DFlash (its engine_config_matched check failed, ADR 0217); MTP's engine started, and the
     # budget ended in its first window: its marker is one more attempt with no record
     assert row(table, "qwen3.6-35b-a3b", "vllm", "dflash")["status"] == "measured, check failed: engine_config_matched"
@@ -258,11 +266,30 @@ def test_the_root_cause_the_runner_notes_is_the_one_the_matrix_shows(tmp_path, m
     )
     marker = runner.attempt_marker(cell)
     assert marker.exists() and not list(marker.parent.glob(".*"))  # written whole, no temporary left
-    table = coverage.matrix(records, plan, coverage.failed_attempts([tmp_path]))
+    table = coverage.matrix(_before_1203c(records), plan, coverage.failed_attempts([tmp_path]))
     for method in ("mtp",):  # DFlash has records since 2026-12-02f
         got = row(table, "qwen3.6-35b-a3b", "vllm", method)
         assert got["status"] == coverage.ATTEMPT_FAILED
         assert got["reason"] == "baseline--open: ModuleNotFoundError: No module named 'compressed_tensors'"
+
+
+def test_qwen36_on_vllm_is_measured_since_2026_12_03c_and_the_failed_check_of_2026_12_02f_stays_named(records, plan):
+    """Clean points (block size pinned, ADR 0217) make both rows measured; the earlier run's failed check is not
+    forgotten: the row's check_failed column still names it, and its points stay out of the ratio."""
+    table = coverage.matrix(records, plan, coverage.failed_attempts([EVIDENCE]))
+    dflash = row(table, "qwen3.6-35b-a3b", "vllm", "dflash")
+    assert dflash["status"] == coverage.MEASURED
+    assert dflash["check_failed"].startswith("session-2026-12-02f/gdn: engine_config_matched")
+    assert dflash["runs"] == 2 and dflash["b1_lmin_n"] == 1  # the failed run's points are not in the ratio
+    mtp = row(table, "qwen3.6-35b-a3b", "vllm", "mtp")
+    assert mtp["status"] == coverage.MEASURED and mtp["b1_lmax_L"] == 4
+    cells_1203c = EVIDENCE / "session-2026-12-03c" / "gdn-pinned" / "results" / "cells"
+    (campaign,) = cells_1203c.iterdir()
+    point = pl.read_parquet(campaign / "mtp--mv4.parquet")["mj_per_committed_token"][0]
+    base = [
+        pl.read_parquet(campaign / f"baseline--{e}.parquet")["mj_per_committed_token"][0] for e in ("open", "close")
+    ]
+    assert mtp["b1_lmax_ratio"] == pytest.approx(point / (sum(base) / 2), rel=1e-9)
 
 
 @pytest.mark.parametrize(

@@ -956,3 +956,108 @@ def test_1203b_sglang_round_profile_on_the_moe_target():
     (folder,) = sorted((SESSION_1203B / "rounds").glob("*/*"))
     row, _ = rounds_analysis.analyze_profile(folder)  # the committed trimmed trace still reads
     assert row["rounds_profiled"] == 3 and row["draft_ms_per_round"] > 0
+
+
+SESSION_1203C = ROOT / "validation" / "h200-2026-12" / "session-2026-12-03c"
+GDN_PINNED_1203C = SESSION_1203C / "gdn-pinned"
+GLM_V2_1203C = SESSION_1203C / "glm-v2"
+
+
+@pytest.mark.parametrize(
+    "folder,name",
+    [(GDN_PINNED_1203C, "h200-schemes-gdn-pinned.yaml"), (GLM_V2_1203C, "h200-glm-mtp-v2.yaml")],
+)
+def test_1203c_configs_are_the_preregistered_ones(folder, name):
+    assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+
+
+def test_1203c_gated_deltanet_with_pinned_blocks_matches_engines_and_the_readme_table_is_the_records():
+    df, checks = _verdict(GDN_PINNED_1203C, "h200-schemes-gdn-pinned.yaml")
+    assert df.height == 6 and df["gpu_uuid"].n_unique() == 1 and (df["energy_j"] > 0).all()
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    matched = checks.filter(pl.col("check") == "engine_config_matched").row(0, named=True)
+    assert matched["status"] == "flag" and "block_size" not in matched["detail"]  # ADR 0217: the 2026-12-02f fail
+    assert {json.loads(e)["block_size"] for e in df["engine_config"]} == {1168}
+    assert checks.filter(pl.col("check") == "baseline_drift")["status"].to_list() == ["pass"]
+    committed = (GDN_PINNED_1203C / "results" / "checks.md").read_text()
+    assert "0 fail, 2 flag, 19 pass, 5 not_applicable" in committed
+    assert (
+        "| flag | model_residual | vllm-qwen36_35b_a3b-closed-b1-random-s0-cg1 | dflash--mv1, dflash--mv16 |"
+        in committed
+    )
+    points = df.filter(pl.col("role") == "point")
+    assert set(points.select("method", "configured_L").iter_rows()) == {
+        ("mtp", 1.0),
+        ("mtp", 4.0),
+        ("dflash", 1.0),
+        ("dflash", 16.0),
+    }
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    base = df.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
+    for r in df.iter_rows(named=True):
+        ratio = "1" if r["role"] != "point" else f"{r['mj_per_committed_token'] / base:.3f}"
+        prefix = f"| {r['cell_name']} |"
+        assert _readme_line_in(SESSION_1203C, prefix) == (
+            f"{prefix} {r['realized_L']:.1f} | {r['mj_per_committed_token']:.1f} | {ratio} "
+            f"| {r['round_time_ms']:.2f} | {r['gpu_busy_fraction']:.2f} | {r['engine_start_s']:.1f} |"
+        )
+    curves = pl.read_parquet(GDN_PINNED_1203C / "results" / "curves.parquet")
+    for r in curves.iter_rows(named=True):  # the ratios the README quotes are the pipeline's
+        assert f"| {r['cell_name']} |" in _readme_line_in(SESSION_1203C, f"| {r['cell_name']} |")
+        assert f"| {r['energy_ratio']:.3f} |" in _readme_line_in(SESSION_1203C, f"| {r['cell_name']} |")
+
+
+def test_1203c_dflash_cells_on_two_boards_share_the_engine_config_and_the_shift_is_in_their_own_round():
+    """The README's cross-board table: same engine configuration, another GPU, the arm slower and the GPU less busy."""
+    there = pl.read_parquet(GDN_1202F / "results" / "records.parquet")
+    here = pl.read_parquet(GDN_PINNED_1203C / "results" / "records.parquet")
+    base_there = there.filter(pl.col("cell_name") == "baseline--open").row(0, named=True)
+    base_here = here.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
+    for cell in ("dflash--mv1", "dflash--mv16"):
+        a = there.filter(pl.col("cell_name") == cell).row(0, named=True)
+        b = here.filter(pl.col("cell_name") == cell).row(0, named=True)
+        assert json.loads(a["engine_config"]) == json.loads(b["engine_config"]) and a["gpu_uuid"] != b["gpu_uuid"]
+        assert b["round_time_ms"] > 1.4 * a["round_time_ms"] and b["gpu_busy_fraction"] < a["gpu_busy_fraction"]
+        line = _readme_line_in(
+            SESSION_1203C, f"| {cell} | {a['mj_per_committed_token'] / base_there['mj_per_committed_token']:.3f} |"
+        )
+        assert line == (
+            f"| {cell} | {a['mj_per_committed_token'] / base_there['mj_per_committed_token']:.3f} "
+            f"| {b['mj_per_committed_token'] / base_here:.3f} | {a['round_time_ms']:.2f} → {b['round_time_ms']:.2f} "
+            f"| {a['gpu_busy_fraction']:.2f} → {b['gpu_busy_fraction']:.2f} |"
+        )
+    b_open = here.filter(pl.col("cell_name") == "baseline--open").row(0, named=True)
+    assert abs(b_open["round_time_ms"] / base_there["round_time_ms"] - 1) < 0.02
+    shift = b_open["mj_per_committed_token"] / base_there["mj_per_committed_token"] - 1
+    readme = (SESSION_1203C / "README.md").read_text()
+    assert (
+        f"{b_open['mj_per_committed_token']:.1f} against {base_there['mj_per_committed_token']:.1f} mJ/token "
+        f"({shift:+.1%})".replace("%", " %")
+        in readme
+    )
+
+
+def test_1203c_glm_on_model_runner_v2_started_both_engines_and_measured_the_baseline():
+    df, checks = _verdict(GLM_V2_1203C, "h200-glm-mtp-v2.yaml")
+    measured = df.filter(pl.col("status") == "measured")
+    assert measured["cell_name"].to_list() == ["baseline--open"]
+    v2 = measured.row(0, named=True)
+    assert json.loads(v2["engine_config"])["model_runner"] == "v2"
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert "0 fail, 0 flag, 17 pass, 9 not_applicable" in (GLM_V2_1203C / "results" / "checks.md").read_text()
+    logs = GLM_V2_1203C / "results" / "logs" / "engines" / "vllm-glm47_flash-closed-cg1"
+    opening = logtext.read_log(logs / "g00-opening-9c82b28cafb0.log")
+    point = logtext.read_log(logs / "g01-point-8cd6c4064a4c.log")
+    assert "Using V2 Model Runner" in opening and "Using V2 Model Runner" in point
+    assert "Glm4MoeLiteMTPModel" in point and "engine: ready after 123.8 s" in point
+    attempts = GLM_V2_1203C / "results" / ".specjoule" / "attempts" / "vllm-glm47_flash-closed-b1-random-s0-cg1"
+    assert [p.name.split(".")[0] for p in attempts.iterdir()] == ["mtp--mv1"]  # started, never written
+    v1 = pl.read_parquet(SESSION_1202C / "glm-mla" / "results" / "records.parquet")
+    v1_open = v1.filter(pl.col("cell_name") == "baseline--open").row(0, named=True)
+    assert json.loads(v1_open["engine_config"])["model_runner"] == "v1"
+    assert abs(v2["round_time_ms"] / v1_open["round_time_ms"] - 1) < 0.01  # V2 leaves the target's step as it was
+    readme = (SESSION_1203C / "README.md").read_text()
+    assert f"{v2['mj_per_committed_token']:.1f} mJ/token, round {v2['round_time_ms']:.2f} ms" in readme
+    assert f"{v1_open['mj_per_committed_token']:.1f} mJ/token, round" in readme
+    shift = v2["mj_per_committed_token"] / v1_open["mj_per_committed_token"] - 1
+    assert f"{shift:+.1%}".replace("%", " %") in readme
