@@ -27,13 +27,21 @@ import math
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
 from specjoule.cellspec import CellSpec
-from specjoule.engines.base import EngineError, RequestResult, TimedSnapshot, counters_at, percentile
+from specjoule.engines.base import (
+    OK_REASONS,
+    CounterSnapshot,
+    EngineError,
+    RequestResult,
+    TimedSnapshot,
+    counters_at,
+    percentile,
+)
 from specjoule.engines.server import StreamTimer
 from specjoule.meter.base import Meter
 
@@ -453,7 +461,8 @@ class Loop:
             "mean_inflight": self._mean_inflight(t0, t1),
             "snapshot_start_s": self.edge_snaps["start"].duration_s if "start" in self.edge_snaps else None,
             "snapshot_end_s": self.edge_snaps["end"].duration_s if "end" in self.edge_snaps else None,
-            "edge_committed_tokens": _bracket_width(*start) + _bracket_width(*end),
+            "edge_committed_tokens": _edge_width(start, end, _committed),
+            "edge_requests_completed": _edge_width(start, end, _completed),
             "metrics_polls": len(polls),
             "metrics_poll_mean_s": sum(polls) / len(polls) if polls else None,
             "running_requests_segments": self._segments(readings, "num_requests_running"),
@@ -498,12 +507,30 @@ def _bracket(snaps: list[TimedSnapshot], t: float) -> tuple[TimedSnapshot, Timed
     return max(before, key=lambda s: s.received), (min(after, key=lambda s: s.sent) if after else None)
 
 
-def _bracket_width(before: TimedSnapshot, after: TimedSnapshot | None) -> int | None:
-    """Committed tokens between the two snapshots around an edge: the exact count at the edge is within this."""
+def _committed(s: CounterSnapshot) -> float:
+    return s.counters.get("generation_tokens", 0.0)
+
+
+def _completed(s: CounterSnapshot) -> float:
+    """Requests the engine completed, as ``requests_completed`` counts them (CounterDelta.columns)."""
+    return sum(s.finished.get(r, 0.0) for r in OK_REASONS)
+
+
+def _edge_width(start: tuple, end: tuple, count: Callable[[CounterSnapshot], float]) -> int | None:
+    """``count`` (a counter of a snapshot) between the two snapshots around each edge, summed over both edges: the
+    window's delta of that counter, taken at the snapshots ``counters_at`` chose, is within this of the exact one
+    (ADR 0110, 0226). None without a snapshot after an edge."""
+    widths = [_bracket_width(before, after, count) for before, after in (start, end)]
+    return None if None in widths else sum(w for w in widths if w is not None)
+
+
+def _bracket_width(
+    before: TimedSnapshot, after: TimedSnapshot | None, count: Callable[[CounterSnapshot], float]
+) -> int | None:
+    """``count`` between the two snapshots around an edge: its exact value at the edge is within this."""
     if after is None:
         return None
-    tokens = lambda s: s.snapshot.counters.get("generation_tokens", 0.0)  # noqa: E731
-    return int(round(tokens(after) - tokens(before)))
+    return int(round(count(after.snapshot) - count(before.snapshot)))
 
 
 def run(engine: Any, meter: Meter, pool: list[list[int]], spec: CellSpec, drain: bool = False) -> LoopOutcome:

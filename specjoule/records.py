@@ -158,7 +158,12 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     # engine counters (window deltas)
     ("committed_tokens", _i64, "generated tokens committed"),
     ("prompt_tokens", _i64, ""),
-    ("requests_completed", _i64, ""),
+    (
+        "requests_completed",
+        _i64,
+        "requests the engine finished (request_success delta); loops: taken at the snapshots "
+        "bracketing the edges, within edge_requests_completed of the exact count (ADR 0110, 0226)",
+    ),
     ("requests_failed", _i64, ""),
     ("drafts", _i64, "speculation rounds"),
     ("draft_tokens", _i64, ""),
@@ -305,6 +310,13 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ),
     # (appended 2026-12-02b; older records read back null: their commit and the bundle manifest name it, ADR 0183)
     ("transformers_version", _str, "the transformers the engine process imported to read the model configs"),
+    # loop window accounting (issue 19, ADR 0226), appended: older loop records read back null
+    (
+        "edge_requests_completed",
+        _i64,
+        "loops: requests the engine completed between the snapshots bracketing the two edges: "
+        "requests_completed, taken at those snapshots, is within this of the exact count in the window",
+    ),
 ]
 
 #: What each column means. The documentation of a record is this code, versioned with it and with

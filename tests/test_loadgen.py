@@ -202,6 +202,31 @@ def test_segments_and_brackets():
     assert loadgen._bracket(snaps, 110.5)[1] is None
 
 
+def test_edge_columns_bound_how_far_the_counts_at_the_marks_are_from_exact():
+    """ADR 0110, 0226: the engine's count at a mark is one of the two snapshots around it; the record states how far
+    that can be from the exact count, for tokens and for requests (8 tokens each here)."""
+    done = [100.05, 100.3, 101.0, 103.0, 105.0, 109.8, 110.2, 110.6]  # when the engine completed each request
+
+    def read(sent: float, received: float) -> TimedSnapshot:  # rendered at its midpoint
+        n = sum(1 for c in done if c <= (sent + received) / 2)
+        return TimedSnapshot(sent, received, _snap(8.0 * n, ok=n))
+
+    loop = _loop("closed_loop")  # marks at 100 and 110
+    # The idle read before the loop, a sampler read straddling the start (neither before nor after it), one before
+    # the end; each mark's own read after it.
+    loop.snaps = [read(99.0, 99.0), read(99.9, 100.1), read(109.5, 109.6)]
+    loop.edge_snaps = {"start": read(100.0, 100.6), "end": read(110.0, 110.8)}
+    out = loop._outcome()
+    exact = sum(1 for c in done if 100.0 < c <= 110.0)  # 6 inside the window
+    completed = out.delta.columns(speculative=False)["requests_completed"]
+    # start: the read after it (2 done by 100.3) is nearer than the idle one (0); end: the read after it (7 by 110.4)
+    # is nearer than the one before (5 by 109.55): 7 − 2 = 5, one fewer than exact.
+    assert (completed, exact) == (5, 6)
+    assert out.columns["edge_requests_completed"] == (2 - 0) + (7 - 5)
+    assert out.columns["edge_committed_tokens"] == 8 * out.columns["edge_requests_completed"]
+    assert abs(completed - exact) <= out.columns["edge_requests_completed"]
+
+
 # --- config --------------------------------------------------------------------------------------------------------
 
 BASE = {

@@ -9,6 +9,7 @@ random dataset needs); the cells send token ids as always.
 from __future__ import annotations
 
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -35,6 +36,7 @@ WINDOW = 6.0
 CLOSED_COOLDOWN = 3.0
 END_MARK_LATENESS_S = 2.0
 RATE = 8.0
+SEND_LAG_BOUND = 0.05  # checks.max_send_lag_s as config/config.yaml pre-registers it (the late default, ADR 0110)
 
 
 @pytest.fixture(scope="module")
@@ -74,10 +76,11 @@ def measured(server, tmp_path_factory) -> dict[str, dict]:
                          server_url=server.url)
     rows = {j.cell.workload: records.read_records([j.record_path]).to_pylist()[0] for j in jobs}
     for w, r in rows.items():  # shown with pytest -s: what this CPU did
-        print(w, {k: r[k] for k in ("window_s", "requests_completed", "tokens_per_s", "realized_request_rate",
+        print(w, {k: r[k] for k in ("window_s", "requests_sent", "requests_completed", "edge_requests_completed",
+                                    "tokens_per_s", "realized_request_rate",
                                     "mean_inflight", "mean_running_requests", "running_requests_segments",
-                                    "waiting_requests_mean", "send_lag_p99_s", "edge_committed_tokens",
-                                    "snapshot_start_s", "metrics_poll_mean_s", "starved_requests",
+                                    "waiting_requests_mean", "send_lag_p99_s", "send_lag_max_s", "edge_committed_tokens",
+                                    "snapshot_start_s", "snapshot_end_s", "metrics_poll_mean_s", "starved_requests",
                                     "latency_unreliable_reason")})
     return {"rows": rows, "paths": [j.record_path for j in jobs], "log": log.read_text()}
 
@@ -106,9 +109,15 @@ def test_closed_loop_keeps_n_in_flight_and_never_runs_more(measured):
     # The engine: never more than N at once (max_num_seqs is 8 here: only the clients bound it).
     assert r["max_running_requests"] is None or r["max_running_requests"] <= N
     assert len(r["running_requests_segments"]) == 4
-    # The throughput the arm reached, and the work it did: N requests partly inside each edge at most.
+    # The throughput the arm reached, and the work it did. Over the marked window exactly, the engine's completions
+    # and the clients' sends differ by at most N: a request completed in it was sent in it or in flight at its start,
+    # one sent in it was completed in it or is in flight at its end (the engine counts a request before its stream's
+    # end reaches the client). requests_sent is that exact count; requests_completed is the engine's counter at the
+    # /metrics snapshots bracketing the marks, within edge_requests_completed of exact (ADR 0110, 0226): a fixed
+    # slack of 1 in its place failed on a starved host (25 sent, 30 completed).
     assert r["realized_request_rate"] == pytest.approx(r["requests_sent"] / r["window_s"])
-    assert abs(r["requests_sent"] - r["requests_completed"]) <= N + 1
+    assert r["edge_requests_completed"] is not None and r["edge_requests_completed"] >= 0
+    assert abs(r["requests_sent"] - r["requests_completed"]) <= N + r["edge_requests_completed"]
     assert abs(r["committed_tokens"] - r["requests_completed"] * OUT) <= N * OUT + (r["edge_committed_tokens"] or 0)
     assert r["tokens_per_s"] == pytest.approx(r["committed_tokens"] / r["window_s"])
     assert r["arrival_schedule"] is None and r["burstiness"] is None
@@ -134,18 +143,34 @@ def test_open_loop_on_the_reference_schedule(measured):
     horizon = 1.0 + WINDOW + 1.0
     assert f"open loop: {math.floor(RATE * horizon)} arrivals at 8.00/s (scaled schedule" in measured["log"]
     assert r["realized_request_rate"] == pytest.approx(r["requests_sent"] / r["window_s"])
-    assert r["requests_failed"] == 0 and r["requests_completed"] > 0
-    # The lag is measured and ordered, and stays inside the cool-down: a later send would fall past the horizon and
-    # drop arrivals from the schedule (the thread-per-request client's defect). How small it is depends on the host:
-    # beside the CPU engine on 2 cores, p99 0.25 s (CI), 0.30 s and 0.57 s (fresh clones) were seen; on a GPU node
-    # the pre-registered send_lag check (max_send_lag_s) judges it per cell.
+    assert r["requests_failed"] == 0 and r["requests_completed"] > 0 and r["requests_sent"] > 0
+    # The send lag is measured and ordered, and the pre-registered send_lag check judges it: pass iff its p99 is
+    # within the config's max_send_lag_s, the value in the verdict. Whether the client kept up on this host is that
+    # check's verdict, not this test's: beside the CPU engine on 2 shared cores p99 0.009 s to 2.03 s were seen, and
+    # a client sending one request at a time (a fault, run once) lagged 1.71 s, so no bound on the lag alone tells
+    # the two apart here (ADR 0226). The comparison with the reference client is test_agreement_…'s, in one run.
     assert r["send_lag_max_s"] >= r["send_lag_p99_s"] >= r["send_lag_p50_s"] >= 0
-    assert r["send_lag_p99_s"] < 1.0  # the rate workload's cooldown_s (_cells())
+    verdict = _send_lag_verdict(measured["paths"][1])
+    assert verdict["value"] == pytest.approx(r["send_lag_p99_s"]) and verdict["threshold"] == SEND_LAG_BOUND
+    if r["send_lag_p99_s"] <= SEND_LAG_BOUND:
+        assert verdict["status"] == checks.PASS, verdict
+    else:
+        assert verdict["status"] == checks.FAIL, verdict
+        said = re.search(r"send lag p99 ([0-9.e+-]+) s, max [0-9.e+-]+ s over (\d+) requests", verdict["detail"])
+        assert said and float(said[1]) == pytest.approx(r["send_lag_p99_s"], rel=1e-2), verdict
+        assert int(said[2]) == r["requests_sent"], verdict
     # The counters at the marks: interpolated between reads that bracket each edge, each read timed.
     assert r["snapshot_start_s"] > 0 and r["snapshot_end_s"] > 0 and r["edge_committed_tokens"] >= 0
     assert r["metrics_polls"] >= 4 and r["metrics_poll_mean_s"] > 0
     assert r["mean_inflight"] >= 0 and r["concurrency"] is None
     _latency_measured_or_said_unreliable(r)
+
+
+def _send_lag_verdict(path: Path) -> dict:
+    """The send_lag check's row for one record, judged as the pipeline judges it: the cells' config's thresholds."""
+    th = checks.Thresholds.from_config(config.read_yaml(REPO / "config" / "config.yaml").get("checks"))
+    assert th.max_send_lag_s == SEND_LAG_BOUND
+    return checks.run_checks(aggregate.aggregate([path]), th, only=["send_lag"]).to_dicts()[0]
 
 
 def test_agreement_with_vllm_bench_serve_shortened(server):
