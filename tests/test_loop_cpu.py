@@ -188,6 +188,11 @@ def test_agreement_with_vllm_bench_serve_shortened(server):
     assert p["completed"] + p["failed"] == 32 and ref["completed"] + ref["failed"] == 32, (p, ref)
     assert p["failed"] == 0 and ref["failed"] == 0, (p, ref)
     assert row["req_tput"] == pytest.approx(1.0, abs=0.1) and row["tok_tput"] == pytest.approx(1.0, abs=0.1)
-    assert row["ttft"] > 0 and row["tpot"] > 0 and row["ref_keeps_up"] in (True, False)
+    assert row["ttft"] > 0 and row["ref_keeps_up"] in (True, False)
+    # A client starved of CPU reads a whole stream at once and its per-token time collapses to about 0 (the record
+    # then nulls TPOT, ADR 0113): the ratio may be 0 (or undefined) only when that client's streams were seen starved.
+    # Beside two busy loops the project's side was starved in three runs of three (2026-12-03c, ADR 0226).
+    tpot_seen = row["tpot"] is not None and row["tpot"] > 0
+    assert tpot_seen or (p["starved_share"] or 0) > 0 or (ref["starved_share"] or 0) > 0, (row["tpot"], p, ref)
     table = agreement.table([row])
     assert table.count("\n") == 2 and "| 4 |" in table
