@@ -12,6 +12,7 @@ import time
 import types
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from specjoule import cells, config, logtext, runner
@@ -160,12 +161,23 @@ def test_qwen36_mtp_on_vllm_names_its_latest_attempt_first_cut_by_the_budget():
     assert markers[0]["where"] == "session-2026-12-02f/gdn/cut-by-budget" and not markers[0]["error"]
     records = coverage.load_evidence([EVIDENCE])
     plan = coverage.planned_cells(["config/h200-schemes-gdn.yaml"])
-    table = coverage.matrix(records, plan, coverage.failed_attempts([EVIDENCE]))
-    (got,) = table.filter(
-        (table["target_model"] == "config/models/qwen3.6-35b-a3b")
-        & (table["method"] == "mtp")
-        & (table["engine"] == "vllm")
-    ).iter_rows(named=True)
+    attempts = coverage.failed_attempts([EVIDENCE])
+
+    def mtp_row(evidence: pl.DataFrame) -> dict:
+        (row,) = (
+            coverage.matrix(evidence, plan, attempts)
+            .filter(
+                (pl.col("target_model") == "config/models/qwen3.6-35b-a3b")
+                & (pl.col("method") == "mtp")
+                & (pl.col("engine") == "vllm")
+            )
+            .iter_rows(named=True)
+        )
+        return row
+
+    # 2026-12-03c measured the arm (the pinned config): from then on the row is measured, its attempts still counted
+    assert mtp_row(records)["status"] == coverage.MEASURED
+    got = mtp_row(records.filter(~pl.col("run").str.contains("session-2026-12-03c")))  # the tree before it
     assert got["status"] == coverage.ATTEMPT_FAILED
     errors = sum(m["error"] for m in markers)
     assert got["reason"].startswith(

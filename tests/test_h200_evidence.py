@@ -889,6 +889,18 @@ def test_1203b_configs_are_the_preregistered_ones(folder, name):
     assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes()
 
 
+def _assert_family_table(session: Path, fam: pl.DataFrame, label: str = "") -> None:
+    """A session README's per-cell table of one family is its records: ratios over the mean of its baselines."""
+    base = fam.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
+    for r in fam.iter_rows(named=True):
+        ratio = "1" if r["role"] != "point" else f"{r['mj_per_committed_token'] / base:.3f}"
+        prefix = f"{label}| {r['cell_name']} |"
+        assert _readme_line_in(session, prefix) == (
+            f"{prefix} {r['realized_L']:.1f} | {r['mj_per_committed_token']:.1f} | {ratio} "
+            f"| {r['round_time_ms']:.2f} | {r['gpu_busy_fraction']:.2f} | {r['engine_start_s']:.1f} |"
+        )
+
+
 def test_1203b_three_sglang_pairs_verdict_and_readme_table():
     df, checks = _verdict(FAMILIES_1203B, "h200-schemes-sglang-families.yaml")
     measured = df.filter(pl.col("status") == "measured")
@@ -909,15 +921,7 @@ def test_1203b_three_sglang_pairs_verdict_and_readme_table():
     assert set(points["verify_width"]) == {4.0}
     names = {"mimo_7b": "MiMo-7B", "qwen3_30b_a3b": "Qwen3-30B-A3B", "glm47_flash": "GLM-4.7-Flash"}
     for pair, label in names.items():
-        fam = measured.filter(pl.col("model_pair") == pair)
-        base = fam.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
-        for r in fam.iter_rows(named=True):
-            ratio = "1" if r["role"] != "point" else f"{r['mj_per_committed_token'] / base:.3f}"
-            prefix = f"| {label} | {r['cell_name']} |"
-            assert _readme_line_in(SESSION_1203B, prefix) == (
-                f"{prefix} {r['realized_L']:.1f} | {r['mj_per_committed_token']:.1f} | {ratio} "
-                f"| {r['round_time_ms']:.2f} | {r['gpu_busy_fraction']:.2f} | {r['engine_start_s']:.1f} |"
-            )
+        _assert_family_table(SESSION_1203B, measured.filter(pl.col("model_pair") == pair), f"| {label} ")
 
 
 def test_1203b_glm_baseline_on_two_boards_and_the_gemma4_start_failure():
@@ -993,14 +997,7 @@ def test_1203c_gated_deltanet_with_pinned_blocks_matches_engines_and_the_readme_
         ("dflash", 16.0),
     }
     assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
-    base = df.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
-    for r in df.iter_rows(named=True):
-        ratio = "1" if r["role"] != "point" else f"{r['mj_per_committed_token'] / base:.3f}"
-        prefix = f"| {r['cell_name']} |"
-        assert _readme_line_in(SESSION_1203C, prefix) == (
-            f"{prefix} {r['realized_L']:.1f} | {r['mj_per_committed_token']:.1f} | {ratio} "
-            f"| {r['round_time_ms']:.2f} | {r['gpu_busy_fraction']:.2f} | {r['engine_start_s']:.1f} |"
-        )
+    _assert_family_table(SESSION_1203C, df)
     curves = pl.read_parquet(GDN_PINNED_1203C / "results" / "curves.parquet")
     for r in curves.iter_rows(named=True):  # the ratios the README quotes are the pipeline's
         assert f"| {r['cell_name']} |" in _readme_line_in(SESSION_1203C, f"| {r['cell_name']} |")
