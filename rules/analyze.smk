@@ -3,10 +3,13 @@ import glob
 
 
 rule aggregate:
-    """Every cell record in one table, each cell paired with its campaign's opening and closing baselines."""
+    """Every cell record in one table, each cell paired with its campaign's opening and closing baselines, with
+    its GPU's activity over the thirds of its window read from the timeline beside it (ADR 0227)."""
     input:
         # Every record, or with sharing the done files of the group jobs that write them (ADR 0140).
         get_measured_records,
+        # The timelines the activity columns are read from (written with the records, before them).
+        timelines=get_measured_timelines,
     output:
         "results/records.parquet",
     log:
