@@ -14,6 +14,7 @@ from pathlib import Path
 import analysis_records as ar
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from specjoule import config, records
@@ -43,7 +44,7 @@ def timeline(series: dict[int, list[float | None]], *, signal: str = "sm_active_
             for k, x in row.items():
                 cols[k].append(x)
     table = pa.table(cols, schema=records.TIMELINE_SCHEMA)
-    order = pa.compute.sort_indices(table, [("t_monotonic", "ascending")])
+    order = pc.sort_indices(table, [("t_monotonic", "ascending")])
     return table.take(order)
 
 
