@@ -139,9 +139,9 @@ def _scan(paths: Sequence[Path]) -> pl.LazyFrame:
 def of_timelines(paths: Sequence[str | os.PathLike]) -> pl.DataFrame:
     """:data:`ACTIVITY_COLUMNS` per timeline file (column ``timeline_path``); a file with no in-window sample
     gets a row of nulls."""
-    paths = [Path(p) for p in paths]
-    keys = pl.DataFrame({_KEY: [str(p) for p in paths]}, schema={_KEY: pl.String})
-    found = activity(_scan(paths)).collect() if paths else pl.DataFrame(schema={_KEY: pl.String, **ACTIVITY_SCHEMA})
+    files = [Path(p) for p in paths]
+    keys = pl.DataFrame({_KEY: [str(p) for p in files]}, schema={_KEY: pl.String})
+    found = activity(_scan(files)).collect() if files else pl.DataFrame(schema={_KEY: pl.String, **ACTIVITY_SCHEMA})
     return keys.join(found, on=_KEY, how="left").cast(ACTIVITY_SCHEMA).rename({_KEY: "timeline_path"})  # type: ignore[arg-type]
 
 
@@ -181,10 +181,11 @@ def distribution(folders: Sequence[str | os.PathLike]) -> pl.DataFrame:
 def summary_lines(table: pl.DataFrame, top: int = 5) -> list[str]:
     d = table.drop_nulls("window_activity_drift")
     lines = [f"{table.height} timelines, {d.height} with a drift (≥ {MIN_SAMPLES} samples, mean ≥ {MIN_MEAN_PCT:g} %)"]
-    for signal, part in sorted(d.group_by("window_activity_signal"), key=lambda g: str(g[0][0])):
-        a = part["window_activity_drift"].abs()
+    signals: list[str] = d["window_activity_signal"].unique().sort().to_list()
+    for signal in signals:
+        a = d.filter(C("window_activity_signal") == signal)["window_activity_drift"].abs()
         qs = ", ".join(f"p{int(q * 100)} {a.quantile(q, 'nearest'):.3f}" for q in (0.5, 0.9, 0.95, 0.99))
-        lines.append(f"  {signal[0]}: n {part.height}; |drift| {qs}, max {a.max():.3f}")
+        lines.append(f"  {signal}: n {a.len()}; |drift| {qs}, max {max(a.to_list()):.3f}")
     size = d["window_activity_drift"].abs()
     lines.append(f"  |drift| above 0.2 / 0.3 / 0.5: {' / '.join(str((size > x).sum()) for x in (0.2, 0.3, 0.5))}")
     lines.append("  largest |drift|:")
