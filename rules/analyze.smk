@@ -7,9 +7,9 @@ rule aggregate:
     its GPU's activity over the thirds of its window read from the timeline beside it (ADR 0227)."""
     input:
         # Every record, or with sharing the done files of the group jobs that write them (ADR 0140).
+        # Not the timelines: aggregate reads the one beside each record where it exists (the activity columns
+        # are null without it), so records copied without their timelines are analysed, not re-measured.
         get_measured_records,
-        # The timelines the activity columns are read from (written with the records, before them).
-        timelines=get_measured_timelines,
     output:
         "results/records.parquet",
     log:

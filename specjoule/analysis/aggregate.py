@@ -183,8 +183,9 @@ def _side_device(prefix: str) -> pl.Expr:
 
 
 def pair(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Add the pairing columns (see PAIRING_COLUMNS) to every record."""
-    lf = lf.with_columns(
+    """Add the pairing columns (see PAIRING_COLUMNS) to every record; the activity columns (TIMELINE_COLUMNS) are
+    null where the records were read without their timelines."""
+    lf = window_activity.with_null_activity(lf).with_columns(
         (pl.col("window_s") / pl.col("committed_tokens").cast(pl.Float64)).alias("s_per_committed_token"),
         device_key().alias("device_key"),
         window_index_expr(lf),
@@ -324,7 +325,6 @@ def aggregate(
 def aggregate_frame(raw: pl.DataFrame, log: Callable[[str], None] = lambda _msg: None) -> pl.DataFrame:
     """Validate and pair records already read (record columns and ``record_path``; the activity columns where
     they were read with their timelines, null otherwise)."""
-    raw = window_activity.with_null_activity(raw)
     _validate(raw)
     raw = _null_untrusted_latency(raw, log)
     return pair(raw.lazy()).sort("campaign_id", "run_order_index", "cell_name").collect()

@@ -17,12 +17,14 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 
 from specjoule import cells
 
 C = pl.col
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 
 #: The signal, in order of preference: NVML's GPM SM activity where the GPU reports it (Hopper), else the
 #: coarse NVML utilization (the share of the sample period in which any kernel ran).
@@ -160,9 +162,10 @@ def of_records(record_paths: Sequence[str]) -> pl.DataFrame:
     return keys.join(rows, on="record_path", how="left")
 
 
-def with_null_activity(df: pl.DataFrame) -> pl.DataFrame:
+def with_null_activity(df: Frame) -> Frame:
     """``df`` with every activity column it lacks added as null (records read without their timelines)."""
-    return df.with_columns(pl.lit(None, t).alias(c) for c, t in ACTIVITY_SCHEMA.items() if c not in df.columns)
+    have = df.collect_schema().names()
+    return df.with_columns(pl.lit(None, t).alias(c) for c, t in ACTIVITY_SCHEMA.items() if c not in have)
 
 
 # ----------------------------------------------------------------------------------------------
