@@ -3,9 +3,12 @@ import glob
 
 
 rule aggregate:
-    """Every cell record in one table, each cell paired with its campaign's opening and closing baselines."""
+    """Every cell record in one table, each cell paired with its campaign's opening and closing baselines, with
+    its GPU's activity over the thirds of its window read from the timeline beside it (ADR 0227)."""
     input:
         # Every record, or with sharing the done files of the group jobs that write them (ADR 0140).
+        # Not the timelines: aggregate reads the one beside each record where it exists (the activity columns
+        # are null without it), so records copied without their timelines are analysed, not re-measured.
         get_measured_records,
     output:
         "results/records.parquet",

@@ -59,7 +59,7 @@ def test_a_point_gets_each_baseline_and_their_mean():
 def test_output_columns_and_order():
     rows = [rec("b", POINT, 1, campaign_id="c2"), rec("baseline--open", OPEN, 0, campaign_id="c2"), *CAMPAIGN[::-1]]
     out = aggregate.aggregate_frame(frame(*rows))
-    assert out.columns == [*aggregate.RECORD_POLARS_SCHEMA.names(), *aggregate.PAIRING_COLUMNS]
+    assert out.columns == [*aggregate.RECORD_POLARS_SCHEMA.names(), *aggregate.PAIRING_COLUMNS, *aggregate.TIMELINE_COLUMNS]
     assert list(zip(out["campaign_id"], out["cell_name"])) == [
         ("c1", "baseline--open"), ("c1", "draft"), ("c1", "baseline--close"), ("c2", "baseline--open"), ("c2", "b")]
     # Records without a run order (written by hand, or before it was recorded) sort by name within it.

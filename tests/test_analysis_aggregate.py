@@ -23,7 +23,7 @@ def test_pairs_every_cell_with_opening_and_closing(tmp_path):
         (ar.CLOSED, "baseline--close"): lambda r: r.update(energy_j=r["energy_j"] * 1.1, tpot_mean_s=0.012)})
     df = aggregate.aggregate(paths)
     assert df.height == len(paths) == len(ar.cell_table())
-    assert list(df.columns) == [*aggregate.RECORD_POLARS_SCHEMA.names(), *aggregate.PAIRING_COLUMNS]
+    assert list(df.columns) == [*aggregate.RECORD_POLARS_SCHEMA.names(), *aggregate.PAIRING_COLUMNS, *aggregate.TIMELINE_COLUMNS]
     point = _row(df, ar.CLOSED, "syn--L2")
     opening = _row(df, ar.CLOSED, "baseline--open")
     closing = _row(df, ar.CLOSED, "baseline--close")

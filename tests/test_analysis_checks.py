@@ -31,11 +31,19 @@ def _run(tmp: Path, cfg: dict | None = None, th: checks.Thresholds = TH, config_
 
 def _predicted(records: pl.DataFrame) -> pl.DataFrame:
     """The roofline rule's columns (ADR 0102) as if every measured cell were predicted exactly, so that the
-    clean grid exercises model_residual too (its own violations: tests/test_roofline.py)."""
+    clean grid exercises model_residual too (its own violations: tests/test_roofline.py); and, under a meter,
+    the timeline's activity columns of a steady window (ADR 0227), so that a pre-registered window_drift_max is
+    exercised (its own cases: tests/test_window_drift.py)."""
     mj = pl.col("mj_per_committed_token")
+    metered = pl.col("meter") != "none"
+    steady = {f"window_activity_{c}": 40.0 for c in ("mean", "first_third", "middle_third", "last_third")}
     return records.with_columns(pl.lit("modelled").alias("roofline_status"), pl.lit(None, pl.String).alias("roofline_reason"),
                                 pl.when(mj.is_not_null()).then(0.0).alias("roofline_residual"),
-                                mj.alias("roofline_predicted_mj"))
+                                mj.alias("roofline_predicted_mj"),
+                                pl.when(metered).then(pl.lit("sm_active_pct")).alias("window_activity_signal"),
+                                pl.when(metered).then(200).alias("window_activity_samples"),
+                                *(pl.when(metered).then(v).alias(c) for c, v in steady.items()),
+                                pl.when(metered).then(0.0).alias("window_activity_drift"))
 
 
 def _status(result: pl.DataFrame, check: str, campaign: str) -> dict:
@@ -55,7 +63,8 @@ def clean(tmp_path_factory) -> pl.DataFrame:
     # An earlier run of the same grid as the reference evidence, so reproduces_reference is exercised
     # (an identical run reproduces; tests/test_analysis_spread.py shows it flag a shifted one).
     ar.write_campaigns(root / "reference")
-    return _run(root / "run", th=dataclasses.replace(TH, reference_evidence=str(root / "reference")))
+    return _run(root / "run", th=dataclasses.replace(TH, reference_evidence=str(root / "reference"),
+                                                     window_drift_max=0.25))
 
 
 def test_clean_grid_passes_every_check(clean):

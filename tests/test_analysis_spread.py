@@ -134,8 +134,9 @@ def test_single_window_records_give_identical_results():
         assert joined.filter(pl.col(col).ne_missing(pl.col(f"{col}_now"))).height == 0, col
     new_checks = result.filter(~pl.col("check").is_in(committed["check"].unique().implode()))
     assert set(new_checks["check"]) == {"interval_width", "reproduces_reference", "model_residual", "steady_state",
-                                        "send_lag", "latency_reliable", "gpu_energy_balance"}
-    assert set(new_checks["status"]) == {checks.NA}  # one window, one seed, no reference, no tensor_parallel_size
+                                        "send_lag", "latency_reliable", "gpu_energy_balance", "window_drift"}
+    # one window, one seed, no reference, no tensor_parallel_size, no window_drift_max pre-registered
+    assert set(new_checks["status"]) == {checks.NA}
     curves = derive.derive(df, result)
     old_curves = pl.read_parquet(folder / "results" / "curves.parquet")
     assert_frame_equal(old_curves.sort("campaign_id", "cell_name"),

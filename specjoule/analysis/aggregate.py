@@ -13,6 +13,9 @@ The baseline value a point is compared with is the mean of its opening and closi
 per window) contributes the mean of its windows, so the baseline stays the mean of the two side
 means and each side's n is carried (ADR 0080). Records with ``status == "unsupported"`` (the engine
 refused the cell) are kept, never paired and never a baseline.
+
+Each record also gets its GPU's activity over the thirds of its window and their drift (``TIMELINE_COLUMNS``,
+ADR 0227), read from the timeline the runner wrote beside it; null where there is none.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 import polars as pl
 
 from specjoule import axes, records
-from specjoule.analysis import META_CONFIG_HASH, AnalysisError, write_parquet_atomic
+from specjoule.analysis import META_CONFIG_HASH, AnalysisError, window_activity, write_parquet_atomic
 from specjoule.analysis.spread import columns_of, is_measured
 
 # Roles and pairing keys are declared with the axes (ADR 0160); re-exported for the analysis modules.
@@ -61,6 +64,10 @@ PAIRING_COLUMNS: tuple[str, ...] = (
     "opening_cell_names",
     "closing_cell_names",
 )
+
+# Columns aggregate adds after the pairing columns, from each record's timeline (ADR 0227; documented in
+# window_activity.ACTIVITY_DOCS): the GPU's activity over the window's thirds and its drift.
+TIMELINE_COLUMNS: tuple[str, ...] = window_activity.ACTIVITY_COLUMNS
 
 META_RECORD_VERSION = "specjoule_record_version"
 
@@ -176,8 +183,9 @@ def _side_device(prefix: str) -> pl.Expr:
 
 
 def pair(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """Add the pairing columns (see PAIRING_COLUMNS) to every record."""
-    lf = lf.with_columns(
+    """Add the pairing columns (see PAIRING_COLUMNS) to every record; the activity columns (TIMELINE_COLUMNS) are
+    null where the records were read without their timelines."""
+    lf = window_activity.with_null_activity(lf).with_columns(
         (pl.col("window_s") / pl.col("committed_tokens").cast(pl.Float64)).alias("s_per_committed_token"),
         device_key().alias("device_key"),
         window_index_expr(lf),
@@ -232,7 +240,7 @@ def pair(lf: pl.LazyFrame) -> pl.LazyFrame:
     # An unsupported record measured nothing: it keeps its own columns and gets no pairing at all.
     unpaired = [c for c in PAIRING_COLUMNS if c not in ("record_path", "s_per_committed_token", "device_key")]
     out = out.with_columns(pl.when(pl.col("_measured")).then(pl.col(c)).otherwise(None).alias(c) for c in unpaired)
-    return out.select(*RECORD_POLARS_SCHEMA.names(), *PAIRING_COLUMNS)
+    return out.select(*RECORD_POLARS_SCHEMA.names(), *PAIRING_COLUMNS, *TIMELINE_COLUMNS)
 
 
 # File identity a cached row is valid for. Records are written by rename (new inode, new ctime);
@@ -252,17 +260,24 @@ def _file_keys(paths: Sequence[str | Path]) -> pl.DataFrame:
 
 
 def _read(paths: Sequence[str | Path]) -> pl.DataFrame:
+    """Record columns, ``record_path`` and the activity columns from the timeline beside each record."""
     try:
         # One chunk per file comes back; rechunk once so every later expression runs on contiguous columns.
-        return scan_records(paths).collect().rechunk()
+        raw = scan_records(paths).collect().rechunk()
     except pl.exceptions.PolarsError as exc:
         raise AnalysisError(f"cannot read cell records against record schema v{records.RECORD_VERSION}: {exc}") from exc
+    try:
+        activity = window_activity.of_records(raw["record_path"].to_list())
+    except pl.exceptions.PolarsError as exc:
+        raise AnalysisError(f"cannot read the timelines beside the cell records: {exc}") from exc
+    return raw.join(activity, on="record_path", how="left", validate="1:1")
 
 
 def _read_cached(paths: Sequence[str | Path], cache: Path, log: Callable[[str], None]) -> pl.DataFrame:
-    """Rows of unchanged files from the cache, the rest read from disk; the cache is rewritten (ADR 0028)."""
+    """Rows of unchanged files from the cache, the rest read from disk; the cache is rewritten (ADR 0028). A
+    record's activity columns are cached with it: the runner writes the timeline before the record (ADR 0227)."""
     keys = _file_keys(paths)
-    expected = [*RECORD_POLARS_SCHEMA.names(), "record_path", *_FILE_KEY]
+    expected = [*RECORD_POLARS_SCHEMA.names(), "record_path", *TIMELINE_COLUMNS, *_FILE_KEY]
     cached = None
     if cache.exists():
         try:
@@ -277,7 +292,12 @@ def _read_cached(paths: Sequence[str | Path], cache: Path, log: Callable[[str], 
         cached.join(keys, on=["record_path", *_FILE_KEY], how="semi")
         if cached is not None
         else pl.DataFrame(
-            schema=dict(zip(expected, [*RECORD_POLARS_SCHEMA.dtypes(), pl.String, *(pl.Int64,) * len(_FILE_KEY)]))
+            schema={
+                **RECORD_POLARS_SCHEMA,
+                "record_path": pl.String,
+                **window_activity.ACTIVITY_SCHEMA,
+                **dict.fromkeys(_FILE_KEY, pl.Int64),
+            }
         )
     )
     missing = keys.join(hit.select("record_path"), on="record_path", how="anti")
@@ -303,7 +323,8 @@ def aggregate(
 
 
 def aggregate_frame(raw: pl.DataFrame, log: Callable[[str], None] = lambda _msg: None) -> pl.DataFrame:
-    """Validate and pair records already read (record columns and ``record_path``)."""
+    """Validate and pair records already read (record columns and ``record_path``; the activity columns where
+    they were read with their timelines, null otherwise)."""
     _validate(raw)
     raw = _null_untrusted_latency(raw, log)
     return pair(raw.lazy()).sort("campaign_id", "run_order_index", "cell_name").collect()

@@ -82,6 +82,8 @@ class Thresholds:
     reference_evidence: str | None = None
     model_residual_max: float = 0.25  # issue 18 (ADR 0102); no schema default, see config/schema.yaml
     gpu_energy_imbalance_max: float = 0.10  # issue 23 (ADR 0156); the schema's default, hash_neutral
+    # ADR 0227: no default at all; unset, window_drift is not applicable (nothing committed is re-judged).
+    window_drift_max: float | None = None
     # Not a threshold: the runner's pre-registered policy for a GPU already in use at a cell's start (ADR 0133).
     gpu_in_use: str = "flag"
 
@@ -1581,6 +1583,59 @@ def latency_reliable(df: pl.DataFrame, th: Thresholds, config_hash: str | None) 
     )
     return _reduce_cells(
         df, "latency_reliable", status=status, value=C("starved_requests"), detail=detail, threshold=None
+    )
+
+
+NO_DRIFT_MAX = "no window_drift_max pre-registered"
+
+
+@check(
+    "window_drift",
+    "cell",
+    "flag (not fail) a cell whose GPU activity moved within its window: |window_activity_drift| (last third less "
+    "first third of SM activity, else NVML utilization, over the window mean) above window_drift_max (ADR 0227); "
+    "not applicable unless window_drift_max is pre-registered",
+)
+def window_drift(df: pl.DataFrame, th: Thresholds, config_hash: str | None) -> pl.DataFrame:
+    if th.window_drift_max is None:
+        return _reduce_cells(
+            df, "window_drift", status=pl.lit(NA), value=_lit_f(None), detail=pl.lit(NO_DRIFT_MAX), threshold=None
+        )
+    from specjoule.analysis import window_activity as wa
+
+    df = wa.with_null_activity(df)  # records.parquet written before the columns existed
+    drift, signal, n = C("window_activity_drift"), C("window_activity_signal"), C("window_activity_samples")
+    bad = drift.abs() > th.window_drift_max
+    status = pl.when(drift.is_null()).then(pl.lit(NA)).when(bad).then(pl.lit(FLAG)).otherwise(pl.lit(PASS))
+    detail = (
+        pl.when(signal.is_null())
+        .then(pl.lit("no in-window timeline samples (no timeline beside the record, or meter none)"))
+        .when(n < wa.MIN_SAMPLES)
+        .then(pl.format("fewer than {} in-window samples of {}: no drift", pl.lit(wa.MIN_SAMPLES), signal))
+        .when(drift.is_null())
+        .then(
+            pl.format(
+                "{} below {} % over the window: an idle GPU has no relative drift",
+                signal,
+                pl.lit(f"{wa.MIN_MEAN_PCT:g}"),
+            )
+        )
+        .when(bad)
+        .then(
+            pl.format(
+                "{}: {} over the window's thirds {} / {} / {} %, drift {} of the window mean {} %",
+                C("cell_name"),
+                signal,
+                _r(C("window_activity_first_third"), 3),
+                _r(C("window_activity_middle_third"), 3),
+                _r(C("window_activity_last_third"), 3),
+                _r(drift, 3),
+                _r(C("window_activity_mean"), 3),
+            )
+        )
+    )
+    return _reduce_cells(
+        df, "window_drift", status=status, value=drift.abs(), detail=detail, threshold=th.window_drift_max
     )
 
 
