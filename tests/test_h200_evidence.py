@@ -16,7 +16,7 @@ import yaml
 
 from specjoule import cells, logtext
 from specjoule import config as sj_config
-from specjoule.analysis import aggregate, derive
+from specjoule.analysis import aggregate, derive, window_activity
 from specjoule.analysis import rounds as rounds_analysis
 from specjoule.analysis.checks import Thresholds, run_checks
 
@@ -1025,36 +1025,31 @@ def test_1203c_dflash_cells_on_two_boards_share_the_engine_config_and_the_shift_
         )
     b_open = here.filter(pl.col("cell_name") == "baseline--open").row(0, named=True)
     assert abs(b_open["round_time_ms"] / base_there["round_time_ms"] - 1) < 0.02
-    # the README's within-window table: SM activity over thirds of each window, from the committed timelines
+    # the README's within-window table: SM activity over thirds of each window, by the analysis' one definition
     campaign = "vllm-qwen36_35b_a3b-closed-b1-random-s0-cg1"
     said = " ".join((SESSION_1203C / "README.md").read_text().split())
-    for folder, cell, where in (
+    quoted = [
         (GDN_PINNED_1203C, "dflash--mv1", "% here"),
         (GDN_1202F, "dflash--mv1", "% on 2026-12-02f"),
         (GDN_PINNED_1203C, "baseline--open", "%."),
-    ):
-        t = pl.read_parquet(folder / "results" / "timelines" / campaign / f"{cell}.parquet")
-        sm = t.filter(pl.col("in_window") == 1).drop_nulls("sm_active_pct")["sm_active_pct"]
-        n = sm.len() // 3
-        first, middle, last = sm[:n].mean(), sm[n : 2 * n].mean(), sm[-n:].mean()
-        assert f"{first:.1f}, {middle:.1f} and {last:.1f} {where}" in said, (cell, first, middle, last)
-    drifts = {}  # first-to-last-third drift of SM activity over every window committed up to this session
+    ]
+    paths = [folder / "results" / "timelines" / campaign / f"{cell}.parquet" for folder, cell, _ in quoted]
+    for (_, cell, where), r in zip(quoted, window_activity.of_timelines(paths).iter_rows(named=True), strict=True):
+        assert r["window_activity_signal"] == "sm_active_pct", cell
+        thirds = (r[f"window_activity_{k}_third"] for k in ("first", "middle", "last"))
+        assert "{:.1f}, {:.1f} and {:.1f} ".format(*thirds) + where in said, (cell, r)
+    # its rank among every window with SM activity committed up to this session
     evidence = ROOT / "validation" / "h200-2026-12"
-    for path in evidence.glob("**/timelines/*/*.parquet"):
-        top = path.relative_to(evidence).parts[0]
-        if top.startswith("session-") and top > SESSION_1203C.name:
-            continue  # later sessions' windows were not there when the README was written
-        t = pl.read_parquet(path)
-        if "sm_active_pct" not in t.columns:
-            continue
-        sm = t.filter(pl.col("in_window") == 1).drop_nulls("sm_active_pct")["sm_active_pct"]
-        n = sm.len() // 3
-        if sm.len() >= 30 and sm.mean() > 1:
-            drifts[path] = (sm[-n:].mean() - sm[:n].mean()) / sm.mean()
-    ranked = sorted(drifts, key=lambda p: drifts[p])
-    assert ranked[0] == GDN_PINNED_1203C / "results" / "timelines" / campaign / "dflash--mv1.parquet"
-    assert f"Across the {len(drifts)} committed windows with SM activity" in said
-    assert f"(−{-drifts[ranked[0]]:.2f} of its mean; the next is −{-drifts[ranked[1]]:.2f})" in said
+    later = [p.name for p in evidence.glob("session-*") if p.name > SESSION_1203C.name]
+    drifts = window_activity.distribution([evidence]).filter(  # sorted most negative first
+        (pl.col("window_activity_signal") == "sm_active_pct") & pl.col("window_activity_drift").is_not_null()
+    )
+    if later:  # windows of later sessions were not there when the README was written
+        drifts = drifts.filter(~pl.col("timeline_path").str.contains_any(later))
+    top, second = drifts["window_activity_drift"].head(2).to_list()
+    assert Path(drifts["timeline_path"][0]).resolve() == paths[0].resolve()
+    assert f"Across the {drifts.height} committed windows with SM activity" in said
+    assert f"(−{-top:.2f} of its mean; the next is −{-second:.2f})" in said
     shift = b_open["mj_per_committed_token"] / base_there["mj_per_committed_token"] - 1
     readme = (SESSION_1203C / "README.md").read_text()
     assert (
