@@ -48,7 +48,9 @@ def row(table: pl.DataFrame, model: str, engine: str, method: str) -> dict:
     return hit.row(0, named=True)
 
 
-def test_glm_mtp_on_vllm_is_measured_with_the_hand_computed_ratio_at_L4(table):
+def test_glm_mtp_on_vllm_is_measured_with_the_hand_computed_ratio_at_L4(records, plan):
+    """The row as 2026-12-02c left it (Model Runner V1): one run; 2026-12-03d's V2 run is the next test's."""
+    table = coverage.matrix(records.filter(~C("run").str.contains("session-2026-12-03d")), plan)
     got = row(table, "glm-4.7-flash", "vllm", "mtp")
     assert got["status"] == coverage.MEASURED
     assert got["target_family"] == "mla"
@@ -62,6 +64,22 @@ def test_glm_mtp_on_vllm_is_measured_with_the_hand_computed_ratio_at_L4(table):
     assert got["b1_lmax_n"] == 1 and got["b1_lmax_runs"] == 1
     assert "L=4: 0.611 (n=1)" in got["ratio_b1"]
     assert got["b32_lmin_L"] is None and got["ratio_b32"] == ""
+
+
+def test_glm_mtp_on_vllm_since_2026_12_03d_spans_both_runners_as_two_runs(table):
+    """V1 (2026-12-02c) and V2 (2026-12-03d) are two runs of one row: the ratio is their range, not one number."""
+    got = row(table, "glm-4.7-flash", "vllm", "mtp")
+    by_run = []
+    for campaign in (GLM_CAMPAIGN, EVIDENCE / "session-2026-12-03d" / "glm-v2" / "results" / "cells" / GLM_CAMPAIGN.name):
+        mj = {n: pl.read_parquet(campaign / f"{n}.parquet")["mj_per_committed_token"][0]
+              for n in ("mtp--mv4", "baseline--open", "baseline--close")}
+        by_run.append(mj["mtp--mv4"] / ((mj["baseline--open"] + mj["baseline--close"]) / 2))
+    assert got["status"] == coverage.MEASURED and got["b1_lmax_L"] == 4
+    assert (got["b1_lmax_n"], got["b1_lmax_runs"], got["b1_lmax_boards"]) == (2, 2, 2)
+    assert got["b1_lmax_ratio_lo"] == pytest.approx(min(by_run), rel=1e-9)
+    assert got["b1_lmax_ratio_hi"] == pytest.approx(max(by_run), rel=1e-9)
+    assert [round(r, 3) for r in by_run] == [0.611, 0.506]  # V1, V2: the 2026-12-03d README's numbers
+    assert "L=4: 0.506–0.611 (n=2, 2 runs, 2 boards)" in got["ratio_b1"]
 
 
 def test_glm_eagle3_on_vllm_is_unsupported_with_the_engines_reason(table):

@@ -1083,3 +1083,111 @@ def test_1203c_glm_on_model_runner_v2_started_both_engines_and_measured_the_base
     assert f"{v1_open['mj_per_committed_token']:.1f} mJ/token, round" in readme
     shift = v2["mj_per_committed_token"] / v1_open["mj_per_committed_token"] - 1
     assert f"{shift:+.1%}".replace("%", " %") in readme
+
+
+# --- session-2026-12-03d: GLM-4.7-Flash MTP on Model Runner V2 (17), depth on Qwen3-8B at B = 1 and 32 (16) ---------
+SESSION_1203D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-03d"
+GLM_V2_1203D = SESSION_1203D / "glm-v2"
+DEPTH_1203D = SESSION_1203D / "depth"
+SW_POWER_CAP = 0x4  # NVML clocks-event reason: software power cap (not in the forbidden mask 232)
+
+
+@pytest.mark.parametrize(
+    "folder,name", [(GLM_V2_1203D, "h200-glm-mtp-v2.yaml"), (DEPTH_1203D, "h200-schemes-depth.yaml")]
+)
+def test_1203d_configs_are_the_preregistered_ones(folder, name):
+    assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+
+
+def _ratios_over_mean_baseline(records: pl.DataFrame) -> dict[tuple[int, str], tuple[float, dict]]:
+    """(B, cell) -> (mJ/token over the mean of its campaign's baselines, the record): the READMEs' ratios."""
+    out = {}
+    for _, fam in records.filter(pl.col("status") == "measured").group_by("campaign_id"):
+        base = fam.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
+        for r in fam.iter_rows(named=True):
+            out[(r["batch_size"], r["cell_name"])] = (r["mj_per_committed_token"] / base, r)
+    return out
+
+
+def test_1203d_glm_mtp_on_v2_is_whole_and_its_round_is_shorter_than_v1s_in_the_arm_only():
+    df, checks = _verdict(GLM_V2_1203D, "h200-glm-mtp-v2.yaml")
+    assert df.height == 4 and (df["status"] == "measured").all() and df["gpu_uuid"].n_unique() == 1
+    assert (df["energy_j"] > 0).all()
+    assert {json.loads(e)["model_runner"] for e in df["engine_config"]} == {"v2"}
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert "0 fail, 1 flag, 20 pass, 6 not_applicable" in (GLM_V2_1203D / "results" / "checks.md").read_text()
+    logs = sorted((GLM_V2_1203D / "results" / "logs" / "engines" / "vllm-glm47_flash-closed-cg1").glob("*.log.gz"))
+    assert len(logs) == 3 and all("Using V2 Model Runner" in logtext.read_log(p) for p in logs)
+    _assert_family_table(SESSION_1203D, df)
+    v1 = _ratios_over_mean_baseline(pl.read_parquet(SESSION_1202C / "glm-mla" / "results" / "records.parquet"))
+    v2 = _ratios_over_mean_baseline(df)
+    for cell in ("mtp--mv1", "mtp--mv4"):
+        (r1, a), (r2, b) = v1[(1, cell)], v2[(1, cell)]
+        assert json.loads(a["engine_config"])["model_runner"] == "v1" and a["gpu_uuid"] != b["gpu_uuid"]
+        # the README's reading: the arm's own round is shorter and the GPU busier, the ratio lower
+        assert b["round_time_ms"] < 0.7 * a["round_time_ms"] and b["gpu_busy_fraction"] > a["gpu_busy_fraction"] + 0.3
+        assert r2 < 0.85 * r1
+        assert _readme_line_in(SESSION_1203D, f"| {cell} | {r1:.3f} |") == (
+            f"| {cell} | {r1:.3f} | {r2:.3f} | {a['round_time_ms']:.2f} → {b['round_time_ms']:.2f} "
+            f"| {a['gpu_busy_fraction']:.2f} → {b['gpu_busy_fraction']:.2f} |"
+        )
+    base1, base2 = v1[(1, "baseline--open")][1], v2[(1, "baseline--open")][1]
+    assert abs(base2["round_time_ms"] / base1["round_time_ms"] - 1) < 0.01  # the target's step is unchanged
+
+
+def test_1203d_depth_is_whole_on_vllm_and_the_readme_tables_are_the_records():
+    df, checks = _verdict(DEPTH_1203D, "h200-schemes-depth.yaml")
+    measured = df.filter(pl.col("status") == "measured")
+    assert measured.height == 16 and measured["gpu_uuid"].n_unique() == 1 and (measured["energy_j"] > 0).all()
+    assert set(measured["engine"]) == {"vllm"} and measured["engine_instance"].n_unique() == 4
+    points = measured.filter(pl.col("role") == "point")
+    assert set(points.select("method", "configured_L", "batch_size").iter_rows()) == {
+        (m, float(L), b) for m, ls in (("eagle3", (1, 3, 4)), ("dflash", (1, 8, 16))) for L in ls for b in (1, 32)
+    }
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert checks.filter(pl.col("check") == "baseline_drift")["status"].to_list() == ["pass", "pass"]
+    committed = (DEPTH_1203D / "results" / "checks.md").read_text()
+    assert "0 fail, 3 flag, 39 pass, 12 not_applicable" in committed
+    assert "16 planned cell(s) in 2 campaign(s) not measured" in committed  # the SGLang family, not run
+    assert "| flag | model_residual | vllm-qwen3_8b-closed-b32-random-s0-cg1 |" in committed
+    for b in (1, 32):
+        _assert_family_table(SESSION_1203D, measured.filter(pl.col("batch_size") == b), f"| {b} ")
+    curves = pl.read_parquet(DEPTH_1203D / "results" / "curves.parquet")
+    for r in curves.iter_rows(named=True):  # the pipeline's ratios are the README's
+        line = _readme_line_in(SESSION_1203D, f"| {r['batch_size']} | {r['cell_name']} |")
+        assert f"| {r['energy_ratio']:.3f} |" in line
+
+
+def test_1203d_depth_at_b1_reproduces_2026_12_01d_on_another_board_within_one_percent():
+    there = _ratios_over_mean_baseline(pl.read_parquet(SCHEMES_1201D / "qwen3-8b" / "results" / "records.parquet"))
+    here = _ratios_over_mean_baseline(pl.read_parquet(DEPTH_1203D / "results" / "records.parquet"))
+    shared = sorted(k[1] for k in there if k in here and k[1].startswith(("eagle3", "dflash")))
+    assert shared == ["dflash--mv1", "dflash--mv16", "eagle3--mv1", "eagle3--mv3", "eagle3--mv4"]
+    for cell in shared:
+        (r1, a), (r2, b) = there[(1, cell)], here[(1, cell)]
+        assert a["gpu_uuid"] != b["gpu_uuid"] and a["engine_version"] == b["engine_version"]
+        assert abs(r2 / r1 - 1) < 0.011, cell  # the README's "within 1 %", at its rounding
+        shift = f"{r2 / r1 - 1:+.1%}".replace("%", " %").replace("-", "−")
+        assert _readme_line_in(SESSION_1203D, f"| {cell} | {r1:.3f} |") == (
+            f"| {cell} | {r1:.3f} | {r2:.3f} | {shift} | {a['round_time_ms']:.2f} → {b['round_time_ms']:.2f} |"
+        )
+
+
+def test_1203d_b32_speculative_windows_ran_at_the_power_cap_and_b1_at_full_clock():
+    """The README's power-cap paragraph, from the timelines' in-window samples."""
+    readme = " ".join((SESSION_1203D / "README.md").read_text().split())
+    assert "every speculative arm ran at the board's 700 W power cap" in readme
+    for path in sorted((DEPTH_1203D / "results" / "timelines").glob("*/*.parquet")):
+        t = pl.read_parquet(path).filter(pl.col("in_window"))
+        capped = ((t["throttle_reasons"] & SW_POWER_CAP) > 0).mean()
+        clock = t["sm_clock_mhz"].median()
+        b32, point = "-b32-" in path.parent.name, not path.stem.startswith("baseline")
+        if b32 and point:
+            assert capped == 1.0 and 1_800 <= clock <= 1_875 and 690 <= t["power_w"].mean() <= 695, path
+        elif b32:
+            assert 0.1 < capped < 0.3 and clock == 1_980, path
+        else:
+            assert clock == 1_980, path
+    records = pl.read_parquet(DEPTH_1203D / "results" / "records.parquet")
+    assert set(records.filter(pl.col("batch_size") == 32)["throttle_reasons_mask"]) == {SW_POWER_CAP}

@@ -180,7 +180,9 @@ def test_a_tree_of_sessions_reads_as_its_runs():
                 EVIDENCE / "session-2026-12-03" / "machine-1" / "results" / "cells",
                 EVIDENCE / "session-2026-12-03b" / "families-sglang" / "results" / "cells",
                 EVIDENCE / "session-2026-12-03c" / "gdn-pinned" / "results" / "cells",
-                EVIDENCE / "session-2026-12-03c" / "glm-v2" / "results" / "cells"]
+                EVIDENCE / "session-2026-12-03c" / "glm-v2" / "results" / "cells",
+                EVIDENCE / "session-2026-12-03d" / "glm-v2" / "results" / "cells",
+                EVIDENCE / "session-2026-12-03d" / "depth" / "results" / "cells"]
     from polars.testing import assert_frame_equal
 
     tree = variance.budget_of_sources([EVIDENCE]).drop("sources")
