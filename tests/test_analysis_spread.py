@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 import re
 from pathlib import Path
@@ -495,3 +496,46 @@ def test_a_field_both_sides_recorded_with_different_values_still_blocks(tmp_path
     assert table.height == 3 and not any(table["comparable"])
     for diffs in table["differences"].to_list():
         assert "engine_config.fuse_allreduce_rms: false vs true" in diffs, diffs
+
+
+def _drafter_frame(rows: list[dict]) -> pl.DataFrame:
+    schema = {"method": pl.String, "draft_model": pl.String, "engine_config": pl.String}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def test_a_drafter_the_record_predates_is_the_one_its_engine_named():
+    """ADR 0229: before 2026-12-02b the runner wrote draft_model for the draft_model method only; an EAGLE3, DFlash
+    or DSpark record of then has it null, and its engine configuration names the drafter (vLLM and SGLang keys)."""
+    vllm = json.dumps({"speculative_draft_model": "/tmp/work/eng/config/models/qwen3-8b-eagle3"})
+    sglang = json.dumps({"speculative_draft_model_path": "/tmp/work/eng/config/models/qwen3-8b-dflash"})
+    target = json.dumps({"speculative_draft_model": "/tmp/work/eng/config/models/glm-4.7-flash"})
+    df = _drafter_frame(
+        [
+            {"method": "eagle3", "draft_model": None, "engine_config": vllm},  # 2026-12-01d
+            {"method": "eagle3", "draft_model": "config/models/qwen3-8b-eagle3", "engine_config": vllm},  # later
+            {"method": "dflash", "draft_model": None, "engine_config": sglang},
+            {"method": "mtp", "draft_model": None, "engine_config": target},  # MTP: the engine names the target
+            {"method": "ngram", "draft_model": None, "engine_config": "{}"},
+            {"method": "eagle3", "draft_model": None, "engine_config": None},  # nothing to read: stays unknown
+            {"method": "draft_model", "draft_model": "Qwen/Qwen2.5-0.5B-Instruct", "engine_config": None},
+        ]
+    )
+    got = df.select(evidence.drafter_name(df))["draft_model"].to_list()
+    assert got == ["qwen3-8b-eagle3", "qwen3-8b-eagle3", "qwen3-8b-dflash", "∅", "∅", "∅", "Qwen2.5-0.5B-Instruct"]
+    # a planned cell (no engine configuration yet) keys its drafter the same way
+    planned = pl.DataFrame({"draft_model": ["config/models/qwen3-8b-eagle3", None]})
+    assert planned.select(evidence.drafter_name(planned))["draft_model"].to_list() == ["qwen3-8b-eagle3", "∅"]
+
+
+def test_depth_matches_the_breadth_run_whose_records_predate_the_drafter_column_and_is_not_judged():
+    """2026-12-03d's depth and 2026-12-01d's breadth measured five equal B = 1 points on Qwen3-8B; the older records
+    have no draft_model. Matched now, and not judged: their schedulers differ (max_num_seqs 1 and 32)."""
+    a = EVIDENCE / "session-2026-12-03d" / "depth" / "results" / "cells"
+    b = EVIDENCE / "session-2026-12-01d" / "qwen3-8b" / "results" / "cells"
+    table = compare_evidence.compare_sources(a, b)
+    assert sorted(zip(table["method"], table["configured_L"])) == [
+        ("dflash", 1.0), ("dflash", 16.0), ("eagle3", 1.0), ("eagle3", 3.0), ("eagle3", 4.0)
+    ]
+    for row in table.iter_rows(named=True):
+        assert row["comparable"] is False and row["reproduces"] is None, row
+        assert any(d.startswith("engine_config.max_num_seqs: 32 vs 1") for d in row["differences"]), row

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
-from specjoule import axes
+from specjoule import axes, schemes
 from specjoule.analysis import AnalysisError, aggregate
 from specjoule.analysis.aggregate import aggregate_frame, scan_records
 
@@ -102,10 +102,33 @@ def _as_text(col: str, dtype: pl.DataType) -> pl.Expr:
     return C(col).cast(pl.String).fill_null("∅")
 
 
+# Methods that cannot run without drafter weights of their own. A record of one with no ``draft_model`` predates the
+# runner's writing it for them (before 2026-12-02b it wrote it for draft_model only); its engine named the drafter
+# (ADR 0229). MTP is left out: its drafter is optional and, when absent, the engine names the target.
+REQUIRED_DRAFTER_METHODS: tuple[str, ...] = tuple(
+    m for m in schemes.METHODS if schemes.SCHEMES[m].needs_pair_draft or schemes.SCHEMES[m].needs_drafter
+)
+DRAFTER_PATH_KEYS: tuple[str, ...] = ("speculative_draft_model", "speculative_draft_model_path")  # vLLM, SGLang
+
+
+def drafter_name(df: pl.DataFrame) -> pl.Expr:
+    """The drafter a key compares: ``draft_model`` by file name (as host paths in ``engine_config_of``), else, for a
+    method that needs one, the file name of the drafter its engine configuration names; ``∅`` for none."""
+    name = C("draft_model").cast(pl.String)
+    if "engine_config" in df.columns and "method" in df.columns:
+        named = pl.coalesce([C("engine_config").str.json_path_match(f"$.{k}") for k in DRAFTER_PATH_KEYS])
+        name = pl.when(name.is_null() & C("method").is_in(REQUIRED_DRAFTER_METHODS)).then(named).otherwise(name)
+    return name.str.replace(r"^.*/", "").fill_null("∅").alias("draft_model")
+
+
+def _key_text(df: pl.DataFrame, col: str) -> pl.Expr:
+    return drafter_name(df) if col == "draft_model" else _as_text(col, df.schema[col])
+
+
 def measure_key(df: pl.DataFrame) -> pl.Expr:
     """``measure_key``: one string of the MEASURED_KEY values (a point's baselines share the key of
     the baseline configuration, opening and closing alike)."""
-    return pl.concat_str([_as_text(c, df.schema[c]) for c in MEASURED_KEY], separator="|").alias("measure_key")
+    return pl.concat_str([_key_text(df, c) for c in MEASURED_KEY], separator="|").alias("measure_key")
 
 
 def record_files(source: str | Path) -> list[Path]:
@@ -218,8 +241,8 @@ def check_reference(config: dict, cells) -> None:
         raise ConfigError("report.reference_evidence", path, "this config has no speculative cell to compare")
     ref = ref.filter(C("role") == axes.ROLE_POINT)
     keys = list(PLAN_KEY)
-    ours = planned.select(pl.concat_str([_as_text(c, planned.schema[c]) for c in keys], separator="|").alias("k"))
-    theirs = ref.select(pl.concat_str([_as_text(c, ref.schema[c]) for c in keys], separator="|").alias("k"))
+    ours = planned.select(pl.concat_str([_key_text(planned, c) for c in keys], separator="|").alias("k"))
+    theirs = ref.select(pl.concat_str([_key_text(ref, c) for c in keys], separator="|").alias("k"))
     if not ours.join(theirs, on="k", how="semi").height:
         raise ConfigError(
             "report.reference_evidence",
