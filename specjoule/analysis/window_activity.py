@@ -56,6 +56,16 @@ ACTIVITY_DOCS: dict[str, str] = {
         f"negative = it lost activity as the window went. Null (never 0) with fewer than {MIN_SAMPLES} samples "
         f"or a window mean below {MIN_MEAN_PCT:g} % (ADR 0227)"
     ),
+    "window_power_capped_share": (
+        "share of the window's samples in which NVML gave the software power cap (clock-event reason 0x4) as a "
+        "reason the clocks were held down; the largest over the cell's GPUs. Not a discard reason (the "
+        "forbidden mask leaves it out): a board at its power limit is an operating condition; null without "
+        "in-window samples (ADR 0230)"
+    ),
+    "window_sm_clock_median_mhz": (
+        "median SM clock over the window's samples (MHz); the lowest over the cell's GPUs. Beside the power-cap "
+        "share: how far the cap held the clock down (ADR 0230)"
+    ),
 }
 ACTIVITY_COLUMNS: tuple[str, ...] = tuple(ACTIVITY_DOCS)
 ACTIVITY_SCHEMA: dict[str, pl.DataType] = {
@@ -63,9 +73,13 @@ ACTIVITY_SCHEMA: dict[str, pl.DataType] = {
     "window_activity_samples": pl.Int64(),
     **{c: pl.Float64() for c in ACTIVITY_COLUMNS[2:]},
 }
+#: NVML clocks-event reason: the software power cap (nvmlClocksEventReasonSwPowerCap).
+SW_POWER_CAP = 0x4
 
 _READ_SCHEMA = pl.Schema(
-    {"gpu_index": pl.Int32, "t_monotonic": pl.Float64, "in_window": pl.Boolean} | dict.fromkeys(SIGNALS, pl.Float64)
+    {"gpu_index": pl.Int32, "t_monotonic": pl.Float64, "in_window": pl.Boolean}
+    | dict.fromkeys(SIGNALS, pl.Float64)
+    | {"throttle_reasons": pl.Int64, "sm_clock_mhz": pl.Int64}
 )
 _KEY = "_timeline"
 
@@ -84,9 +98,21 @@ def activity(samples: pl.LazyFrame, key: str = _KEY) -> pl.LazyFrame:
     ``t_monotonic``, ``in_window`` and the signals). Per GPU, then the mean over GPUs: ranks of a tensor-parallel
     cell sample at their own instants, so the thirds are taken of each GPU's series, not of interleaved rows."""
     has_sm = C(SIGNALS[0]).is_not_null().any().over(key)
+    inside = samples.filter(C("in_window").fill_null(False))
+    clocks = (
+        inside.group_by(key, "gpu_index")
+        .agg(
+            ((C("throttle_reasons") & SW_POWER_CAP) > 0).drop_nulls().mean().alias("_capped"),
+            C("sm_clock_mhz").median().alias("_clock"),
+        )
+        .group_by(key)
+        .agg(
+            C("_capped").max().alias("window_power_capped_share"),
+            C("_clock").min().cast(pl.Float64).alias("window_sm_clock_median_mhz"),
+        )
+    )
     w = (
-        samples.filter(C("in_window").fill_null(False))
-        .with_columns(
+        inside.with_columns(
             pl.when(has_sm).then(C(SIGNALS[0])).otherwise(C(SIGNALS[1])).alias("_v"),
             pl.when(has_sm).then(pl.lit(SIGNALS[0])).otherwise(pl.lit(SIGNALS[1])).alias("_signal"),
         )
@@ -124,7 +150,7 @@ def activity(samples: pl.LazyFrame, key: str = _KEY) -> pl.LazyFrame:
         middle.alias("window_activity_middle_third"),
         last.alias("window_activity_last_third"),
         pl.when(enough & (mean >= MIN_MEAN_PCT)).then((C("_t2") - C("_t0")) / mean).alias("window_activity_drift"),
-    )
+    ).join(clocks, on=key, how="left")
 
 
 def _scan(paths: Sequence[Path]) -> pl.LazyFrame:

@@ -746,6 +746,38 @@ def _failed_campaigns(inp: ReportInputs) -> dict[str, list[str]]:
 # --- caveats, generated from the data ----------------------------------------------------------------
 
 
+#: A window whose samples gave the power cap as a clock reason this often ran at the board's limit (ADR 0230).
+POWER_CAP_SHARE_NOTED = 0.5
+
+
+def power_cap_caveats(records: pl.DataFrame) -> list[Caveat]:
+    """An info caveat naming the speculative windows held at the board's power cap for at least half their
+    samples, with their SM clock beside their baselines' (records.parquet's window columns, ADR 0230)."""
+    need = {"window_power_capped_share", "window_sm_clock_median_mhz", "role", "campaign_id"}
+    if not need <= set(records.columns):
+        return []
+    capped = records.filter(
+        (pl.col("role") == axes.ROLE_POINT) & (pl.col("window_power_capped_share") >= POWER_CAP_SHARE_NOTED)
+    )
+    if not capped.height:
+        return []
+    campaigns = sorted(set(capped["campaign_id"].to_list()))
+    bases = records.filter((pl.col("role") != axes.ROLE_POINT) & pl.col("campaign_id").is_in(campaigns))
+    clock = capped["window_sm_clock_median_mhz"].drop_nulls()
+    base_clock = bases["window_sm_clock_median_mhz"].drop_nulls()
+    beside = f", against {base_clock.median():.0f} MHz in their baselines' windows" if base_clock.len() else ""
+    span = f"SM clock median {clock.min():.0f}–{clock.max():.0f} MHz{beside}; " if clock.len() else ""
+    return [
+        Caveat(
+            "info",
+            f"{capped.height} speculative window(s) ran at the board's power cap for at least "
+            f"{POWER_CAP_SHARE_NOTED:.0%} of their samples ({_join(campaigns)}): {span}their ratios are ratios at "
+            "the power limit (a condition of the board, not a discard), and a board with another limit would give "
+            "others",
+        )
+    ]
+
+
 def caveats(inp: ReportInputs) -> list[Caveat]:
     c, all_records, cur = inp.config, inp.records, inp.curves
     # Measured scope (ADR 0216): first, what the verdict below does not cover.
@@ -838,6 +870,7 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
                     + (" …" if flags.height > 6 else ""),
                 )
             )
+    out += power_cap_caveats(r)
     spread = figs.concurrency_spread(r)
     if spread.height:
         worst = spread.with_columns(a=pl.col("diff_pct").abs()).sort("a", descending=True).row(0, named=True)
