@@ -61,6 +61,10 @@ DEVICE_CALL_LIMIT = 64 * MIB
 VLLM_BUNDLE_BYTES = 302_335_320
 #: The device calls its parts may take (ADR 0213): the repository must leave room for parts this few.
 VLLM_BUNDLE_PARTS = 8  # 7 until 2026-12-02e (ADR 0213 addendum 2: whole-block counting and that session's evidence)
+#: The SGLang 0.5.17 + pipeline bundle (2026-12-02b's build, `--out .bundle/sglang`) and its parts: 6 until 2026-12-03d,
+#: when the repository left 216 KB beside 6 (tools/device/README.md, "What is left").
+SGLANG_BUNDLE_BYTES = 248_510_604
+SGLANG_BUNDLE_PARTS = 7
 
 #: Packages a bundle never ships, whatever a requirement says: the engine must run against the node's own torch,
 #: CUDA libraries and array stack (shadowing torch 2.11.0+cu130 with a registry build, or numpy under a torch
