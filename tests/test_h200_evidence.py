@@ -889,11 +889,21 @@ def test_1203b_configs_are_the_preregistered_ones(folder, name):
     assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes()
 
 
+def _ratios_over_mean_baseline(records: pl.DataFrame) -> dict[tuple[int, str], tuple[float, dict]]:
+    """(B, cell) -> (mJ/token over the mean of its campaign's baselines, the record): the READMEs' ratios."""
+    out = {}
+    for _, fam in records.filter(pl.col("status") == "measured").group_by("campaign_id"):
+        base = fam.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
+        for r in fam.iter_rows(named=True):
+            out[(r["batch_size"], r["cell_name"])] = (r["mj_per_committed_token"] / base, r)
+    return out
+
+
 def _assert_family_table(session: Path, fam: pl.DataFrame, label: str = "") -> None:
     """A session README's per-cell table of one family is its records: ratios over the mean of its baselines."""
-    base = fam.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
+    ratios = _ratios_over_mean_baseline(fam)
     for r in fam.iter_rows(named=True):
-        ratio = "1" if r["role"] != "point" else f"{r['mj_per_committed_token'] / base:.3f}"
+        ratio = "1" if r["role"] != "point" else f"{ratios[(r['batch_size'], r['cell_name'])][0]:.3f}"
         prefix = f"{label}| {r['cell_name']} |"
         assert _readme_line_in(session, prefix) == (
             f"{prefix} {r['realized_L']:.1f} | {r['mj_per_committed_token']:.1f} | {ratio} "
@@ -1089,7 +1099,6 @@ def test_1203c_glm_on_model_runner_v2_started_both_engines_and_measured_the_base
 SESSION_1203D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-03d"
 GLM_V2_1203D = SESSION_1203D / "glm-v2"
 DEPTH_1203D = SESSION_1203D / "depth"
-SW_POWER_CAP = 0x4  # NVML clocks-event reason: software power cap (not in the forbidden mask 232)
 
 
 @pytest.mark.parametrize(
@@ -1097,16 +1106,6 @@ SW_POWER_CAP = 0x4  # NVML clocks-event reason: software power cap (not in the f
 )
 def test_1203d_configs_are_the_preregistered_ones(folder, name):
     assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes()
-
-
-def _ratios_over_mean_baseline(records: pl.DataFrame) -> dict[tuple[int, str], tuple[float, dict]]:
-    """(B, cell) -> (mJ/token over the mean of its campaign's baselines, the record): the READMEs' ratios."""
-    out = {}
-    for _, fam in records.filter(pl.col("status") == "measured").group_by("campaign_id"):
-        base = fam.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
-        for r in fam.iter_rows(named=True):
-            out[(r["batch_size"], r["cell_name"])] = (r["mj_per_committed_token"] / base, r)
-    return out
 
 
 def test_1203d_glm_mtp_on_v2_is_whole_and_its_round_is_shorter_than_v1s_in_the_arm_only():
@@ -1175,19 +1174,22 @@ def test_1203d_depth_at_b1_reproduces_2026_12_01d_on_another_board_within_one_pe
 
 
 def test_1203d_b32_speculative_windows_ran_at_the_power_cap_and_b1_at_full_clock():
-    """The README's power-cap paragraph, from the timelines' in-window samples."""
+    """The README's power-cap paragraph, by the analysis' definition of a window's cap share and clock (ADR 0230)."""
     readme = " ".join((SESSION_1203D / "README.md").read_text().split())
     assert "every speculative arm ran at the board's 700 W power cap" in readme
-    for path in sorted((DEPTH_1203D / "results" / "timelines").glob("*/*.parquet")):
-        t = pl.read_parquet(path).filter(pl.col("in_window"))
-        capped = ((t["throttle_reasons"] & SW_POWER_CAP) > 0).mean()
-        clock = t["sm_clock_mhz"].median()
+    paths = sorted((DEPTH_1203D / "results" / "timelines").glob("*/*.parquet"))
+    b32_points = []
+    for path, r in zip(paths, window_activity.of_timelines(paths).iter_rows(named=True), strict=True):
+        capped, clock = r["window_power_capped_share"], r["window_sm_clock_median_mhz"]
         b32, point = "-b32-" in path.parent.name, not path.stem.startswith("baseline")
         if b32 and point:
-            assert capped == 1.0 and 1_800 <= clock <= 1_875 and 690 <= t["power_w"].mean() <= 695, path
+            power = pl.read_parquet(path).filter(pl.col("in_window"))["power_w"].mean()
+            assert capped == 1.0 and 1_800 <= clock <= 1_875 and 690 <= power <= 695, path
+            b32_points.append(clock)
         elif b32:
             assert 0.1 < capped < 0.3 and clock == 1_980, path
         else:
             assert clock == 1_980, path
+    assert f"the SM clock's median {min(b32_points):,.0f}–{max(b32_points):,.0f} MHz" in readme
     records = pl.read_parquet(DEPTH_1203D / "results" / "records.parquet")
-    assert set(records.filter(pl.col("batch_size") == 32)["throttle_reasons_mask"]) == {SW_POWER_CAP}
+    assert set(records.filter(pl.col("batch_size") == 32)["throttle_reasons_mask"]) == {window_activity.SW_POWER_CAP}
