@@ -347,3 +347,112 @@ def test_v2_runner_phases_come_from_python_frames(tmp_path):
     assert row["profile_method"] == "python_frames+gpu_kernels" and row["rounds_profiled"] == 2
     assert (row["verify_ms_per_round"], row["sample_ms_per_round"], row["draft_ms_per_round"]) == pytest.approx(
         (2.0, 0.1, 1.0))
+
+
+# -- a batch boundary: SGLang's admission is no decode round (ADR 0232) -------------------------------------
+
+# The whole-trace H200 profile (session 2026-12-03e: SGLang 0.5.17 DFLASH, Qwen3-8B, B = 32, 2 batches of 12
+# rounds) cut to 2 marker intervals either side of the first admission (`trim --around-admission --rounds 2`).
+# untrimmed_rounds_detail.parquet is the whole trace's per-round table as the analysis wrote it before ADR 0232
+# (commit 80910f3): 25 rows, row 12 the interval that holds the next batch's prefill.
+SGLANG_B32_BOUNDARY = REPO / "tests" / "data" / "rounds" / "sglang-dflash-b32-admission"
+
+
+def _boundary_scan() -> tuple[list[tuple[float, float]], list[float]]:
+    """(start, next start) of every run_batch holding a verify step, and the starts of the prefill steps, in µs,
+    read from the raw events."""
+    with gzip.open(SGLANG_B32_BOUNDARY / "trace" / "trace.json.gz", "rt") as fh:
+        ann = [e for e in json.load(fh)["traceEvents"] if e.get("cat") == "user_annotation"]
+    verify = [e["ts"] for e in ann if e["name"].startswith("step[TARGET_VERIFY")]
+    marks = sorted(e["ts"] for e in ann if e["name"] == "scheduler.run_batch"
+                   and any(e["ts"] <= t < e["ts"] + e["dur"] for t in verify))
+    extend = [e["ts"] for e in ann if e["name"].startswith("step[EXTEND ")]
+    return list(zip(marks, marks[1:])), extend
+
+
+def test_sglang_admission_between_batches_is_not_a_round():
+    intervals, extend = _boundary_scan()
+    holding = [iv for iv in intervals if any(iv[0] <= t < iv[1] for t in extend)]
+    assert len(intervals) == 5 and len(holding) == 1 and len(extend) == 2  # the 2 chunks of the batch's prefill
+    admission_ms = (holding[0][1] - holding[0][0]) / 1000.0
+    untrimmed = pl.read_parquet(SGLANG_B32_BOUNDARY / "untrimmed_rounds_detail.parquet").sort("round")
+    assert untrimmed["wall_ms"][12] == pytest.approx(admission_ms)  # the whole trace's outlier is this interval
+    row, detail = rounds.analyze_profile(SGLANG_B32_BOUNDARY)
+    assert row["rounds_profiled"] == 4
+    walls = [d["wall_ms"] for d in detail]
+    assert admission_ms not in walls and max(walls) < 0.1 * admission_ms
+    # the rounds left are the whole trace's rows 10, 11, 13, 14, column for column: the cut loses nothing
+    same = [untrimmed.filter(pl.col("round") == i).to_dicts()[0] for i in (10, 11, 13, 14)]
+    for d, u in zip(detail, same):
+        assert {k: d[k] for k in u if k != "round"} == pytest.approx({k: u[k] for k in u if k != "round"})
+    assert row["round_ms_profiled"] == pytest.approx(sum(u["wall_ms"] for u in same) / 4)
+
+
+def test_trim_around_admission_keeps_the_boundary_and_rounds_either_side(tmp_path):
+    out = tmp_path / "t.json.gz"
+    stats = rounds.trim(SGLANG_B32_BOUNDARY / "trace" / "trace.json.gz", out, rounds=1, around_admission=True)
+    assert stats["rounds"] == 3 and stats["events_out"] < stats["events_in"]
+    row, detail = rounds.analyze_trace(out)
+    _, wider = rounds.analyze_profile(SGLANG_B32_BOUNDARY)  # rounds 10, 11, 13, 14 of the whole trace
+    assert row["rounds_profiled"] == 2  # the round before the admission and the one after it
+    assert [d["wall_ms"] for d in detail] == pytest.approx([wider[1]["wall_ms"], wider[2]["wall_ms"]])
+    b = TraceBuilder()
+    for i in range(3):
+        _dflash_round(b, 10_000.0 * i)
+    with pytest.raises(rounds.TraceError, match="no admission"):
+        rounds.trim(b.write(tmp_path / "d.json"), tmp_path / "x.json", rounds=1, around_admission=True)
+
+
+def test_sglang_forward_modes_a_decode_round_does_not_run_end_it(tmp_path):
+    """EAGLE3's `draft` rounds hold `step[DRAFT_EXTEND_V2 …]` every round (a decode-round mode); a prefill
+    (`step[EXTEND … toks=…]`), a mixed batch or an idle forward between two drafts ends that round."""
+    b = TraceBuilder()
+    for i in range(8):
+        t = 10_000.0 * i
+        b.label("draft", t, 2_000)
+        b.label("step[TARGET_VERIFY bs=4]", t + 3_000, 2_000)
+        b.label("step[DRAFT_EXTEND_V2 bs=4]", t + 6_000, 1_000)
+    b.label("step[EXTEND bs=4 toks=2048]", 18_000, 500)  # inside round 1
+    b.label("step[MIXED bs=4]", 48_000, 500)  # inside round 4
+    b.label("step[IDLE bs=0]", 58_000, 100)  # inside round 5
+    row, detail = rounds.analyze_trace(b.write(tmp_path / "s.json"))
+    assert row["round_marker"] == "sglang_draft" and row["rounds_profiled"] == 7 - 3
+    assert [d["wall_ms"] for d in detail] == pytest.approx([10.0] * 4)
+
+
+def test_sglang_baseline_decode_steps_end_at_a_prefill(tmp_path):
+    b = TraceBuilder()
+    for i in range(4):
+        b.label("step[DECODE bs=2]", 10_000.0 * i, 1_000)
+    b.label("step[EXTEND bs=2 toks=1024]", 25_000, 3_000)  # the next batch's prefill, inside round 2
+    row, _ = rounds.analyze_trace(b.write(tmp_path / "b.json"))
+    assert row["round_marker"] == "sglang_decode" and row["rounds_profiled"] == 2
+
+
+COMMITTED_SGLANG_ROUNDS = [REPO / "validation" / "h200-2026-12" / s / "rounds"
+                           for s in ("session-2026-12-02b", "session-2026-12-03b")]
+
+
+@pytest.mark.parametrize("rounds_dir", COMMITTED_SGLANG_ROUNDS, ids=lambda p: p.parent.name)
+def test_committed_sglang_tables_resummarize_without_the_row_the_batch_structure_names(rounds_dir):
+    """The tables written before ADR 0232 cannot be recomputed (their whole traces were not kept); their detail
+    rows can be re-summarized. The row named from the batch structure alone is the one whose kernel launches are
+    10-30x every other row's: the prefill's eager kernels."""
+    table = pl.read_parquet(rounds_dir / "rounds.parquet")
+    detail = pl.read_parquet(rounds_dir / "rounds_detail.parquet")
+    fixed = rounds.resummarize(rounds_dir)
+    assert fixed.height == table.height and set(fixed["admission_rows_dropped"]) == {1}
+    for cell in fixed.iter_rows(named=True):
+        rows = detail.filter(pl.col("profile_dir") == cell["profile_dir"]).sort("round")
+        launches = rows["kernel_launches"].to_list()
+        outlier = [i for i, n in enumerate(launches) if n > 5 * sorted(launches)[len(launches) // 2]]
+        assert outlier == rounds.admission_rows(rows.height, 2, cell["rounds_counted"]) == [12]
+        others = rows.filter(pl.col("round") != 12)
+        assert cell["rounds_profiled"] == others.height == 24
+        assert cell["round_ms_profiled"] == pytest.approx(others["wall_ms"].mean())
+        assert cell["host_ms_per_round"] == pytest.approx((others["wall_ms"] - others["busy_ms"]).mean())
+        assert cell["gpu_busy_fraction"] == pytest.approx(others["busy_ms"].sum() / others["wall_ms"].sum())
+        assert cell["other_gpu_ms_per_round"] == pytest.approx(others["other_gpu_ms"].mean())
+        assert cell["draft_kernel_launches_per_round"] is None  # not in the detail: unknown, not the old mean
+    with pytest.raises(rounds.TraceError, match="not 2 batch"):
+        rounds.admission_rows(24, 2, 24.0)

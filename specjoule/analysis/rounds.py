@@ -1,7 +1,8 @@
 """Where a speculation round's time goes, from the engine's own torch profiler trace (ADR 0095).
 
     python -m specjoule.analysis.rounds TRACE_DIR            # → TRACE_DIR/rounds.parquet (+ rounds_detail.parquet)
-    python -m specjoule.analysis.rounds trim SRC DST [--rounds N]   # a small copy of a trace, for a fixture or evidence
+    python -m specjoule.analysis.rounds trim SRC DST [--rounds N] [--around-admission]   # a small copy of a trace
+    python -m specjoule.analysis.rounds resummarize ROUNDS_DIR [--out P]   # an older SGLang table, admission out
 
 TRACE_DIR holds the folders ``specjoule.profiling`` writes (``profile.json`` beside ``trace/*.json[.gz]``), at any
 depth, or bare Chrome traces. One output row per profiled cell (engine, scheme, acceptance, B, engine overrides).
@@ -12,7 +13,9 @@ profiler annotation, 0.26 and 0.32 alike; decode when the context count is 0); S
 round's drafting ``draft`` (``spec_stage_span``), its block drafters (DFLASH) only the verify step
 ``step[TARGET_VERIFY bs=…]``, a baseline's forward ``step[DECODE bs=…]``. Only full-batch
 decode rounds followed by another decode round count (the last round of a batch runs into the next batch's
-admission, and partial batches are the ramp-up).
+admission, and partial batches are the ramp-up). A round ends at a non-decode step: vLLM's prefill steps are
+markers with a context count; SGLang's are ``step[EXTEND bs=… toks=…]`` (or another forward mode no decode round
+runs, e.g. ``MIXED``, ``IDLE``), and a round whose interval holds one's start is admission, not counted (ADR 0232).
 
 **Phases.** A GPU kernel (or copy) belongs to the phase whose labelled span, on the thread that launched it,
 encloses its launch (innermost span wins), through the trace's launch–kernel correlation ids: CUDA-graph kernels
@@ -75,6 +78,11 @@ SGLANG_DRAFT = re.compile(r"^draft$")
 SGLANG_VERIFY = re.compile(r"^step\[TARGET_VERIFY bs=(\d+)\]")
 SGLANG_RUN_BATCH = "scheduler.run_batch"
 SGLANG_DECODE = re.compile(r"^step\[DECODE bs=(\d+)\]")
+# SGLang 0.5.17 names every forward ``step[<ForwardMode> bs=N]`` (``step[EXTEND bs=N toks=T]`` for a prefill):
+# model_runner.py ``_build_step_span_name``. A decode round runs only these modes; any other (EXTEND, MIXED, IDLE,
+# PREBUILT, SPLIT_PREFILL, DLLM_EXTEND, or one a later version adds) is admission or no decode, and ends the round.
+SGLANG_STEP = re.compile(r"^step\[([A-Z][A-Z0-9_]*) bs=\d+")
+SGLANG_ROUND_MODES = frozenset({"DECODE", "TARGET_VERIFY", "DRAFT_EXTEND", "DRAFT_EXTEND_V2"})
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 FLOW_PHASES = (
@@ -128,6 +136,7 @@ class Trace:
     device: list[tuple[float, float, int | None]]  # kernels and copies: (ts, end, correlation)
     phase_sources: frozenset[str]  # which event kinds marked phases: "labels", "python_frames"
     draft_by_step_order: bool = False  # SGLang DFLASH: drafter steps told from the target's by their order
+    non_decode_starts: list[float] = field(default_factory=list)  # SGLang: starts of non-decode steps, sorted
 
 
 def _thread(e: dict) -> tuple:
@@ -142,7 +151,7 @@ def _phase_of(name: str, cat: str) -> str | None:
 
 
 def parse(data: dict[str, Any]) -> Trace:
-    vllm, draft, verify, decode, run_batch = [], [], [], [], []
+    vllm, draft, verify, decode, run_batch, non_decode = [], [], [], [], [], []
     generation = 0
     phase_spans: dict[tuple, list[tuple[Span, str]]] = {}
     launches, device = [], []
@@ -174,6 +183,8 @@ def parse(data: dict[str, Any]) -> Trace:
                 run_batch.append(span)
             elif (m := SGLANG_DECODE.match(name)) is not None:
                 decode.append((span, int(m.group(1))))
+            elif (m := SGLANG_STEP.match(name)) is not None and m.group(1) not in SGLANG_ROUND_MODES:
+                non_decode.append(ts)
         phase = _phase_of(name, cat)
         if phase is not None:
             phase_spans.setdefault(span.thread, []).append((span, phase))
@@ -203,6 +214,7 @@ def parse(data: dict[str, Any]) -> Trace:
                 device,
                 frozenset(sources),
                 draft_by_step_order=by_order and kind == "sglang_verify",
+                non_decode_starts=sorted(non_decode),
             )
     return Trace([], generation, "none", phase_spans, launches, device, frozenset(sources))
 
@@ -239,7 +251,9 @@ def decode_rounds(trace: Trace) -> list[tuple[float, float, int]]:
     """(start, end, requests) of every full-batch decode round followed by another decode step.
 
     vLLM markers carry the number of requests in decode (0 for prefill and empty steps), SGLang's verify step its
-    batch size; SGLang's ``draft`` marker carries neither, so every one of its rounds counts as full."""
+    batch size; SGLang's ``draft`` marker carries neither, so every one of its rounds counts as full. SGLang's
+    prefill is no marker: a round whose interval holds a non-decode step's start is the next batch's admission
+    and is not counted (ADR 0232)."""
     markers = trace.markers
     if not markers:
         return []
@@ -249,8 +263,12 @@ def decode_rounds(trace: Trace) -> list[tuple[float, float, int]]:
     else:
         counts = [n for _, n in markers]
         full = max(counts)
+    admissions = trace.non_decode_starts
     out = []
     for i in range(len(markers) - 1):
+        a, b = markers[i][0].start, markers[i + 1][0].start
+        if bisect.bisect_left(admissions, a) < bisect.bisect_left(admissions, b):
+            continue  # a non-decode step starts inside: admission, not a decode round
         if counts[i] == full and counts[i + 1] == full and full > 0:
             out.append(
                 (markers[i][0].start, markers[i + 1][0].start, full if trace.marker_kind != "sglang_draft" else None)
@@ -556,18 +574,111 @@ def format_table(df: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
+# -- tables written before ADR 0232 -------------------------------------------------------------------
+
+
+def admission_rows(n_rows: int, batches: int, rounds_counted: float) -> list[int]:
+    """Indices of the admission rounds in an SGLang per-round table written before ADR 0232.
+
+    Its rows are the trace's marker intervals in order: each of the ``batches`` batches gives ``r`` decode rounds
+    (``rounds_counted / batches``, the engine's own count) and every batch but the last one more interval that runs
+    into the next batch's prefill. So ``n_rows = batches * r + batches - 1`` and the admission rounds are rows
+    ``k * (r + 1) - 1``; where the table's length says otherwise, the structure is not this one and no row is named."""
+    r = rounds_counted / batches if batches else 0.0
+    if batches < 1 or r < 1 or r != int(r) or n_rows != batches * int(r) + batches - 1:
+        raise TraceError(
+            f"{n_rows} rows are not {batches} batch(es) of {r:g} rounds and {batches - 1} admission round(s) "
+            f"(a table written since ADR 0232 has none to drop)"
+        )
+    return [k * (int(r) + 1) - 1 for k in range(1, batches)]
+
+
+def _round_of_row(d: dict[str, Any]) -> RoundStats:
+    r = RoundStats(0.0, d["wall_ms"] * 1000.0, None, busy_ms=d["busy_ms"], syncs=d["syncs"])
+    r.gpu_ms = {p: d[f"{p}_gpu_ms"] for p in (*PHASES, "other")}
+    r.span_ms = {p: d[f"{p}_span_ms"] for p in PHASES}
+    r.graph_launches, r.kernel_launches = {"any": d["graph_launches"]}, {"any": d["kernel_launches"]}
+    r.sync_wait_ms = d["sync_wait_ms"]
+    return r
+
+
+def resummarize(rounds_dir: str | Path) -> pl.DataFrame:
+    """A committed ``rounds.parquet`` re-summarized from its ``rounds_detail.parquet`` without the admission rounds
+    that SGLang tables written before ADR 0232 counted (named by ``admission_rows`` from each cell's
+    ``profile.json``: profiled batches, under ``rounds_dir`` by campaign and cell). vLLM rows are unchanged (their
+    prefill steps always ended a round). The detail has no per-phase launch counts: those columns are null."""
+    rounds_dir = Path(rounds_dir)
+    table = pl.read_parquet(rounds_dir / "rounds.parquet")
+    detail = pl.read_parquet(rounds_dir / "rounds_detail.parquet")
+    metas = {}
+    for path in rounds_dir.rglob("profile.json"):
+        meta = json.loads(path.read_text())
+        metas[(meta.get("campaign_id"), meta.get("cell_name"))] = meta
+    out = []
+    for row in table.iter_rows(named=True):
+        row = dict(row)
+        row["admission_rows_dropped"] = 0
+        if not str(row.get("round_marker") or "").startswith("sglang"):
+            out.append(row)
+            continue
+        meta = metas.get((row["campaign_id"], row["cell_name"]))
+        if meta is None:
+            raise TraceError(f"{rounds_dir}: no profile.json for {row['campaign_id']}/{row['cell_name']}")
+        rows = detail.filter(pl.col("profile_dir") == row["profile_dir"]).sort("round").to_dicts()
+        drop = set(admission_rows(len(rows), int(meta["profiled"]["batches"]), float(row["rounds_counted"])))
+        kept = [_round_of_row(d) for i, d in enumerate(rows) if i not in drop]
+        method = str(row["profile_method"])
+        labels = method.split("+")[0]
+        stats = summarize(
+            kept, method.endswith("+gpu_kernels"), frozenset() if labels == "no_phase_marks" else frozenset({labels})
+        )
+        for kind in ("graph", "kernel"):
+            for p in ("draft", "verify"):
+                stats[f"{p}_{kind}_launches_per_round"] = None
+        if row.get("draft_ms_per_round") is None:  # not separable in that trace: stays unknown, not 0
+            stats["draft_ms_per_round"] = stats["draft_span_ms_per_round"] = None
+        stats.pop("profile_method")
+        row.update(stats)
+        unprofiled = row.get("round_ms_unprofiled")
+        row["profiler_inflation"] = row["round_ms_profiled"] / unprofiled if unprofiled else None
+        row["admission_rows_dropped"] = len(drop)
+        out.append(row)
+    return pl.DataFrame(out, infer_schema_length=None)
+
+
 # -- trimming ------------------------------------------------------------------------------------------
 
 
-def trim(src: str | Path, dst: str | Path, rounds: int = 6) -> dict[str, int]:
+def _window_around_first_admission(trace: Trace, rounds: int, src: str | Path) -> tuple[float, float, int]:
+    """(lo, hi, intervals) of the ``rounds`` marker intervals before the first admission after the first decode
+    step, the interval that holds it, and ``rounds`` after it."""
+    starts = [s.start for s, _ in trace.markers]
+    after_first = [t for t in trace.non_decode_starts if starts and t > starts[0]]
+    if not after_first:
+        raise TraceError(f"{src}: no non-decode step after the first decode step: no admission to keep")
+    boundary = bisect.bisect_right(starts, after_first[0]) - 1  # the marker whose interval holds the admission
+    if boundary + 1 >= len(starts):
+        raise TraceError(f"{src}: no decode step after the first admission")
+    first, last = max(0, boundary - rounds), min(len(starts) - 1, boundary + 1 + rounds)
+    return starts[first], starts[last], last - first
+
+
+def trim(src: str | Path, dst: str | Path, rounds: int = 6, around_admission: bool = False) -> dict[str, int]:
     """Write a copy of a trace that keeps its metadata and only the events of its first ``rounds`` decode rounds
-    (plus the next step's marker, which closes the last one): a fixture or evidence file of a few hundred kB."""
+    (plus the next step's marker, which closes the last one): a fixture or evidence file of a few hundred kB.
+
+    ``around_admission``: keep instead the ``rounds`` marker intervals either side of the first admission (an
+    SGLang non-decode step after the first decode step) and the interval that holds it: the batch boundary, for a
+    fixture of how admission is told from decode (ADR 0232). ``rounds`` in the result counts the kept intervals."""
     data = read_trace(src)
     trace = parse(data)
-    kept_rounds = decode_rounds(trace)[:rounds]
-    if not kept_rounds:
-        raise TraceError(f"{src}: no decode rounds to keep")
-    lo, hi = kept_rounds[0][0], kept_rounds[-1][1]
+    if around_admission:
+        lo, hi, kept = _window_around_first_admission(trace, rounds, src)
+    else:
+        kept_rounds = decode_rounds(trace)[:rounds]
+        if not kept_rounds:
+            raise TraceError(f"{src}: no decode rounds to keep")
+        lo, hi, kept = kept_rounds[0][0], kept_rounds[-1][1], len(kept_rounds)
     closing = [s for s, _ in trace.markers if s.start >= hi][:1]
     hi_keep = closing[0].end if closing else hi
     corr_kept = {
@@ -587,7 +698,10 @@ def trim(src: str | Path, dst: str | Path, rounds: int = 6) -> dict[str, int]:
             continue
         ts = float(e.get("ts", 0.0))
         if e.get("cat") in DEVICE_CATS:
-            keep = (e.get("args") or {}).get("correlation") in corr_kept or lo <= ts < hi_keep
+            # a kernel still running at lo keeps the first round's busy time what it was in the whole trace
+            keep = (e.get("args") or {}).get("correlation") in corr_kept or (
+                ts < hi_keep and ts + float(e.get("dur", 0.0)) > lo
+            )
         else:
             keep = lo <= ts < hi_keep or (
                 ts < lo and ts + float(e.get("dur", 0.0)) > lo and e.get("cat") == "user_annotation"
@@ -599,20 +713,44 @@ def trim(src: str | Path, dst: str | Path, rounds: int = 6) -> dict[str, int]:
     dst.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(dst, "wt") if dst.suffix == ".gz" else open(dst, "w") as fh:
         json.dump(out, fh, separators=(",", ":"))
-    return {"events_in": len(data["traceEvents"]), "events_out": len(events), "rounds": len(kept_rounds)}
+    return {"events_in": len(data["traceEvents"]), "events_out": len(events), "rounds": kept}
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "resummarize":
+        ap = argparse.ArgumentParser(
+            prog="python -m specjoule.analysis.rounds resummarize",
+            description="a rounds table written before ADR 0232, without its SGLang admission rounds",
+        )
+        ap.add_argument("rounds_dir", help="holds rounds.parquet, rounds_detail.parquet and the profile folders")
+        ap.add_argument("--out", default=None, help="write the table here (nothing is written by default)")
+        a = ap.parse_args(argv[1:])
+        try:
+            df = resummarize(a.rounds_dir)
+        except TraceError as exc:
+            print(f"rounds: {exc}", file=sys.stderr)
+            return 2
+        if a.out:
+            from specjoule.analysis import write_parquet_atomic
+
+            write_parquet_atomic(df, Path(a.out))
+        print(format_table(df))
+        return 0
     if argv and argv[0] == "trim":
         ap = argparse.ArgumentParser(prog="python -m specjoule.analysis.rounds trim")
         ap.add_argument("src")
         ap.add_argument("dst")
         ap.add_argument("--rounds", type=int, default=6)
+        ap.add_argument(
+            "--around-admission",
+            action="store_true",
+            help="keep the --rounds rounds either side of the first admission (the batch boundary) and it",
+        )
         a = ap.parse_args(argv[1:])
-        print(json.dumps(trim(a.src, a.dst, a.rounds)))
+        print(json.dumps(trim(a.src, a.dst, a.rounds, a.around_admission)))
         return 0
     ap = argparse.ArgumentParser(
         prog="python -m specjoule.analysis.rounds",
