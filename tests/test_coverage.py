@@ -131,10 +131,16 @@ def test_gemma_eagle3_on_vllm_is_measured_although_an_earlier_attempt_failed(tab
 
 
 def test_qwen3_8b_eagle3_on_sglang_is_measured(table):
+    """2026-12-02b (B = 1) and 2026-12-03e's depth (B = 1 and 32) on two boards: at B = 1 two runs a row, and at
+    L = 4 the SGLang range lies wholly below vLLM's (2026-12-01d and 2026-12-03d, two other boards)."""
     got = row(table, "qwen3-8b", "sglang", "eagle3")
     assert got["status"] == coverage.MEASURED
     assert got["target_family"] == "gqa"
-    assert got["B"] == "1" and got["b1_lmin_L"] == 1 and got["b1_lmax_L"] == 4
+    assert got["B"] == "1,32" and got["b1_lmin_L"] == 1 and got["b1_lmax_L"] == 4
+    assert (got["b1_lmax_n"], got["b1_lmax_runs"], got["b1_lmax_boards"]) == (2, 2, 2)
+    assert "L=4: 0.305–0.312 (n=2, 2 runs, 2 boards)" in got["ratio_b1"]
+    vllm = row(table, "qwen3-8b", "vllm", "eagle3")
+    assert "L=4: 0.345–0.348 (n=2, 2 runs, 2 boards)" in vllm["ratio_b1"]
 
 
 def test_planned_family_is_the_one_the_runner_records(plan):

@@ -59,10 +59,14 @@ def test_sglang_latency_from_decode_throughput_is_nulled_not_shown():
 LATER_CHECKS = {"interval_width", "reproduces_reference"}
 
 
-def _verdict(folder: Path, config_name: str, replicated: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _verdict(
+    folder: Path, config_name: str, replicated: bool = False, cells_also_in: tuple[Path, ...] = ()
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Checks re-derived from a session's committed records; every fail must be in its committed checks.md.
-    ``replicated``: the session has replicate units, so the interval checks apply (kept, not asserted idle)."""
-    records = sorted((folder / "results" / "cells").glob("*/*.parquet"))
+    ``replicated``: the session has replicate units, so the interval checks apply (kept, not asserted idle).
+    ``cells_also_in``: other evidence folders whose records the committed analysis read beside these (a config
+    whose families were measured in two sessions; each folder keeps the records it measured)."""
+    records = sorted(p for f in (folder, *cells_also_in) for p in (f / "results" / "cells").glob("*/*.parquet"))
     cfg = sj_config.load(folder / config_name)
     df = aggregate.aggregate(records)
     checks = run_checks(df, Thresholds.from_config(cfg["checks"], cfg["report"]), sj_config.config_hash(cfg))
@@ -1193,3 +1197,215 @@ def test_1203d_b32_speculative_windows_ran_at_the_power_cap_and_b1_at_full_clock
     assert f"the SM clock's median {min(b32_points):,.0f}–{max(b32_points):,.0f} MHz" in readme
     records = pl.read_parquet(DEPTH_1203D / "results" / "records.parquet")
     assert set(records.filter(pl.col("batch_size") == 32)["throttle_reasons_mask"]) == {window_activity.SW_POWER_CAP}
+
+
+# --- session-2026-12-03e: depth on Qwen3-8B, SGLang half (16); with 2026-12-03d's vLLM half the config is whole ------
+SESSION_1203E = ROOT / "validation" / "h200-2026-12" / "session-2026-12-03e"
+DEPTH_1203E = SESSION_1203E / "depth"
+SGLANG_SCHEMES_1202B = SESSION_1202B / "sglang-schemes"
+
+
+def _depth_records_of_both_engines() -> pl.DataFrame:
+    records = pl.read_parquet(DEPTH_1203E / "results" / "records.parquet")
+    assert records.height == 32 and (records["status"] == "measured").all()
+    return records
+
+
+def test_1203e_config_is_the_preregistered_one():
+    name = "h200-schemes-depth.yaml"
+    assert (DEPTH_1203E / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+
+
+def test_1203e_depth_is_whole_on_both_engines_and_the_sglang_table_is_the_records():
+    df, checks = _verdict(DEPTH_1203E, "h200-schemes-depth.yaml", cells_also_in=(DEPTH_1203D,))
+    assert df.height == 32 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    sglang = df.filter(pl.col("engine") == "sglang")
+    assert sglang.height == 16 and set(sglang["engine_version"]) == {"0.5.17"}
+    assert sglang["gpu_uuid"].n_unique() == 1 and sglang["gpu_uuid"][0] != df.filter(pl.col("engine") == "vllm")[
+        "gpu_uuid"
+    ][0]
+    assert sglang["engine_instance"].n_unique() == 8  # SGLang reads its simulated L at start: one start per L
+    # the committed table holds only this session's cells; the analysis read both sessions' (every vLLM record too)
+    assert {p.parent.name for p in (DEPTH_1203E / "results" / "cells").glob("*/*.parquet")} == set(
+        sglang["campaign_id"]
+    )
+    points = sglang.filter(pl.col("role") == "point")
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert checks.filter(pl.col("check") == "baseline_drift")["status"].to_list() == ["pass"] * 4
+    committed = (DEPTH_1203E / "results" / "checks.md").read_text()
+    assert "0 fail, 6 flag, 78 pass, 24 not_applicable" in committed and "not measured" not in committed
+    for engine in ("sglang", "vllm"):
+        assert f"| flag | model_residual | {engine}-qwen3_8b-closed-b32-random-s0-cg1 |" in committed
+    for b in (1, 32):
+        _assert_family_table(SESSION_1203E, sglang.filter(pl.col("batch_size") == b), f"| {b} ")
+    curves = pl.read_parquet(DEPTH_1203E / "results" / "curves.parquet").filter(pl.col("engine") == "sglang")
+    assert curves.height == 12
+    for r in curves.iter_rows(named=True):  # the pipeline's ratios are the README's
+        line = _readme_line_in(SESSION_1203E, f"| {r['batch_size']} | {r['cell_name']} |")
+        assert f"| {r['energy_ratio']:.3f} |" in line
+
+
+def test_1203e_engine_table_eagle3_gap_at_b1_and_dflash_at_the_cap_at_b32():
+    ratios = _ratios_over_mean_baseline(_depth_records_of_both_engines().filter(pl.col("engine") == "vllm"))
+    ratios_sglang = _ratios_over_mean_baseline(_depth_records_of_both_engines().filter(pl.col("engine") == "sglang"))
+    rows = 0
+    for (b, cell), (rv, v) in sorted(ratios.items()):
+        if v["role"] != "point":
+            continue
+        rs, s = ratios_sglang[(b, cell)]
+        gap = f"{rs / rv - 1:+.1%}".replace("%", " %").replace("-", "−")
+        prefix = f"| {b} | {cell} | {rv:.3f} |"
+        assert _readme_line_in(SESSION_1203E, prefix) == (
+            f"{prefix} {rs:.3f} | {gap} | {v['round_time_ms']:.2f} / {s['round_time_ms']:.2f} "
+            f"| {v['mean_power_w']:.0f} / {s['mean_power_w']:.0f} |"
+        )
+        rows += 1
+        if b == 1 and cell.startswith("eagle3"):
+            assert -0.125 < rs / rv - 1 < -0.09, cell  # "9–12 % below vLLM's at every L"
+        if b == 32 and cell.startswith("dflash"):
+            # both at the cap: the absolute energy agrees across engines and boards, the baselines make the gap
+            assert abs(s["mj_per_committed_token"] / v["mj_per_committed_token"] - 1) < 0.0013, cell
+            assert abs(s["round_time_ms"] / v["round_time_ms"] - 1) < 0.005, cell
+            base_v = v["mj_per_committed_token"] / rv
+            base_s = s["mj_per_committed_token"] / rs
+            assert abs((rs / rv) / (base_v / base_s) - 1) < 0.002, cell
+    assert rows == 12
+
+
+def test_1203e_sglang_b1_reproduces_2026_12_02b_on_another_board_while_the_baseline_moves_12_percent():
+    there = _ratios_over_mean_baseline(pl.read_parquet(SGLANG_SCHEMES_1202B / "results" / "records.parquet"))
+    here = _ratios_over_mean_baseline(_depth_records_of_both_engines().filter(pl.col("engine") == "sglang"))
+    shared = sorted(k[1] for k in there if k in here and k[1].startswith(("eagle3", "dflash")))
+    assert shared == ["dflash--mv1", "dflash--mv16", "eagle3--mv1", "eagle3--mv4"]
+    for cell in shared:
+        (r1, a), (r2, b) = there[(1, cell)], here[(1, cell)]
+        assert a["gpu_uuid"] != b["gpu_uuid"] and a["engine_version"] == b["engine_version"] == "0.5.17"
+        assert abs(r2 / r1 - 1) < 0.027, cell  # "each moved by at most 2.6 %"
+        shift = f"{r2 / r1 - 1:+.1%}".replace("%", " %").replace("-", "−")
+        assert _readme_line_in(SESSION_1203E, f"| {cell} | {r1:.3f} |") == (
+            f"| {cell} | {r1:.3f} | {r2:.3f} | {shift} | {a['round_time_ms']:.2f} → {b['round_time_ms']:.2f} |"
+        )
+    bases = {
+        name: df.filter(pl.col("role") != "point", pl.col("batch_size") == 1)
+        for name, df in (
+            ("there", pl.read_parquet(SGLANG_SCHEMES_1202B / "results" / "records.parquet")),
+            ("here", _depth_records_of_both_engines().filter(pl.col("engine") == "sglang")),
+        )
+    }
+    mj = {k: v["mj_per_committed_token"].mean() for k, v in bases.items()}
+    watts = {k: v["mean_power_w"].mean() for k, v in bases.items()}
+    tps = {k: v["tokens_per_s"].mean() for k, v in bases.items()}
+    readme = " ".join((SESSION_1203E / "README.md").read_text().split())
+    assert f"drew {mj['here']:.1f} mJ/token here against {mj['there']:.1f} on GPU-e4cfbcb3 (−12.2 %)" in readme
+    assert round(100 * (mj["here"] / mj["there"] - 1), 1) == -12.2
+    assert f"({tps['here']:.1f} and {tps['there']:.1f} tokens/s): {watts['here']:.0f} W here, {watts['there']:.0f} W" in (
+        readme
+    )
+
+
+def test_1203e_b32_dflash_windows_ran_at_the_cap_on_both_engines_and_the_baselines_did_not():
+    """The README's power-cap paragraph, by the analysis' definition of a window's cap share and clock (ADR 0230)."""
+    seen = {}
+    for folder in (DEPTH_1203D, DEPTH_1203E):
+        paths = sorted((folder / "results" / "timelines").glob("*-b32-*/*.parquet"))
+        for path, r in zip(paths, window_activity.of_timelines(paths).iter_rows(named=True), strict=True):
+            seen[(path.parent.name.split("-")[0], path.stem)] = (
+                r["window_power_capped_share"],
+                r["window_sm_clock_median_mhz"],
+            )
+    assert len(seen) == 16
+    for (engine, cell), (capped, clock) in seen.items():
+        if cell.startswith("dflash"):
+            expected = (1_800, 1_800) if engine == "vllm" else (1_815, 1_830)
+            assert capped == 1.0 and expected[0] <= clock <= expected[1], (engine, cell)
+        elif cell.startswith("baseline"):
+            assert 0.1 < capped < 0.3 and clock == 1_980, (engine, cell)
+        elif engine == "sglang":  # EAGLE3 on SGLang: partly capped
+            assert 0.2 < capped < 0.8 and 1_965 <= clock <= 1_980, cell
+        else:
+            assert capped == 1.0 and 1_845 <= clock <= 1_875, cell
+    sglang_dflash = [seen[("sglang", c)][1] for c in ("dflash--mv1", "dflash--mv8", "dflash--mv16")]
+    readme = " ".join((SESSION_1203E / "README.md").read_text().split())
+    assert f"{min(sglang_dflash):,.0f}–{max(sglang_dflash):,.0f} MHz here" in readme
+    shares = [seen[("sglang", c)][0] for c in ("eagle3--mv1", "eagle3--mv3", "eagle3--mv4")]
+    assert f"were capped in {100 * min(shares):.0f}–{100 * max(shares):.0f} % of samples" in readme
+
+
+def test_1203e_b32_rounds_read_as_decode_plus_admissions():
+    """The README's linear reading: round ms = a + b · (B · L / 512) over each arm's three L."""
+    import numpy as np
+
+    records = _depth_records_of_both_engines().filter(pl.col("batch_size") == 32, pl.col("role") == "point")
+    slopes = []
+    for engine, label in (("sglang", "SGLang"), ("vllm", "vLLM")):
+        for method, arm in (("dflash", "DFlash"), ("eagle3", "EAGLE3")):
+            arm_rows = records.filter(pl.col("engine") == engine, pl.col("method") == method)
+            admitted = arm_rows["realized_L"].to_numpy() * 32 / arm_rows["output_len"].to_numpy()
+            slope, intercept = np.polyfit(admitted, arm_rows["round_time_ms"].to_numpy(), 1)
+            assert _readme_line_in(SESSION_1203E, f"| {label} | {arm} |") == (
+                f"| {label} | {arm} | {intercept:.2f} | {slope:.2f} |"
+            )
+            slopes.append(slope)
+    assert max(slopes) / min(slopes) - 1 < 0.031  # "the four b agree within 3 %"
+
+
+def test_1203e_sglang_dflash_round_at_b32_without_the_admission_round():
+    """The README's round table: this session's profile (ADR 0232's analysis) beside 2026-12-02b's B = 1 DFlash
+    re-summarized without its admission round."""
+    here = pl.read_parquet(SESSION_1203E / "rounds" / "rounds.parquet").row(0, named=True)
+    assert (here["engine"], here["scheme"], here["batch_size"], here["configured_L"]) == ("sglang", "dflash", 32, 16.0)
+    assert here["rounds_profiled"] == 24  # 2 batches of 12: the admission interval between them is not a round
+    b1 = rounds_analysis.resummarize(SESSION_1202B / "rounds").filter(pl.col("scheme") == "dflash").row(0, named=True)
+    assert b1["rounds_profiled"] == 24 and b1["admission_rows_dropped"] == 1
+    for label, key, fmt in (
+        ("draft GPU ms (one block pass)", "draft_ms_per_round", "{:.2f}"),
+        ("verify GPU ms (B × 16 tokens)", "verify_ms_per_round", "{:.2f}"),
+        ("other GPU ms", "other_gpu_ms_per_round", "{:.2f}"),
+        ("host ms outside GPU work (profiled)", "host_ms_per_round", "{:.2f}"),
+    ):
+        assert _readme_line_in(SESSION_1203E, f"| {label} |") == (
+            f"| {label} | {fmt.format(here[key])} | {fmt.format(b1[key])} |"
+        )
+    assert _readme_line_in(SESSION_1203E, "| round, profiled / unprofiled ms |") == (
+        f"| round, profiled / unprofiled ms | {here['round_ms_profiled']:.2f} / {here['round_ms_unprofiled']:.2f} "
+        f"| {b1['round_ms_profiled']:.2f} / {b1['round_ms_unprofiled']:.2f} |"
+    )
+    assert _readme_line_in(SESSION_1203E, "| GPU busy, profiled / NVML unprofiled |") == (
+        f"| GPU busy, profiled / NVML unprofiled | {100 * here['gpu_busy_fraction']:.0f} % / "
+        f"{100 * here['nvml_util_unprofiled']:.0f} % | {100 * b1['gpu_busy_fraction']:.0f} % / "
+        f"{100 * b1['nvml_util_unprofiled']:.0f} % |"
+    )
+    readme = " ".join((SESSION_1203E / "README.md").read_text().split())
+    gpu_ms = here["draft_ms_per_round"] + here["verify_ms_per_round"] + here["other_gpu_ms_per_round"]
+    assert f"{gpu_ms:.1f} ms of kernels in a {here['round_ms_profiled']:.1f} ms profiled round" in readme
+    ratio = here["verify_ms_per_round"] / b1["verify_ms_per_round"]
+    assert f"Verifying 512 tokens costs {ratio:.1f} × what 16 cost at B = 1" in readme
+    (folder,) = sorted((SESSION_1203E / "rounds").glob("*/*"))
+    row, _ = rounds_analysis.analyze_profile(folder)  # the committed trimmed trace still reads
+    assert row["rounds_profiled"] == 3 and row["draft_ms_per_round"] > 0
+
+
+@pytest.mark.parametrize("session", ["session-2026-12-02b", "session-2026-12-03b"])
+def test_sglang_round_tables_written_before_adr_0232_have_addenda_with_the_admission_round_out(session):
+    folder = ROOT / "validation" / "h200-2026-12" / session
+    committed = pl.read_parquet(folder / "rounds" / "rounds.parquet")
+    fixed = rounds_analysis.resummarize(folder / "rounds")
+    readme = " ".join((folder / "README.md").read_text().split())
+    assert "Addendum (2026-12-03e, ADR 0232)" in readme
+    for old, new in zip(committed.iter_rows(named=True), fixed.iter_rows(named=True), strict=True):
+        assert old["rounds_profiled"] == 25 and new["rounds_profiled"] == 24 and new["admission_rows_dropped"] == 1
+        assert new["round_ms_profiled"] < old["round_ms_profiled"] and new["host_ms_per_round"] < old["host_ms_per_round"]
+        quoted = f"{new['round_ms_profiled']:.2f} / {new['round_ms_unprofiled']:.2f}"
+        assert quoted in readme, (session, new["scheme"], quoted)
+        assert f"{new['host_ms_per_round']:.2f}" in readme or f"host {new['host_ms_per_round']:.2f} ms" in readme
+    if session == "session-2026-12-02b":
+        e, d = (fixed.filter(pl.col("scheme") == s).row(0, named=True) for s in ("eagle3", "dflash"))
+        assert _readme_line_in(folder, "| host ms outside GPU work (profiled) |") == (
+            f"| host ms outside GPU work (profiled) | {e['host_ms_per_round']:.2f} | {d['host_ms_per_round']:.2f} |"
+        )
+        assert f"the profiler's tax on the EAGLE3 round is {e['profiler_inflation']:.2f} ×" in readme
+    else:
+        (r,) = fixed.iter_rows(named=True)
+        assert f"GPU busy {100 * r['gpu_busy_fraction']:.0f} % profiled" in readme
+        assert f"({r['profiler_inflation']:.2f} ×)" in readme
