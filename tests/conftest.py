@@ -45,7 +45,7 @@ def _scope_of_file(path: str) -> str:
     return path
 
 
-# The longest scopes of the engine phase, handed out first (longest first keeps the last worker from starting a long
+# The longest scopes of each phase, handed out first (longest first keeps the last worker from starting a long
 # scope while the other sits idle): wall seconds of each on two workers here, waits for the slot included (ADR 0220:
 # `pytest -n 2 --dist loadfile -m engine --durations=0`, 2026-12-03). `make test` runs the SLURM test in the SLURM
 # process instead (ADR 0220); a hand-run `-m engine` still starts it first. Scopes not listed follow in xdist's order.
@@ -55,6 +55,13 @@ LONGEST_SCOPES_S = {
     "tests/test_real_acceptance_e2e.py": 166,
     "tests/test_faults.py": 162,
     "tests/test_loop_cpu.py": 128,
+    # Phase 1's longest files (no engine test in them, so phase 2 never sees them; ADR 0231: `pytest -n 2 --dist
+    # loadfile -m "not engine and not slurm"`, 2026-12-03, load 2-3). xdist hands out files with the most tests first,
+    # which left the one-test fuzz file for the end of a worker.
+    "tests/test_figures.py": 75,
+    "tests/test_config_fuzz.py": 48,
+    "tests/test_measured_scope.py": 47,
+    "tests/test_planning.py": 39,
 }
 
 

@@ -427,8 +427,19 @@ TINY_DRAFTERS = {  # the published layouts above, at the tiny target's width
 }
 
 
+@pytest.fixture
+def vllm_inspects_models_in_process(monkeypatch):
+    """vLLM inspects each model class it meets (what the class supports) in a fresh interpreter, only to keep CUDA
+    out of the caller (registry.py ``_run_in_subprocess``): one more vLLM import per architecture, six here, most
+    of this test's time. A CPU build has no CUDA to keep out, so the same inspection (vLLM's function, the real
+    classes) runs in this process (ADR 0231). The engine tests' starts keep vLLM's subprocess."""
+    from vllm.model_executor.models import registry
+
+    monkeypatch.setattr(registry, "_run_in_subprocess", lambda inspect: inspect())
+
+
 @pytest.mark.parametrize("method", SPECULATIVE)
-def test_vllm032_builds_the_speculative_config(method, tmp_path):
+def test_vllm032_builds_the_speculative_config(method, tmp_path, vllm_inspects_models_in_process):
     """``EngineArgs(**engine_kwargs).create_engine_config()`` of the installed vLLM: the method survives, k is
     ours, and the draft is what the scheme says — for mtp the *target*, rewritten by vLLM into its MTP draft."""
     from vllm.engine.arg_utils import EngineArgs
