@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 import yaml
@@ -1247,13 +1248,14 @@ def test_1203e_depth_is_whole_on_both_engines_and_the_sglang_table_is_the_record
 
 
 def test_1203e_engine_table_eagle3_gap_at_b1_and_dflash_at_the_cap_at_b32():
-    ratios = _ratios_over_mean_baseline(_depth_records_of_both_engines().filter(pl.col("engine") == "vllm"))
-    ratios_sglang = _ratios_over_mean_baseline(_depth_records_of_both_engines().filter(pl.col("engine") == "sglang"))
+    records = _depth_records_of_both_engines()
+    vllm_ratios = _ratios_over_mean_baseline(records.filter(pl.col("engine") == "vllm"))
+    sglang_ratios = _ratios_over_mean_baseline(records.filter(pl.col("engine") == "sglang"))
     rows = 0
-    for (b, cell), (rv, v) in sorted(ratios.items()):
+    for (b, cell), (rv, v) in sorted(vllm_ratios.items()):
         if v["role"] != "point":
             continue
-        rs, s = ratios_sglang[(b, cell)]
+        rs, s = sglang_ratios[(b, cell)]
         gap = f"{rs / rv - 1:+.1%}".replace("%", " %").replace("-", "−")
         prefix = f"| {b} | {cell} | {rv:.3f} |"
         assert _readme_line_in(SESSION_1203E, prefix) == (
@@ -1334,8 +1336,6 @@ def test_1203e_b32_dflash_windows_ran_at_the_cap_on_both_engines_and_the_baselin
 
 def test_1203e_b32_rounds_read_as_decode_plus_admissions():
     """The README's linear reading: round ms = a + b · (B · L / 512) over each arm's three L."""
-    import numpy as np
-
     records = _depth_records_of_both_engines().filter(pl.col("batch_size") == 32, pl.col("role") == "point")
     slopes = []
     for engine, label in (("sglang", "SGLang"), ("vllm", "vLLM")):
