@@ -102,21 +102,32 @@ def test_gemma_eagle3_on_sglang_is_unsupported_with_each_configs_reason(table):
 
 
 def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
-    """After 2026-12-03b every (target, scheme) SGLang row of the shipped configs is measured or unsupported, but
-    gemma-4's multimodal shape, pre-registered after that session (ADR 0225): not run, which is the honest state."""
+    """Since 2026-12-03f (gemma-4's multimodal shape, ADR 0225) every (target, scheme) SGLang row of the shipped
+    configs is measured or unsupported: none is left not run."""
     sglang = table.filter(pl.col("engine") == "sglang")
-    gemma_mm = C("target_model") == "config/models/gemma-4-26b-a4b-mm"
-    assert sglang.filter(gemma_mm).select("method", "status", "target_family").rows() == [
-        ("eagle3", coverage.NOT_RUN, "gqa_sliding")
-    ]
-    assert set(sglang.filter(~gemma_mm)["status"]) <= {
-        coverage.MEASURED,
-        coverage.UNSUPPORTED,
-        coverage.UNSUPPORTED_PLAN,
-    }
-    for target, method in (("mimo-7b", "mtp"), ("qwen3-30b-a3b", "eagle3"), ("glm-4.7-flash", "eagle3")):
+    assert set(sglang["status"]) <= {coverage.MEASURED, coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN}
+    for target, method in (
+        ("mimo-7b", "mtp"),
+        ("qwen3-30b-a3b", "eagle3"),
+        ("glm-4.7-flash", "eagle3"),
+        ("gemma-4-26b-a4b-mm", "eagle3"),
+        ("qwen3.6-35b-a3b", "mtp"),
+    ):
         got = row(table, target, "sglang", method)
         assert got["status"] == coverage.MEASURED and got["b1_lmin_L"] == 1 and got["b1_lmax_L"] == 4, got
+    assert row(table, "gemma-4-26b-a4b-mm", "sglang", "eagle3")["target_family"] == "gqa_sliding"
+
+
+def test_qwen36_on_sglang_is_whole_since_2026_12_03f_and_two_of_its_points_ran_on_two_boards(table):
+    """2026-12-03 (GPU-3a0e409b, cut) measured MTP L = 1 and DFlash L = 16; 2026-12-03f (GPU-be9eea70) the whole
+    family: those two points read as two runs on two boards, the new ones (MTP L = 4, DFlash L = 1) as one."""
+    mtp = row(table, "qwen3.6-35b-a3b", "sglang", "mtp")
+    dflash = row(table, "qwen3.6-35b-a3b", "sglang", "dflash")
+    assert mtp["target_family"] == dflash["target_family"] == "gated_deltanet"
+    assert (dflash["status"], dflash["b1_lmin_L"], dflash["b1_lmax_L"]) == (coverage.MEASURED, 1, 16)
+    assert (mtp["b1_lmin_n"], mtp["b1_lmin_boards"], mtp["b1_lmax_n"]) == (2, 2, 1)
+    assert (dflash["b1_lmin_n"], dflash["b1_lmax_n"], dflash["b1_lmax_boards"]) == (1, 2, 2)
+    assert "L=4: 0.625 (n=1)" in mtp["ratio_b1"] and "L=1: 1.85 (n=1)" in dflash["ratio_b1"]
 
 
 def test_gemma_eagle3_on_vllm_is_measured_although_an_earlier_attempt_failed(table, records):

@@ -1409,3 +1409,122 @@ def test_sglang_round_tables_written_before_adr_0232_have_addenda_with_the_admis
         (r,) = fixed.iter_rows(named=True)
         assert f"GPU busy {100 * r['gpu_busy_fraction']:.0f} % profiled" in readme
         assert f"({r['profiler_inflation']:.2f} ×)" in readme
+
+
+# --- session-2026-12-03f: SGLang Qwen3.6 whole, gemma-4's multimodal shape cut (issue 16) ---------------------------
+SESSION_1203F = ROOT / "validation" / "h200-2026-12" / "session-2026-12-03f"
+GDN_1203F = SESSION_1203F / "gdn-sglang"
+GEMMA_MM_1203F = SESSION_1203F / "gemma4-mm"
+GEMMA_1202D = SESSION_1202D / "gemma4"
+
+
+@pytest.mark.parametrize(
+    ("folder", "name"),
+    [(GDN_1203F, "h200-schemes-sglang-families.yaml"), (GEMMA_MM_1203F, "h200-schemes-sglang-gemma4-mm.yaml")],
+)
+def test_1203f_configs_are_the_preregistered_ones(folder, name):
+    assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+
+
+def test_1203f_qwen36_on_sglang_is_whole_and_the_readme_table_is_the_records():
+    df, checks = _verdict(GDN_1203F, "h200-schemes-sglang-families.yaml")
+    measured = df.filter(pl.col("status") == "measured")
+    assert measured.height == 6 and set(measured["model_pair"]) == {"qwen36_35b_a3b"}
+    assert set(df.filter(pl.col("status") == "unsupported")["cell_name"]) == {"eagle3--mv1", "eagle3--mv4"}
+    assert measured["gpu_uuid"].unique().to_list() == ["GPU-be9eea70-478a-2e33-3b35-2ba5022e18fa"]
+    assert set(measured["engine_version"]) == {"0.5.17"} and (measured["energy_j"] > 0).all()
+    assert measured["engine_instance"].n_unique() == 6  # SGLang reads its simulated L at start
+    points = measured.filter(pl.col("role") == "point")
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    assert dict(points.select("method", "verify_width").unique().iter_rows()) == {"mtp": 4.0, "dflash": 16.0}
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    drift = checks.filter(pl.col("check") == "baseline_drift").row(0, named=True)
+    assert drift["status"] == "pass" and f"{100 * drift['value']:.2f} %" == "1.27 %"
+    committed = (GDN_1203F / "results" / "checks.md").read_text()
+    assert "0 fail, 1 flag, 20 pass, 6 not_applicable" in committed
+    assert "| flag | model_residual | sglang-qwen36_35b_a3b-closed-b1-random-s0-cg1 | dflash--mv16, dflash--mv1 |" in (
+        committed
+    )
+    _assert_family_table(SESSION_1203F, measured, "| Qwen3.6 ")
+    curves = pl.read_parquet(GDN_1203F / "results" / "curves.parquet")
+    assert curves.height == 4
+    for r in curves.iter_rows(named=True):  # the pipeline's ratios are the README's
+        assert f"| {r['energy_ratio']:.3f} |" in _readme_line_in(SESSION_1203F, f"| Qwen3.6 | {r['cell_name']} |")
+
+
+def test_1203f_qwen36_points_of_2026_12_03_on_another_board_against_each_opening_baseline():
+    campaign = pl.col("campaign_id") == "sglang-qwen36_35b_a3b-closed-b1-random-s0-cg1"
+    there = pl.read_parquet(SESSION_1203 / "gdn-sglang" / "results" / "records.parquet").filter(campaign)
+    here = pl.read_parquet(GDN_1203F / "results" / "records.parquet").filter(campaign)
+    base = {
+        name: df.filter(pl.col("cell_name") == "baseline--open")["mj_per_committed_token"][0]
+        for name, df in (("there", there), ("here", here))
+    }
+    for cell in ("dflash--mv16", "mtp--mv1"):
+        a = there.filter(pl.col("cell_name") == cell).row(0, named=True)
+        b = here.filter(pl.col("cell_name") == cell).row(0, named=True)
+        assert a["cell_id"] == b["cell_id"] and a["gpu_uuid"] != b["gpu_uuid"]
+        r1, r2 = a["mj_per_committed_token"] / base["there"], b["mj_per_committed_token"] / base["here"]
+        shift = f"{r2 / r1 - 1:+.1%}".replace("%", " %").replace("-", "−")
+        assert _readme_line_in(SESSION_1203F, f"| {cell} | {r1:.3f} |") == (
+            f"| {cell} | {r1:.3f} | {r2:.3f} | {shift} | {a['mj_per_committed_token']:.1f} → "
+            f"{b['mj_per_committed_token']:.1f} | {a['round_time_ms']:.2f} → {b['round_time_ms']:.2f} |"
+        )
+    readme = " ".join((SESSION_1203F / "README.md").read_text().split())
+    assert f"drew {100 * (base['here'] / base['there'] - 1):.1f} % more energy per token here" in readme
+
+
+def test_1203f_gemma4_mm_starts_on_sglang_cut_before_its_closing_baseline():
+    df, checks = _verdict(GEMMA_MM_1203F, "h200-schemes-sglang-gemma4-mm.yaml")
+    assert df.height == 3 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    assert sorted(df["cell_name"]) == ["baseline--open", "eagle3--mv1", "eagle3--mv4"]
+    assert df["gpu_uuid"].unique().to_list() == ["GPU-9a9813cc-81d8-c6e6-4a00-3ea09b9d00ad"]
+    assert set(df["target_architecture"]) == {"Gemma4ForConditionalGeneration"}
+    assert set(df["target_family"]) == {"gqa_sliding"}
+    assert set(checks["status"]) <= {"pass", "not_applicable"}
+    assert checks.filter(pl.col("check") == "baseline_drift")["status"].to_list() == ["not_applicable"]
+    committed = (GEMMA_MM_1203F / "results" / "checks.md").read_text()
+    assert "0 fail, 0 flag, 20 pass, 7 not_applicable" in committed
+    assert "sglang-gemma4_26b_a4b_mm-closed-b1-random-s0-cg1: 1 not measured: baseline--close" in committed
+    _assert_family_table(SESSION_1203F, df, "| gemma-4-mm ")
+    # the cut closing start and machine 1's lost opening: markers and logs committed, no error in either log
+    results = GEMMA_MM_1203F / "results"
+    campaign = "sglang-gemma4_26b_a4b_mm-closed-b1-random-s0-cg1"
+    assert [p.name for p in (results / ".specjoule" / "attempts" / campaign).iterdir()] == [
+        "baseline--close.ae7f33c454f7"
+    ]
+    engines = results / "logs" / "engines" / "sglang-gemma4_26b_a4b_mm-closed-cg1"
+    closing = logtext.read_log(engines / "g03-closing-99880a281d71.log")
+    assert "window: 6 generation(s)" in closing and "Traceback" not in closing and "window: done" not in closing
+    lost = GEMMA_MM_1203F / "machine-1" / "results"
+    assert [p.name for p in (lost / ".specjoule" / "attempts" / campaign).iterdir()] == ["baseline--open.badc69307095"]
+    opening = logtext.read_log(
+        lost / "logs" / "engines" / "sglang-gemma4_26b_a4b_mm-closed-cg1" / "g00-opening-9dac1ba24180.log"
+    )
+    assert "engine: start (sglang, offline)" in opening and "Traceback" not in opening and "ready after" not in opening
+
+
+def test_1203f_gemma4_engine_gap_is_power_not_time():
+    """The README's comparison with vLLM's gemma-4 EAGLE3 (2026-12-02d, the text shape): time ratios alike, the
+    speculative arms' power against their baseline's opposite in sign."""
+    vllm = pl.read_parquet(GEMMA_1202D / "results" / "records.parquet").filter(
+        pl.col("model_pair") == "gemma4_26b_a4b", pl.col("batch_size") == 1
+    )
+    sglang = pl.read_parquet(GEMMA_MM_1203F / "results" / "records.parquet")
+    readme = " ".join((SESSION_1203F / "README.md").read_text().split())
+    quoted = {}
+    for name, df in (("vllm", vllm), ("sglang", sglang)):
+        base = df.filter(pl.col("role") != "point")
+        tps, watts = base["tokens_per_s"].mean(), base["mean_power_w"].mean()
+        arm = {c: df.filter(pl.col("cell_name") == c).row(0, named=True) for c in ("eagle3--mv1", "eagle3--mv4")}
+        time = [tps / arm[c]["tokens_per_s"] for c in arm]
+        power = [arm[c]["mean_power_w"] / watts - 1 for c in arm]
+        quoted[name] = (time, power, watts, [arm[c]["mean_power_w"] for c in arm])
+    (tv, pv, wv, av), (ts, ps, ws, as_) = quoted["vllm"], quoted["sglang"]
+    assert "2.21 and 0.555 there, 2.15 and 0.573 here" in readme
+    assert [f"{x:.2f}" for x in tv] == ["2.21", "0.56"] and f"{tv[1]:.3f}" == "0.555"
+    assert [f"{x:.2f}" for x in ts] == ["2.15", "0.57"] and f"{ts[1]:.3f}" == "0.573"
+    assert all(-0.12 < p < -0.10 for p in ps) and all(0.04 < p < 0.075 for p in pv)  # "10–12 % less", "4–7 % more"
+    assert "drew 10–12 % less power than its baseline" in readme and "vLLM's drew 4–7 % more" in readme
+    assert f"({as_[0]:.0f} and {as_[1]:.0f} W against {ws:.0f} W)" in readme
+    assert f"({av[0]:.0f} and {av[1]:.0f} W against {wv:.0f} W)" in readme
