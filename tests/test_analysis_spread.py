@@ -463,6 +463,31 @@ def test_compare_evidence_on_the_committed_h200_sessions(capsys):
     assert "does NOT reproduce" in out and "-18.3%" in out
 
 
+def test_an_evidence_folder_whose_results_is_a_symlink_reads_its_records(tmp_path):
+    """A session folder often links ``results`` to the run's tree: the records behind the link are found, once,
+    and a link back up the tree does not loop."""
+    run = EVIDENCE / "session-2026-12-01b" / "results"
+    session = tmp_path / "session"
+    session.mkdir()
+    (session / "results").symlink_to(run, target_is_directory=True)
+    (session / "loop").symlink_to(session, target_is_directory=True)
+    direct = evidence.record_files(run / "cells")
+    assert len(direct) >= 6
+    linked = evidence.record_files(session)
+    assert sorted(f.relative_to(session / "results") for f in linked if "loop" not in f.parts) == sorted(
+        f.relative_to(run) for f in direct
+    )
+    assert len(linked) == len(direct)  # the loop adds nothing: each real folder once
+    # a committed marked/ link to a sibling run: its records are read under their real path, not the link's
+    marked = EVIDENCE / "session-2026-11-30c"
+    assert (marked / "marked" / "results" / "cells").is_symlink()
+    files = evidence.record_files(marked)
+    assert files and not [f for f in files if "marked" in f.relative_to(marked).parts]
+    table = compare_evidence.compare_sources(run / "cells", session)  # a run against itself, through the link
+    assert table.height == 12 and set(table["engine"]) == {"vllm", "sglang"}  # both engines of that run
+    assert table["reproduces"].all() and (table["shift"].abs() < 1e-12).all()
+
+
 def test_a_field_one_side_never_recorded_is_said_but_does_not_block_the_verdict(capsys):
     """MTP on MiMo-7B on two boards (sessions 2026-12-01d and 2026-12-02b): the older records predate the
     engine_config field fuse_allreduce_rms (ADR 0155), the newer say false. Not a difference (ADR 0181): judged."""

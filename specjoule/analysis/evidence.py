@@ -15,6 +15,7 @@ its own id.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -131,6 +132,26 @@ def measure_key(df: pl.DataFrame) -> pl.Expr:
     return pl.concat_str([_key_text(df, c) for c in MEASURED_KEY], separator="|").alias("measure_key")
 
 
+def _parquet_files(folder: Path) -> list[Path]:
+    """Every ``*.parquet`` under ``folder``, through symlinked folders too (a session folder whose ``results`` links
+    to a run's tree; ``Path.rglob`` does not follow links before Python 3.13). Each real folder is read once, under
+    its own path when the tree holds it (the real tree first, then links to anything not seen yet), so a ``marked/``
+    link to a sibling folder or a link back up the tree adds nothing."""
+    seen: set[str] = set()
+    found: list[Path] = []
+    pending = [folder]
+    while pending:
+        for here, dirs, files in os.walk(pending.pop(0)):  # links are listed in dirs, not entered
+            if os.path.realpath(here) in seen:
+                dirs.clear()
+                continue
+            seen.add(os.path.realpath(here))
+            dirs.sort()
+            pending += [Path(here) / d for d in dirs if os.path.islink(os.path.join(here, d))]
+            found += [Path(here) / f for f in sorted(files) if f.endswith(".parquet")]
+    return found
+
+
 def record_files(source: str | Path) -> list[Path]:
     """The record files of one evidence source (see module doc); an error names a source with none."""
     p = Path(source)
@@ -138,7 +159,7 @@ def record_files(source: str | Path) -> list[Path]:
         return [p]
     if not p.is_dir():
         raise AnalysisError(f"evidence {source}: no such file or folder")
-    every = sorted(f for f in p.rglob("*.parquet") if not f.name.startswith("."))
+    every = sorted(f for f in _parquet_files(p) if not f.name.startswith("."))
     cells = [f for f in every if p.name == "cells" or "cells" in f.relative_to(p).parts[:-1]]
     if cells:
         return cells
