@@ -67,7 +67,7 @@ lint: venv
 	$(LINT_STEPS)
 
 # The tiers (issue 22). FAST (make test-fast) has no engine, SLURM or browser; it runs on TEST_WORKERS processes
-# (pytest-xdist, tests handed out one by one: 121 s on two workers against 244 s in one process here).
+# (pytest-xdist, tests handed out one by one; its times, and how much this host moves them, in the README).
 # `make test` runs in two phases, with the SLURM tests in a process of their own beside both (ADR 0218, 0220). Phase 1:
 # every test that starts no engine (FAST, the browser) on TEST_WORKERS processes, one file per worker (--dist
 # loadfile). Phase 2: the tests that start real engines, on TEST_WORKERS processes too (ADR 0198): an engine start is
@@ -102,7 +102,8 @@ test: venv system-deps
 	cat $$slurm_log; rm -rf $$slurm_log $$slot.gate $$slot.lock $$slot.vllm-cache; \
 	exit $$status
 
-# No engine, no SLURM, no browser: under 2 minutes here.
+# No engine, no SLURM, no browser: its pytest took 111.5 s here on 2026-12-02 and 180-253 s on 2026-12-03, the
+# 2026-12-02 tree too (178-239 s): the host varies (README).
 test-fast: venv lint
 	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) -m "$(FAST)" --durations=10
 
