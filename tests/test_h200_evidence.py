@@ -1439,7 +1439,8 @@ def test_1203f_qwen36_on_sglang_is_whole_and_the_readme_table_is_the_records():
     assert dict(points.select("method", "verify_width").unique().iter_rows()) == {"mtp": 4.0, "dflash": 16.0}
     assert checks.filter(pl.col("status") == "fail").height == 0
     drift = checks.filter(pl.col("check") == "baseline_drift").row(0, named=True)
-    assert drift["status"] == "pass" and f"{100 * drift['value']:.2f} %" == "1.27 %"
+    assert drift["status"] == "pass"
+    assert f"`baseline_drift` {100 * drift['value']:.2f} %" in " ".join((SESSION_1203F / "README.md").read_text().split())
     committed = (GDN_1203F / "results" / "checks.md").read_text()
     assert "0 fail, 1 flag, 20 pass, 6 not_applicable" in committed
     assert "| flag | model_residual | sglang-qwen36_35b_a3b-closed-b1-random-s0-cg1 | dflash--mv16, dflash--mv1 |" in (
@@ -1521,9 +1522,8 @@ def test_1203f_gemma4_engine_gap_is_power_not_time():
         power = [arm[c]["mean_power_w"] / watts - 1 for c in arm]
         quoted[name] = (time, power, watts, [arm[c]["mean_power_w"] for c in arm])
     (tv, pv, wv, av), (ts, ps, ws, as_) = quoted["vllm"], quoted["sglang"]
-    assert "2.21 and 0.555 there, 2.15 and 0.573 here" in readme
-    assert [f"{x:.2f}" for x in tv] == ["2.21", "0.56"] and f"{tv[1]:.3f}" == "0.555"
-    assert [f"{x:.2f}" for x in ts] == ["2.15", "0.57"] and f"{ts[1]:.3f}" == "0.573"
+    assert f"{tv[0]:.2f} and {tv[1]:.3f} there, {ts[0]:.2f} and {ts[1]:.3f} here" in readme
+    assert abs(ts[0] / tv[0] - 1) < 0.04 and abs(ts[1] / tv[1] - 1) < 0.04  # "alike on the two engines"
     assert all(-0.12 < p < -0.10 for p in ps) and all(0.04 < p < 0.075 for p in pv)  # "10–12 % less", "4–7 % more"
     assert "drew 10–12 % less power than its baseline" in readme and "vLLM's drew 4–7 % more" in readme
     assert f"({as_[0]:.0f} and {as_[1]:.0f} W against {ws:.0f} W)" in readme
