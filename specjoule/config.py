@@ -60,16 +60,62 @@ class ConfigError(ValueError):
 
 
 def _schema() -> dict:
-    """The schema (a copy: callers may not change the cached one). Read once per file version: parsing it is most
-    of a validation's time, and a plan validates and hashes several times (the fuzzer thousands)."""
+    """The schema, read once per file version and shared: parsing it is most of a validation's time, and a plan
+    validates and hashes several times (the fuzzer thousands). It is read-only (:class:`_FrozenDict`,
+    :class:`_FrozenList`): a caller that changes it gets a TypeError, never a schema changed for every later
+    validation; ``copy.deepcopy`` of any part gives plain, changeable dicts and lists (a filled-in default)."""
     stat = SCHEMA_PATH.stat()
-    return copy.deepcopy(_read_schema(str(SCHEMA_PATH), stat.st_mtime_ns, stat.st_size))
+    return _read_schema(str(SCHEMA_PATH), stat.st_mtime_ns, stat.st_size)
 
 
 @functools.lru_cache(maxsize=4)
 def _read_schema(path: str, mtime_ns: int, size: int) -> dict:
     with open(path) as fh:
-        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return _frozen(yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+
+
+def _read_only(self: Any, *args: Any, **kwargs: Any) -> Any:
+    raise TypeError("the config schema is shared and read-only (config._schema()); copy.deepcopy a part to change it")
+
+
+class _FrozenDict(dict):
+    """A dict that refuses every change: the cached schema's mappings. jsonschema and the code here read it as a
+    dict; a copy (``copy``, ``deepcopy``, ``dict(...)``, pickling) is a plain dict."""
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only
+
+    def __copy__(self) -> dict:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict) -> dict:
+        return {copy.deepcopy(k, memo): copy.deepcopy(v, memo) for k, v in self.items()}
+
+    def __reduce__(self) -> tuple:
+        return (dict, (dict(self),))
+
+
+class _FrozenList(list):
+    """A list that refuses every change: the cached schema's arrays (enums, defaults); a copy is a plain list."""
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+    append = clear = extend = insert = pop = remove = reverse = sort = _read_only
+
+    def __copy__(self) -> list:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict) -> list:
+        return [copy.deepcopy(v, memo) for v in self]
+
+    def __reduce__(self) -> tuple:
+        return (list, (list(self),))
+
+
+def _frozen(node: Any) -> Any:
+    if isinstance(node, dict):
+        return _FrozenDict((k, _frozen(v)) for k, v in node.items())
+    if isinstance(node, list):
+        return _FrozenList(_frozen(v) for v in node)
+    return node
 
 
 def _fill_defaults(instance: Any, schema: dict, root: dict, device: str | None = None) -> None:

@@ -193,3 +193,46 @@ def test_error_message_format():
     with pytest.raises(config.ConfigError) as info:
         config.validate(variant(batch_sizes=[-3]))
     assert re.fullmatch(r"config error at batch_sizes\[0\] = -3: .+", str(info.value))
+
+
+def test_every_validation_reads_one_schema_that_no_caller_can_change():
+    # The schema is read once and shared by every validation and hash (no copy per call: the fuzzer's thousands
+    # of plans spent a fifth of their time copying it). Sharing is safe only because it refuses every change.
+    from pathlib import Path
+
+    import yaml
+
+    schema = config._schema()
+    as_written = yaml.safe_load(config.SCHEMA_PATH.read_text())
+    shipped = [p for p in sorted(Path(config.REPO_ROOT, "config").glob("*.yaml")) if p.name != "schema.yaml"]
+    for raw in [*(config.read_yaml(p) for p in shipped), BASE]:
+        validated = config.validate(copy.deepcopy(raw))
+        config.config_hash(validated)
+        # a filled-in default is the config's own: plain, changeable, not the schema's object
+        for node in (validated, *validated.values()):
+            assert type(node) in (dict, list, str, int, float, bool, type(None)), type(node)
+        validated["report"]["tbt_targets_ms"].append(99)
+        validated["engine_options"]["vllm"] = {"changed": True}
+    with pytest.raises(config.ConfigError, match=r"batch_sizes\[0\] = -3"):
+        config.validate(variant(batch_sizes=[-3]))
+    assert config._schema() is schema and schema == as_written
+
+    report = schema["properties"]["report"]
+    changes = [
+        lambda: schema.__setitem__("title", "changed"),
+        lambda: schema["properties"].pop("device"),
+        lambda: schema["properties"]["device"].update(default="cuda"),
+        lambda: schema["$defs"].clear(),
+        lambda: report["properties"].setdefault("new", {}),
+        lambda: report["properties"]["tbt_targets_ms"]["default"].append(99),
+        lambda: report["properties"]["tbt_targets_ms"]["default"].__setitem__(0, 1),
+        lambda: schema["properties"]["engines"]["default"].extend(["sglang"]),
+    ]
+    for change in changes:
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    assert schema == as_written
+    # a deep copy is the caller's own, as before
+    mine = copy.deepcopy(schema)
+    mine["properties"]["report"]["properties"]["tbt_targets_ms"]["default"].append(99)
+    assert type(mine) is dict and schema == as_written

@@ -31,6 +31,7 @@ Everything else (checks, tables, configs, READMEs, traces, markers) is left as i
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import hashlib
 import json
@@ -265,10 +266,26 @@ def _is_parquet(p: Path) -> bool:
     return p.suffix == ".parquet" and not p.name.startswith(".")
 
 
-def plan_tables(paths: Sequence[Path], plan: Plan) -> None:
+def footer_shortfall(path: Path) -> str | None:
+    """What a Parquet file's footer shows that its committed form would not have (a record: the way
+    ``records.record_parquet`` writes it; another table: ``TABLE_PARQUET_OPTIONS``), or None. Reads only the
+    footer: a screen for the files worth planning, not a verdict (``slim_records.form_shortfall``)."""
+    from specjoule import records
     from tools import slim_records
 
-    for table in _files(paths, _is_parquet, plan.removals):
+    meta = slim_records.read_footer(path)  # a record's schema metadata (slim_records.is_record) is the footer's
+    record = slim_records.RECORD_KEY in (meta.metadata or {})
+    return slim_records.form_shortfall(meta, records.RECORD_PARQUET_OPTIONS if record else TABLE_PARQUET_OPTIONS)
+
+
+def _parquet_in(select: Callable[[Path], bool] | None) -> Callable[[Path], bool]:
+    return lambda p: _is_parquet(p) and (select is None or select(p))
+
+
+def plan_tables(paths: Sequence[Path], plan: Plan, select: Callable[[Path], bool] | None = None) -> None:
+    from tools import slim_records
+
+    for table in _files(paths, _parquet_in(select), plan.removals):
         if slim_records.is_record(table):
             continue  # records are written one way (records.record_parquet, ADR 0190): plan_records
         rewritten = slim_table_bytes(table)
@@ -276,12 +293,13 @@ def plan_tables(paths: Sequence[Path], plan: Plan) -> None:
             plan.writes[table] = rewritten
 
 
-def plan_records(paths: Sequence[Path], plan: Plan) -> None:
+def plan_records(paths: Sequence[Path], plan: Plan, select: Callable[[Path], bool] | None = None) -> None:
     """Each cell record in the form the runner writes now, where that is smaller (ADR 0190, 0221); every rewrite
     was read back equal to its original (``slim_records.slim_bytes``) when it was planned."""
     from tools import slim_records
 
-    for record in _files(paths, lambda p: _is_parquet(p) and slim_records.is_record(p), plan.removals):
+    parquet = _parquet_in(select)
+    for record in _files(paths, lambda p: parquet(p) and slim_records.is_record(p), plan.removals):
         try:
             original, rewritten = slim_records.slim_bytes(record)
         except slim_records.SlimError as exc:
@@ -322,23 +340,33 @@ def plan_figures(paths: Sequence[Path], plan: Plan) -> None:
             plan.removals.append(svg)
 
 
-def plan(paths: Sequence[Path], scripts_dir: Path = SCRIPTS_DIR) -> Plan:
+def plan(paths: Sequence[Path], scripts_dir: Path = SCRIPTS_DIR, parquet: Callable[[Path], bool] | None = None) -> Plan:
+    """Every step planned and checked; ``parquet``, where given, picks the Parquet files that are read and
+    rewritten in memory (the costly step: zstd -19 for tables), e.g. by :func:`footer_shortfall`; None: all."""
     for path in paths:
         if not path.exists():
             raise SlimError(f"{path}: no such file or directory")
+    if parquet is not None:
+        parquet = functools.cache(parquet)  # asked by the tables' step and the records'
     p = Plan()
     plan_figures(paths, p)
     plan_logs(paths, p)
     plan_reports(paths, p, scripts_dir)
-    plan_tables(paths, p)
-    plan_records(paths, p)
+    plan_tables(paths, p, parquet)
+    plan_records(paths, p, parquet)
     return p
 
 
-def slim(paths: Sequence[Path], *, check: bool = False, scripts_dir: Path = SCRIPTS_DIR) -> tuple[Plan, list[Path]]:
+def slim(
+    paths: Sequence[Path],
+    *,
+    check: bool = False,
+    scripts_dir: Path = SCRIPTS_DIR,
+    parquet: Callable[[Path], bool] | None = None,
+) -> tuple[Plan, list[Path]]:
     """Slim the evidence under ``paths`` (with ``check``, only plan it); returns the plan and the cell records
-    among its writes. Nothing is written unless every step was planned and checked."""
-    p = plan(paths, scripts_dir)
+    among its writes. Nothing is written unless every step was planned and checked. ``parquet``: :func:`plan`'s."""
+    p = plan(paths, scripts_dir, parquet)
     p.bytes_saved = p.saved()
     if not check:
         p.apply()

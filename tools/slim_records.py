@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -58,6 +59,39 @@ def record_files(paths: Iterable[Path]) -> Iterator[Path]:
             raise SlimError(f"{path}: not a cell record (no {RECORD_KEY.decode()} in its schema metadata)")
         else:
             yield path
+
+
+def read_footer(path: Path) -> pq.FileMetaData:
+    try:
+        return pq.read_metadata(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise SlimError(f"{path}: not readable as Parquet ({exc})") from exc
+
+
+def form_shortfall(meta: pq.FileMetaData, options: Mapping[str, Any]) -> str | None:
+    """How a Parquet file's footer (``read_footer``) shows it was written otherwise than
+    ``pq.write_table(..., **options)`` writes (a stored Arrow schema where ``store_schema`` is off, column
+    statistics, dictionary pages, another codec; pyarrow's defaults where ``options`` says nothing), or None. A
+    screen for the files worth rewriting in memory, not a verdict (the rewrite's is: only smaller counts)."""
+    codec = str(options.get("compression", "snappy")).upper()
+    if options.get("store_schema", True) is False and b"ARROW:schema" in (meta.metadata or {}):
+        return "it stores its Arrow schema"
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            column = group.column(c)
+            if column.compression != codec:
+                return f"column {column.path_in_schema} is {column.compression}, not {codec}"
+            if options.get("write_statistics", True) is False and column.is_stats_set:
+                return f"column {column.path_in_schema} has statistics"
+            if options.get("use_dictionary", True) is False and column.has_dictionary_page:
+                return f"column {column.path_in_schema} has a dictionary page"
+    return None
+
+
+def footer_shortfall(path: Path) -> str | None:
+    """:func:`form_shortfall` of a record against the one way records are written (``records.record_parquet``)."""
+    return form_shortfall(read_footer(path), records.RECORD_PARQUET_OPTIONS)
 
 
 def without_field_metadata(table: pa.Table) -> pa.Table:
