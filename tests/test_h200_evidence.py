@@ -1528,3 +1528,109 @@ def test_1203f_gemma4_engine_gap_is_power_not_time():
     assert "drew 10–12 % less power than its baseline" in readme and "vLLM's drew 4–7 % more" in readme
     assert f"({as_[0]:.0f} and {as_[1]:.0f} W against {ws:.0f} W)" in readme
     assert f"({av[0]:.0f} and {av[1]:.0f} W against {wv:.0f} W)" in readme
+
+
+# --- session-2026-12-03g: Qwen3-30B-A3B with graphs on, whole; graphs off lost with two machines (issue 16) --------
+SESSION_1203G = ROOT / "validation" / "h200-2026-12" / "session-2026-12-03g"
+CAPTURE_1203G = SESSION_1203G / "capture-moe"
+MOE_CG1 = "vllm-qwen3_30b_a3b-closed-b1-random-s0-cg1"
+
+
+def _readme_1203g() -> str:
+    return " ".join((SESSION_1203G / "README.md").read_text().split())
+
+
+def test_1203g_config_is_the_preregistered_one():
+    name = "h200-capture-bias.yaml"
+    assert (CAPTURE_1203G / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+
+
+def test_1203g_moe_graphs_on_is_whole_and_the_readme_table_is_the_records():
+    df, checks = _verdict(CAPTURE_1203G, "h200-capture-bias.yaml")
+    assert df.height == 4 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    assert set(df["campaign_id"]) == {MOE_CG1} and df["cuda_graphs"].to_list() == [True] * 4
+    assert df["gpu_uuid"].unique().to_list() == ["GPU-a8351c02-14ab-93a2-19f9-fc8c6d3383d5"]
+    points = df.filter(pl.col("role") == "point")
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    assert points["engine_instance"].n_unique() == 1  # one EAGLE3 engine, acceptance swapped in place
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    flagged = checks.filter(pl.col("status") == "flag")["check"].to_list()
+    assert flagged == ["engine_config_matched"]
+    drift = checks.filter(pl.col("check") == "baseline_drift").row(0, named=True)
+    assert drift["status"] == "pass" and f"`baseline_drift` {100 * drift['value']:.2f} %" in _readme_1203g()
+    committed = (CAPTURE_1203G / "results" / "checks.md").read_text()
+    assert "0 fail, 1 flag, 20 pass, 6 not_applicable" in committed
+    for family in ("qwen3_8b-closed-b1-random-s0-cg1", "qwen3_8b-closed-b1-random-s0-cg0", "qwen3_30b_a3b-closed-b1-random-s0-cg0"):
+        assert f"- vllm-{family}: 4 not measured" in committed
+    _assert_family_table(SESSION_1203G, df, "| Qwen3-30B-A3B ")
+    curves = pl.read_parquet(CAPTURE_1203G / "results" / "curves.parquet")
+    assert curves.height == 2
+    for r in curves.iter_rows(named=True):  # the pipeline's ratios are the README's
+        assert f"| {r['energy_ratio']:.3f} |" in _readme_line_in(SESSION_1203G, f"| Qwen3-30B-A3B | {r['cell_name']} |")
+    saving = 100 * (1 - curves.filter(pl.col("configured_L") == 4)["energy_ratio"][0])
+    assert f"with graphs on is {saving:.1f} % here" in _readme_1203g()
+
+
+def test_1203g_lost_starts_are_committed_without_an_error():
+    """Machine 2's graphs-off opening start and machine 1's EAGLE3 start, both cut by a released machine (ADR
+    0222): attempt markers and logs committed, each log stops inside the engine's start."""
+    cases = (
+        (CAPTURE_1203G, "vllm-qwen3_30b_a3b-closed-cg0", "g00-opening-07ef5f920ae2", "baseline--open.dd02d32f84a4"),
+        (SESSION_1203G / "machine-1", "vllm-qwen3_30b_a3b-closed-cg1", "g01-point-4fd76c5459f3", "eagle3--mv4.3fe2640f5dd6"),
+    )
+    for folder, family, group, marker in cases:
+        results = folder / "results"
+        campaign = family.replace("-closed-", "-closed-b1-random-s0-")
+        assert [p.name for p in (results / ".specjoule" / "attempts" / campaign).iterdir()] == [marker]
+        log = logtext.read_log(results / "logs" / "engines" / family / f"{group}.log")
+        assert "engine: start (vllm, offline)" in log and "Traceback" not in log and "ready after" not in log
+    cg0 = logtext.read_log(CAPTURE_1203G / "results" / "logs" / "engines" / cases[0][1] / f"{cases[0][2]}.log")
+    assert '"compilation_config": {"cudagraph_mode": "NONE"}' in cg0  # graphs off, torch.compile kept (ADR 0010)
+
+
+def test_1203g_against_2026_12_02_and_the_baseline_on_three_boards():
+    """The README's comparisons, from the records: the same four cells on 2026-12-02's board, and the opening
+    baseline on three boards at one time per token."""
+    here = pl.read_parquet(CAPTURE_1203G / "results" / "records.parquet")
+    there = pl.read_parquet(SESSION_1202 / "families" / "results" / "records.parquet").filter(
+        pl.col("campaign_id") == MOE_CG1
+    )
+    lost = aggregate.aggregate(sorted((SESSION_1203G / "machine-1" / "results" / "cells").glob("*/*.parquet")))
+    assert there.height == 4 and set(there["cell_name"]) == set(here["cell_name"])
+    readme = _readme_1203g()
+    # not the same cells: the engine's batch limits differ (there it also served B = 32), as the README says
+    assert not set(there["cell_id"]) & set(here["cell_id"])
+    for a, b in zip(there.sort("cell_name").iter_rows(named=True), here.sort("cell_name").iter_rows(named=True)):
+        ea, eb = json.loads(a["engine_config"]), json.loads(b["engine_config"])
+        differ = {k for k in ea.keys() | eb.keys() if ea.get(k) != eb.get(k)}
+        assert differ <= {"max_num_seqs", "max_num_batched_tokens", "max_num_scheduled_tokens",
+                          "max_cudagraph_capture_size", "cudagraph_capture_sizes"}, differ
+        assert f"`max_num_seqs` {ea['max_num_seqs']} and {ea['max_num_batched_tokens']} batched" in readme
+        assert f"here `max_num_seqs` {eb['max_num_seqs']}, {eb['max_num_batched_tokens']} tokens" in readme
+    ratios = {}
+    for name, df in (("there", there), ("here", here)):
+        base = df.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
+        cell = {r["cell_name"]: r for r in df.iter_rows(named=True)}
+        ratios[name] = [cell[c]["mj_per_committed_token"] / base for c in ("eagle3--mv1", "eagle3--mv4")]
+    assert f"EAGLE3 L = 1 {ratios['there'][0]:.3f} there, {ratios['here'][0]:.3f} here" in readme
+    assert f"L = 4 {ratios['there'][1]:.3f} there, {ratios['here'][1]:.3f} here" in readme
+
+    def mean_ms(df: pl.DataFrame, point: bool) -> float:
+        return df.filter((pl.col("role") == "point") == point)["round_time_ms"].mean()
+
+    step = [mean_ms(df, False) for df in (there, here)]
+    rnd = [mean_ms(df, True) for df in (there, here)]
+    assert f"same on both boards ({step[0]:.2f} and {step[1]:.2f} ms)" in readme
+    assert f"round is {100 * (1 - rnd[1] / rnd[0]):.0f} % shorter here ({rnd[0]:.2f} → {rnd[1]:.2f} ms" in readme
+    opening = {
+        name: df.filter(pl.col("cell_name") == "baseline--open").row(0, named=True)
+        for name, df in (("02", there), ("m1", lost), ("m2", here))
+    }
+    assert opening["m1"]["gpu_uuid"].startswith("GPU-bf6a7c95") and opening["m2"]["gpu_uuid"].startswith("GPU-a8351c02")
+    tpot = sorted(1000 * o["tpot_mean_s"] for o in opening.values())
+    assert f"({tpot[0]:.3f}–{tpot[-1]:.3f} ms)" in readme and tpot[-1] / tpot[0] < 1.005
+    mj = {k: o["mj_per_committed_token"] for k, o in opening.items()}
+    assert f"{mj['02']:.1f} mJ/token on GPU-98f2ec42" in readme
+    assert f"{mj['m1']:.1f} on GPU-bf6a7c95 (machine 1 here, {opening['m1']['mean_power_w']:.1f} W)" in readme
+    assert f"{mj['m2']:.1f} on GPU-a8351c02 (machine 2, {opening['m2']['mean_power_w']:.1f} W)" in readme
+    assert f"{100 * (mj['m1'] / mj['m2'] - 1):.1f} % apart between this session's two boards" in readme
