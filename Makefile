@@ -102,8 +102,7 @@ test: venv system-deps
 	cat $$slurm_log; rm -rf $$slurm_log $$slot.gate $$slot.lock $$slot.vllm-cache; \
 	exit $$status
 
-# No engine, no SLURM, no browser: its pytest took 111.5 s here on 2026-12-02 and 180-253 s on 2026-12-03, the
-# 2026-12-02 tree too (178-239 s): the host varies (README).
+# No engine, no SLURM, no browser. Its measured times, and how much this host moves them: README.
 test-fast: venv lint
 	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) -m "$(FAST)" --durations=10
 

@@ -474,6 +474,11 @@ def _readme_line_in(folder: Path, prefix: str) -> str:
     return next(ln for ln in (folder / "README.md").read_text().splitlines() if ln.startswith(prefix))
 
 
+def _readme_text(folder: Path) -> str:
+    """A session README with its line breaks and runs of spaces as single spaces: quoted phrases wrap anywhere."""
+    return " ".join((folder / "README.md").read_text().split())
+
+
 def test_1202c_config_is_the_preregistered_one():
     name = "h200-schemes-glm-mla.yaml"
     assert (SESSION_1202C / "glm-mla" / name).read_bytes() == (RUN_CONFIGS / name).read_bytes()
@@ -1042,7 +1047,7 @@ def test_1203c_dflash_cells_on_two_boards_share_the_engine_config_and_the_shift_
     assert abs(b_open["round_time_ms"] / base_there["round_time_ms"] - 1) < 0.02
     # the README's within-window table: SM activity over thirds of each window, by the analysis' one definition
     campaign = "vllm-qwen36_35b_a3b-closed-b1-random-s0-cg1"
-    said = " ".join((SESSION_1203C / "README.md").read_text().split())
+    said = _readme_text(SESSION_1203C)
     quoted = [
         (GDN_PINNED_1203C, "dflash--mv1", "% here"),
         (GDN_1202F, "dflash--mv1", "% on 2026-12-02f"),
@@ -1180,7 +1185,7 @@ def test_1203d_depth_at_b1_reproduces_2026_12_01d_on_another_board_within_one_pe
 
 def test_1203d_b32_speculative_windows_ran_at_the_power_cap_and_b1_at_full_clock():
     """The README's power-cap paragraph, by the analysis' definition of a window's cap share and clock (ADR 0230)."""
-    readme = " ".join((SESSION_1203D / "README.md").read_text().split())
+    readme = _readme_text(SESSION_1203D)
     assert "every speculative arm ran at the board's 700 W power cap" in readme
     paths = sorted((DEPTH_1203D / "results" / "timelines").glob("*/*.parquet"))
     b32_points = []
@@ -1298,7 +1303,7 @@ def test_1203e_sglang_b1_reproduces_2026_12_02b_on_another_board_while_the_basel
     mj = {k: v["mj_per_committed_token"].mean() for k, v in bases.items()}
     watts = {k: v["mean_power_w"].mean() for k, v in bases.items()}
     tps = {k: v["tokens_per_s"].mean() for k, v in bases.items()}
-    readme = " ".join((SESSION_1203E / "README.md").read_text().split())
+    readme = _readme_text(SESSION_1203E)
     assert f"drew {mj['here']:.1f} mJ/token here against {mj['there']:.1f} on GPU-e4cfbcb3 (−12.2 %)" in readme
     assert round(100 * (mj["here"] / mj["there"] - 1), 1) == -12.2
     assert f"({tps['here']:.1f} and {tps['there']:.1f} tokens/s): {watts['here']:.0f} W here, {watts['there']:.0f} W" in (
@@ -1328,7 +1333,7 @@ def test_1203e_b32_dflash_windows_ran_at_the_cap_on_both_engines_and_the_baselin
         else:
             assert capped == 1.0 and 1_845 <= clock <= 1_875, cell
     sglang_dflash = [seen[("sglang", c)][1] for c in ("dflash--mv1", "dflash--mv8", "dflash--mv16")]
-    readme = " ".join((SESSION_1203E / "README.md").read_text().split())
+    readme = _readme_text(SESSION_1203E)
     assert f"{min(sglang_dflash):,.0f}–{max(sglang_dflash):,.0f} MHz here" in readme
     shares = [seen[("sglang", c)][0] for c in ("eagle3--mv1", "eagle3--mv3", "eagle3--mv4")]
     assert f"were capped in {100 * min(shares):.0f}–{100 * max(shares):.0f} % of samples" in readme
@@ -1376,7 +1381,7 @@ def test_1203e_sglang_dflash_round_at_b32_without_the_admission_round():
         f"{100 * here['nvml_util_unprofiled']:.0f} % | {100 * b1['gpu_busy_fraction']:.0f} % / "
         f"{100 * b1['nvml_util_unprofiled']:.0f} % |"
     )
-    readme = " ".join((SESSION_1203E / "README.md").read_text().split())
+    readme = _readme_text(SESSION_1203E)
     gpu_ms = here["draft_ms_per_round"] + here["verify_ms_per_round"] + here["other_gpu_ms_per_round"]
     assert f"{gpu_ms:.1f} ms of kernels in a {here['round_ms_profiled']:.1f} ms profiled round" in readme
     ratio = here["verify_ms_per_round"] / b1["verify_ms_per_round"]
@@ -1391,7 +1396,7 @@ def test_sglang_round_tables_written_before_adr_0232_have_addenda_with_the_admis
     folder = ROOT / "validation" / "h200-2026-12" / session
     committed = pl.read_parquet(folder / "rounds" / "rounds.parquet")
     fixed = rounds_analysis.resummarize(folder / "rounds")
-    readme = " ".join((folder / "README.md").read_text().split())
+    readme = _readme_text(folder)
     assert "Addendum (2026-12-03e, ADR 0232)" in readme
     for old, new in zip(committed.iter_rows(named=True), fixed.iter_rows(named=True), strict=True):
         assert old["rounds_profiled"] == 25 and new["rounds_profiled"] == 24 and new["admission_rows_dropped"] == 1
@@ -1440,7 +1445,7 @@ def test_1203f_qwen36_on_sglang_is_whole_and_the_readme_table_is_the_records():
     assert checks.filter(pl.col("status") == "fail").height == 0
     drift = checks.filter(pl.col("check") == "baseline_drift").row(0, named=True)
     assert drift["status"] == "pass"
-    assert f"`baseline_drift` {100 * drift['value']:.2f} %" in " ".join((SESSION_1203F / "README.md").read_text().split())
+    assert f"`baseline_drift` {100 * drift['value']:.2f} %" in _readme_text(SESSION_1203F)
     committed = (GDN_1203F / "results" / "checks.md").read_text()
     assert "0 fail, 1 flag, 20 pass, 6 not_applicable" in committed
     assert "| flag | model_residual | sglang-qwen36_35b_a3b-closed-b1-random-s0-cg1 | dflash--mv16, dflash--mv1 |" in (
@@ -1471,7 +1476,7 @@ def test_1203f_qwen36_points_of_2026_12_03_on_another_board_against_each_opening
             f"| {cell} | {r1:.3f} | {r2:.3f} | {shift} | {a['mj_per_committed_token']:.1f} → "
             f"{b['mj_per_committed_token']:.1f} | {a['round_time_ms']:.2f} → {b['round_time_ms']:.2f} |"
         )
-    readme = " ".join((SESSION_1203F / "README.md").read_text().split())
+    readme = _readme_text(SESSION_1203F)
     assert f"drew {100 * (base['here'] / base['there'] - 1):.1f} % more energy per token here" in readme
 
 
@@ -1512,7 +1517,7 @@ def test_1203f_gemma4_engine_gap_is_power_not_time():
         pl.col("model_pair") == "gemma4_26b_a4b", pl.col("batch_size") == 1
     )
     sglang = pl.read_parquet(GEMMA_MM_1203F / "results" / "records.parquet")
-    readme = " ".join((SESSION_1203F / "README.md").read_text().split())
+    readme = _readme_text(SESSION_1203F)
     quoted = {}
     for name, df in (("vllm", vllm), ("sglang", sglang)):
         base = df.filter(pl.col("role") != "point")
@@ -1536,10 +1541,6 @@ CAPTURE_1203G = SESSION_1203G / "capture-moe"
 MOE_CG1 = "vllm-qwen3_30b_a3b-closed-b1-random-s0-cg1"
 
 
-def _readme_1203g() -> str:
-    return " ".join((SESSION_1203G / "README.md").read_text().split())
-
-
 def test_1203g_config_is_the_preregistered_one():
     name = "h200-capture-bias.yaml"
     assert (CAPTURE_1203G / name).read_bytes() == (ROOT / "config" / name).read_bytes()
@@ -1557,7 +1558,7 @@ def test_1203g_moe_graphs_on_is_whole_and_the_readme_table_is_the_records():
     flagged = checks.filter(pl.col("status") == "flag")["check"].to_list()
     assert flagged == ["engine_config_matched"]
     drift = checks.filter(pl.col("check") == "baseline_drift").row(0, named=True)
-    assert drift["status"] == "pass" and f"`baseline_drift` {100 * drift['value']:.2f} %" in _readme_1203g()
+    assert drift["status"] == "pass" and f"`baseline_drift` {100 * drift['value']:.2f} %" in _readme_text(SESSION_1203G)
     committed = (CAPTURE_1203G / "results" / "checks.md").read_text()
     assert "0 fail, 1 flag, 20 pass, 6 not_applicable" in committed
     for family in ("qwen3_8b-closed-b1-random-s0-cg1", "qwen3_8b-closed-b1-random-s0-cg0", "qwen3_30b_a3b-closed-b1-random-s0-cg0"):
@@ -1568,7 +1569,7 @@ def test_1203g_moe_graphs_on_is_whole_and_the_readme_table_is_the_records():
     for r in curves.iter_rows(named=True):  # the pipeline's ratios are the README's
         assert f"| {r['energy_ratio']:.3f} |" in _readme_line_in(SESSION_1203G, f"| Qwen3-30B-A3B | {r['cell_name']} |")
     saving = 100 * (1 - curves.filter(pl.col("configured_L") == 4)["energy_ratio"][0])
-    assert f"with graphs on is {saving:.1f} % here" in _readme_1203g()
+    assert f"with graphs on is {saving:.1f} % here" in _readme_text(SESSION_1203G)
 
 
 def test_1203g_lost_starts_are_committed_without_an_error():
@@ -1597,7 +1598,7 @@ def test_1203g_against_2026_12_02_and_the_baseline_on_three_boards():
     )
     lost = aggregate.aggregate(sorted((SESSION_1203G / "machine-1" / "results" / "cells").glob("*/*.parquet")))
     assert there.height == 4 and set(there["cell_name"]) == set(here["cell_name"])
-    readme = _readme_1203g()
+    readme = _readme_text(SESSION_1203G)
     # not the same cells: the engine's batch limits differ (there it also served B = 32), as the README says
     assert not set(there["cell_id"]) & set(here["cell_id"])
     for a, b in zip(there.sort("cell_name").iter_rows(named=True), here.sort("cell_name").iter_rows(named=True)):
