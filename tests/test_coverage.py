@@ -370,21 +370,25 @@ def test_a_worker_failure_sent_through_the_pipe_still_names_its_cause(tmp_path, 
     assert both[0] == "ModuleNotFoundError: No module named 'x'" and len(both) <= 5
 
 
-def test_qwen3_30b_a3b_eagle3_on_vllm_at_b1_reads_as_two_runs_on_two_boards(table):
-    """2026-12-02 (GPU-98f2ec42, B = 1 and 32) and 2026-12-03g (GPU-a8351c02, B = 1, graphs on): at B = 1 each L is
-    two runs on two boards, each ratio over its own campaign's opening and closing baselines."""
+def test_qwen3_30b_a3b_eagle3_on_vllm_at_b1_reads_as_three_runs_on_three_boards_graphs_on(table):
+    """2026-12-02 (GPU-98f2ec42, B = 1 and 32), 2026-12-03g (GPU-a8351c02) and 2026-12-04 (GPU-add5a720), B = 1,
+    graphs on: each L is three runs on three boards, each ratio over its own campaign's opening and closing
+    baselines. 2026-12-04's graphs-off points (GPU-21207a74, host-bound baseline) are counted, not in the range."""
     got = row(table, "qwen3-30b-a3b", "vllm", "eagle3")
     assert got["status"] == coverage.MEASURED and got["B"] == "1,32"
     ratios = {}
-    for run in (EVIDENCE / "session-2026-12-02" / "families", EVIDENCE / "session-2026-12-03g" / "capture-moe"):
-        camp = run / "results" / "cells" / "vllm-qwen3_30b_a3b-closed-b1-random-s0-cg1"
+    runs = ("session-2026-12-02/families", "session-2026-12-03g/capture-moe", "session-2026-12-04/capture-moe")
+    for run in runs:
+        camp = EVIDENCE / run / "results" / "cells" / "vllm-qwen3_30b_a3b-closed-b1-random-s0-cg1"
         mj = {p.stem: pl.read_parquet(p)["mj_per_committed_token"][0] for p in camp.glob("*.parquet")}
         base = (mj["baseline--open"] + mj["baseline--close"]) / 2
         for L in (1, 4):
             ratios.setdefault(L, []).append(mj[f"eagle3--mv{L}"] / base)
     for key, L in (("b1_lmin", 1), ("b1_lmax", 4)):
-        assert (got[f"{key}_n"], got[f"{key}_runs"], got[f"{key}_boards"]) == (2, 2, 2)
+        assert (got[f"{key}_n"], got[f"{key}_runs"], got[f"{key}_boards"]) == (3, 3, 3)
         assert got[f"{key}_ratio_lo"] == pytest.approx(min(ratios[L])) and got[f"{key}_ratio_hi"] == pytest.approx(
             max(ratios[L])
         )
     assert (got["b32_lmin_n"], got["b32_lmax_n"]) == (1, 1)
+    # the graphs-off points (L = 4: 0.248 over a host-bound baseline) would have widened the range
+    assert got["graphs_off_points"] == 2 and got["b1_lmax_ratio_lo"] > 0.5

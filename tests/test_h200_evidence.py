@@ -1635,3 +1635,91 @@ def test_1203g_against_2026_12_02_and_the_baseline_on_three_boards():
     assert f"{mj['m1']:.1f} on GPU-bf6a7c95 (machine 1 here, {opening['m1']['mean_power_w']:.1f} W)" in readme
     assert f"{mj['m2']:.1f} on GPU-a8351c02 (machine 2, {opening['m2']['mean_power_w']:.1f} W)" in readme
     assert f"{100 * (mj['m1'] / mj['m2'] - 1):.1f} % apart between this session's two boards" in readme
+
+
+# --- session-2026-12-04: Qwen3-30B-A3B graphs off (cut) and graphs on (whole), on two boards (issue 16) ------------
+SESSION_1204 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-04"
+CAPTURE_1204 = SESSION_1204 / "capture-moe"
+MOE_CG0 = "vllm-qwen3_30b_a3b-closed-b1-random-s0-cg0"
+
+
+def test_1204_config_is_the_preregistered_one():
+    name = "h200-capture-bias.yaml"
+    assert (CAPTURE_1204 / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+
+
+def test_1204_verdict_and_the_readme_tables_are_the_records():
+    df, checks = _verdict(CAPTURE_1204, "h200-capture-bias.yaml")
+    assert df.height == 7 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    gpus = {c: set(f["gpu_uuid"]) for (c,), f in df.group_by("campaign_id")}
+    assert gpus == {MOE_CG0: {"GPU-21207a74-8173-ad3a-0578-e6c4f914413f"}, MOE_CG1: {"GPU-add5a720-784f-48fa-b6de-8171f00c97ff"}}
+    points = df.filter(pl.col("role") == "point")
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    flagged = checks.filter(pl.col("status") == "flag").select("check", "campaign_id").rows()
+    assert flagged == [("engine_config_matched", MOE_CG1)]
+    drift = {r["campaign_id"]: r for r in checks.filter(pl.col("check") == "baseline_drift").iter_rows(named=True)}
+    assert drift[MOE_CG0]["status"] == "not_applicable" and drift[MOE_CG1]["status"] == "pass"
+    assert f"`baseline_drift` {100 * drift[MOE_CG1]['value']:.2f} %" in _readme_text(SESSION_1204)
+    committed = (CAPTURE_1204 / "results" / "checks.md").read_text()
+    assert "0 fail, 1 flag, 40 pass, 13 not_applicable" in committed
+    assert "0 fail, 1 flag, 40 pass, 13 not applicable" in _readme_text(SESSION_1204)
+    for graphs, campaign in (("off", MOE_CG0), ("on", MOE_CG1)):
+        fam = df.filter(pl.col("campaign_id") == campaign)
+        assert set(fam["cuda_graphs"]) == {graphs == "on"}
+        _assert_family_table(SESSION_1204, fam, f"| {graphs} ")
+    curves = pl.read_parquet(CAPTURE_1204 / "results" / "curves.parquet")
+    for r in curves.iter_rows(named=True):  # the pipeline's ratios are the README's
+        graphs = "on" if r["cuda_graphs"] else "off"
+        assert f"| {r['energy_ratio']:.3f} |" in _readme_line_in(SESSION_1204, f"| {graphs} | {r['cell_name']} |")
+
+
+def test_1204_capture_bias_and_the_host_bound_baseline_from_the_records():
+    """The README's capture bias is the pipeline's (``capture_bias_table`` over the committed records), and the
+    graphs-off baseline's step, GPU busy fraction and power are its record's."""
+    from specjoule.report import figures as rf
+
+    records = pl.read_parquet(CAPTURE_1204 / "results" / "records.parquet")
+    inputs = rf.FigureInputs(records=records, curves=pl.read_parquet(CAPTURE_1204 / "results" / "curves.parquet"))
+    bias = {float(r["arm"][-1]): r for r in rf.capture_bias_table(inputs).iter_rows(named=True)}
+    readme = _readme_text(SESSION_1204)
+    assert sorted(rf.capture_bias_table(inputs)["arm"]) == ["eagle3 · mv1", "eagle3 · mv4"] and set(bias) == {1.0, 4.0}
+    assert f"+{bias[4.0]['bias_pp']:.1f} pp at L = 4, +{bias[1.0]['bias_pp']:.1f} pp at L = 1" in readme
+    assert f"graphs-off saving is {bias[4.0]['saving_off']:.1f} %, against {bias[4.0]['saving_on']:.1f} %" in readme
+    off = records.filter((pl.col("campaign_id") == MOE_CG0) & (pl.col("role") == "opening_baseline")).row(0, named=True)
+    on = records.filter((pl.col("campaign_id") == MOE_CG1) & (pl.col("role") == "opening_baseline")).row(0, named=True)
+    assert off["round_time_ms"] > 10 * on["round_time_ms"] and off["gpu_busy_fraction"] < 0.1
+    ratio = off["round_time_ms"] / on["round_time_ms"]
+    assert f"{off['round_time_ms']:.2f} ms against {on['round_time_ms']:.2f} ms with graphs ({ratio:.1f} ×)" in readme
+    assert f"draws {off['mean_power_w']:.1f} W" in readme
+    # against 2026-12-03g's graphs-on family, on its own board
+    then = pl.read_parquet(CAPTURE_1203G / "results" / "curves.parquet").filter(pl.col("configured_L") == 4)
+    assert f"the bias at L = 4 is +{bias[4.0]['saving_off'] - 100 * (1 - then['energy_ratio'][0]):.1f} pp" in readme
+
+
+def test_1204_graphs_on_is_a_replicate_of_1203g_on_another_board():
+    here = pl.read_parquet(CAPTURE_1204 / "results" / "records.parquet").filter(pl.col("campaign_id") == MOE_CG1)
+    then = pl.read_parquet(CAPTURE_1203G / "results" / "records.parquet")
+    assert sorted(here["cell_id"]) == sorted(then["cell_id"])  # the same cells, two boards
+    assert set(here["gpu_uuid"]).isdisjoint(then["gpu_uuid"])
+    readme = _readme_text(SESSION_1204)
+    ratios, base = {}, {}
+    for name, df in (("then", then), ("here", here)):
+        base[name] = df.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
+        ratios[name] = {r["cell_name"]: r["mj_per_committed_token"] / base[name] for r in df.iter_rows(named=True)}
+    assert f"L = 1 {ratios['then']['eagle3--mv1']:.3f} and {ratios['here']['eagle3--mv1']:.3f}" in readme
+    assert f"L = 4 {ratios['then']['eagle3--mv4']:.3f} and {ratios['here']['eagle3--mv4']:.3f}" in readme
+    assert f"the baseline {base['then']:.1f} and {base['here']:.1f} mJ/token" in readme
+    shift = max(abs(ratios["here"][c] / ratios["then"][c] - 1) for c in ("eagle3--mv1", "eagle3--mv4"))
+    assert 0.01 < shift < 0.06 and "2–5 % in the ratio" in readme
+
+
+def test_1204_lost_closing_start_is_committed_without_an_error():
+    results = CAPTURE_1204 / "results"
+    assert [p.name for p in (results / ".specjoule" / "attempts" / MOE_CG0).iterdir()] == ["baseline--close.89851c109ce6"]
+    log = logtext.read_log(results / "logs" / "engines" / "vllm-qwen3_30b_a3b-closed-cg0" / "g02-closing-e9ebbc98300a.log")
+    # cut in its warm-up: the engine was ready, no window had started, no error
+    assert "engine: ready after 49.4 s" in log and "warm-up: start" in log
+    assert "window: start" not in log and "Traceback" not in log
+    assert '"compilation_config": {"cudagraph_mode": "NONE"}' in log
+    assert "cut in its warm-up (its engine ready after 49.4 s)" in _readme_text(SESSION_1204)

@@ -16,7 +16,10 @@ One row per (target_family, target_model, engine, scheme). Its status comes from
   before ADR 0197).
 
 Ratios are mJ per committed token over the run's paired baseline, at the smallest and largest configured L
-measured at B = 1 and B = 32, each with its n (windows), runs and boards. Engine start is the median
+measured at B = 1 and B = 32, each with its n (windows), runs and boards, over points measured with CUDA graphs on
+(the serving setting): a graphs-off point is the capture-bias experiment (its report's ``cuda_graphs`` figure), and
+without graphs a B = 1 baseline can be host-bound (2026-12-04: a 14.5 x longer step), so its ratio would widen a
+range it does not belong to. The row's status and its ``graphs_off_points`` count still show it. Engine start is the median
 ``engine_start_s`` of distinct engine instances per family and engine, cold and warm compile cache apart.
 
     python -m specjoule.analysis.coverage validation/h200-2026-12 [--format md] [--out coverage.parquet]
@@ -433,7 +436,8 @@ def evidence_row(part: pl.DataFrame) -> dict:
         "reason": " | ".join(reasons) or None,
         "check_failed": failed_text or None,
         "runs": measured["run"].n_unique() if measured.height else 0,
-        **ratio_columns(clean),
+        "graphs_off_points": clean.filter(C("cuda_graphs").eq(False)).height,
+        **ratio_columns(clean.filter(C("cuda_graphs").ne(False) | C("cuda_graphs").is_null())),
     }
 
 
