@@ -314,6 +314,52 @@ def draft_group_run(tmp_path_factory) -> dict:
     return {"seed_cells": seeds, "swapped": swapped, "jobs": jobs, "log": log, "cache": cache, "error": error}
 
 
+# The report fixture's scenarios (tests/report_fixtures.py) and every figure drawn from each, read only: one build per
+# worker for the modules that draw them (test_figures, test_figure_data_once); the GPU scenario writes 624 timelines.
+@pytest.fixture(scope="session")
+def gpu(tmp_path_factory):
+    import report_fixtures as rf
+
+    return rf.build("gpu", tmp_path_factory.mktemp("gpu"))
+
+
+@pytest.fixture(scope="session")
+def cpu(tmp_path_factory):
+    import report_fixtures as rf
+
+    return rf.build("cpu", tmp_path_factory.mktemp("cpu"))
+
+
+@pytest.fixture(scope="session")
+def engines(tmp_path_factory):
+    import report_fixtures as rf
+
+    return rf.build("engines", tmp_path_factory.mktemp("engines"))
+
+
+def _figures_by_name(scenario) -> dict:
+    import report_fixtures as rf
+
+    from specjoule.report import figures
+
+    return {f.name: f for f in figures.build_all(rf.figure_inputs(scenario))}
+
+
+@pytest.fixture(scope="session")
+def gpu_figs(gpu) -> dict:
+    return _figures_by_name(gpu)
+
+
+@pytest.fixture(scope="session")
+def cpu_figs(cpu) -> dict:
+    return _figures_by_name(cpu)
+
+
+@pytest.fixture(scope="session")
+def eng_figs(engines) -> dict:
+    return _figures_by_name(engines)
+
+
 @pytest.fixture()
 def workflow(tmp_path):
     """A copy of the workflow to plan and run in (tests/snakemake_api.py), and an empty working directory."""

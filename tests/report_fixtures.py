@@ -739,6 +739,17 @@ def build(kind: str, root: Path, *, timelines: bool = True) -> Scenario:
     return _finish(cfg, root, rows, tl_paths, spread=False)
 
 
+def figure_inputs(s: Scenario, **overrides: Any) -> Any:
+    """The figures' inputs from a scenario's tables, its timelines read as the figures rule reads them;
+    ``overrides`` replace tables (``figures.FigureInputs.from_config``)."""
+    from specjoule.report import figures
+
+    tl, note = figures.load_timelines(s.timeline_paths, s.records, s.checks)
+    tables = dict(curves=s.curves, records=s.records, checks=s.checks, timelines=tl, timeline_note=note, summary=s.summary)
+    tables.update(overrides)
+    return figures.FigureInputs.from_config(s.config, **tables)
+
+
 def _finish(cfg: dict, root: Path, rows: list[dict], tl_paths: list[Path], *, spread: bool) -> Scenario:
     recs = _frame(rows)
     checks = _checks(recs, cfg)

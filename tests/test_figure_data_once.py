@@ -4,32 +4,19 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
-from pathlib import Path
 
 import altair as alt
 import polars as pl
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import report_fixtures as rf  # noqa: E402
-
-from specjoule.report import figures as F  # noqa: E402
+from specjoule.report import figures as F
 
 
-def _figures(kind: str, tmp: Path) -> list[F.Figure]:
-    s = rf.build(kind, tmp)
-    tl, note = F.load_timelines(s.timeline_paths, s.records, s.checks)
-    inputs = F.FigureInputs.from_config(
-        s.config, curves=s.curves, records=s.records, checks=s.checks, timelines=tl, timeline_note=note,
-        summary=s.summary)
-    return [f for f in F.build_all(inputs) if f.drawn]
-
-
-@pytest.mark.parametrize("kind", ["gpu", "engines"])
-def test_every_figures_spec_is_the_one_altairs_own_conversion_gives(kind, tmp_path):
-    figs = _figures(kind, tmp_path)
+@pytest.mark.parametrize("figures", ["gpu_figs", "eng_figs"], ids=["gpu", "engines"])
+def test_every_figures_spec_is_the_one_altairs_own_conversion_gives(figures, request):
+    # conftest's figures of the report fixture's scenarios, timelines included: the ones tests/test_figures.py reads
+    figs = [f for f in request.getfixturevalue(figures).values() if f.drawn]
     assert len(figs) >= 5
     for fig in figs:
         # Altair's path: its active data transformer converts and names the data of every view itself.

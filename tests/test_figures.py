@@ -29,43 +29,9 @@ from specjoule.report import render as R  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 
 
-# --- fixtures ----------------------------------------------------------------------------------------
+# --- fixtures: gpu, cpu, engines (the scenarios) and gpu_figs, cpu_figs, eng_figs (their figures) are conftest's ---
 
-@pytest.fixture(scope="session")
-def gpu(tmp_path_factory) -> rf.Scenario:
-    return rf.build("gpu", tmp_path_factory.mktemp("gpu"))
-
-
-@pytest.fixture(scope="session")
-def cpu(tmp_path_factory) -> rf.Scenario:
-    return rf.build("cpu", tmp_path_factory.mktemp("cpu"))
-
-
-@pytest.fixture(scope="session")
-def engines(tmp_path_factory) -> rf.Scenario:
-    return rf.build("engines", tmp_path_factory.mktemp("engines"))
-
-
-def inputs_for(s: rf.Scenario, **overrides) -> F.FigureInputs:
-    tl, note = F.load_timelines(s.timeline_paths, s.records, s.checks)
-    tables = dict(curves=s.curves, records=s.records, checks=s.checks, timelines=tl, timeline_note=note, summary=s.summary)
-    tables.update(overrides)
-    return F.FigureInputs.from_config(s.config, **tables)
-
-
-@pytest.fixture(scope="session")
-def gpu_figs(gpu) -> dict[str, F.Figure]:
-    return {f.name: f for f in F.build_all(inputs_for(gpu))}
-
-
-@pytest.fixture(scope="session")
-def cpu_figs(cpu) -> dict[str, F.Figure]:
-    return {f.name: f for f in F.build_all(inputs_for(cpu))}
-
-
-@pytest.fixture(scope="session")
-def eng_figs(engines) -> dict[str, F.Figure]:
-    return {f.name: f for f in F.build_all(inputs_for(engines))}
+inputs_for = rf.figure_inputs
 
 
 def datasets(spec: dict) -> list[list[dict]]:

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import re
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 VLLM_REGISTRY = "vllm/model_executor/models/registry.py"
 SGLANG_MODELS = re.compile(r"^sglang/srt/models/[A-Za-z0-9_]+\.py$")
@@ -55,65 +58,92 @@ def _vllm_target(value: ast.AST) -> str:
     return "?"
 
 
+class _ModelFile(NamedTuple):
+    """What the extractors read from one model file of a wheel: its ``EntryClass`` names (aliases followed) and
+    each class definition's base names and directly defined methods (``None`` where the file does not parse:
+    newer syntax than this interpreter, its ``EntryClass`` then read as text)."""
+
+    name: str
+    entry: tuple[str, ...]
+    classes: tuple[tuple[str, frozenset[str], frozenset[str]], ...] | None
+
+
+def _read_model_file(name: str, source: str) -> _ModelFile:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return _ModelFile(name, tuple(_entry_class_by_text(source)), None)
+    aliases = {
+        t.id: n.value.id
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name) and isinstance(n.value, ast.Name)
+    }
+    entry = []
+    for node in tree.body:
+        if not (
+            isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "EntryClass" for t in node.targets)
+        ):
+            continue
+        elts = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+        for e in elts:
+            if isinstance(e, ast.Name):
+                cls = e.id
+                while cls in aliases and cls != "EntryClass":
+                    cls = aliases[cls]
+                entry.append(cls)
+    classes = tuple(
+        (
+            node.name,
+            frozenset(
+                b.id if isinstance(b, ast.Name) else b.attr
+                for b in node.bases
+                if isinstance(b, (ast.Name, ast.Attribute))
+            ),
+            frozenset(f.name for f in node.body if isinstance(f, ast.FunctionDef)),
+        )
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+    )
+    return _ModelFile(name, tuple(entry), classes)
+
+
+def _model_files(wheel: Path, pattern: re.Pattern) -> tuple[_ModelFile, ...]:
+    """Every model file of the wheel that ``pattern`` matches, in name order, each parsed once per wheel: the
+    architectures, EAGLE3 and DFlash tables all read SGLang's ~200 model files (parsing them is the costly part)."""
+    stat = wheel.stat()
+    return _model_files_of(wheel.resolve(), stat.st_mtime_ns, stat.st_size, pattern.pattern)
+
+
+@functools.lru_cache(maxsize=4)
+def _model_files_of(wheel: Path, mtime_ns: int, size: int, pattern: str) -> tuple[_ModelFile, ...]:
+    match = re.compile(pattern).match
+    with zipfile.ZipFile(wheel) as zf:
+        return tuple(
+            _read_model_file(name, zf.read(name).decode("utf-8-sig")) for name in sorted(zf.namelist()) if match(name)
+        )
+
+
 def sglang_architectures(wheel: Path) -> dict[str, str]:
     """architecture -> "module:Class" from every SGLang model module's EntryClass."""
     out: dict[str, str] = {}
-    with zipfile.ZipFile(wheel) as zf:
-        for name in sorted(zf.namelist()):
-            if not SGLANG_MODELS.match(name):
-                continue
-            module = Path(name).stem
-            source = zf.read(name).decode("utf-8-sig")
-            try:
-                tree = ast.parse(source)
-            except SyntaxError:  # newer syntax than this interpreter: read EntryClass textually
-                for cls in _entry_class_by_text(source):
-                    out[cls] = f"{module}:{cls}"
-                continue
-            aliases = {
-                t.id: n.value.id
-                for n in tree.body
-                if isinstance(n, ast.Assign)
-                for t in n.targets
-                if isinstance(t, ast.Name) and isinstance(n.value, ast.Name)
-            }
-            for node in tree.body:
-                if not (
-                    isinstance(node, ast.Assign)
-                    and any(isinstance(t, ast.Name) and t.id == "EntryClass" for t in node.targets)
-                ):
-                    continue
-                elts = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
-                for e in elts:
-                    if isinstance(e, ast.Name):
-                        cls = e.id
-                        while cls in aliases and cls != "EntryClass":
-                            cls = aliases[cls]
-                        out[cls] = f"{module}:{cls}"
+    for f in _model_files(wheel, SGLANG_MODELS):
+        for cls in f.entry:
+            out[cls] = f"{Path(f.name).stem}:{cls}"
     return out
 
 
-def _class_graph(zf: zipfile.ZipFile, pattern: re.Pattern, marks: callable) -> tuple[dict, set]:
-    """Bases of every class in the model files (by simple name) and the classes a file marks directly."""
+def _class_graph(wheel: Path, pattern: re.Pattern, marks: Callable[[set[str], set[str]], bool]) -> tuple[dict, set]:
+    """Bases of every class in the model files (by simple name) and the classes a file marks directly
+    (``marks(base names, method names)`` of one class definition)."""
     bases: dict[str, set[str]] = {}
     marked: set[str] = set()
-    for name in zf.namelist():
-        if not pattern.match(name):
-            continue
-        try:
-            tree = ast.parse(zf.read(name).decode("utf-8-sig"))
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef):
-                names = {
-                    b.id if isinstance(b, ast.Name) else b.attr
-                    for b in node.bases
-                    if isinstance(b, (ast.Name, ast.Attribute))
-                }
-                bases.setdefault(node.name, set()).update(names)
-                if marks(node, names):
-                    marked.add(node.name)
+    for f in _model_files(wheel, pattern):
+        for name, names, methods in f.classes or ():
+            bases.setdefault(name, set()).update(names)
+            if marks(names, methods):
+                marked.add(name)
     return bases, marked
 
 
@@ -134,16 +164,15 @@ def eagle3_targets(wheel: Path, engine: str, registered: dict[str, str]) -> list
     if engine == "vllm":
         pattern = re.compile(r"^vllm/model_executor/models/.*\.py$")
 
-        def marks(node: ast.ClassDef, names: set[str]) -> bool:
+        def marks(names: set[str], methods: set[str]) -> bool:
             return "SupportsEagle3" in names
     else:
         pattern = SGLANG_MODELS
 
-        def marks(node: ast.ClassDef, names: set[str]) -> bool:
-            return any(isinstance(f, ast.FunctionDef) and f.name == "set_eagle3_layers_to_capture" for f in node.body)
+        def marks(names: set[str], methods: set[str]) -> bool:
+            return "set_eagle3_layers_to_capture" in methods
 
-    with zipfile.ZipFile(wheel) as zf:
-        bases, marked = _class_graph(zf, pattern, marks)
+    bases, marked = _class_graph(wheel, pattern, marks)
     return sorted(a for a, where in registered.items() if _closure(where.split(":")[-1], bases, marked))
 
 
@@ -151,11 +180,10 @@ def dflash_targets(wheel: Path, registered: dict[str, str]) -> list[str]:
     """SGLang architectures whose class (or a base) defines ``set_dflash_layers_to_capture``: the DFLASH worker
     asks the target for the hidden states of the drafter's ``target_layer_ids`` through it."""
 
-    def marks(node: ast.ClassDef, names: set[str]) -> bool:
-        return any(isinstance(f, ast.FunctionDef) and f.name == "set_dflash_layers_to_capture" for f in node.body)
+    def marks(names: set[str], methods: set[str]) -> bool:
+        return "set_dflash_layers_to_capture" in methods
 
-    with zipfile.ZipFile(wheel) as zf:
-        bases, marked = _class_graph(zf, SGLANG_MODELS, marks)
+    bases, marked = _class_graph(wheel, SGLANG_MODELS, marks)
     return sorted(a for a, where in registered.items() if _closure(where.split(":")[-1], bases, marked))
 
 

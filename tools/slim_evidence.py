@@ -266,7 +266,7 @@ def _is_parquet(p: Path) -> bool:
     return p.suffix == ".parquet" and not p.name.startswith(".")
 
 
-def footer_shortfall(path: Path) -> str | None:
+def committed_footer_shortfall(path: Path) -> str | None:
     """What a Parquet file's footer shows that its committed form would not have (a record: the way
     ``records.record_parquet`` writes it; another table: ``TABLE_PARQUET_OPTIONS``), or None. Reads only the
     footer: a screen for the files worth planning, not a verdict (``slim_records.form_shortfall``)."""
@@ -276,6 +276,12 @@ def footer_shortfall(path: Path) -> str | None:
     meta = slim_records.read_footer(path)  # a record's schema metadata (slim_records.is_record) is the footer's
     record = slim_records.RECORD_KEY in (meta.metadata or {})
     return slim_records.form_shortfall(meta, records.RECORD_PARQUET_OPTIONS if record else TABLE_PARQUET_OPTIONS)
+
+
+def newest_session(evidence: Path) -> Path:
+    """The newest session folder under an evidence tree (``<evidence>/<campaign>/session-<date>[<letter>]``), by
+    name: the one most likely committed before it was slimmed, which the committed-form checks read whole."""
+    return max(evidence.glob("*/session-*"), key=lambda p: p.name)
 
 
 def _parquet_in(select: Callable[[Path], bool] | None) -> Callable[[Path], bool]:
@@ -342,7 +348,8 @@ def plan_figures(paths: Sequence[Path], plan: Plan) -> None:
 
 def plan(paths: Sequence[Path], scripts_dir: Path = SCRIPTS_DIR, parquet: Callable[[Path], bool] | None = None) -> Plan:
     """Every step planned and checked; ``parquet``, where given, picks the Parquet files that are read and
-    rewritten in memory (the costly step: zstd -19 for tables), e.g. by :func:`footer_shortfall`; None: all."""
+    rewritten in memory (the costly step: zstd -19 for tables), e.g. by :func:`committed_footer_shortfall`;
+    None: all."""
     for path in paths:
         if not path.exists():
             raise SlimError(f"{path}: no such file or directory")

@@ -89,8 +89,9 @@ def form_shortfall(meta: pq.FileMetaData, options: Mapping[str, Any]) -> str | N
     return None
 
 
-def footer_shortfall(path: Path) -> str | None:
-    """:func:`form_shortfall` of a record against the one way records are written (``records.record_parquet``)."""
+def record_footer_shortfall(path: Path) -> str | None:
+    """:func:`form_shortfall` of a cell record against the one way records are written (``records.record_parquet``).
+    Every file is screened as a record; ``slim_evidence.committed_footer_shortfall`` tells records from tables."""
     return form_shortfall(read_footer(path), records.RECORD_PARQUET_OPTIONS)
 
 

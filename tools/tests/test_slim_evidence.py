@@ -162,10 +162,10 @@ def test_committed_evidence_is_in_its_committed_form():
     # the ~780 Parquet files are rewritten in memory (zstd -19: ~10 s of the ~11 s here) only where their footer
     # is not in the committed form, and in the newest session (the one most likely committed unslimmed), whole.
     validation = REPO / "validation"
-    newest = max(validation.glob("*/session-*"), key=lambda p: p.name)
+    newest = S.newest_session(validation)
 
     def worth_rewriting(path: Path) -> bool:
-        return newest in path.parents or S.footer_shortfall(path) is not None
+        return newest in path.parents or S.committed_footer_shortfall(path) is not None
 
     plan, records = S.slim([validation], check=True, parquet=worth_rewriting)
     assert plan.empty() and records == [], (
@@ -187,9 +187,10 @@ def test_a_table_is_rewritten_smaller_with_the_same_values_and_metadata(tmp_path
     path.parent.mkdir(parents=True)
     pq.write_table(_table(), path)  # as the pipeline writes it: snappy, statistics, dictionary pages
     before = path.stat().st_size
-    assert S.footer_shortfall(path) == "column t_s is SNAPPY, not ZSTD"  # the screen the whole-tree check reads
+    # the screen the whole-tree check reads
+    assert S.committed_footer_shortfall(path) == "column t_s is SNAPPY, not ZSTD"
     S.slim([tmp_path], scripts_dir=tmp_path / "scripts")
-    assert path.stat().st_size < before and S.footer_shortfall(path) is None
+    assert path.stat().st_size < before and S.committed_footer_shortfall(path) is None
     back = pq.read_table(path)
     assert S.same_table(back, _table()) and not back.equals(_table())  # the NaN: Arrow's equals alone would refuse
     assert back.schema.field("t_s").metadata == {b"doc": b"seconds"} and back.schema.metadata == {b"kind": b"timeline"}
@@ -241,7 +242,7 @@ def test_a_record_is_rewritten_without_its_arrow_schema_and_reads_back_equal(tmp
 
     assert S.main(["--check", str(folder)]) == 1  # --check names it and writes nothing
     assert str(record) in capsys.readouterr().out and record.read_bytes() == before
-    assert S.footer_shortfall(record) == "it stores its Arrow schema"
+    assert S.committed_footer_shortfall(record) == "it stores its Arrow schema"
     # a selection that leaves the record out plans nothing for it; one that picks it, its rewrite
     assert record not in S.slim([folder], check=True, parquet=lambda p: False, scripts_dir=tmp_path / "s")[0].writes
     plan, rewritten = S.slim([folder], scripts_dir=tmp_path / "scripts", parquet=lambda p: p == record)
@@ -250,7 +251,7 @@ def test_a_record_is_rewritten_without_its_arrow_schema_and_reads_back_equal(tmp
     back = pq.read_table(record)
     assert back.equals(written) and back.schema.equals(pq.read_table(pa.BufferReader(before)).schema, True)
     assert back.column("energy_j").to_pylist() == [812.5]
-    assert len(record.read_bytes()) < 0.75 * len(before) and S.footer_shortfall(record) is None
+    assert len(record.read_bytes()) < 0.75 * len(before) and S.committed_footer_shortfall(record) is None
     assert S.slim([folder], check=True, scripts_dir=tmp_path / "scripts") == (S.Plan(), [])
 
 

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from specjoule import records
+from tools import slim_evidence
 from tools import slim_records as S
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,7 +51,7 @@ def test_a_documented_record_loses_its_docs_and_nothing_else(tmp_path):
     path.parent.mkdir(parents=True)
     written = write_documented_record(path)
     assert all(f.metadata for f in pq.read_schema(path))
-    assert S.footer_shortfall(path) == "it stores its Arrow schema"  # the screen the whole-tree check reads
+    assert S.record_footer_shortfall(path) == "it stores its Arrow schema"  # the screen the whole-tree check reads
     before = path.stat().st_size
 
     assert S.main([str(tmp_path)]) == 0
@@ -61,7 +62,7 @@ def test_a_documented_record_loses_its_docs_and_nothing_else(tmp_path):
     assert back.column("acceptance_rates").to_pylist() == [[0.9, 0.7, 0.4]]
     assert path.stat().st_size < before
     # What the runner writes now is already slim: a second pass finds nothing to rewrite.
-    assert S.footer_shortfall(path) is None
+    assert S.record_footer_shortfall(path) is None
     again = path.read_bytes()
     assert S.slim([tmp_path]) == ([], 0) and path.read_bytes() == again
 
@@ -69,7 +70,7 @@ def test_a_documented_record_loses_its_docs_and_nothing_else(tmp_path):
 def test_a_record_written_by_the_runner_is_already_slim(tmp_path):
     path = tmp_path / "r.parquet"
     records.write_record(ROW, path)
-    assert S.slim([path], check=True) == ([], 0) and S.footer_shortfall(path) is None
+    assert S.slim([path], check=True) == ([], 0) and S.record_footer_shortfall(path) is None
 
 
 def test_the_footer_screen_names_each_way_a_record_was_written_otherwise(tmp_path):
@@ -82,7 +83,7 @@ def test_the_footer_screen_names_each_way_a_record_was_written_otherwise(tmp_pat
     ]:
         path = tmp_path / "r.parquet"
         pq.write_table(table, path, **options)
-        assert S.footer_shortfall(path) == shortfall, options
+        assert S.record_footer_shortfall(path) == shortfall, options
 
 
 def test_only_records_are_touched_under_a_directory_and_a_named_non_record_is_refused(tmp_path, capsys):
@@ -152,8 +153,8 @@ def test_committed_evidence_records_travel_as_the_runner_writes_them():
     # Every committed record's footer is read; rewriting each in memory (--check) took ~5 s here, so the rewrite
     # checks those whose footer is not the runner's form, and the newest session's whole.
     validation = REPO / "validation"
-    screened = [p for p in S.record_files([validation]) if S.footer_shortfall(p)]
-    newest = max(validation.glob("*/session-*"), key=lambda p: p.name)
+    screened = [p for p in S.record_files([validation]) if S.record_footer_shortfall(p)]
+    newest = slim_evidence.newest_session(validation)
     changed, saved = S.slim([*screened, newest], check=True)
     assert changed == [], (
         f"{len(changed)} committed record(s) would be {saved:,} bytes smaller: "
