@@ -1723,3 +1723,21 @@ def test_1204_lost_closing_start_is_committed_without_an_error():
     assert "window: start" not in log and "Traceback" not in log
     assert '"compilation_config": {"cudagraph_mode": "NONE"}' in log
     assert "cut in its warm-up (its engine ready after 49.4 s)" in _readme_text(SESSION_1204)
+
+
+def test_1204_the_report_warns_that_the_graphs_off_baseline_is_host_bound():
+    """render.graphs_off_caveats over the committed records: the graphs-off baseline's step and busy fraction
+    beside the graphs-on ones'; nothing where only one mode ran (2026-12-03g) or the columns are absent."""
+    from specjoule.report import render
+
+    records = pl.read_parquet(CAPTURE_1204 / "results" / "records.parquet")
+    (caveat,) = render.graphs_off_caveats(records)
+    assert caveat.level == "warn"
+    assert "CUDA graphs off in 1 baseline window(s): a baseline step takes 61.29 ms against 4.23–4.25 ms" in caveat.text
+    assert "the GPU busy 0.08 of the window against 0.98 (NVML utilization)" in caveat.text
+    assert render.graphs_off_caveats(pl.read_parquet(CAPTURE_1203G / "results" / "records.parquet")) == []
+    assert render.graphs_off_caveats(records.filter(pl.col("cuda_graphs"))) == []
+    assert render.graphs_off_caveats(records.drop("gpu_busy_fraction")) == []
+    # a CPU record (no NVML busy fraction) is no GPU baseline: the caveat does not count it
+    cpu = records.with_columns(gpu_busy_fraction=pl.when(pl.col("cuda_graphs")).then(pl.col("gpu_busy_fraction")))
+    assert render.graphs_off_caveats(cpu) == []

@@ -778,6 +778,39 @@ def power_cap_caveats(records: pl.DataFrame) -> list[Caveat]:
     ]
 
 
+def _span(values: pl.Series, fmt: str) -> str:
+    lo, hi = format(values.min(), fmt), format(values.max(), fmt)
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def graphs_off_caveats(records: pl.DataFrame) -> list[Caveat]:
+    """A warn caveat where GPU baselines ran with CUDA graphs both off and on (a capture-bias config): the
+    graphs-off baselines' step and GPU busy fraction beside the graphs-on ones' (records.parquet). Without graphs
+    a small batch can be host-bound (2026-12-04: a 14.5 x longer step, the GPU busy 8 %), and speculation's saving
+    then includes launch overhead that graph capture removes. All cells off: caveats()' config-level warning."""
+    need = {"cuda_graphs", "role", "round_time_ms", "gpu_busy_fraction"}
+    if not need <= set(records.columns):
+        return []
+    bases = records.filter(
+        (pl.col("role") != axes.ROLE_POINT)
+        & pl.col("round_time_ms").is_not_null()
+        & pl.col("gpu_busy_fraction").is_not_null()
+    )
+    off, on = bases.filter(pl.col("cuda_graphs").eq(False)), bases.filter(pl.col("cuda_graphs").eq(True))
+    if not off.height or not on.height:
+        return []
+    return [
+        Caveat(
+            "warn",
+            f"CUDA graphs off in {off.height} baseline window(s): a baseline step takes "
+            f"{_span(off['round_time_ms'], '.2f')} ms against {_span(on['round_time_ms'], '.2f')} ms with graphs "
+            f"on, the GPU busy {_span(off['gpu_busy_fraction'], '.2f')} of the window against "
+            f"{_span(on['gpu_busy_fraction'], '.2f')} (NVML utilization): a graphs-off saving includes launch "
+            "overhead that graph capture removes (the CUDA graphs figure's capture bias)",
+        )
+    ]
+
+
 def caveats(inp: ReportInputs) -> list[Caveat]:
     c, all_records, cur = inp.config, inp.records, inp.curves
     # Measured scope (ADR 0216): first, what the verdict below does not cover.
@@ -871,6 +904,7 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
                 )
             )
     out += power_cap_caveats(r)
+    out += graphs_off_caveats(r)
     spread = figs.concurrency_spread(r)
     if spread.height:
         worst = spread.with_columns(a=pl.col("diff_pct").abs()).sort("a", descending=True).row(0, named=True)
