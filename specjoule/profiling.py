@@ -12,8 +12,10 @@ What the engine is asked to do, per engine:
 - vLLM: ``profiler_config`` ({profiler: torch, torch_profiler_dir: DIR}) is an engine argument, fixed at start;
   ``VLLM_CUSTOM_SCOPES_FOR_PROFILING=1`` makes Model Runner V1 emit its ``gpu_model_runner: forward | sample |
   draft | …`` labels (``vllm.v1.utils.record_function_or_nullcontext``: a null context without it). Model Runner V2
-  (eagle3, mtp, dflash, dspark and the baseline in 0.26) emits none, so there Python frames are recorded
-  (``torch_profiler_with_stack``) and the phases are told apart by function (``analysis.rounds``).
+  (what 0.26 picks for a dense target with eagle3, mtp, dflash, dspark or no drafter) emits none, so there Python
+  frames are recorded (``torch_profiler_with_stack``) and the phases are told apart by function
+  (``analysis.rounds``). An MoE or hybrid target runs on V1 whatever the method (``VllmConfig.use_v2_model_runner``;
+  the records' ``engine_config.model_runner`` says which ran): its cells get V1's labels, and frames by method.
 - SGLang: ``Engine.start_profile(output_dir=…)`` / ``stop_profile()``. 0.5.17 labels its speculative stages
   itself whenever a torch profiler runs (``spec_stage_span``: ``draft``, ``draft_extend``; the model runner's
   ``step[TARGET_VERIFY bs=…]``), so no Python frames are needed there.
@@ -47,7 +49,9 @@ TRACE_SUBDIR = "trace"
 ENGINE_LOG = "engine.log"
 
 # vLLM 0.26 runs these methods on Model Runner V1, which labels its phases; every other method (and the baseline)
-# on V2, which does not (config/vllm.py _get_v2_model_runner_unsupported_features; research note schemes-vllm026).
+# on V2, which does not, for a dense target (config/vllm.py _get_v2_model_runner_unsupported_features; research note
+# schemes-vllm026). An MoE target runs on V1 for every method (_is_default_v2_model_runner_model), so there the
+# frames recorded by method are more than its labels need: harmless, the profiled batches are never windows.
 VLLM_LABELLED_METHODS = ("draft_model", "ngram")
 # Makes V1's record_function_or_nullcontext emit torch labels (vllm/v1/utils.py, 0.26 … 0.32).
 VLLM_LABEL_ENV = {"VLLM_CUSTOM_SCOPES_FOR_PROFILING": "1"}

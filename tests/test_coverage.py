@@ -143,7 +143,8 @@ def test_gemma_eagle3_on_vllm_is_measured_although_an_earlier_attempt_failed(tab
 
 def test_qwen3_8b_eagle3_on_sglang_is_measured(table):
     """2026-12-02b (B = 1) and 2026-12-03e's depth (B = 1 and 32) on two boards: at B = 1 two runs a row, and at
-    L = 4 the SGLang range lies wholly below vLLM's (2026-12-01d and 2026-12-03d, two other boards)."""
+    L = 4 the SGLang range lies wholly below vLLM's (2026-12-01d, 2026-12-03d and 2026-12-04b, three other boards,
+    graphs on; 2026-12-04b's two graphs-off points are counted beside the range, not in it)."""
     got = row(table, "qwen3-8b", "sglang", "eagle3")
     assert got["status"] == coverage.MEASURED
     assert got["target_family"] == "gqa"
@@ -151,7 +152,9 @@ def test_qwen3_8b_eagle3_on_sglang_is_measured(table):
     assert (got["b1_lmax_n"], got["b1_lmax_runs"], got["b1_lmax_boards"]) == (2, 2, 2)
     assert "L=4: 0.305–0.312 (n=2, 2 runs, 2 boards)" in got["ratio_b1"]
     vllm = row(table, "qwen3-8b", "vllm", "eagle3")
-    assert "L=4: 0.345–0.348 (n=2, 2 runs, 2 boards)" in vllm["ratio_b1"]
+    assert "L=4: 0.345–0.348 (n=3, 3 runs, 3 boards)" in vllm["ratio_b1"]
+    assert vllm["graphs_off_points"] == 2  # graphs off at L = 4: 0.364 over a host-bound baseline, outside the range
+    assert got["b1_lmax_ratio_hi"] < vllm["b1_lmax_ratio_lo"]
 
 
 def test_planned_family_is_the_one_the_runner_records(plan):
