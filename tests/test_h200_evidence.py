@@ -1943,3 +1943,21 @@ def test_1204b_the_moe_graphs_off_baseline_spends_host_time_not_gpu_work():
     ttft = {n: 1000 * cell[(n, False)]["ttft_mean_s"] for n in ("baseline--open", "eagle3--mv1")}
     assert ttft["baseline--open"] > 1.2 * ttft["eagle3--mv1"]
     assert f"first token {ttft['baseline--open']:.1f} ms against {ttft['eagle3--mv1']:.1f} for EAGLE3 L = 1" in readme
+
+
+def test_1204b_the_report_warns_that_the_capture_pairs_ran_on_different_runners():
+    """render.capture_runner_caveats on the committed records: it names each model's runner where the models
+    measured both ways ran on different ones, and is silent where they did not."""
+    from specjoule.report import render
+
+    records = pl.read_parquet(CAPTURE_1204B / "results" / "records.parquet")
+    (caveat,) = render.capture_runner_caveats(records)
+    assert caveat.level == "warn"
+    assert "(qwen3_30b_a3b on v1, qwen3_8b on v2; the engine picks it by architecture)" in caveat.text
+    assert render.capture_runner_caveats(pl.read_parquet(CAPTURE_1204 / "results" / "records.parquet")) == []
+    one_runner = records.with_columns(pl.col("engine_config").str.replace('"model_runner": "v2"', '"model_runner": "v1"'))
+    assert render.capture_runner_caveats(one_runner) == []
+    # a model measured with graphs on only is no capture pair: its runner does not count
+    dense_on_only = records.filter(pl.col("target_moe") | pl.col("cuda_graphs"))
+    assert render.capture_runner_caveats(dense_on_only) == []
+    assert render.capture_runner_caveats(records.drop("engine_config")) == []

@@ -811,6 +811,40 @@ def graphs_off_caveats(records: pl.DataFrame) -> list[Caveat]:
     ]
 
 
+def capture_runner_caveats(records: pl.DataFrame) -> list[Caveat]:
+    """A warn caveat where models measured with CUDA graphs both off and on ran on different model runners
+    (``engine_config.model_runner``): vLLM 0.26 picks Model Runner V2 for a dense architecture and V1 for an MoE one
+    (2026-12-04b), so the CUDA graphs figure's dense/MoE contrast of the capture bias is also a runner contrast."""
+    if not {"cuda_graphs", "model_pair", "engine", "engine_config"} <= set(records.columns):
+        return []
+    both = (
+        records.group_by("engine", "model_pair")
+        .agg(pl.col("cuda_graphs").n_unique().alias("modes"), pl.col("engine_config"))
+        .filter(pl.col("modes") == 2)
+    )
+    runners: dict[tuple[str, str], set[str]] = {}
+    for row in both.iter_rows(named=True):
+        for text in row["engine_config"]:
+            runner = json.loads(text).get("model_runner") if text else None
+            if runner:
+                runners.setdefault((row["engine"], row["model_pair"]), set()).add(str(runner))
+    out = []
+    for engine in sorted({e for e, _ in runners}):
+        seen = {m: r for (e, m), r in runners.items() if e == engine}
+        if len(seen) < 2 or len(set().union(*seen.values())) < 2:
+            continue
+        each = ", ".join(f"{m} on {'/'.join(sorted(r))}" for m, r in sorted(seen.items()))
+        out.append(
+            Caveat(
+                "warn",
+                f"{engine}: the models measured with CUDA graphs off and on ran on different model runners ({each}; "
+                "the engine picks it by architecture): a difference between their capture biases is also the "
+                "runners' difference, not the model kind's alone",
+            )
+        )
+    return out
+
+
 def caveats(inp: ReportInputs) -> list[Caveat]:
     c, all_records, cur = inp.config, inp.records, inp.curves
     # Measured scope (ADR 0216): first, what the verdict below does not cover.
@@ -905,6 +939,7 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
             )
     out += power_cap_caveats(r)
     out += graphs_off_caveats(r)
+    out += capture_runner_caveats(r)
     spread = figs.concurrency_spread(r)
     if spread.height:
         worst = spread.with_columns(a=pl.col("diff_pct").abs()).sort("a", descending=True).row(0, named=True)
