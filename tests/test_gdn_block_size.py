@@ -102,3 +102,28 @@ def test_the_plan_does_not_warn_for_a_target_without_gated_deltanet_layers():
     for path in ("config/h200-schemes-sglang-families.yaml", "config/config.yaml"):
         cfg, table = config.plan(config.read_yaml(REPO / path), path)
         assert config.hybrid_block_size_warnings(cfg, table) == []
+
+
+def test_the_eagle3_config_pins_its_arms_block_on_vllm_and_plans_both_engines():
+    """config/h200-schemes-gdn-eagle3.yaml (2026-12-04b): EAGLE3 k = 3 on Qwen3.6, every vLLM arm at the EAGLE3
+    arm's own block (1072), the SGLang arms planned too; nothing unsupported at plan, no block warning."""
+    path = "config/h200-schemes-gdn-eagle3.yaml"
+    raw = config.read_yaml(REPO / path)
+    _, table = config.plan(raw, path)
+    assert not [c for c in table.cells if c.unsupported_reason]
+    arms = _arms(path)
+    assert {(c.spec["engine"], c.spec["scheme"]["method"]) for c in arms} == {
+        (e, m) for e in ("vllm", "sglang") for m in ("baseline", "eagle3")
+    }
+    for cell in (c for c in arms if c.spec["engine"] == "vllm"):
+        kw = V.engine_kwargs(cell.spec)
+        assert kw["block_size"] == 1072 == models.gated_deltanet_attention_block_tokens(QWEN36, 3)
+        if "speculative_config" in kw:
+            assert kw["speculative_config"]["method"] == "eagle3"
+            assert kw["speculative_config"]["model"].endswith("config/models/qwen3.6-35b-a3b-eagle3")
+    assert config.hybrid_block_size_warnings(raw, table) == []
+    assert raw["checks"] == {
+        **config.read_yaml(REPO / PINNED)["checks"],
+        "engine_config_may_differ": [*config.read_yaml(REPO / PINNED)["checks"]["engine_config_may_differ"],
+                                     "cuda_graph_decode_bs"],
+    }

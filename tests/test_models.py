@@ -44,6 +44,7 @@ DRAFTERS = {
     "gemma-4-26b-a4b-eagle3": ("eagle3", None, "gemma-4-26b-a4b"),
     "glm-4.7-flash-eagle3": ("eagle3", None, "glm-4.7-flash"),
     "qwen3.6-35b-a3b-dflash": ("dflash", 16, "qwen3.6-35b-a3b"),
+    "qwen3.6-35b-a3b-eagle3": ("eagle3", None, "qwen3.6-35b-a3b"),
 }
 
 
@@ -219,6 +220,21 @@ def test_eagle3_head_has_its_own_reduced_vocab_head():
     d = describe_drafter("config/models/glm-4.7-flash-eagle3")
     assert d.draft_vocab_size == 32000
     assert d.weight_bytes() / 1e6 == pytest.approx(291, abs=1)
+
+
+def test_qwen36_eagle3_head_is_the_targets_attention_at_the_community_heads_size():
+    """Reconstructed (config/models/README.md): the target's attention shape and vocabulary, and 0.654 B with the
+    shared embedding, the "0.7 B" a public community head for Qwen3.6-35B-A3B reports."""
+    text = json.loads((MODELS / "qwen3.6-35b-a3b" / "config.json").read_text())["text_config"]
+    head = json.loads((MODELS / "qwen3.6-35b-a3b-eagle3" / "config.json").read_text())
+    for key in ("hidden_size", "vocab_size", "num_attention_heads", "num_key_value_heads", "head_dim", "eos_token_id"):
+        assert head[key] == text[key], key
+    assert head["rope_theta"] == text["rope_parameters"]["rope_theta"]
+    d = describe_drafter(MODELS / "qwen3.6-35b-a3b-eagle3")
+    assert d.draft_vocab_size == 32000 and d.num_layers == 1
+    assert (d.params + d.params_shareable) / 1e9 == pytest.approx(0.654, abs=0.001)
+    assert support.eagle3_target_supported("vllm", describe(MODELS / "qwen3.6-35b-a3b").architecture)[0]
+    assert support.eagle3_target_supported("sglang", describe(MODELS / "qwen3.6-35b-a3b").architecture)[0]
 
 
 def test_target_with_mtp_layers_is_its_own_mtp_drafter():
