@@ -103,9 +103,13 @@ def test_gemma_eagle3_on_sglang_is_unsupported_with_each_configs_reason(table):
 
 def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
     """Since 2026-12-03f (gemma-4's multimodal shape, ADR 0225) every (target, scheme) SGLang row of the shipped
-    configs is measured or unsupported: none is left not run."""
+    configs is measured or unsupported, but for the one pair pre-registered since (2026-12-04b): EAGLE3 on Qwen3.6,
+    not run, naming its config."""
     sglang = table.filter(pl.col("engine") == "sglang")
-    assert set(sglang["status"]) <= {coverage.MEASURED, coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN}
+    new_pair = (pl.col("target_model").str.ends_with("qwen3.6-35b-a3b")) & (pl.col("method") == "eagle3")
+    assert set(sglang.filter(~new_pair)["status"]) <= {coverage.MEASURED, coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN}
+    got = row(table, "qwen3.6-35b-a3b", "sglang", "eagle3")
+    assert got["status"] == coverage.NOT_RUN and "config/h200-schemes-gdn-eagle3.yaml" in got["configs"]
     for target, method in (
         ("mimo-7b", "mtp"),
         ("qwen3-30b-a3b", "eagle3"),
@@ -395,3 +399,21 @@ def test_qwen3_30b_a3b_eagle3_on_vllm_at_b1_reads_as_three_runs_on_three_boards_
     assert (got["b32_lmin_n"], got["b32_lmax_n"]) == (1, 1)
     # the graphs-off points (L = 4: 0.248 over a host-bound baseline) would have widened the range
     assert got["graphs_off_points"] == 2 and got["b1_lmax_ratio_lo"] > 0.5
+
+
+def test_a_baseline_start_that_failed_before_its_campaign_was_measured_stops_no_arm_planned_since(table, records):
+    """Qwen3.6's vLLM baseline failed to start three times (2026-12-02c-e) before 2026-12-02f and 2026-12-03c
+    measured it; EAGLE3, planned on 2026-12-04b in the same campaign, reads not run, not "an attempt failed"."""
+    attempts = coverage.failed_attempts([EVIDENCE])
+    campaign = "vllm-qwen36_35b_a3b-closed-b1-random-s0-cg1"
+    baseline = attempts.filter((pl.col("campaign_id") == campaign) & (pl.col("cell_name") == "baseline--open"))
+    assert baseline.height == 3
+    live = coverage.superseded_attempts_dropped(attempts, records)
+    assert live.filter((pl.col("campaign_id") == campaign) & (pl.col("cell_name") == "baseline--open")).height == 0
+    assert live.height < attempts.height and set(live.columns) == set(attempts.columns)
+    got = row(table, "qwen3.6-35b-a3b", "vllm", "eagle3")
+    assert got["status"] == coverage.NOT_RUN and got["configs"] == "config/h200-schemes-gdn-eagle3.yaml"
+    # an attempt later than every record of its cell still counts (the runner's own marker, written now)
+    later = baseline.with_columns(started=pl.lit(4.0e9))
+    assert coverage.superseded_attempts_dropped(later, records).height == 3
+

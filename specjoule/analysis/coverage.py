@@ -9,7 +9,8 @@ One row per (target_family, target_model, engine, scheme). Its status comes from
   ``not run`` (planned, absent from the evidence) with the configs that would measure it, or ``unsupported
   (plan)`` with the reason the plan already knows;
 - the attempt markers committed with the evidence (``**/.specjoule/attempts/<campaign>/<cell>.<id>``, ADR 0197):
-  ``not run, an attempt failed`` where a cell of the row's campaign started and wrote no record. The note lists
+  ``not run, an attempt failed`` where a cell of the row's campaign started and wrote no record, and no record
+  of that cell came later (a start measured afterwards stops no arm planned since: ADR 0196). The note lists
   the attempts latest first, each with how it ended as far as the committed files say (ADR 0222): the root cause
   the runner noted in the marker; else the one its committed log names where the runner logged the cell's failure;
   else "no error recorded" (a cut attempt, one still running when the evidence was collected, or a marker from
@@ -441,6 +442,19 @@ def evidence_row(part: pl.DataFrame) -> dict:
     }
 
 
+def superseded_attempts_dropped(attempts: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
+    """The attempts no later record of the same campaign and cell answers (``started`` in epoch seconds against the
+    record's ``window_start``): a start that failed and was measured afterwards stops no arm planned since."""
+    if not attempts.height or not records.height or "window_start" not in records.columns:
+        return attempts
+    measured = records.group_by("campaign_id", "cell_name").agg(
+        C("window_start").max().dt.epoch("us").truediv(1e6).alias("_measured_at")
+    )
+    joined = attempts.join(measured, on=["campaign_id", "cell_name"], how="left")
+    keep = C("_measured_at").is_null() | C("started").is_null() | (C("_measured_at") <= C("started"))
+    return joined.filter(keep).drop("_measured_at")
+
+
 def matrix(
     records: pl.DataFrame, plan: pl.DataFrame | None = None, attempts: pl.DataFrame | None = None
 ) -> pl.DataFrame:
@@ -479,6 +493,10 @@ def matrix(
                     extra = f"planned unsupported under {', '.join(configs)}: {reason}"
                     r["reason"] = f"{r['reason']} | {extra}" if r["reason"] else extra
         seen = {tuple(r[k] for k in ROW_KEY) for r in rows}
+        # An attempt whose cell was measured later (a record of the same campaign and cell whose window started
+        # after the attempt) stops nothing: a baseline that failed before its campaign was measured does not make a
+        # newly planned arm of it read as failed. The row's note still lists it beside any attempt that counts.
+        live = superseded_attempts_dropped(attempts, records) if attempts is not None else None
         # The plan lists every point of a campaign; a marker of any other cell of it is one of its baselines.
         points_of = planned.group_by("campaign_id").agg(C("cell_name")).rows_by_key("campaign_id", unique=True)
         for key, part in planned.group_by(list(ROW_KEY), maintain_order=True):
@@ -488,16 +506,13 @@ def matrix(
             all_unsupported = part["plan_reason"].null_count() == 0
             campaigns = part["campaign_id"].unique().to_list()
             campaign_points = {n for c in campaigns for n in points_of[c][0]}
-            failed = (
-                # a campaign's failed baseline stops every arm of it; an arm's failed start is that arm's row only
-                attempts.filter(
-                    C("campaign_id").is_in(campaigns)
-                    & (C("cell_name").is_in(part["cell_name"].to_list()) | ~C("cell_name").is_in(list(campaign_points)))
-                )
-                if attempts is not None and not all_unsupported
-                else None
+            # a campaign's failed baseline stops every arm of it; an arm's failed start is that arm's row only
+            of_row = C("campaign_id").is_in(campaigns) & (
+                C("cell_name").is_in(part["cell_name"].to_list()) | ~C("cell_name").is_in(list(campaign_points))
             )
-            if failed is not None and failed.height:
+            failed = attempts.filter(of_row) if attempts is not None and not all_unsupported else None
+            counted = live.filter(of_row) if live is not None and not all_unsupported else None
+            if failed is not None and counted is not None and counted.height:
                 status = ATTEMPT_FAILED
                 reasons = [attempts_text(failed)]
             else:
