@@ -1961,3 +1961,24 @@ def test_1204b_the_report_warns_that_the_capture_pairs_ran_on_different_runners(
     dense_on_only = records.filter(pl.col("target_moe") | pl.col("cuda_graphs"))
     assert render.capture_runner_caveats(dense_on_only) == []
     assert render.capture_runner_caveats(records.drop("engine_config")) == []
+
+
+def test_1204b_smoke_eagle3_on_qwen36_started_drafted_and_counted_on_v1():
+    """Addendum 1's smoke (no record): the engine took the reconstructed head, ran on Model Runner V1 (a hybrid
+    target), and realized the configured L at both ends with the scheme's verify width; the README says so."""
+    smoke = SESSION_1204B / "smoke-qwen36-eagle3"
+    summary = json.loads((smoke / "summary.json").read_text())
+    assert summary["ok"] is True and summary["engine"] == "vllm"
+    cell = smoke / "0-qwen3.6-35b-a3b-eagle3"
+    info = json.loads((cell / "engine_info.json").read_text())
+    assert info["engine_version"] == "0.26.0" and info["engine_config"]["model_runner"] == "v1"
+    for L in (1, 4):
+        got = json.loads((cell / f"L{L}.json").read_text())
+        assert got["configured_L"] == got["realized_L"] == L
+        assert got["verify_width_measured"] == got["verify_width_scheme"] == 4 and got["requests_ok"] == 2
+    log = logtext.read_log(cell / "engine-L1.log")
+    assert "speculative_config=SpeculativeConfig(method='eagle3'" in log and "qwen3.6-35b-a3b-eagle3" in log
+    scheme = summary["schemes"]["0-qwen3.6-35b-a3b-eagle3"]
+    assert scheme["ok"] is True and scheme["drafter"] == "config/models/qwen3.6-35b-a3b-eagle3"
+    (start,) = [r["start_s"] for r in scheme["runs"] if "start_s" in r]  # vLLM swaps L in place: one start
+    assert f"the engine started in {start:.1f} s on Model Runner V1" in _readme_text(SESSION_1204B)
