@@ -1706,7 +1706,7 @@ def test_1204_graphs_on_is_a_replicate_of_1203g_on_another_board():
     ratios, base = {}, {}
     for name, df in (("then", then), ("here", here)):
         base[name] = df.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
-        ratios[name] = {r["cell_name"]: r["mj_per_committed_token"] / base[name] for r in df.iter_rows(named=True)}
+        ratios[name] = {cell: ratio for (_, cell), (ratio, _) in _ratios_over_mean_baseline(df).items()}
     assert f"L = 1 {ratios['then']['eagle3--mv1']:.3f} and {ratios['here']['eagle3--mv1']:.3f}" in readme
     assert f"L = 4 {ratios['then']['eagle3--mv4']:.3f} and {ratios['here']['eagle3--mv4']:.3f}" in readme
     assert f"the baseline {base['then']:.1f} and {base['here']:.1f} mJ/token" in readme
@@ -1826,8 +1826,8 @@ def test_1204b_dense_and_moe_capture_bias_from_the_records_against_the_papers_ba
             curves=pl.read_parquet(CAPTURE_1204 / "results" / "curves.parquet"),
         )
     )
-    assert_same = table.filter(pl.col("moe")).sort("arm").select("arm", "bias_pp")
-    assert np.allclose(assert_same["bias_pp"], then.sort("arm")["bias_pp"])
+    moe_here = table.filter(pl.col("moe")).sort("arm")
+    assert np.allclose(moe_here["bias_pp"], then.sort("arm")["bias_pp"])
 
 
 def test_1204b_without_graphs_the_dense_step_is_host_bound_less_than_the_moe_one():
@@ -1863,10 +1863,9 @@ def test_1204b_graphs_on_qwen3_8b_eagle3_on_three_boards():
     for run in runs:
         fam = pl.read_parquet(run / "results" / "records.parquet").filter(pl.col("campaign_id") == DENSE_CG1)
         boards |= set(fam["gpu_uuid"])
-        base = fam.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
-        cell = {r["cell_name"]: r["mj_per_committed_token"] for r in fam.iter_rows(named=True)}
+        over_base = _ratios_over_mean_baseline(fam)
         for L in ratios:
-            ratios[L].append(cell[f"eagle3--mv{L}"] / base)
+            ratios[L].append(over_base[(1, f"eagle3--mv{L}")][0])
     assert len(boards) == 3
     readme = _readme_text(SESSION_1204B)
     for L, rs in ratios.items():

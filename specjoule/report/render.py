@@ -817,23 +817,18 @@ def capture_runner_caveats(records: pl.DataFrame) -> list[Caveat]:
     (2026-12-04b), so the CUDA graphs figure's dense/MoE contrast of the capture bias is also a runner contrast."""
     if not {"cuda_graphs", "model_pair", "engine", "engine_config"} <= set(records.columns):
         return []
+    runner = pl.col("engine_config").str.json_path_match("$.model_runner")
     both = (
         records.group_by("engine", "model_pair")
-        .agg(pl.col("cuda_graphs").n_unique().alias("modes"), pl.col("engine_config"))
-        .filter(pl.col("modes") == 2)
+        .agg(pl.col("cuda_graphs").n_unique().alias("modes"), runner.drop_nulls().unique().sort().alias("runners"))
+        .filter((pl.col("modes") == 2) & (pl.col("runners").list.len() > 0))
+        .sort("engine", "model_pair")
     )
-    runners: dict[tuple[str, str], set[str]] = {}
-    for row in both.iter_rows(named=True):
-        for text in row["engine_config"]:
-            runner = json.loads(text).get("model_runner") if text else None
-            if runner:
-                runners.setdefault((row["engine"], row["model_pair"]), set()).add(str(runner))
     out = []
-    for engine in sorted({e for e, _ in runners}):
-        seen = {m: r for (e, m), r in runners.items() if e == engine}
-        if len(seen) < 2 or len(set().union(*seen.values())) < 2:
+    for (engine,), models in both.group_by("engine", maintain_order=True):
+        if models.height < 2 or models["runners"].explode().n_unique() < 2:
             continue
-        each = ", ".join(f"{m} on {'/'.join(sorted(r))}" for m, r in sorted(seen.items()))
+        each = ", ".join(f"{m} on {'/'.join(r)}" for m, r in models.select("model_pair", "runners").iter_rows())
         out.append(
             Caveat(
                 "warn",
