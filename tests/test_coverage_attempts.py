@@ -8,6 +8,7 @@ expected order and counts on the committed evidence come from the marker files a
 from __future__ import annotations
 
 import json
+import re
 import time
 import types
 from pathlib import Path
@@ -188,3 +189,56 @@ def test_qwen36_mtp_on_vllm_names_its_latest_attempt_first_cut_by_the_budget():
     assert [e.rsplit(", ", 1)[1].rstrip("]") for e in entries] == [m["where"] for m in markers]
     assert "written before ADR 0197" not in got["reason"]  # what the row claimed of 2026-12-02f's markers
     assert entries[-1].startswith("baseline--open: ModuleNotFoundError: No module named 'compressed_tensors' (in its")
+
+
+def test_a_log_that_stops_inside_a_vllm_start_ends_at_vllm_s_last_line(tmp_path, monkeypatch, gdn_cells):
+    """2026-12-04c: the EAGLE3 engine was still starting when machine 1 went away; after the runner's 'engine: start'
+    only vLLM's own lines (month-day, no year) were written. The log ends at the last of them, not the runner's."""
+    cell = gdn_cells["mtp--mv1"]
+    monkeypatch.chdir(tmp_path)
+    runner.mark_attempt(cell)
+    t = started(cell)
+    vllm_line = time.strftime("(EngineCore pid=1891) INFO %m-%d %H:%M:%S [monitor.py:81] warm-up took 91.04 s\n",
+                              time.gmtime(t + 197))
+    write_log(
+        tmp_path / "results" / "logs" / "engines" / "g01-point.log",
+        [
+            log_line(t, f"specjoule.runner: cells {GDN_CAMPAIGN}/mtp--mv1, {GDN_CAMPAIGN}/mtp--mv4: start"),
+            log_line(t + 3, "specjoule.runner: engine: start (vllm, offline)"),
+            vllm_line,
+            "Capturing CUDA graphs (decode, FULL):  50%|█████     | 2/4\n",  # no time: ignored
+        ],
+    )
+    (attempt,) = coverage.failed_attempts([tmp_path]).iter_rows(named=True)
+    assert attempt["log_end"] - attempt["started"] == pytest.approx(197, abs=1)
+    # the vLLM line has whole seconds: 196 or 197 s after a start with a fraction; the runner's last line was 3 s
+    assert re.search(r"which stops 19[67] s after this start", coverage.attempts_text(coverage.failed_attempts([tmp_path])))
+
+
+def test_an_arm_of_a_config_outside_the_plan_is_not_a_baseline_of_the_shared_campaign():
+    """config/h200-schemes-gdn-eagle3.yaml's campaign is h200-schemes-gdn.yaml's (one shape): its EAGLE3 attempt of
+    2026-12-04c is EAGLE3's row with every shipped config planned, and no row's baseline with only the MTP config."""
+    records = coverage.load_evidence([EVIDENCE])
+    attempts = coverage.failed_attempts([EVIDENCE])
+    (lost,) = attempts.filter(pl.col("where").str.contains("session-2026-12-04c")).iter_rows(named=True)
+    assert (lost["campaign_id"], lost["cell_name"], lost["errored"]) == (GDN_CAMPAIGN, "eagle3--mv4", False)
+
+    def qwen36_vllm(plan: pl.DataFrame, method: str) -> dict:
+        (row,) = (
+            coverage.matrix(records, plan, attempts)
+            .filter(
+                (pl.col("target_model") == "config/models/qwen3.6-35b-a3b")
+                & (pl.col("method") == method)
+                & (pl.col("engine") == "vllm")
+            )
+            .iter_rows(named=True)
+        )
+        return row
+
+    eagle3 = qwen36_vllm(coverage.planned_cells(coverage.shipped_configs()), "eagle3")
+    assert eagle3["status"] == coverage.ATTEMPT_FAILED
+    assert eagle3["reason"].split(" | ")[0].startswith("4 attempts, latest first; 3 ended with an error, 1 with no error")
+    assert "eagle3--mv4: no error recorded (nor in its log, which stops 198 s after this start)" in eagle3["reason"]
+    only_mtp = coverage.planned_cells(["config/h200-schemes-gdn.yaml"])
+    assert "eagle3--" not in (qwen36_vllm(only_mtp, "dflash")["reason"] or "")
+    assert all("eagle3" not in m for m in coverage.planned_cells(["config/h200-schemes-gdn.yaml"])["method"])

@@ -53,6 +53,8 @@ SHIPPED_CONFIG_GLOBS = ("config/*.yaml", "validation/**/config/*.yaml")
 UNKNOWN_FAMILY = "?"
 # A replicate window's cell is ``<name>--w<w>`` (CONTEXT: replicates); checks name the cell it repeats.
 _WINDOW_SUFFIX = re.compile(r"--w\d+$")
+# A baseline cell's name: the config's baseline scheme, then its phase, then a window suffix (cells.campaign_arms).
+_BASELINE_CELL = re.compile(r"--(open|close)(--w\d+)?$")
 
 MEASURED = STATUS_MEASURED  # the record's own status values (null in older records = measured)
 UNSUPPORTED = STATUS_UNSUPPORTED
@@ -196,7 +198,7 @@ ATTEMPT_COLUMNS: dict[str, type[pl.DataType]] = {
     "where": pl.String,  # the folder that holds the marker's .specjoule, relative to the evidence source
     "log": pl.String,  # the committed engine log of this attempt, found by cell name and time (null: none)
     "log_error": pl.String,  # the root cause in that log, when the runner logged the cell's failure there
-    "log_end": pl.Float64,  # the last timestamped line of that log
+    "log_end": pl.Float64,  # the last timestamped line of that log (the runner's or, after it, vLLM's)
 }
 # The runner's log lines (runner.LOG_FORMAT): local time, which on the H200 machines is UTC; a log whose lines do not
 # bracket the marker's start under that reading is not taken as the attempt's log.
@@ -210,6 +212,28 @@ def _log_time(line: str) -> float | None:
     if not m:
         return None
     return datetime.datetime.fromisoformat(m.group(1)).replace(tzinfo=datetime.UTC).timestamp()
+
+
+# vLLM's own lines in the same log ("(EngineCore pid=…) INFO 12-04 09:42:31 [file.py:81] …") carry no year: an engine
+# still starting when the log stops writes only these, so without them the log seems to stop at the runner's last line.
+_VLLM_LOG_TIME = re.compile(r"(?:^|\) )(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2} \d{2}:\d{2}:\d{2}) \[")
+
+
+def _vllm_log_time(line: str, year: int) -> float | None:
+    """A vLLM line's time, read in the year of the runner line before it (the same UTC clock)."""
+    m = _VLLM_LOG_TIME.search(line)
+    if not m:
+        return None
+    when = datetime.datetime.strptime(f"{year}-{m.group(1)}", "%Y-%m-%d %H:%M:%S")
+    return when.replace(tzinfo=datetime.UTC).timestamp()
+
+
+def _log_end(lines: list[str], stamped: list[tuple[float, int]]) -> float:
+    """The last time a log says anything: its last runner line, or a later vLLM line after it."""
+    last, at = stamped[-1]
+    year = datetime.datetime.fromtimestamp(last, datetime.UTC).year
+    engine = [t for line in lines[at + 1 :] if (t := _vllm_log_time(line, year)) is not None]
+    return max([last, *engine])
 
 
 def _logs_under(folder: Path, cache: dict[Path, list[str]]) -> dict[Path, list[str]]:
@@ -236,7 +260,7 @@ def attempt_log(
             continue
         after = lines[next((i for t, i in stamped if t >= started - LOG_SLACK_S), len(lines)) :]
         failed = any(_RUNNER_FAILED in line for line in after)
-        return path, (runner.root_cause(runner.exception_lines(after)) if failed else None), stamped[-1][0]
+        return path, (runner.root_cause(runner.exception_lines(after)) if failed else None), _log_end(lines, stamped)
     return None
 
 
@@ -497,7 +521,9 @@ def matrix(
         # after the attempt) stops nothing: a baseline that failed before its campaign was measured does not make a
         # newly planned arm of it read as failed. The row's note still lists it beside any attempt that counts.
         live = superseded_attempts_dropped(attempts, records) if attempts is not None else None
-        # The plan lists every point of a campaign; a marker of any other cell of it is one of its baselines.
+        # The plan lists every point of a campaign; a marker of another cell of it is one of its baselines when its
+        # name says so. Two configs can share a campaign (a scheme pre-registered later for the same shape): an arm
+        # that only a config outside this plan names is that arm's own attempt, not a baseline's (2026-12-04c).
         points_of = planned.group_by("campaign_id").agg(C("cell_name")).rows_by_key("campaign_id", unique=True)
         for key, part in planned.group_by(list(ROW_KEY), maintain_order=True):
             if tuple(key) in seen:
@@ -508,7 +534,8 @@ def matrix(
             campaign_points = {n for c in campaigns for n in points_of[c][0]}
             # a campaign's failed baseline stops every arm of it; an arm's failed start is that arm's row only
             of_row = C("campaign_id").is_in(campaigns) & (
-                C("cell_name").is_in(part["cell_name"].to_list()) | ~C("cell_name").is_in(list(campaign_points))
+                C("cell_name").is_in(part["cell_name"].to_list())
+                | (~C("cell_name").is_in(list(campaign_points)) & C("cell_name").str.contains(_BASELINE_CELL.pattern))
             )
             failed = attempts.filter(of_row) if attempts is not None and not all_unsupported else None
             counted = live.filter(of_row) if live is not None and not all_unsupported else None
