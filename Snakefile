@@ -18,6 +18,8 @@ onstart:
     # The validated config the runner and resolve_models read: written when a run starts, never while the
     # workflow is parsed or dry-run (ADR 0140).
     _config.write_resolved(CONFIG, CONFIG_JSON)
+    # The collector's thresholds as they were before planning (rules/common.smk) for the run itself.
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 rule all:

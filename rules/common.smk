@@ -1,6 +1,7 @@
 # Config validation, the cell table, the engine-group plan and the get_* helpers every rule uses (the rule
 # files hold rules only: `snakemake --lint`).
 import functools
+import gc
 import shlex
 import sys
 from pathlib import Path
@@ -8,6 +9,14 @@ from pathlib import Path
 from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, str(Path(workflow.basedir)))
+
+# Planning makes millions of objects that live as long as the process (Snakemake's jobs, their files and flags) and
+# frees almost none: the collector's full passes over them were a quarter of `snakemake -n`'s CPU on the 13,860-cell
+# grid (issue 22). They wait while the workflow is parsed and the DAG built (the young generations still collect
+# cycles, and a full pass still comes every 1,000 of theirs); onstart (Snakefile) restores the thresholds before
+# any job runs.
+GC_THRESHOLDS = gc.get_threshold()
+gc.set_threshold(GC_THRESHOLDS[0], GC_THRESHOLDS[1], max(GC_THRESHOLDS[2], 1000))
 
 from specjoule import cells as _cells  # noqa: E402
 from specjoule import config as _config  # noqa: E402
