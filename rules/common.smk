@@ -120,11 +120,15 @@ ENGINE_ENV = get_engine_env if USE_CONDA else "../envs/vllm.yaml"
 
 
 def _freeze_signature(fn):
-    # Snakemake inspects a callable's signature on every job; a precomputed __signature__
-    # turns that into an attribute read (seconds on a 14k-cell grid).
+    # Snakemake inspects a callable's signature on every job, up to three times (seconds on a 14k-cell grid).
+    # A precomputed __signature__ spares inspect.signature the parsing; Snakemake's own attribute for a
+    # function's parameters (overwrite_function_params, as its ioutils set it) spares the call itself.
     import inspect
 
+    from snakemake.common import overwrite_function_params
+
     fn.__signature__ = inspect.signature(fn)
+    overwrite_function_params(fn, fn.__signature__.parameters)
     return fn
 
 
