@@ -125,9 +125,11 @@ def _freeze_signature(fn):
     # function's parameters (overwrite_function_params, as its ioutils set it) spares the call itself.
     import inspect
 
-    from snakemake.common import overwrite_function_params
-
     fn.__signature__ = inspect.signature(fn)
+    try:  # public but undocumented: a Snakemake without it only loses the speed-up, never the plan
+        from snakemake.common import overwrite_function_params
+    except ImportError:
+        return fn
     overwrite_function_params(fn, fn.__signature__.parameters)
     return fn
 
