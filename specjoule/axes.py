@@ -27,6 +27,9 @@ ROLE_POINT = "point"
 # Run order of a campaign: opening baselines, the speculative points, closing baselines.
 PHASES: tuple[str, ...] = (ROLE_OPENING, ROLE_POINT, ROLE_CLOSING)
 BASELINE_ROLES: tuple[str, ...] = (ROLE_OPENING, ROLE_CLOSING)
+# A baseline cell's name: the config's baseline scheme, its phase, then a window suffix (cells.campaign_arms writes
+# ``<baseline>--open``, ``<baseline>--close--w1``). Attempt markers carry only the name; readers tell role by it.
+BASELINE_CELL_NAME = r"--(open|close)(--w\d+)?$"
 
 Scope = Literal["campaign", "arm", "setting"]
 

@@ -231,3 +231,21 @@ def test_an_axis_without_a_record_column_is_refused():
     new = axes.Axis(NEW_COLUMN, "kv_cache_dtypes", "campaign", "KV cache dtype", shapes_engine=True)
     with pytest.raises(KeyError, match=NEW_COLUMN):
         axes.KeyLists.of((*axes.AXES, new))
+
+
+def test_baseline_cell_name_tells_every_baseline_from_every_point_of_the_shipped_configs():
+    """Attempt markers carry a cell's name only; the coverage matrix tells a baseline by BASELINE_CELL_NAME. It must
+    match every baseline cell the planner names (windows 2, closing baselines) and no point."""
+    import re
+
+    from specjoule import config as sj_config
+
+    names: dict[str, set[str]] = defaultdict(set)
+    for path in ("config/h200-draft-async.yaml", "config/h200-schemes-gdn-eagle3.yaml", "config/config.yaml"):
+        for cell in cells.build(sj_config.load(Path(__file__).resolve().parent.parent / path)).cells:
+            names[cell.role].add(cell.name)
+    assert {r for r in axes.BASELINE_ROLES if names[r]} == set(axes.BASELINE_ROLES)
+    assert any(n.endswith("--w1") for r in axes.BASELINE_ROLES for n in names[r])
+    for role, found in names.items():
+        for name in found:
+            assert bool(re.search(axes.BASELINE_CELL_NAME, name)) == (role in axes.BASELINE_ROLES), (role, name)

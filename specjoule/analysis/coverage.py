@@ -53,8 +53,6 @@ SHIPPED_CONFIG_GLOBS = ("config/*.yaml", "validation/**/config/*.yaml")
 UNKNOWN_FAMILY = "?"
 # A replicate window's cell is ``<name>--w<w>`` (CONTEXT: replicates); checks name the cell it repeats.
 _WINDOW_SUFFIX = re.compile(r"--w\d+$")
-# A baseline cell's name: the config's baseline scheme, then its phase, then a window suffix (cells.campaign_arms).
-_BASELINE_CELL = re.compile(r"--(open|close)(--w\d+)?$")
 
 MEASURED = STATUS_MEASURED  # the record's own status values (null in older records = measured)
 UNSUPPORTED = STATUS_UNSUPPORTED
@@ -535,7 +533,7 @@ def matrix(
             # a campaign's failed baseline stops every arm of it; an arm's failed start is that arm's row only
             of_row = C("campaign_id").is_in(campaigns) & (
                 C("cell_name").is_in(part["cell_name"].to_list())
-                | (~C("cell_name").is_in(list(campaign_points)) & C("cell_name").str.contains(_BASELINE_CELL.pattern))
+                | (~C("cell_name").is_in(list(campaign_points)) & C("cell_name").str.contains(axes.BASELINE_CELL_NAME))
             )
             failed = attempts.filter(of_row) if attempts is not None and not all_unsupported else None
             counted = live.filter(of_row) if live is not None and not all_unsupported else None
