@@ -237,8 +237,25 @@ def test_predicted_crossover_is_where_the_predictions_meet():
 
 
 def test_measured_crossover_interpolates_or_says_why_not():
+    # Between L = 3 and 5 the round's energy over a plain step (ratio x L) goes 3.6 -> 4.0, i.e. 3.6 + 0.2 (L - 3);
+    # it equals L (ratio 1) where 3.0 + 0.2 L = L: L = 3.75 (a straight line through the ratios said 4.0).
     L, how = rf.measured_crossover([(1.0, 2.0), (3.0, 1.2), (5.0, 0.8)])
-    assert L == pytest.approx(4.0) and "between L = 3" in how
+    assert L == pytest.approx(3.75) and "between L = 3" in how
+
+
+@pytest.mark.parametrize("round_cost", [1.3, 2.2436, 3.9])
+def test_measured_crossover_of_a_round_that_costs_the_same_at_every_l_is_that_cost(round_cost):
+    """ADR 0233: a round that costs round_cost plain steps at every L commits L tokens, so its ratio is round_cost / L
+    and breaks even at L = round_cost exactly, wherever the two measured L lie around it (2026-12-04d's EAGLE3 on
+    Qwen3.6: 2.24 and 2.25 steps a round at L = 1 and 4; the straight line through the ratios said 3.22)."""
+    points = [(L, round_cost / L) for L in (1.0, 4.0, 7.0)]
+    L, how = rf.measured_crossover(points)
+    assert L == pytest.approx(round_cost, rel=1e-12)
+    assert how.startswith("between L = 1 " if round_cost < 4 else "between L = 4 ")
+
+
+def test_measured_crossover_at_a_measured_point_is_that_point():
+    assert rf.measured_crossover([(1.0, 2.0), (3.0, 1.0), (5.0, 0.5)])[0] == pytest.approx(3.0)
     assert rf.measured_crossover([(1.0, 2.0), (6.0, 1.1)]) == (None, "not bracketed: every ratio above 1 over L = 1 … 6")
 
 

@@ -1246,14 +1246,21 @@ def hardware_table(calibrations: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
 
 
 def measured_crossover(points: list[tuple[float, float]]) -> tuple[float | None, str]:
-    """(L, how) where the measured energy ratio crosses 1 between adjacent acceptance lengths (linear
-    interpolation), or (None, why not) when the grid does not bracket it."""
+    """(L, how) where the measured energy ratio crosses 1 between adjacent acceptance lengths, or (None, why not)
+    when the grid does not bracket it.
+
+    Between the two bracketing points the ratio is taken as a + b/L (ADR 0233): a round commits L tokens per
+    sequence, so ratio × L is the round's energy over a plain step's, and that is interpolated linearly in L. A
+    straight line through the ratio itself lies above a ratio that falls as 1/L and put the crossover late
+    (EAGLE3 on Qwen3.6, 2026-12-04d: 3.22 where the round's energy, the same at L = 1 and 4, crosses at 2.24)."""
     pts = sorted((L, ratio) for L, ratio in points if L is not None and ratio is not None)
     if len(pts) < 2:
         return None, f"{len(pts)} measured point(s): nothing to bracket"
     for (l0, r0), (l1, r1) in zip(pts, pts[1:]):
-        if (r0 - 1.0) * (r1 - 1.0) <= 0 and r0 != r1:
-            L = l0 + (1.0 - r0) * (l1 - l0) / (r1 - r0)
+        if (r0 - 1.0) * (r1 - 1.0) <= 0 and r0 != r1 and 0 < l0 < l1:
+            a = (r1 * l1 - r0 * l0) / (l1 - l0)  # ratio = a + b / L through both points
+            b = l0 * l1 * (r0 - r1) / (l1 - l0)
+            L = l0 if r0 == 1.0 else l1 if r1 == 1.0 else b / (1.0 - a)
             return L, f"between L = {l0:.3g} (ratio {r0:.3g}) and L = {l1:.3g} (ratio {r1:.3g})"
     side = "above" if pts[0][1] > 1 else "below"
     return None, f"not bracketed: every ratio {side} 1 over L = {pts[0][0]:.3g} … {pts[-1][0]:.3g}"

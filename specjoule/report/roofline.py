@@ -375,8 +375,9 @@ def section(curves: pl.DataFrame, crossover: pl.DataFrame | None) -> dict[str, A
                 "rows": rows,
                 "row_classes": [],
                 "note": "predicted from the baselines' fit with its bootstrap interval (fit noise only, "
-                "not the model's structure); measured by linear interpolation of the energy "
-                "ratio between the two measured L that bracket 1 (results/crossover.parquet)",
+                "not the model's structure); measured where a + b/L through the two measured L that "
+                "bracket ratio 1 crosses it: the round's energy, ratio × L, interpolated linearly in L "
+                "(ADR 0233; results/crossover.parquet)",
             }
         )
     else:
