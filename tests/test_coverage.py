@@ -401,9 +401,12 @@ def test_qwen3_30b_a3b_eagle3_on_vllm_at_b1_reads_as_three_runs_on_three_boards_
     assert got["graphs_off_points"] == 2 and got["b1_lmax_ratio_lo"] > 0.5
 
 
-def test_a_baseline_start_that_failed_before_its_campaign_was_measured_stops_no_arm_planned_since(table, records):
+def test_a_baseline_start_that_failed_before_its_campaign_was_measured_stops_no_arm_planned_since(
+    table, records, plan
+):
     """Qwen3.6's vLLM baseline failed to start three times (2026-12-02c-e) before 2026-12-02f and 2026-12-03c
-    measured it; EAGLE3, planned on 2026-12-04b in the same campaign, reads not run, not "an attempt failed"."""
+    measured it; EAGLE3, planned on 2026-12-04b in the same campaign, read not run, not "an attempt failed", until
+    2026-12-04d measured it."""
     attempts = coverage.failed_attempts([EVIDENCE])
     campaign = "vllm-qwen36_35b_a3b-closed-b1-random-s0-cg1"
     baseline = attempts.filter((pl.col("campaign_id") == campaign) & (pl.col("cell_name") == "baseline--open"))
@@ -411,7 +414,9 @@ def test_a_baseline_start_that_failed_before_its_campaign_was_measured_stops_no_
     live = coverage.superseded_attempts_dropped(attempts, records)
     assert live.filter((pl.col("campaign_id") == campaign) & (pl.col("cell_name") == "baseline--open")).height == 0
     assert live.height < attempts.height and set(live.columns) == set(attempts.columns)
-    got = row(table, "qwen3.6-35b-a3b", "vllm", "eagle3")
+    assert row(table, "qwen3.6-35b-a3b", "vllm", "eagle3")["status"] == coverage.MEASURED
+    before = coverage.matrix(records.filter(~C("run").str.contains("session-2026-12-04d")), plan)
+    got = row(before, "qwen3.6-35b-a3b", "vllm", "eagle3")
     assert got["status"] == coverage.NOT_RUN and got["configs"] == "config/h200-schemes-gdn-eagle3.yaml"
     # an attempt later than every record of its cell still counts (the runner's own marker, written now)
     later = baseline.with_columns(started=pl.lit(4.0e9))

@@ -235,7 +235,10 @@ def test_an_arm_of_a_config_outside_the_plan_is_not_a_baseline_of_the_shared_cam
         )
         return row
 
-    eagle3 = qwen36_vllm(coverage.planned_cells(coverage.shipped_configs()), "eagle3")
+    shipped = coverage.planned_cells(coverage.shipped_configs())
+    assert qwen36_vllm(shipped, "eagle3")["status"] == coverage.MEASURED  # 2026-12-04d measured the pair whole
+    records = records.filter(~pl.col("run").str.contains("session-2026-12-04d"))  # the tree before it
+    eagle3 = qwen36_vllm(shipped, "eagle3")
     assert eagle3["status"] == coverage.ATTEMPT_FAILED
     assert eagle3["reason"].split(" | ")[0].startswith("4 attempts, latest first; 3 ended with an error, 1 with no error")
     assert "eagle3--mv4: no error recorded (nor in its log, which stops 198 s after this start)" in eagle3["reason"]

@@ -2072,3 +2072,97 @@ def test_1204c_the_lost_gdn_family_is_kept_and_not_analysed():
         GDN_LOST_1204C / "results" / "logs" / "engines" / "vllm-qwen36_35b_a3b-closed-cg1" / "g01-point-86698c96110b.log"
     )
     assert "Initial profiling/warmup run took 91.04 s" in log and "record written" not in log
+
+
+# --- session-2026-12-04d: EAGLE3 on Qwen3.6-35B-A3B on vLLM, whole (issue 16); draft_model round profiles in both
+# scheduling modes (issue 17, ADR 0096 Result and addendum 5) ---------------------------------------------------------
+SESSION_1204D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-04d"
+GDN_1204D = SESSION_1204D / "gdn-eagle3"
+ROUNDS_1204D = SESSION_1204D / "rounds"
+
+
+def test_1204d_config_is_the_preregistered_one():
+    name = "h200-schemes-gdn-eagle3.yaml"
+    assert (GDN_1204D / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+
+
+def test_1204d_gdn_eagle3_family_is_whole_and_the_readme_table_is_the_records():
+    df, checks = _verdict(GDN_1204D, "h200-schemes-gdn-eagle3.yaml")
+    assert sorted(df["cell_name"]) == ["baseline--close", "baseline--open", "eagle3--mv1", "eagle3--mv4"]
+    assert (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    assert set(df["gpu_uuid"]) == {"GPU-a336f504-dac5-1839-639e-5bc186ea8330"} and set(df["engine"]) == {"vllm"}
+    assert set(df["target_model"]) == {"config/models/qwen3.6-35b-a3b"}
+    runner = df.select(pl.col("engine_config").str.json_path_match("$.model_runner"))
+    assert set(runner.to_series()) == {"v1"} and set(df["async_scheduling"]) == {True}
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert set(checks.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched"}
+    committed = (GDN_1204D / "results" / "checks.md").read_text()
+    assert "0 fail, 1 flag, 20 pass, 6 not_applicable" in committed
+    assert "sglang-qwen36_35b_a3b-closed-b1-random-s0-cg1: 4 not measured" in committed  # the half not run, named
+    readme = _readme_text(SESSION_1204D)
+    assert "**0 fail, 1 flag, 20 pass, 6 not applicable.**" in readme
+    _assert_family_table(SESSION_1204D, df)
+    points = df.filter(pl.col("role") == "point")
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    (drift,) = checks.filter(pl.col("check") == "baseline_drift")["value"]
+    assert f"passes at {100 * drift:.2f} %" in readme
+
+
+def test_1204d_the_eagle3_round_costs_the_same_at_both_l_and_breaks_even_where_adr_0233_says():
+    """The committed crossover table (the commit that ran: a line through the ratios) says 3.22; the same curves
+    through ADR 0233's a + b/L say 2.24, which is where the round's energy (ratio x L, the same at L 1 and 4) is 1."""
+    from specjoule.analysis import roofline as rf
+
+    curves = pl.read_parquet(GDN_1204D / "results" / "curves_summary.parquet").sort("configured_L")
+    points = [(r["configured_L"], r["energy_ratio_mean"]) for r in curves.iter_rows(named=True)]
+    (l1, r1), (l4, r4) = points
+    assert (l1, l4) == (1.0, 4.0) and r1 > 1 > r4
+    per_round = [r1 * l1, r4 * l4]  # the round's energy in plain-step tokens
+    assert abs(per_round[1] / per_round[0] - 1) < 0.01
+    new, bracket = rf.measured_crossover(points)
+    assert min(per_round) <= new <= max(per_round)  # a round that costs c steps breaks even at L = c
+    (old,) = pl.read_parquet(GDN_1204D / "results" / "crossover.parquet")["measured_crossover_L"]
+    assert old == pytest.approx(l1 + (1 - r1) * (l4 - l1) / (r4 - r1))  # the straight line, as committed
+    readme = _readme_text(SESSION_1204D)
+    assert f"ratio × L is {per_round[0]:.3f} at L 1 and {per_round[1]:.3f} at L 4" in readme
+    assert f"**L ≈ {new:.2f}**" in readme and f"says {old:.2f}" in readme and f"gives **{new:.2f}**" in readme
+    assert bracket == "between L = 1 (ratio 2.24) and L = 4 (ratio 0.563)"
+
+
+def test_1204d_round_profiles_put_the_round_in_the_drafter_and_the_readme_table_is_the_profiles():
+    table = pl.read_parquet(ROUNDS_1204D / "rounds.parquet")
+    assert table.height == 4 and set(table["method"]) == {"draft_model"} and set(table["model_runner"]) == {"v1"}
+    assert set(table.select("configured_L", "async_scheduling").iter_rows()) == {
+        (3.0, False),
+        (3.0, True),
+        (6.0, False),
+        (6.0, True),
+    }
+    gpu = table["gpu_ms_per_round"]
+    assert gpu.max() / gpu.min() < 1.005  # the same GPU work in both modes and at both L
+    for r in table.iter_rows(named=True):
+        mode = "async" if r["async_scheduling"] else "sync"
+        line = _readme_line_in(SESSION_1204D, f"| {r['configured_L']:.0f} | {mode} |")
+        assert line == (
+            f"| {r['configured_L']:.0f} | {mode} | {r['round_ms_unprofiled']:.2f} | {r['round_ms_profiled']:.2f} "
+            f"| {r['gpu_ms_per_round']:.2f} ({r['draft_ms_per_round']:.2f} / {r['verify_ms_per_round']:.2f}) "
+            f"| {r['host_ms_per_round']:.2f} | {r['draft_span_ms_per_round']:.2f} "
+            f"| {100 * r['gpu_busy_fraction']:.0f} % / {100 * r['nvml_util_unprofiled']:.0f} % |"
+        )
+        assert r["rounds_profiled"] >= 22 and r["draft_kernel_launches_per_round"] > 0
+    # ADR 0096's rule, applied to its cell (B 1, L 3): host-bound, the drafter host-bound, and async does not remove
+    # the gap (a cut of at least 7.7 ms of the unprofiled round would)
+    sync, asyn = (
+        table.filter((pl.col("configured_L") == 3.0) & (pl.col("async_scheduling") == a)).row(0, named=True)
+        for a in (False, True)
+    )
+    assert sync["host_ms_per_round"] >= 0.5 * sync["round_ms_profiled"] and sync["nvml_util_unprofiled"] < 0.6
+    assert sync["draft_span_ms_per_round"] >= 2 * sync["draft_ms_per_round"]
+    cut = sync["round_ms_unprofiled"] - asyn["round_ms_unprofiled"]
+    assert 0 < cut < 7.7
+    adr = (ROOT / "docs" / "adr" / "0096-why-a-vllm-draft-model-round-takes-30-ms.md").read_text()
+    assert f"round **{sync['round_ms_unprofiled']:.2f} ms unprofiled**" in adr
+    assert f"a cut of {cut:.2f} ms, under the rule's 7.7 ms" in adr and "**Removes the gap: no.**" in adr
+    assert "**Addendum 5 (2026-12-04d" in adr
+    detail = pl.read_parquet(ROUNDS_1204D / "rounds_detail.parquet")
+    assert detail.height == int(table["rounds_profiled"].sum())
