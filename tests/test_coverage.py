@@ -422,3 +422,19 @@ def test_a_baseline_start_that_failed_before_its_campaign_was_measured_stops_no_
     later = baseline.with_columns(started=pl.lit(4.0e9))
     assert coverage.superseded_attempts_dropped(later, records).height == 3
 
+
+
+def test_a_row_one_config_can_run_names_another_config_s_plan_time_reason_as_that_config_s(table, plan):
+    """SGLang EAGLE3 on Qwen3.6: h200-schemes-gdn-eagle3.yaml plans it with a head; h200-schemes-sglang-families.yaml
+    plans the pair without one (unsupported at plan time). The row is not run, its config the one that can run it,
+    and the other config's reason is said to be that config's — not the row's."""
+    got = row(table, "qwen3.6-35b-a3b", "sglang", "eagle3")
+    assert got["status"] == coverage.NOT_RUN
+    assert got["configs"] == "config/h200-schemes-gdn-eagle3.yaml"
+    planned = plan.filter(
+        (C("target_model") == "config/models/qwen3.6-35b-a3b") & (C("engine") == "sglang") & (C("method") == "eagle3")
+    )
+    elsewhere = planned.filter(C("plan_reason").is_not_null())
+    assert set(elsewhere["config"]) == {"config/h200-schemes-sglang-families.yaml"}
+    (reason,) = set(elsewhere["plan_reason"])
+    assert got["reason"].split(" | ")[0] == f"planned unsupported under config/h200-schemes-sglang-families.yaml: {reason}"

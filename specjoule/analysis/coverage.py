@@ -537,11 +537,26 @@ def matrix(
             )
             failed = attempts.filter(of_row) if attempts is not None and not all_unsupported else None
             counted = live.filter(of_row) if live is not None and not all_unsupported else None
+            configs = sorted(set(part["config"].to_list()))
             if failed is not None and counted is not None and counted.height:
                 status = ATTEMPT_FAILED
                 reasons = [attempts_text(failed)]
             else:
                 status = UNSUPPORTED_PLAN if all_unsupported else NOT_RUN
+            if not all_unsupported:
+                # A row one config plans as runnable names only that config; another config's plan-time reason
+                # (its pair has no drafter for the scheme, say) is said to be that config's, or it reads as if the
+                # row could not run at all (SGLang EAGLE3 on Qwen3.6, 2026-12-04d).
+                configs = sorted(set(part.filter(C("plan_reason").is_null())["config"].to_list()))
+                if status == NOT_RUN:
+                    reasons = [
+                        f"planned unsupported under {', '.join(cfgs)}: {reason}"
+                        for reason, cfgs in part.filter(C("plan_reason").is_not_null())
+                        .group_by("plan_reason", maintain_order=True)
+                        .agg(C("config").unique().sort())
+                        .sort("plan_reason")
+                        .rows()
+                    ]
             if tuple(key) in recorded_unsupported:
                 reasons.append(f"recorded unsupported under another configuration: {recorded_unsupported[tuple(key)]}")
             rows.append(
@@ -549,7 +564,7 @@ def matrix(
                     **dict(zip(ROW_KEY, key)),
                     "status": status,
                     "reason": " | ".join(reasons) or None,
-                    "configs": ", ".join(sorted(set(part["config"].to_list()))),
+                    "configs": ", ".join(configs),
                     **ratio_columns(points.clear()),
                 }
             )
