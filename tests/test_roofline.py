@@ -256,6 +256,9 @@ def test_measured_crossover_of_a_round_that_costs_the_same_at_every_l_is_that_co
 
 def test_measured_crossover_at_a_measured_point_is_that_point():
     assert rf.measured_crossover([(1.0, 2.0), (3.0, 1.0), (5.0, 0.5)])[0] == pytest.approx(3.0)
+    # two cells at one L on either side of 1 (e.g. two acceptance vectors of equal mean): the crossover is that L
+    L, how = rf.measured_crossover([(5.0, 1.2), (3.0, 1.1), (3.0, 0.9)])
+    assert L == 3.0 and how == "between L = 3 (ratio 0.9) and L = 3 (ratio 1.1)"
     assert rf.measured_crossover([(1.0, 2.0), (6.0, 1.1)]) == (None, "not bracketed: every ratio above 1 over L = 1 … 6")
 
 

@@ -1257,10 +1257,15 @@ def measured_crossover(points: list[tuple[float, float]]) -> tuple[float | None,
     if len(pts) < 2:
         return None, f"{len(pts)} measured point(s): nothing to bracket"
     for (l0, r0), (l1, r1) in zip(pts, pts[1:]):
-        if (r0 - 1.0) * (r1 - 1.0) <= 0 and r0 != r1 and 0 < l0 < l1:
-            a = (r1 * l1 - r0 * l0) / (l1 - l0)  # ratio = a + b / L through both points
-            b = l0 * l1 * (r0 - r1) / (l1 - l0)
-            L = l0 if r0 == 1.0 else l1 if r1 == 1.0 else b / (1.0 - a)
+        if (r0 - 1.0) * (r1 - 1.0) <= 0 and r0 != r1:
+            if l0 == l1 or r0 == 1.0:  # two cells at one L (other acceptance vectors), or a point at ratio 1
+                L = l0
+            elif r1 == 1.0:
+                L = l1
+            else:
+                a = (r1 * l1 - r0 * l0) / (l1 - l0)  # ratio = a + b / L through both points
+                b = l0 * l1 * (r0 - r1) / (l1 - l0)
+                L = b / (1.0 - a)
             return L, f"between L = {l0:.3g} (ratio {r0:.3g}) and L = {l1:.3g} (ratio {r1:.3g})"
     side = "above" if pts[0][1] > 1 else "below"
     return None, f"not bracketed: every ratio {side} 1 over L = {pts[0][0]:.3g} … {pts[-1][0]:.3g}"
