@@ -529,3 +529,27 @@ def test_vllm_v1_draft_model_caveat_names_the_gpu_busy_fraction_and_survives_asy
     # Records from before NVML utilization was recorded: no busy words, the rest as before.
     old = render._vllm_v1_draft_model(pl.read_parquet(root / "session-2026-12-01b" / "results" / "records.parquet"))
     assert old and "GPU busy" not in old and "ms baseline step." in old
+
+
+def test_vllm_v1_draft_model_caveat_quotes_the_profile_and_names_the_other_arms_runners():
+    """ADR 0096's Result (2026-12-04d's profiles) in the caveat, its numbers the committed profile's; the sentence on
+    vLLM's other speculative arms says which runner each ran on, from the records (EAGLE3 on Qwen3.6 ran on V1, so
+    "V2 and not affected" would be wrong), and is absent where the records hold no other arm."""
+    import polars as pl
+
+    from specjoule.report import render
+
+    root = Path(__file__).resolve().parent.parent / "validation" / "h200-2026-12"
+    prof = pl.read_parquet(root / "session-2026-12-04d" / "rounds" / "rounds.parquet")
+    sync = prof.filter((pl.col("configured_L") == 3.0) & ~pl.col("async_scheduling")).row(0, named=True)
+    quoted = f"{sync['gpu_ms_per_round']:.1f} ms of a {sync['round_ms_unprofiled']:.0f} ms round is GPU work"
+    draft = pl.read_parquet(root / "session-2026-12-04c" / "draft-async" / "results" / "records.parquet")
+    alone = render._vllm_v1_draft_model(draft)
+    assert alone and quoted in alone and "Its other speculative arms" not in alone
+    gdn = pl.read_parquet(root / "session-2026-12-04d" / "gdn-eagle3" / "results" / "records.parquet")
+    both = render._vllm_v1_draft_model(pl.concat([draft, gdn], how="diagonal_relaxed"))
+    assert both.endswith(" Its other speculative arms here: eagle3 on Model Runner V1.")
+    v2 = pl.read_parquet(root / "session-2026-12-01d" / "qwen3-8b" / "results" / "records.parquet")
+    mixed = render._vllm_v1_draft_model(pl.concat([draft, gdn, v2], how="diagonal_relaxed"))
+    assert mixed.endswith(" Its other speculative arms here: dflash, dspark, eagle3 on Model Runner V2; eagle3 on Model Runner V1.")
+

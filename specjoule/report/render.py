@@ -1051,10 +1051,37 @@ def _vllm_v1_draft_model(r: pl.DataFrame) -> str | None:
     return (
         f"vLLM 0.26's draft_model speculation ran on its older Model Runner V1 with {_scheduling_words(v1)} and "
         "piecewise CUDA graphs for the draft model (attention outside the graph, every draft pass driven from "
-        f"Python; ADR 0096).{measured} These ratios measure vLLM 0.26's implementation of draft-model speculation "
-        "as much as the method; its EAGLE3, MTP, DFlash and DSpark arms run Model Runner V2 with async "
-        "scheduling and are not affected."
+        f"Python; ADR 0096).{measured} Profiled on an H200 (ADR 0096, Result: Qwen2.5-3B with a 0.5B draft, B = 1, "
+        "L = 3), 8.5 ms of a 40 ms round is GPU work and the rest is that drafter loop on the host, with either scheduling. These ratios "
+        "measure vLLM 0.26's implementation of draft-model speculation as much as the method."
+        f"{_other_vllm_arms_words(r)}"
     )
+
+
+def _other_vllm_arms_words(r: pl.DataFrame) -> str:
+    """Which runner the records' other vLLM speculative arms ran on (" Its other speculative arms here: eagle3,
+    dflash on Model Runner V2; mtp on V1."), from engine_config: the caveat's subject is the draft_model path, and
+    the model runner vLLM chose for the others varies by family (2026-12-04d: EAGLE3 on Qwen3.6 ran on V1)."""
+    others = r.filter(
+        (pl.col("engine") == "vllm")
+        & ~pl.col("method").is_in(["baseline", "draft_model"])
+        & pl.col("method").is_not_null()
+        & pl.col("engine_config").is_not_null()
+    )
+    if others.height == 0:
+        return ""
+    runner = others["engine_config"].str.json_path_match("$.model_runner").fill_null("unrecorded")
+    by_runner = (
+        others.with_columns(runner.alias("_runner"))
+        .group_by("_runner")
+        .agg(pl.col("method").unique().sort())
+        .sort("_runner", descending=True)
+    )
+    parts = [
+        f"{', '.join(methods)} on {'Model Runner ' + name.upper() if name != 'unrecorded' else 'a runner not recorded'}"
+        for name, methods in by_runner.rows()
+    ]
+    return " Its other speculative arms here: " + "; ".join(parts) + "."
 
 
 def _scheduling_words(arms: pl.DataFrame) -> str:
