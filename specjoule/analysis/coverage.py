@@ -477,6 +477,13 @@ def superseded_attempts_dropped(attempts: pl.DataFrame, records: pl.DataFrame) -
     return joined.filter(keep).drop("_measured_at")
 
 
+def _planned_unsupported(part: pl.DataFrame) -> list[tuple[str, str]]:
+    """(reason, "planned unsupported under CONFIGS: reason") for each plan-time reason of these planned cells, in
+    plan order, each with the configs that give it."""
+    grouped = part.group_by("plan_reason", maintain_order=True).agg(C("config").unique().sort())
+    return [(reason, f"planned unsupported under {', '.join(cfgs)}: {reason}") for reason, cfgs in grouped.rows()]
+
+
 def matrix(
     records: pl.DataFrame, plan: pl.DataFrame | None = None, attempts: pl.DataFrame | None = None
 ) -> pl.DataFrame:
@@ -508,11 +515,8 @@ def matrix(
                 continue
             key = tuple(r[k] for k in ROW_KEY)
             part = unsupported_elsewhere.filter(pl.all_horizontal(C(k) == v for k, v in zip(ROW_KEY, key)))
-            for reason, configs in (
-                part.group_by("plan_reason", maintain_order=True).agg(C("config").unique().sort()).rows()
-            ):
+            for reason, extra in _planned_unsupported(part):
                 if reason not in (r["reason"] or ""):
-                    extra = f"planned unsupported under {', '.join(configs)}: {reason}"
                     r["reason"] = f"{r['reason']} | {extra}" if r["reason"] else extra
         seen = {tuple(r[k] for k in ROW_KEY) for r in rows}
         # An attempt whose cell was measured later (a record of the same campaign and cell whose window started
@@ -526,8 +530,17 @@ def matrix(
         for key, part in planned.group_by(list(ROW_KEY), maintain_order=True):
             if tuple(key) in seen:
                 continue
-            reasons = sorted(set(part["plan_reason"].drop_nulls().to_list()))
             all_unsupported = part["plan_reason"].null_count() == 0
+            # A row every config plans unsupported keeps their bare reasons and every config; a row one config can
+            # run names only the configs that can, and another config's plan-time reason (its pair has no drafter
+            # for the scheme, say) is said to be that config's, or the row reads as if it could not run at all
+            # (SGLang EAGLE3 on Qwen3.6, 2026-12-04d).
+            if all_unsupported:
+                reasons = sorted(set(part["plan_reason"].to_list()))
+                configs = sorted(set(part["config"].to_list()))
+            else:
+                reasons = [extra for _, extra in _planned_unsupported(part.filter(C("plan_reason").is_not_null()))]
+                configs = sorted(set(part.filter(C("plan_reason").is_null())["config"].to_list()))
             campaigns = part["campaign_id"].unique().to_list()
             campaign_points = {n for c in campaigns for n in points_of[c][0]}
             # a campaign's failed baseline stops every arm of it; an arm's failed start is that arm's row only
@@ -537,26 +550,11 @@ def matrix(
             )
             failed = attempts.filter(of_row) if attempts is not None and not all_unsupported else None
             counted = live.filter(of_row) if live is not None and not all_unsupported else None
-            configs = sorted(set(part["config"].to_list()))
             if failed is not None and counted is not None and counted.height:
                 status = ATTEMPT_FAILED
                 reasons = [attempts_text(failed)]
             else:
                 status = UNSUPPORTED_PLAN if all_unsupported else NOT_RUN
-            if not all_unsupported:
-                # A row one config plans as runnable names only that config; another config's plan-time reason
-                # (its pair has no drafter for the scheme, say) is said to be that config's, or it reads as if the
-                # row could not run at all (SGLang EAGLE3 on Qwen3.6, 2026-12-04d).
-                configs = sorted(set(part.filter(C("plan_reason").is_null())["config"].to_list()))
-                if status == NOT_RUN:
-                    reasons = [
-                        f"planned unsupported under {', '.join(cfgs)}: {reason}"
-                        for reason, cfgs in part.filter(C("plan_reason").is_not_null())
-                        .group_by("plan_reason", maintain_order=True)
-                        .agg(C("config").unique().sort())
-                        .sort("plan_reason")
-                        .rows()
-                    ]
             if tuple(key) in recorded_unsupported:
                 reasons.append(f"recorded unsupported under another configuration: {recorded_unsupported[tuple(key)]}")
             rows.append(

@@ -1051,16 +1051,16 @@ def _vllm_v1_draft_model(r: pl.DataFrame) -> str | None:
     return (
         f"vLLM 0.26's draft_model speculation ran on its older Model Runner V1 with {_scheduling_words(v1)} and "
         "piecewise CUDA graphs for the draft model (attention outside the graph, every draft pass driven from "
-        f"Python; ADR 0096).{measured} Profiled on an H200 (ADR 0096, Result: Qwen2.5-3B with a 0.5B draft, B = 1, "
-        "L = 3), 8.5 ms of a 40 ms round is GPU work and the rest is that drafter loop on the host, with either scheduling. These ratios "
-        "measure vLLM 0.26's implementation of draft-model speculation as much as the method."
-        f"{_other_vllm_arms_words(r)}"
+        f"Python; ADR 0096).{measured} Profiled on an H200 (ADR 0096, Result: Qwen2.5-3B with a 0.5B draft, "
+        "B = 1, L = 3), 8.5 ms of a 40 ms round is GPU work and the rest is that drafter loop on the host, with "
+        "either scheduling. These ratios measure vLLM 0.26's implementation of draft-model speculation as much as "
+        f"the method.{_other_vllm_arms_words(r)}"
     )
 
 
 def _other_vllm_arms_words(r: pl.DataFrame) -> str:
-    """Which runner the records' other vLLM speculative arms ran on (" Its other speculative arms here: eagle3,
-    dflash on Model Runner V2; mtp on V1."), from engine_config: the caveat's subject is the draft_model path, and
+    """Which runner the records' other vLLM speculative arms ran on (" Its other speculative arms here: dflash,
+    eagle3 on Model Runner V2; mtp on Model Runner V1."), from engine_config: the caveat's subject is the draft_model path, and
     the model runner vLLM chose for the others varies by family (2026-12-04d: EAGLE3 on Qwen3.6 ran on V1)."""
     others = r.filter(
         (pl.col("engine") == "vllm")
