@@ -223,7 +223,7 @@ def test_an_arm_of_a_config_outside_the_plan_is_not_a_baseline_of_the_shared_cam
     (lost,) = attempts.filter(pl.col("where").str.contains("session-2026-12-04c")).iter_rows(named=True)
     assert (lost["campaign_id"], lost["cell_name"], lost["errored"]) == (GDN_CAMPAIGN, "eagle3--mv4", False)
 
-    def qwen36_vllm(plan: pl.DataFrame, method: str) -> dict:
+    def qwen36_vllm(records: pl.DataFrame, plan: pl.DataFrame, method: str) -> dict:
         (row,) = (
             coverage.matrix(records, plan, attempts)
             .filter(
@@ -236,12 +236,12 @@ def test_an_arm_of_a_config_outside_the_plan_is_not_a_baseline_of_the_shared_cam
         return row
 
     shipped = coverage.planned_cells(coverage.shipped_configs())
-    assert qwen36_vllm(shipped, "eagle3")["status"] == coverage.MEASURED  # 2026-12-04d measured the pair whole
-    records = records.filter(~pl.col("run").str.contains("session-2026-12-04d"))  # the tree before it
-    eagle3 = qwen36_vllm(shipped, "eagle3")
+    assert qwen36_vllm(records, shipped, "eagle3")["status"] == coverage.MEASURED  # 2026-12-04d measured it whole
+    before = records.filter(~pl.col("run").str.contains("session-2026-12-04d"))  # the tree before it
+    eagle3 = qwen36_vllm(before, shipped, "eagle3")
     assert eagle3["status"] == coverage.ATTEMPT_FAILED
     assert eagle3["reason"].split(" | ")[0].startswith("4 attempts, latest first; 3 ended with an error, 1 with no error")
     assert "eagle3--mv4: no error recorded (nor in its log, which stops 198 s after this start)" in eagle3["reason"]
     only_mtp = coverage.planned_cells(["config/h200-schemes-gdn.yaml"])
-    assert "eagle3--" not in (qwen36_vllm(only_mtp, "dflash")["reason"] or "")
+    assert "eagle3--" not in (qwen36_vllm(before, only_mtp, "dflash")["reason"] or "")
     assert all("eagle3" not in m for m in coverage.planned_cells(["config/h200-schemes-gdn.yaml"])["method"])
