@@ -82,6 +82,21 @@ def test_profile_pair_runs_sync_then_async_with_their_arguments(tmp_path: Path, 
     assert "sync rc=0" in proc.stdout and "async rc=0" in proc.stdout and "(cap 240 s)" in proc.stdout
 
 
+def test_profile_pair_single_runs_one_analysed_profile_with_the_engines_own_settings(
+    tmp_path: Path, config: Path
+) -> None:
+    # SINGLE=1 (an SGLang cell: no async_scheduling switch): one run, no --no-analyze, no --set, behind the same gate.
+    fake, calls = _fake(tmp_path, "FAKE_profile_rounds", "exit 3")
+    deadline = int(time.time()) + 1000
+    proc = _run(
+        ["bash", str(PAIR), str(deadline), "180", str(config), "camp/cell", "results/rounds-sglang"],
+        {"PROFILE_ROUNDS": str(fake), "SINGLE": "1"},
+    )
+    assert calls.read_text().splitlines() == [f"{config} camp/cell --out results/rounds-sglang"]
+    assert proc.returncode == 3  # the run's own failure is the script's status
+    assert "single rc=3" in proc.stdout and "async" not in proc.stdout
+
+
 def test_profile_pair_skips_when_its_gate_does_not_fit(tmp_path: Path, config: Path) -> None:
     fake, calls = _fake(tmp_path, "FAKE_profile_rounds", "exit 0")
     proc = _run(

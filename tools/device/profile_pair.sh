@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # A round-profile pair (ADR 0095, 0096 addendum 4): one cell profiled with synchronous scheduling, then with
-# `async_scheduling=true` (folder tag `async`), on one board, behind a start gate as gated_families.sh applies one.
+# `async_scheduling=true` (folder tag `async`), on one board, behind a start gate as gated_families.sh applies one
+# (or, with SINGLE=1, one profile behind the same gate).
 #   bash tools/device/profile_pair.sh DEADLINE_EPOCH_S GATE_S CONFIG CELL OUT_DIR
 # The pair starts only if now + GATE_S <= DEADLINE; each run is capped at RUN_CAP_S (default 240) and at the time
 # left before DEADLINE, so a hung engine start cannot eat the session. The second run analyses both folders
-# (profile_rounds.py writes OUT_DIR/rounds.parquet). Exit status: the worse of the two runs, 0 when skipped.
-# env: PROFILE_ROUNDS (default: python3 profile_rounds.py beside this script; the tests point it at a stand-in).
+# (profile_rounds.py writes OUT_DIR/rounds.parquet). Exit status: the worse of the runs, 0 when skipped.
+# env: PROFILE_ROUNDS (default: python3 profile_rounds.py beside this script; the tests point it at a stand-in);
+# SINGLE=1: one profile with the engine's own settings, analysed (label `single`), for an engine without vLLM's
+# async_scheduling switch (SGLang's overlap scheduler is on by default, ADR 0096).
 set -uo pipefail
 deadline="${1:?DEADLINE_EPOCH_S}"; gate="${2:?GATE_S}"; config="${3:?CONFIG}"; cell="${4:?CELL}"; out="${5:?OUT_DIR}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,6 +37,10 @@ run() {  # run LABEL ARGS...: one profile, capped; records its status in rc
   echo "profile_pair: $(date -u +%FT%TZ) $label rc=$status after $(($(date +%s) - t0)) s (cap ${limit} s)"
   [ "$status" = 0 ] || rc=$status
 }
-run sync --no-analyze
-run async --set async_scheduling=true --tag async
+if [ "${SINGLE:-0}" = 1 ]; then
+  run single
+else
+  run sync --no-analyze
+  run async --set async_scheduling=true --tag async
+fi
 exit $rc
