@@ -906,6 +906,32 @@ SGLANG_MODEL_TYPE_BROKEN: dict[str, str] = {
     ),
 }
 
+# SGLang EAGLE3 targets that define set_eagle3_layers_to_capture (so they are in SGLANG_EAGLE3_TARGETS) yet cannot
+# feed an EAGLE3 head. Hand-written from SGLang 0.5.17's source and an H200 start, not extracted: the header's
+# "generated, do not edit" covers only part of this file. tools/extract_support.py rewrites the whole file from its
+# template, which has neither this table, SGLANG_NEXTN_DUMMY_LOAD_BROKEN, SGLANG_MODEL_TYPE_BROKEN, nor the code
+# that reads them (for this one, the first lines of eagle3_target_supported), so a regeneration drops them: carry
+# them over by hand. The Qwen3.5/3.6 wrappers (models/qwen3_5.py:1771, 1928) inherit
+# Qwen3VLForConditionalGeneration's set_eagle3_layers_to_capture (models/qwen3_vl.py:1542-1553), which sets
+# capture_aux_hidden_states and writes self.model.layers_to_capture; their inner Qwen3_5ForCausalLM collects aux
+# hidden states only from decoder layers flagged _is_layer_to_capture (models/qwen3_5.py:1429-1478), which only
+# set_dflash_layers_to_capture sets (models/qwen3_5.py:1394-1397). So the inner forward returns a bare tensor and
+# the wrapper's unpack (models/qwen3_vl.py:1428) fails in every forward, whatever the load format or CUDA graphs.
+# DFlash on the same targets flags the layers and runs (2026-12-03f); vLLM's EAGLE3 on Qwen3.6-35B-A3B ran
+# (2026-12-04d), so only SGLang is refused.
+_SGLANG_QWEN35_EAGLE3 = (
+    "inherits Qwen3VLForConditionalGeneration.set_eagle3_layers_to_capture (models/qwen3_vl.py:1542-1553), which "
+    "sets capture_aux_hidden_states but flags no decoder layer _is_layer_to_capture, the only flag Qwen3_5ForCausalLM "
+    "collects aux hidden states from (models/qwen3_5.py:1394-1397, 1429-1478; only set_dflash_layers_to_capture "
+    "sets it), so the inner forward returns a bare tensor and 'hidden_states, aux_hidden_states = hidden_states' "
+    "(models/qwen3_vl.py:1428) fails at start with ValueError: too many values to unpack (expected 2) "
+    "(H200, 2026-12-04e); upstream sgl-project/sglang#38307 (open), #25408 (closed)"
+)
+SGLANG_EAGLE3_TARGET_BROKEN: dict[str, str] = {
+    "Qwen3_5ForConditionalGeneration": _SGLANG_QWEN35_EAGLE3,
+    "Qwen3_5MoeForConditionalGeneration": _SGLANG_QWEN35_EAGLE3,
+}
+
 # SGLang targets whose class or a base defines set_dflash_layers_to_capture: the DFLASH worker takes the
 # drafter's target_layer_ids hidden states through it.
 SGLANG_DFLASH_TARGETS: frozenset[str] = frozenset(
@@ -987,6 +1013,9 @@ def eagle3_target_supported(engine: str, architecture: str) -> tuple[bool, str]:
     if not ok:
         return ok, reason
     version = VERSIONS[engine]
+    broken = SGLANG_EAGLE3_TARGET_BROKEN.get(architecture) if engine == "sglang" else None
+    if broken:
+        return False, f"{engine} {version}: EAGLE3 target {architecture!r}: {broken}"
     if architecture in _EAGLE3[engine]:
         return True, f"{engine} {version}: {architecture!r} provides EAGLE3 auxiliary hidden states"
     hook = "implement SupportsEagle3" if engine == "vllm" else "define set_eagle3_layers_to_capture"

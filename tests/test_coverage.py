@@ -102,14 +102,15 @@ def test_gemma_eagle3_on_sglang_is_unsupported_with_each_configs_reason(table):
 
 
 def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
-    """Since 2026-12-03f (gemma-4's multimodal shape, ADR 0225) every (target, scheme) SGLang row of the shipped
-    configs is measured or unsupported, but for the one pair pre-registered since (2026-12-04b): EAGLE3 on Qwen3.6,
-    not run, naming its config."""
+    """Every (target, scheme) SGLang row of the shipped configs is measured or unsupported: since 2026-12-03f
+    (gemma-4's multimodal shape, ADR 0225) all but EAGLE3 on Qwen3.6, pre-registered 2026-12-04b, and since 2026-12-04e
+    that one too: its start failed on an SGLang 0.5.17 defect the plan now names (ADR 0194 addendum 3)."""
     sglang = table.filter(pl.col("engine") == "sglang")
-    new_pair = (pl.col("target_model").str.ends_with("qwen3.6-35b-a3b")) & (pl.col("method") == "eagle3")
-    assert set(sglang.filter(~new_pair)["status"]) <= {coverage.MEASURED, coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN}
+    assert set(sglang["status"]) <= {coverage.MEASURED, coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN}
     got = row(table, "qwen3.6-35b-a3b", "sglang", "eagle3")
-    assert got["status"] == coverage.NOT_RUN and "config/h200-schemes-gdn-eagle3.yaml" in got["configs"]
+    assert got["status"] in (coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN)
+    assert "planned unsupported under config/h200-schemes-gdn-eagle3.yaml: " in got["reason"]
+    assert "_is_layer_to_capture" in got["reason"] and "too many values to unpack" in got["reason"]
     for target, method in (
         ("mimo-7b", "mtp"),
         ("qwen3-30b-a3b", "eagle3"),
@@ -424,17 +425,30 @@ def test_a_baseline_start_that_failed_before_its_campaign_was_measured_stops_no_
 
 
 
-def test_a_row_one_config_can_run_names_another_config_s_plan_time_reason_as_that_config_s(table, plan):
-    """SGLang EAGLE3 on Qwen3.6: h200-schemes-gdn-eagle3.yaml plans it with a head; h200-schemes-sglang-families.yaml
-    plans the pair without one (unsupported at plan time). The row is not run, its config the one that can run it,
-    and the other config's reason is said to be that config's — not the row's."""
-    got = row(table, "qwen3.6-35b-a3b", "sglang", "eagle3")
+def test_a_row_one_config_can_run_names_another_config_s_plan_time_reason_as_that_config_s(table, records, plan):
+    """SGLang EAGLE3 on Qwen3.6 until 2026-12-04e: h200-schemes-gdn-eagle3.yaml planned it with a head;
+    h200-schemes-sglang-families.yaml plans the pair without one (unsupported at plan time). The row was not run, its
+    config the one that can run it, and the other config's reason is said to be that config's — not the row's.
+    Since 2026-12-04e both configs refuse it (ADR 0194 addendum 3), so the example is the plan as it stood before:
+    the gdn-eagle3 rows without their new reason, and the records before that session."""
+    gdn_eagle3 = (C("config") == "config/h200-schemes-gdn-eagle3.yaml") & (C("engine") == "sglang")
+    plan_before = plan.with_columns(
+        pl.when(gdn_eagle3 & (C("method") == "eagle3")).then(None).otherwise(C("plan_reason")).alias("plan_reason")
+    )
+    table_before = coverage.matrix(records.filter(~C("run").str.contains("session-2026-12-04e")), plan_before)
+    got = row(table_before, "qwen3.6-35b-a3b", "sglang", "eagle3")
     assert got["status"] == coverage.NOT_RUN
     assert got["configs"] == "config/h200-schemes-gdn-eagle3.yaml"
-    planned = plan.filter(
+    planned = plan_before.filter(
         (C("target_model") == "config/models/qwen3.6-35b-a3b") & (C("engine") == "sglang") & (C("method") == "eagle3")
     )
     elsewhere = planned.filter(C("plan_reason").is_not_null())
     assert set(elsewhere["config"]) == {"config/h200-schemes-sglang-families.yaml"}
     (reason,) = set(elsewhere["plan_reason"])
     assert got["reason"].split(" | ")[0] == f"planned unsupported under config/h200-schemes-sglang-families.yaml: {reason}"
+    # today: unsupported, the row's reasons naming each config's own (the families config's missing head first)
+    now = row(table, "qwen3.6-35b-a3b", "sglang", "eagle3")
+    assert now["status"] in (coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN) and now["configs"] != got["configs"]
+    assert (
+        "planned unsupported under config/h200-schemes-gdn-eagle3.yaml: sglang 0.5.17: EAGLE3 target" in now["reason"]
+    )

@@ -234,7 +234,9 @@ def test_qwen36_eagle3_head_is_the_targets_attention_at_the_community_heads_size
     assert d.draft_vocab_size == 32000 and d.num_layers == 1
     assert (d.params + d.params_shareable) / 1e9 == pytest.approx(0.654, abs=0.001)
     assert support.eagle3_target_supported("vllm", describe(MODELS / "qwen3.6-35b-a3b").architecture)[0]
-    assert support.eagle3_target_supported("sglang", describe(MODELS / "qwen3.6-35b-a3b").architecture)[0]
+    # SGLang 0.5.17 registers the hook but its Qwen3.5 model never hands the head its hidden states (2026-12-04e)
+    ok, reason = support.eagle3_target_supported("sglang", describe(MODELS / "qwen3.6-35b-a3b").architecture)
+    assert not ok and "_is_layer_to_capture" in reason
 
 
 def test_target_with_mtp_layers_is_its_own_mtp_drafter():
