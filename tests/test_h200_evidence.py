@@ -2166,3 +2166,111 @@ def test_1204d_round_profiles_put_the_round_in_the_drafter_and_the_readme_table_
     assert "**Addendum 5 (2026-12-04d" in adr
     detail = pl.read_parquet(ROUNDS_1204D / "rounds_detail.parquet")
     assert detail.height == int(table["rounds_profiled"].sum())
+
+
+# --- session-2026-12-04e: SGLang — EAGLE3 on Qwen3.6-35B-A3B fails at start (issue 16), the open loop as a campaign
+# (issue 19), STANDALONE round profiles (issue 17, ADR 0096 addendum 6) ---------------------------------------------
+SESSION_1204E = ROOT / "validation" / "h200-2026-12" / "session-2026-12-04e"
+GDN_1204E = SESSION_1204E / "gdn-eagle3-sglang"
+OPENLOOP_1204E = SESSION_1204E / "openloop-sglang"
+ROUNDS_1204E = SESSION_1204E / "rounds"
+GPU_1204E = "GPU-ecd3b27f-8605-9b06-540f-54af3b539bce"
+
+
+def test_1204e_configs_are_the_preregistered_ones():
+    name = "h200-schemes-gdn-eagle3.yaml"
+    assert (GDN_1204E / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    run, analysis = _run_and_analysis_configs(OPENLOOP_1204E, "h200-sglang-openloop.yaml")
+    assert analysis["checks"].pop("allow_failed_checks") is True and "allow_failed_checks" not in run["checks"]
+    assert analysis == run  # no threshold, rate or window changed
+
+
+def test_1204e_sglang_eagle3_on_qwen36_died_at_start_with_the_engines_defect_and_only_the_baseline_measured():
+    (record,) = sorted((GDN_1204E / "results" / "cells").glob("*/*.parquet"))
+    assert (
+        record.parent.name == "sglang-qwen36_35b_a3b-closed-b1-random-s0-cg1"
+        and record.name == "baseline--open.parquet"
+    )
+    r = pl.read_parquet(record).row(0, named=True)
+    assert r["status"] == "measured" and r["energy_j"] > 0 and r["gpu_uuid"] == GPU_1204E and r["engine"] == "sglang"
+    readme = _readme_text(SESSION_1204E)
+    assert f"**{r['mj_per_committed_token']:.1f} mJ/token**, round {r['round_time_ms']:.2f} ms" in readme
+    assert f"GPU busy {r['gpu_busy_fraction']:.2f}" in readme and f"engine start {r['engine_start_s']:.1f} s" in readme
+    (marker,) = (GDN_1204E / "results" / ".specjoule" / "attempts").glob("*/eagle3--mv4.*")
+    attempt = json.loads(marker.read_text())
+    assert attempt["root_cause"] == "ValueError: too many values to unpack (expected 2)"
+    log = logtext.read_log(
+        GDN_1204E / "results" / "logs" / "engines" / "sglang-qwen36_35b_a3b-closed-cg1" / "g01-point-5a2c8c8b755f.log"
+    )
+    assert 'qwen3_vl.py", line 1428' in log and "hidden_states, aux_hidden_states = hidden_states" in log
+    assert "no record written for the cell in progress" in log
+    committed = (GDN_1204E / "results" / "checks.md").read_text()
+    assert "0 fail, 0 flag, 17 pass, 10 not_applicable" in committed
+    assert "sglang-qwen36_35b_a3b-closed-b1-random-s0-cg1: 3 not measured" in committed
+    assert "0 fail, 0 flag, 17 pass, 10 not applicable" in readme
+    # the plan now refuses the arm before any GPU time, with the engine's defect (ADR 0194 addendum 3)
+    _, table = sj_config.plan(yaml.safe_load((ROOT / "config" / "h200-schemes-gdn-eagle3.yaml").read_text()), "x")
+    refused = {c.name: c.unsupported_reason for c in table if c.engine == "sglang" and c.unsupported_reason}
+    assert sorted(refused) == ["eagle3--mv1", "eagle3--mv4"]
+    assert all("too many values to unpack" in reason for reason in refused.values())
+
+
+def test_1204e_sglang_open_loop_fails_batch_shape_as_vllm_did_and_the_readme_table_is_the_records():
+    df, checks = _verdict(OPENLOOP_1204E, "config-analysis.yaml")
+    assert df.height == 4 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    assert set(df["gpu_uuid"]) == {GPU_1204E} and set(df["engine"]) == {"sglang"}
+    failed = sorted(checks.filter(pl.col("status") == "fail")["check"])
+    assert failed == ["batch_shape", "committed_spread"]  # they stay failed
+    (spread,) = checks.filter(pl.col("check") == "committed_spread")["value"]
+    assert 0.05 < spread < 0.054
+    committed = (OPENLOOP_1204E / "results" / "checks.md").read_text()
+    assert "2 fail, 3 flag, 19 pass, 3 not_applicable" in committed and "`allow_failed_checks` = True" in committed
+    readme = _readme_text(SESSION_1204E)
+    assert "**2 fail, 3 flag, 19 pass, 3 not applicable.**" in readme and f"{100 * spread:.2f} %" in readme
+    rates = sorted(df["realized_request_rate"])
+    assert rates[-1] - rates[0] < 0.01 and f"**{rates[0]:.2f}–{rates[-1]:.2f} requests/s**" in readme
+    base = df.filter(pl.col("role") != "point")["mj_per_committed_token"].mean()
+    for r in df.iter_rows(named=True):
+        ratio = "1" if r["role"] != "point" else f"{r['mj_per_committed_token'] / base:.3f}"
+        prefix = f"| {r['cell_name']} |"
+        assert _readme_line_in(SESSION_1204E, prefix) == (
+            f"{prefix} {r['realized_L']:.1f} | {r['mj_per_committed_token']:.1f} | {ratio} "
+            f"| {r['mean_running_requests']:.2f} | {1000 * r['tpot_mean_s']:.1f} ms | {r['round_time_ms']:.2f} "
+            f"| {r['gpu_busy_fraction']:.2f} | {r['engine_start_s']:.1f} |"
+        )
+    # the arm that accepts nothing "saves" energy only by running at a far larger batch than the baselines
+    l1 = df.filter(pl.col("cell_name") == "draft--mv1").row(0, named=True)
+    assert (
+        l1["mj_per_committed_token"] < base and l1["mean_running_requests"] > 5 * l1["baseline_mean_running_requests"]
+    )
+
+
+def test_1204e_sglang_round_profiles_do_the_same_gpu_work_as_vllms_with_less_host_time():
+    table = pl.read_parquet(ROUNDS_1204E / "rounds.parquet").sort("configured_L")
+    assert table.height == 2 and set(table["engine"]) == {"sglang"} and set(table["method"]) == {"draft_model"}
+    assert table["configured_L"].to_list() == [3.0, 6.0] and set(table["async_scheduling"]) == {True}
+    for r in table.iter_rows(named=True):
+        line = _readme_line_in(SESSION_1204E, f"| {r['configured_L']:.0f} | {r['round_ms_unprofiled']:.2f} / ")
+        assert line == (
+            f"| {r['configured_L']:.0f} | {r['round_ms_unprofiled']:.2f} / {r['round_ms_profiled']:.2f} "
+            f"| {r['gpu_ms_per_round']:.2f} ({r['draft_ms_per_round']:.2f} / {r['verify_ms_per_round']:.2f}) "
+            f"| {r['host_ms_per_round']:.2f} | {r['draft_span_ms_per_round']:.2f} "
+            f"| {r['draft_graph_launches_per_round']:.0f} graph + {r['draft_kernel_launches_per_round']:.0f} kernels "
+            f"| {100 * r['gpu_busy_fraction']:.0f} % / {100 * r['nvml_util_unprofiled']:.0f} % |"
+        )
+        assert r["rounds_profiled"] >= 22
+    vllm = pl.read_parquet(ROUNDS_1204D / "rounds.parquet")
+    gpu = pl.concat([vllm["gpu_ms_per_round"], table["gpu_ms_per_round"]])
+    assert gpu.max() / gpu.min() < 1.02  # the same GPU work a round on both engines
+    # ADR 0096's rule at its cell (B 1, L 3): the SGLang round is host-bound too, with far less host time than vLLM's
+    l3 = table.row(0, named=True)
+    assert l3["host_ms_per_round"] >= 0.5 * l3["round_ms_profiled"] and l3["nvml_util_unprofiled"] < 0.6
+    sync3 = vllm.filter((pl.col("configured_L") == 3.0) & ~pl.col("async_scheduling")).row(0, named=True)
+    extra_sglang = l3["round_ms_unprofiled"] - l3["gpu_ms_per_round"]
+    extra_vllm = sync3["round_ms_unprofiled"] - sync3["gpu_ms_per_round"]
+    assert extra_vllm > 3 * extra_sglang
+    adr = " ".join((ROOT / "docs" / "adr" / "0096-why-a-vllm-draft-model-round-takes-30-ms.md").read_text().split())
+    assert "**Addendum 6 (2026-12-04e" in adr and f"**L 3: round {l3['round_ms_unprofiled']:.2f} ms unprofiled**" in adr
+    assert f"≈ {extra_sglang:.1f} ms a round on SGLang, ≈ {extra_vllm:.1f} ms on vLLM's synchronous path" in adr
+    detail = pl.read_parquet(ROUNDS_1204E / "rounds_detail.parquet")
+    assert detail.height == int(table["rounds_profiled"].sum())
