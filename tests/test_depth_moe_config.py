@@ -1,0 +1,53 @@
+"""config/h200-schemes-depth-moe.yaml (issue 16, pre-registered 2026-12-04e): config/h200-schemes-depth.yaml's depth
+design (EAGLE3 at three L and B in {1, 32}, both engines, one window) carried to the GQA MoE target unchanged but for
+the model pair and the vectors a head chain of k 3 can reach — so its ratios compare with the dense family's at
+equal everything else, and nothing in it is refused at plan time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from specjoule import config
+
+REPO = Path(__file__).resolve().parents[1]
+MOE = "config/h200-schemes-depth-moe.yaml"
+DENSE = "config/h200-schemes-depth.yaml"
+
+
+def test_moe_depth_differs_from_the_dense_depth_only_in_the_target_its_head_and_the_dflash_arm():
+    moe, dense = (yaml.safe_load((REPO / p).read_text()) for p in (MOE, DENSE))
+    for key in (
+        "engines",
+        "batch_sizes",
+        "corpora",
+        "seeds",
+        "cuda_graphs",
+        "workloads",
+        "engine_options",
+        "meter",
+        "checks",
+        "report",
+        "paper_grade",
+        "device",
+    ):
+        assert moe[key] == dense[key], key
+    assert {k: v for k, v in moe["protocol"].items() if k not in ("run_order_seed", "engine_start_s")} == {
+        k: v for k, v in dense["protocol"].items() if k not in ("run_order_seed", "engine_start_s")
+    }
+    assert moe["protocol"]["run_order_seed"] != dense["protocol"]["run_order_seed"]
+    assert moe["schemes"]["eagle3"] == dense["schemes"]["eagle3"] and "dflash" not in moe["schemes"]
+    (pair,) = moe["models"].values()
+    assert pair["target"]["model"] == "config/models/qwen3-30b-a3b"
+    assert pair["drafters"] == {"eagle3": "config/models/qwen3-30b-a3b-eagle3"}
+
+
+def test_moe_depth_plans_three_l_at_both_batch_sizes_on_both_engines_and_refuses_nothing():
+    _, table = config.plan(config.read_yaml(REPO / MOE), MOE)
+    cells = table.cells
+    assert len(cells) == 20 and not [c for c in cells if c.unsupported_reason]
+    points = {(c.engine, c.batch_size, c.configured_L) for c in cells if c.role == "point"}
+    assert points == {(e, b, L) for e in ("vllm", "sglang") for b in (1, 32) for L in (1.0, 3.0, 4.0)}
+    baselines = [c for c in cells if c.role != "point"]
+    assert len(baselines) == 8  # an opening and a closing baseline per engine and batch size
