@@ -1,7 +1,7 @@
-"""config/h200-schemes-depth-moe.yaml (issue 16, pre-registered 2026-12-04e): config/h200-schemes-depth.yaml's depth
-design (EAGLE3 at three L and B in {1, 32}, both engines, one window) carried to the GQA MoE target unchanged but for
-the model pair and the vectors a head chain of k 3 can reach — so its ratios compare with the dense family's at
-equal everything else, and nothing in it is refused at plan time."""
+"""config/h200-schemes-depth-moe.yaml and -mla.yaml (issue 16, pre-registered 2026-12-04e): the dense depth config's
+design (EAGLE3 at three L and B in {1, 32}, one window; config/h200-schemes-depth.yaml) carried to the GQA MoE target
+on both engines and to the MLA target on SGLang, unchanged but for the model pair and the engines that can run it, so
+their ratios compare with the dense family's at equal everything else, and nothing in them is refused at plan time."""
 
 from __future__ import annotations
 
@@ -51,3 +51,23 @@ def test_moe_depth_plans_three_l_at_both_batch_sizes_on_both_engines_and_refuses
     assert points == {(e, b, L) for e in ("vllm", "sglang") for b in (1, 32) for L in (1.0, 3.0, 4.0)}
     baselines = [c for c in cells if c.role != "point"]
     assert len(baselines) == 8  # an opening and a closing baseline per engine and batch size
+
+
+MLA = "config/h200-schemes-depth-mla.yaml"
+
+
+def test_mla_depth_is_the_dense_design_on_sglang_alone_because_vllm_cannot_feed_its_head():
+    mla, dense = (yaml.safe_load((REPO / p).read_text()) for p in (MLA, DENSE))
+    for key in ("batch_sizes", "corpora", "seeds", "cuda_graphs", "workloads", "meter", "checks", "report"):
+        assert mla[key] == dense[key], key
+    assert mla["engines"] == ["sglang"] and mla["engine_options"] == {"sglang": dense["engine_options"]["sglang"]}
+    assert mla["schemes"]["eagle3"] == dense["schemes"]["eagle3"]
+    # the reason vLLM is left out is the plan's own: with vLLM in the engines, its EAGLE3 arms are refused
+    with_vllm = {**mla, "engines": ["vllm", "sglang"], "engine_options": dense["engine_options"]}
+    _, table = config.plan(with_vllm, "with-vllm")
+    refused = {c.engine for c in table.cells if c.unsupported_reason and "SupportsEagle3" in c.unsupported_reason}
+    assert refused == {"vllm"}
+    _, table = config.plan(config.read_yaml(REPO / MLA), MLA)
+    assert len(table.cells) == 10 and not [c for c in table.cells if c.unsupported_reason]
+    points = {(c.batch_size, c.configured_L) for c in table.cells if c.role == "point"}
+    assert points == {(b, L) for b in (1, 32) for L in (1.0, 3.0, 4.0)}
