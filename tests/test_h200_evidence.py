@@ -60,6 +60,11 @@ def test_sglang_latency_from_decode_throughput_is_nulled_not_shown():
 LATER_CHECKS = {"interval_width", "reproduces_reference"}
 
 
+def _assert_shipped_copy(folder: Path, name: str, shipped: Path = ROOT / "config") -> None:
+    """A session folder's copy of the config it ran is byte for byte the pre-registered one that ships."""
+    assert (folder / name).read_bytes() == (shipped / name).read_bytes(), name
+
+
 def _verdict(
     folder: Path, config_name: str, replicated: bool = False, cells_also_in: tuple[Path, ...] = ()
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -105,7 +110,7 @@ def test_analysis_config_differs_from_the_campaign_config_only_in_engines():
 
 def test_1201_configs_are_the_preregistered_ones():
     for folder, name in ((CLOSED, "h200-validation-swap.yaml"), (OPEN_LOOP, "h200-openloop-short.yaml")):
-        assert (folder / name).read_bytes() == (RUN_CONFIGS / name).read_bytes(), name
+        _assert_shipped_copy(folder, name, RUN_CONFIGS)
 
 
 def test_1201_closed_grid_swap_took_and_only_the_ngram_l6_arm_fails():
@@ -158,7 +163,7 @@ def engines_1gpu() -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def test_1201b_config_is_the_preregistered_one():
     name = "h200-engines-one-gpu.yaml"
-    assert (ENGINES_1GPU / name).read_bytes() == (RUN_CONFIGS / name).read_bytes()
+    _assert_shipped_copy(ENGINES_1GPU, name, RUN_CONFIGS)
 
 
 def test_1201b_both_engines_on_one_gpu_pass_every_check(engines_1gpu):
@@ -234,7 +239,7 @@ SCHEMES_1201D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01d"
     "family,config_name", [("qwen3-8b", "h200-schemes-qwen3-8b.yaml"), ("mimo-mtp", "h200-schemes-mimo-mtp.yaml")]
 )
 def test_1201d_configs_are_the_preregistered_ones(family, config_name):
-    assert (SCHEMES_1201D / family / config_name).read_bytes() == (RUN_CONFIGS / config_name).read_bytes()
+    _assert_shipped_copy(SCHEMES_1201D / family, config_name, RUN_CONFIGS)
 
 
 @pytest.fixture(scope="module")
@@ -291,7 +296,7 @@ SESSION_1202 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02"
     "family,config_name", [("families", "h200-families-sweep.yaml"), ("sweep-qwen3-8b", "h200-sweep-qwen3-8b.yaml")]
 )
 def test_1202_configs_are_the_preregistered_ones(family, config_name):
-    assert (SESSION_1202 / family / config_name).read_bytes() == (RUN_CONFIGS / config_name).read_bytes()
+    _assert_shipped_copy(SESSION_1202 / family, config_name, RUN_CONFIGS)
 
 
 def test_1202_analysis_config_leaves_out_only_the_pair_that_did_not_start():
@@ -366,7 +371,7 @@ SESSION_1202B = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02b"
     "family,config_name", [("sglang-schemes", "h200-schemes-sglang.yaml"), ("mimo-mtp", "h200-schemes-mimo-mtp.yaml")]
 )
 def test_1202b_configs_are_the_preregistered_ones(family, config_name):
-    assert (SESSION_1202B / family / config_name).read_bytes() == (RUN_CONFIGS / config_name).read_bytes()
+    _assert_shipped_copy(SESSION_1202B / family, config_name, RUN_CONFIGS)
 
 
 def _ratios(df: pl.DataFrame) -> dict[tuple[str, float], float]:
@@ -481,7 +486,7 @@ def _readme_text(folder: Path) -> str:
 
 def test_1202c_config_is_the_preregistered_one():
     name = "h200-schemes-glm-mla.yaml"
-    assert (SESSION_1202C / "glm-mla" / name).read_bytes() == (RUN_CONFIGS / name).read_bytes()
+    _assert_shipped_copy(SESSION_1202C / "glm-mla", name, RUN_CONFIGS)
 
 
 def test_1202c_glm_mtp_family_is_whole_and_the_readme_table_is_the_records():
@@ -577,7 +582,7 @@ SESSION_1202D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02d"
 
 def test_1202d_config_is_the_preregistered_one_and_the_analysis_edit_is_one_pair():
     name = "h200-families-sweep.yaml"
-    assert (SESSION_1202D / "gemma4" / name).read_bytes() == (RUN_CONFIGS / name).read_bytes()
+    _assert_shipped_copy(SESSION_1202D / "gemma4", name, RUN_CONFIGS)
     run = yaml.safe_load((RUN_CONFIGS / name).read_text())
     analysis = yaml.safe_load((SESSION_1202D / "gemma4" / "config-analysis.yaml").read_text())
     run["models"].pop("qwen3_30b_a3b")
@@ -652,7 +657,7 @@ SPREAD_1202E = SESSION_1202E / "spread"
 
 def _run_and_analysis_configs(folder: Path, name: str) -> tuple[dict, dict]:
     """A session folder's copy of a pre-registered config (byte for byte the shipped one) and its analysis copy."""
-    assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    _assert_shipped_copy(folder, name)
     return yaml.safe_load((folder / name).read_text()), yaml.safe_load((folder / "config-analysis.yaml").read_text())
 
 
@@ -835,7 +840,7 @@ GDN_SGLANG_1203 = SESSION_1203 / "gdn-sglang"
 
 def test_1203_families_config_is_the_preregistered_one():
     name = "h200-schemes-sglang-families.yaml"
-    assert (GDN_SGLANG_1203 / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    _assert_shipped_copy(GDN_SGLANG_1203, name)
 
 
 def test_1203_gated_deltanet_on_sglang_verdict_and_readme_table():
@@ -896,7 +901,7 @@ FAMILIES_1203B = SESSION_1203B / "families-sglang"
     ],
 )
 def test_1203b_configs_are_the_preregistered_ones(folder, name):
-    assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    _assert_shipped_copy(folder, name)
 
 
 def _ratios_over_mean_baseline(records: pl.DataFrame) -> dict[tuple[int, str], tuple[float, dict]]:
@@ -994,7 +999,7 @@ GLM_V2_1203C = SESSION_1203C / "glm-v2"
     [(GDN_PINNED_1203C, "h200-schemes-gdn-pinned.yaml"), (GLM_V2_1203C, "h200-glm-mtp-v2.yaml")],
 )
 def test_1203c_configs_are_the_preregistered_ones(folder, name):
-    assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    _assert_shipped_copy(folder, name)
 
 
 def test_1203c_gated_deltanet_with_pinned_blocks_matches_engines_and_the_readme_table_is_the_records():
@@ -1117,7 +1122,7 @@ DEPTH_1203D = SESSION_1203D / "depth"
     "folder,name", [(GLM_V2_1203D, "h200-glm-mtp-v2.yaml"), (DEPTH_1203D, "h200-schemes-depth.yaml")]
 )
 def test_1203d_configs_are_the_preregistered_ones(folder, name):
-    assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    _assert_shipped_copy(folder, name)
 
 
 def test_1203d_glm_mtp_on_v2_is_whole_and_its_round_is_shorter_than_v1s_in_the_arm_only():
@@ -1221,7 +1226,7 @@ def _depth_records_of_both_engines() -> pl.DataFrame:
 
 def test_1203e_config_is_the_preregistered_one():
     name = "h200-schemes-depth.yaml"
-    assert (DEPTH_1203E / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    _assert_shipped_copy(DEPTH_1203E, name)
 
 
 def test_1203e_depth_is_whole_on_both_engines_and_the_sglang_table_is_the_records():
@@ -1430,7 +1435,7 @@ GEMMA_1202D = SESSION_1202D / "gemma4"
     [(GDN_1203F, "h200-schemes-sglang-families.yaml"), (GEMMA_MM_1203F, "h200-schemes-sglang-gemma4-mm.yaml")],
 )
 def test_1203f_configs_are_the_preregistered_ones(folder, name):
-    assert (folder / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    _assert_shipped_copy(folder, name)
 
 
 def test_1203f_qwen36_on_sglang_is_whole_and_the_readme_table_is_the_records():
@@ -1545,7 +1550,7 @@ MOE_CG1 = "vllm-qwen3_30b_a3b-closed-b1-random-s0-cg1"
 
 def test_1203g_config_is_the_preregistered_one():
     name = "h200-capture-bias.yaml"
-    assert (CAPTURE_1203G / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    _assert_shipped_copy(CAPTURE_1203G, name)
 
 
 def test_1203g_moe_graphs_on_is_whole_and_the_readme_table_is_the_records():
@@ -1647,7 +1652,7 @@ MOE_CG0 = "vllm-qwen3_30b_a3b-closed-b1-random-s0-cg0"
 
 def test_1204_config_is_the_preregistered_one():
     name = "h200-capture-bias.yaml"
-    assert (CAPTURE_1204 / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    _assert_shipped_copy(CAPTURE_1204, name)
 
 
 def test_1204_verdict_and_the_readme_tables_are_the_records():
@@ -1755,7 +1760,7 @@ DENSE_CG1 = "vllm-qwen3_8b-closed-b1-random-s0-cg1"
 
 def test_1204b_config_is_the_preregistered_one():
     name = "h200-capture-bias.yaml"
-    assert (CAPTURE_1204B / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    _assert_shipped_copy(CAPTURE_1204B, name)
 
 
 def test_1204b_verdict_of_the_four_families_and_the_readme_tables_are_the_records():
@@ -2085,7 +2090,7 @@ ROUNDS_1204D = SESSION_1204D / "rounds"
 
 def test_1204d_config_is_the_preregistered_one():
     name = "h200-schemes-gdn-eagle3.yaml"
-    assert (GDN_1204D / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    _assert_shipped_copy(GDN_1204D, name)
 
 
 def test_1204d_gdn_eagle3_family_is_whole_and_the_readme_table_is_the_records():
@@ -2181,7 +2186,7 @@ GPU_1204E = "GPU-ecd3b27f-8605-9b06-540f-54af3b539bce"
 
 def test_1204e_configs_are_the_preregistered_ones():
     name = "h200-schemes-gdn-eagle3.yaml"
-    assert (GDN_1204E / name).read_bytes() == (ROOT / "config" / name).read_bytes()
+    _assert_shipped_copy(GDN_1204E, name)
     run, analysis = _run_and_analysis_configs(OPENLOOP_1204E, "h200-sglang-openloop.yaml")
     assert analysis["checks"].pop("allow_failed_checks") is True and "allow_failed_checks" not in run["checks"]
     assert analysis == run  # no threshold, rate or window changed
