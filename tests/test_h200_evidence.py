@@ -1234,9 +1234,10 @@ def test_1203e_depth_is_whole_on_both_engines_and_the_sglang_table_is_the_record
     assert df.height == 32 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
     sglang = df.filter(pl.col("engine") == "sglang")
     assert sglang.height == 16 and set(sglang["engine_version"]) == {"0.5.17"}
-    assert sglang["gpu_uuid"].n_unique() == 1 and sglang["gpu_uuid"][0] != df.filter(pl.col("engine") == "vllm")[
-        "gpu_uuid"
-    ][0]
+    assert (
+        sglang["gpu_uuid"].n_unique() == 1
+        and sglang["gpu_uuid"][0] != df.filter(pl.col("engine") == "vllm")["gpu_uuid"][0]
+    )
     assert sglang["engine_instance"].n_unique() == 8  # SGLang reads its simulated L at start: one start per L
     # the committed table holds only this session's cells; the analysis read both sessions' (every vLLM record too)
     assert {p.parent.name for p in (DEPTH_1203E / "results" / "cells").glob("*/*.parquet")} == set(
@@ -1313,8 +1314,9 @@ def test_1203e_sglang_b1_reproduces_2026_12_02b_on_another_board_while_the_basel
     readme = _readme_text(SESSION_1203E)
     assert f"drew {mj['here']:.1f} mJ/token here against {mj['there']:.1f} on GPU-e4cfbcb3 (−12.2 %)" in readme
     assert round(100 * (mj["here"] / mj["there"] - 1), 1) == -12.2
-    assert f"({tps['here']:.1f} and {tps['there']:.1f} tokens/s): {watts['here']:.0f} W here, {watts['there']:.0f} W" in (
-        readme
+    assert (
+        f"({tps['here']:.1f} and {tps['there']:.1f} tokens/s): {watts['here']:.0f} W here, {watts['there']:.0f} W"
+        in (readme)
     )
 
 
@@ -1407,7 +1409,9 @@ def test_sglang_round_tables_written_before_adr_0232_have_addenda_with_the_admis
     assert "Addendum (2026-12-03e, ADR 0232)" in readme
     for old, new in zip(committed.iter_rows(named=True), fixed.iter_rows(named=True), strict=True):
         assert old["rounds_profiled"] == 25 and new["rounds_profiled"] == 24 and new["admission_rows_dropped"] == 1
-        assert new["round_ms_profiled"] < old["round_ms_profiled"] and new["host_ms_per_round"] < old["host_ms_per_round"]
+        assert (
+            new["round_ms_profiled"] < old["round_ms_profiled"] and new["host_ms_per_round"] < old["host_ms_per_round"]
+        )
         quoted = f"{new['round_ms_profiled']:.2f} / {new['round_ms_unprofiled']:.2f}"
         assert quoted in readme, (session, new["scheme"], quoted)
         assert f"{new['host_ms_per_round']:.2f}" in readme
@@ -1568,7 +1572,11 @@ def test_1203g_moe_graphs_on_is_whole_and_the_readme_table_is_the_records():
     assert drift["status"] == "pass" and f"`baseline_drift` {100 * drift['value']:.2f} %" in _readme_text(SESSION_1203G)
     committed = (CAPTURE_1203G / "results" / "checks.md").read_text()
     assert "0 fail, 1 flag, 20 pass, 6 not_applicable" in committed
-    for family in ("qwen3_8b-closed-b1-random-s0-cg1", "qwen3_8b-closed-b1-random-s0-cg0", "qwen3_30b_a3b-closed-b1-random-s0-cg0"):
+    for family in (
+        "qwen3_8b-closed-b1-random-s0-cg1",
+        "qwen3_8b-closed-b1-random-s0-cg0",
+        "qwen3_30b_a3b-closed-b1-random-s0-cg0",
+    ):
         assert f"- vllm-{family}: 4 not measured" in committed
     _assert_family_table(SESSION_1203G, df, "| Qwen3-30B-A3B ")
     curves = pl.read_parquet(CAPTURE_1203G / "results" / "curves.parquet")
@@ -1584,7 +1592,12 @@ def test_1203g_lost_starts_are_committed_without_an_error():
     0222): attempt markers and logs committed, each log stops inside the engine's start."""
     cases = (
         (CAPTURE_1203G, "vllm-qwen3_30b_a3b-closed-cg0", "g00-opening-07ef5f920ae2", "baseline--open.dd02d32f84a4"),
-        (SESSION_1203G / "machine-1", "vllm-qwen3_30b_a3b-closed-cg1", "g01-point-4fd76c5459f3", "eagle3--mv4.3fe2640f5dd6"),
+        (
+            SESSION_1203G / "machine-1",
+            "vllm-qwen3_30b_a3b-closed-cg1",
+            "g01-point-4fd76c5459f3",
+            "eagle3--mv4.3fe2640f5dd6",
+        ),
     )
     for folder, family, group, marker in cases:
         results = folder / "results"
@@ -1611,8 +1624,13 @@ def test_1203g_against_2026_12_02_and_the_baseline_on_three_boards():
     for a, b in zip(there.sort("cell_name").iter_rows(named=True), here.sort("cell_name").iter_rows(named=True)):
         ea, eb = json.loads(a["engine_config"]), json.loads(b["engine_config"])
         differ = {k for k in ea.keys() | eb.keys() if ea.get(k) != eb.get(k)}
-        assert differ <= {"max_num_seqs", "max_num_batched_tokens", "max_num_scheduled_tokens",
-                          "max_cudagraph_capture_size", "cudagraph_capture_sizes"}, differ
+        assert differ <= {
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "max_num_scheduled_tokens",
+            "max_cudagraph_capture_size",
+            "cudagraph_capture_sizes",
+        }, differ
         assert f"`max_num_seqs` {ea['max_num_seqs']} and {ea['max_num_batched_tokens']} batched" in readme
         assert f"here `max_num_seqs` {eb['max_num_seqs']}, {eb['max_num_batched_tokens']} tokens" in readme
     ratios = {}
@@ -1659,7 +1677,10 @@ def test_1204_verdict_and_the_readme_tables_are_the_records():
     df, checks = _verdict(CAPTURE_1204, "h200-capture-bias.yaml")
     assert df.height == 7 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
     gpus = {c: set(f["gpu_uuid"]) for (c,), f in df.group_by("campaign_id")}
-    assert gpus == {MOE_CG0: {"GPU-21207a74-8173-ad3a-0578-e6c4f914413f"}, MOE_CG1: {"GPU-add5a720-784f-48fa-b6de-8171f00c97ff"}}
+    assert gpus == {
+        MOE_CG0: {"GPU-21207a74-8173-ad3a-0578-e6c4f914413f"},
+        MOE_CG1: {"GPU-add5a720-784f-48fa-b6de-8171f00c97ff"},
+    }
     points = df.filter(pl.col("role") == "point")
     assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
     assert checks.filter(pl.col("status") == "fail").height == 0
@@ -1723,8 +1744,12 @@ def test_1204_graphs_on_is_a_replicate_of_1203g_on_another_board():
 
 def test_1204_lost_closing_start_is_committed_without_an_error():
     results = CAPTURE_1204 / "results"
-    assert [p.name for p in (results / ".specjoule" / "attempts" / MOE_CG0).iterdir()] == ["baseline--close.89851c109ce6"]
-    log = logtext.read_log(results / "logs" / "engines" / "vllm-qwen3_30b_a3b-closed-cg0" / "g02-closing-e9ebbc98300a.log")
+    assert [p.name for p in (results / ".specjoule" / "attempts" / MOE_CG0).iterdir()] == [
+        "baseline--close.89851c109ce6"
+    ]
+    log = logtext.read_log(
+        results / "logs" / "engines" / "vllm-qwen3_30b_a3b-closed-cg0" / "g02-closing-e9ebbc98300a.log"
+    )
     # cut in its warm-up: the engine was ready, no window had started, no error
     assert "engine: ready after 49.4 s" in log and "warm-up: start" in log
     assert "window: start" not in log and "Traceback" not in log
@@ -1852,7 +1877,10 @@ def test_1204b_without_graphs_the_dense_step_is_host_bound_less_than_the_moe_one
     readme = _readme_text(SESSION_1204B)
     assert f"{off['round_time_ms']:.2f} ms against {on['round_time_ms']:.2f} ms with graphs ({dense:.1f} ×)" in readme
     assert f"busy {100 * off['gpu_busy_fraction']:.0f} % of the window at {off['mean_power_w']:.1f} W" in readme
-    assert f"the MoE baseline's {moe_off['round_time_ms']:.2f} against {moe_on['round_time_ms']:.2f} ms ({moe:.1f} ×)" in readme
+    assert (
+        f"the MoE baseline's {moe_off['round_time_ms']:.2f} against {moe_on['round_time_ms']:.2f} ms ({moe:.1f} ×)"
+        in readme
+    )
     # the dense EAGLE3 round at L = 1 is longer than the step it replaces; the MoE one is not (unexplained)
     l1 = {
         c: records.filter((pl.col("campaign_id") == c) & (pl.col("cell_name") == "eagle3--mv1"))["round_time_ms"][0]
@@ -1945,7 +1973,10 @@ def test_1204b_the_moe_graphs_off_baseline_spends_host_time_not_gpu_work():
         assert abs(active_ms(name, False) / active_ms(name, True) - 1) < 0.1
     b_off, b_on = active_ms("baseline--open", False), active_ms("baseline--open", True)
     e_off, e_on = active_ms("eagle3--mv1", False), active_ms("eagle3--mv1", True)
-    assert f"per baseline step {b_off:.2f} ms off against {b_on:.2f} on, per EAGLE3 L = 1 round {e_off:.2f} against {e_on:.2f}" in readme
+    assert (
+        f"per baseline step {b_off:.2f} ms off against {b_on:.2f} on, per EAGLE3 L = 1 round {e_off:.2f} against {e_on:.2f}"
+        in readme
+    )
     ttft = {n: 1000 * cell[(n, False)]["ttft_mean_s"] for n in ("baseline--open", "eagle3--mv1")}
     assert ttft["baseline--open"] > 1.2 * ttft["eagle3--mv1"]
     assert f"first token {ttft['baseline--open']:.1f} ms against {ttft['eagle3--mv1']:.1f} for EAGLE3 L = 1" in readme
@@ -1961,7 +1992,9 @@ def test_1204b_the_report_warns_that_the_capture_pairs_ran_on_different_runners(
     assert caveat.level == "warn"
     assert "(qwen3_30b_a3b on v1, qwen3_8b on v2; the engine picks it by architecture)" in caveat.text
     assert render.capture_runner_caveats(pl.read_parquet(CAPTURE_1204 / "results" / "records.parquet")) == []
-    one_runner = records.with_columns(pl.col("engine_config").str.replace('"model_runner": "v2"', '"model_runner": "v1"'))
+    one_runner = records.with_columns(
+        pl.col("engine_config").str.replace('"model_runner": "v2"', '"model_runner": "v1"')
+    )
     assert render.capture_runner_caveats(one_runner) == []
     # a model measured with graphs on only is no capture pair: its runner does not count
     dense_on_only = records.filter(pl.col("target_moe") | pl.col("cuda_graphs"))
@@ -2037,7 +2070,9 @@ def test_1204c_the_preregistered_rule_says_async_does_not_remove_the_host_bound_
     verdict = "removes" if removes else "does not remove" if mean_round > 25 else "partly"
     assert verdict == "does not remove"
     readme = _readme_text(SESSION_1204C)
-    assert f"**{mean_round:.2f} ms**" in readme and "**async scheduling does not remove the host-bound round.**" in readme
+    assert (
+        f"**{mean_round:.2f} ms**" in readme and "**async scheduling does not remove the host-bound round.**" in readme
+    )
     # shorter than the synchronous reference (2026-12-02e) by the README's 10.2 ms
     ref = aggregate.aggregate(sorted((SPREAD_1202E / "results" / "cells").glob("*/*.parquet")))
     sync = ref.filter((pl.col("engine") == "vllm") & (pl.col("batch_size") == 1) & (pl.col("configured_L") == 3.0))
@@ -2059,8 +2094,12 @@ def test_1204c_paired_ratios_in_the_readme_are_the_pipeline_s_beside_the_synchro
         assert (
             f"{r['energy_ratio_mean']:.3f}× [{r['energy_ratio_ci_low']:.3f}, {r['energy_ratio_ci_high']:.3f}]" in line
         )
-        assert f"{s['energy_ratio_mean']:.3f}× [{s['energy_ratio_ci_low']:.3f}, {s['energy_ratio_ci_high']:.3f}]" in line
-        assert ("baseline_drift failed" in line) == (r["batch_size"] == 32) == (r["failed_checks"] == ["baseline_drift"])
+        assert (
+            f"{s['energy_ratio_mean']:.3f}× [{s['energy_ratio_ci_low']:.3f}, {s['energy_ratio_ci_high']:.3f}]" in line
+        )
+        assert (
+            ("baseline_drift failed" in line) == (r["batch_size"] == 32) == (r["failed_checks"] == ["baseline_drift"])
+        )
 
 
 def test_1204c_the_lost_gdn_family_is_kept_and_not_analysed():
@@ -2076,7 +2115,12 @@ def test_1204c_the_lost_gdn_family_is_kept_and_not_analysed():
     markers = list((GDN_LOST_1204C / "results" / ".specjoule" / "attempts").glob("*/eagle3--*"))
     assert len(markers) == 1
     log = logtext.read_log(
-        GDN_LOST_1204C / "results" / "logs" / "engines" / "vllm-qwen36_35b_a3b-closed-cg1" / "g01-point-86698c96110b.log"
+        GDN_LOST_1204C
+        / "results"
+        / "logs"
+        / "engines"
+        / "vllm-qwen36_35b_a3b-closed-cg1"
+        / "g01-point-86698c96110b.log"
     )
     assert "Initial profiling/warmup run took 91.04 s" in log and "record written" not in log
 
@@ -2274,3 +2318,147 @@ def test_1204e_sglang_round_profiles_do_the_same_gpu_work_as_vllms_with_less_hos
     assert f"≈ {extra_sglang:.1f} ms a round on SGLang, ≈ {extra_vllm:.1f} ms on vLLM's synchronous path" in adr
     detail = pl.read_parquet(ROUNDS_1204E / "rounds_detail.parquet")
     assert detail.height == int(table["rounds_profiled"].sum())
+
+
+# --- session-2026-12-04f: the spread campaign's vLLM engine replicate 1 (issue 17) ---
+SESSION_1204F = ROOT / "validation" / "h200-2026-12" / "session-2026-12-04f"
+SPREAD_1204F = SESSION_1204F / "spread-r1"
+GPU_1204F = "GPU-c2635eb4-73be-e360-65bf-12ed9f30c2b1"
+
+
+def test_1204f_config_is_the_preregistered_one_plus_allow_failed_checks():
+    run, analysis = _run_and_analysis_configs(SPREAD_1204F, "h200-spread.yaml")
+    assert analysis["checks"].pop("allow_failed_checks") is True and "allow_failed_checks" not in run["checks"]
+    assert analysis == run  # no threshold, window, seed or replicate count changed
+
+
+def test_1204f_replicate_1_is_whole_on_one_board_and_the_verdict_is_the_readme_s():
+    df, checks = _verdict(SPREAD_1204F, "config-analysis.yaml", replicated=True, cells_also_in=(SPREAD_1202E,))
+    r1 = df.filter(pl.col("engine_replicate") == 1)
+    assert df.height == 76 and r1.height == 40 and (df["energy_j"] > 0).all()
+    assert set(r1["gpu_uuid"]) == {GPU_1204F} and GPU_1204F not in set(
+        df.filter(pl.col("engine_replicate") == 0)["gpu_uuid"]
+    )
+    assert r1["engine_instance"].n_unique() == 3  # opening, point and closing starts
+    failed = checks.filter(pl.col("status") == "fail")
+    assert failed["check"].to_list() == ["baseline_drift"]  # it stays failed
+    assert failed["campaign_id"].to_list() == ["vllm-qwen3b-closed-b1-random-s0-cg1-r1"]
+    committed = (SPREAD_1204F / "results" / "checks.md").read_text()
+    assert "1 fail, 24 flag, 151 pass, 40 not_applicable" in committed and "`allow_failed_checks` = True" in committed
+    for check in ("preregistration", "engine_config_matched", "reproduces_reference"):
+        assert committed.count(f"| flag | {check} |") == 8, check
+    readme = _readme_text(SESSION_1204F)
+    assert "**Verdict: 1 fail, 24 flag, 151 pass, 40 not applicable**" in readme
+    drift = checks.filter((pl.col("check") == "baseline_drift") & pl.col("campaign_id").str.ends_with("-r1"))
+    values = dict(zip(drift["campaign_id"], drift["value"]))
+    order = ["b1-random-s0", "b1-random-s1", "b32-random-s0", "b32-random-s1"]
+    cells = [f"{100 * values[f'vllm-qwen3b-closed-{o}-cg1-r1']:.2f} %" for o in order]
+    cells[0] += " (fail)"
+    assert _readme_line_in(SESSION_1204F, "| replicate 1 |") == "| replicate 1 | " + " | ".join(cells) + " |"
+    # every closing baseline of replicate 1 above its opening one: the README's upward drift
+    for (campaign,), g in r1.filter(pl.col("role") != "point").group_by("campaign_id"):
+        opening = g.filter(pl.col("role") == "opening_baseline")["mj_per_committed_token"].mean()
+        assert g.filter(pl.col("role") == "closing_baseline")["mj_per_committed_token"].mean() > opening, campaign
+    points = r1.filter(pl.col("role") == "point")
+    assert (points["realized_L"] == points["configured_L"]).all()
+    starts = sorted(r1["engine_start_s"].unique(), reverse=True)
+    assert f"({starts[0]:.1f}, {starts[1]:.1f} and {starts[2]:.1f} s)" in readme
+
+
+def test_1204f_ratio_table_is_the_curves_over_two_engine_replicates():
+    curves = pl.read_parquet(SPREAD_1204F / "results" / "curves.parquet").filter(pl.col("method") != "baseline")
+    records = pl.read_parquet(SPREAD_1204F / "results" / "records.parquet")
+    for (B, L), g in curves.group_by("batch_size", "configured_L"):
+        r = g.row(0, named=True)
+        assert r["interval_level"] == "engine_replicate" and r["energy_ratio_n"] == 2 and g.height == 8
+        # each replicate's unit is its paired ratio of means (ADR 0081); with two units they are the interval
+        unit = {
+            rep: u["mj_per_committed_token"].sum() / u["baseline_window_mj_per_committed_token"].sum()
+            for (rep,), u in g.group_by("engine_replicate")
+        }
+        assert sorted(unit.values()) == pytest.approx([r["energy_ratio_ci_low"], r["energy_ratio_ci_high"]], rel=1e-3)
+        pts = records.filter((pl.col("batch_size") == B) & (pl.col("configured_L") == L) & (pl.col("role") == "point"))
+        base_step = records.filter((pl.col("batch_size") == B) & (pl.col("role") != "point"))["round_time_ms"].mean()
+        assert _readme_line_in(SESSION_1204F, f"| {B} | {L:.0f} | ") == (
+            f"| {B} | {L:.0f} | {r['energy_ratio_mean']:.3f}× [{r['energy_ratio_ci_low']:.3f}, "
+            f"{r['energy_ratio_ci_high']:.3f}] | {unit[0]:.3f}× / {unit[1]:.3f}× "
+            f"| {g['energy_ratio'].min():.3f}–{g['energy_ratio'].max():.3f} "
+            f"| {pts['round_time_ms'].min():.1f}–{pts['round_time_ms'].max():.1f} / {base_step:.2f} ms |"
+        )
+    b1l6 = curves.filter((pl.col("batch_size") == 1) & (pl.col("configured_L") == 6)).row(0, named=True)
+    b32l6 = curves.filter((pl.col("batch_size") == 32) & (pl.col("configured_L") == 6)).row(0, named=True)
+    assert b1l6["energy_ratio_ci_high"] < 1 < b32l6["energy_ratio_ci_low"]  # pays at B 1, not at B 32
+    summary = pl.read_parquet(SPREAD_1204F / "results" / "curves_summary.parquet").filter(
+        pl.col("method") != "baseline"
+    )
+    marked = {(r["batch_size"], r["configured_L"]): r["failed_checks"] for r in summary.iter_rows(named=True)}
+    assert all(marked[(1, L)] == ["baseline_drift"] and marked[(32, L)] == [] for L in (1.0, 3.0, 6.0))
+
+
+def test_1204f_the_round_time_explains_the_window_spread_and_the_boards_cancel_in_the_ratio():
+    pts = (
+        pl.read_parquet(SPREAD_1204F / "results" / "curves.parquet")
+        .filter(pl.col("method") != "baseline")
+        .with_columns(
+            (pl.col(c).log() - pl.col(c).log().mean().over("batch_size", "configured_L")).alias(f"d_{c}")
+            for c in ("energy_ratio", "round_time_ms")
+        )
+    )
+    x, y = pts["d_round_time_ms"].to_numpy(), pts["d_energy_ratio"].to_numpy()
+    corr = float(np.corrcoef(x, y)[0, 1])
+    slope = float(np.polyfit(x, y, 1)[0])
+    readme = _readme_text(SESSION_1204F)
+    assert len(x) == 48 and corr**2 > 0.8 and 0 < slope < 1
+    assert f"**{100 * corr**2:.0f} %** of the variance" in readme
+    assert f"(48 windows; correlation {corr:.2f}, slope {slope:.2f})" in readme
+    adr = " ".join((ROOT / "docs" / "adr" / "0096-why-a-vllm-draft-model-round-takes-30-ms.md").read_text().split())
+    assert "**Addendum 7 (2026-12-04f" in adr
+    assert f"explains {100 * corr**2:.0f} % of the variance of ln(energy ratio) (correlation {corr:.2f}" in adr
+    records = pl.read_parquet(SPREAD_1204F / "results" / "records.parquet")
+    base = records.filter((pl.col("role") != "point") & (pl.col("batch_size") == 1))
+    by_rep = {rep: g for (rep,), g in base.group_by("engine_replicate")}
+    w0, w1 = by_rep[0]["mean_power_w"].mean(), by_rep[1]["mean_power_w"].mean()
+    mj0, mj1 = by_rep[0]["mj_per_committed_token"].mean(), by_rep[1]["mj_per_committed_token"].mean()
+    assert f"drew {w0:.0f} W, this one {w1:.0f} W" in readme
+    assert f"cost {mj0:,.0f} against {mj1:,.0f} mJ/token ({100 * (mj1 / mj0 - 1):.1f} %)".replace("-", "−") in readme
+    cmp = pl.read_parquet(SPREAD_1204F / "results" / "compare_r1_vs_r0.parquet")
+    assert cmp.height == 6 and cmp["reproduces"].all()
+    assert (cmp["shift_ci_low"] < 0).all() and (cmp["shift_ci_high"] > 0).all()
+    lo, hi = cmp["shift"].min(), cmp["shift"].max()
+    assert f"shifts from {100 * lo:.1f} % to {100 * hi:+.1f} %".replace("-", "−") in readme
+    ref = pl.read_parquet(SPREAD_1204F / "results" / "compare_reference.parquet")
+    assert ref.height == 6 and not ref["reproduces"].any() and (ref["shift"] < 0).all()
+    assert f"ratio is {-100 * ref['shift'].max():.0f}–{-100 * ref['shift'].min():.0f} % below today's" in readme
+
+
+def test_1204f_variance_budget_and_the_0928_vs_0759_shift_are_the_readme_s():
+    table = pl.read_parquet(SPREAD_1204F / "results" / "variance.parquet")
+    ratio = table.filter((pl.col("family") == "vllm-qwen3b-closed-cg1") & (pl.col("metric") == "energy_ratio"))
+    comp = {r["component"]: r for r in ratio.iter_rows(named=True)}
+    assert comp["total"]["n_observations"] == 54 and "board" in comp["board"]["includes"]
+    readme = _readme_text(SESSION_1204F)
+    for name, label in (
+        ("board", "| board (includes run and engine restart"),
+        ("seed", "| seed |"),
+        ("window", "| window |"),
+        ("total", "| total |"),
+    ):
+        line = _readme_line_in(SESSION_1204F, label)
+        assert line.endswith(f"| {comp[name]['share']:.0%} | {comp[name]['cv_percent']:.1f} % |".replace("%", " %", 1))
+    assert comp["window"]["share"] > comp["board"]["share"] > comp["seed"]["share"]  # windows first, then boards
+    board, window, total = comp["board"]["variance"], comp["window"]["variance"], comp["total"]["variance"]
+    mean_sd = (board / 2 + window / 8) ** 0.5
+    assert f"standard deviation of {100 * mean_sd:.1f} %" in readme and f"±{196 * mean_sd:.1f} % at 95 %" in readme
+    curves = pl.read_parquet(SPREAD_1204F / "results" / "curves.parquet")
+    b1l6 = curves.filter((pl.col("batch_size") == 1) & (pl.col("configured_L") == 6)).row(0, named=True)
+    mean, low, high = b1l6["energy_ratio_mean"], b1l6["energy_ratio_ci_low"], b1l6["energy_ratio_ci_high"]
+    assert 0.759 < low < high < 0.928  # the two earlier single windows, one on either side of the range
+    band = (mean * np.exp(-1.96 * total**0.5), mean * np.exp(1.96 * total**0.5))
+    assert band[0] < 0.759 < 0.928 < band[1]  # both inside one window's band on one board
+    assert f"= {band[0]:.3f}–{band[1]:.3f}×)" in readme
+    z = np.log(0.928 / 0.759) / (2 * total) ** 0.5
+    assert z < 1.96 and f"**{z:.2f} standard deviations**" in readme
+    adr = " ".join((ROOT / "docs" / "adr" / "0081-intervals-over-the-highest-replicate-level.md").read_text().split())
+    half = (high - low) / 2 / mean
+    assert f"[{low:.3f}, {high:.3f}]: the two replicates' paired ratios of means, ±{100 * half:.1f} %" in adr
+    assert f"at {100 * mean_sd:.1f} % on the log scale, ±{196 * mean_sd:.1f} % at 95 %" in adr

@@ -194,7 +194,8 @@ def test_a_tree_of_sessions_reads_as_its_runs():
                 EVIDENCE / "session-2026-12-04c" / "gdn-lost" / "results" / "cells",
                 EVIDENCE / "session-2026-12-04d" / "gdn-eagle3" / "results" / "cells",
                 EVIDENCE / "session-2026-12-04e" / "gdn-eagle3-sglang" / "results" / "cells",
-                EVIDENCE / "session-2026-12-04e" / "openloop-sglang" / "results" / "cells"]
+                EVIDENCE / "session-2026-12-04e" / "openloop-sglang" / "results" / "cells",
+                EVIDENCE / "session-2026-12-04f" / "spread-r1" / "results" / "cells"]
     from polars.testing import assert_frame_equal
 
     tree = variance.budget_of_sources([EVIDENCE]).drop("sources")
