@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from specjoule import config
@@ -68,6 +69,70 @@ def test_mla_depth_is_the_dense_design_on_sglang_alone_because_vllm_cannot_feed_
     refused = {c.engine for c in table.cells if c.unsupported_reason and "SupportsEagle3" in c.unsupported_reason}
     assert refused == {"vllm"}
     _, table = config.plan(config.read_yaml(REPO / MLA), MLA)
+    assert len(table.cells) == 10 and not [c for c in table.cells if c.unsupported_reason]
+    points = {(c.batch_size, c.configured_L) for c in table.cells if c.role == "point"}
+    assert points == {(b, L) for b in (1, 32) for L in (1.0, 3.0, 4.0)}
+
+
+GDN = "config/h200-schemes-depth-gdn.yaml"
+
+
+def test_gdn_depth_is_the_dense_design_on_the_hybrid_with_one_pinned_block_size():
+    gdn, dense = (yaml.safe_load((REPO / p).read_text()) for p in (GDN, DENSE))
+    for key in ("engines", "batch_sizes", "corpora", "seeds", "cuda_graphs", "workloads", "meter", "checks", "report"):
+        assert gdn[key] == dense[key], key
+    assert gdn["schemes"] == dense["schemes"] and gdn["acceptance"] == dense["acceptance"]
+    assert gdn["engine_options"]["sglang"] == dense["engine_options"]["sglang"]
+    vllm = dict(gdn["engine_options"]["vllm"])
+    # ADR 0217: the largest-k arm's block (DFlash, k 15), computed from the target's shape, for every arm
+    from specjoule import models
+
+    target = str(REPO / "config" / "models" / "qwen3.6-35b-a3b")
+    assert vllm.pop("block_size") == models.gated_deltanet_attention_block_tokens(target, 15) == 1168
+    assert models.gated_deltanet_attention_block_tokens(target, 3) < 1168  # EAGLE3's own block is smaller
+    assert vllm == dense["engine_options"]["vllm"]
+    (pair,) = gdn["models"].values()
+    assert pair["target"]["model"] == "config/models/qwen3.6-35b-a3b"
+    assert pair["drafters"] == {
+        "eagle3": "config/models/qwen3.6-35b-a3b-eagle3",
+        "dflash": "config/models/qwen3.6-35b-a3b-dflash",
+    }
+
+
+def test_gdn_depth_refuses_only_sglangs_eagle3_arms_before_any_gpu_time():
+    _, table = config.plan(config.read_yaml(REPO / GDN), GDN)
+    refused = {(c.engine, c.scheme, c.batch_size, c.configured_L) for c in table.cells if c.unsupported_reason}
+    assert refused == {("sglang", "eagle3", b, L) for b in (1, 32) for L in (1.0, 3.0, 4.0)}
+    assert all("set_eagle3_layers_to_capture" in c.unsupported_reason for c in table.cells if c.unsupported_reason)
+    points = {(c.engine, c.scheme, c.batch_size, c.configured_L) for c in table.cells if c.role == "point"}
+    depth = {(s, L) for s, Ls in (("eagle3", (1.0, 3.0, 4.0)), ("dflash", (1.0, 8.0, 16.0))) for L in Ls}
+    assert points == {(e, s, b, L) for e in ("vllm", "sglang") for b in (1, 32) for s, L in depth}
+
+
+SW, SW_SGLANG = "config/h200-schemes-depth-sw.yaml", "config/h200-schemes-depth-sw-sglang.yaml"
+
+
+def test_sliding_window_depth_is_the_dense_eagle3_design_on_each_engines_gemma4_shape():
+    sw, sws, dense = (yaml.safe_load((REPO / p).read_text()) for p in (SW, SW_SGLANG, DENSE))
+    breadth_mm = yaml.safe_load((REPO / "config" / "h200-schemes-sglang-gemma4-mm.yaml").read_text())
+    for cfg in (sw, sws):
+        for key in ("batch_sizes", "corpora", "seeds", "cuda_graphs", "workloads", "meter", "checks", "report"):
+            assert cfg[key] == dense[key], key
+        assert cfg["schemes"] == {k: v for k, v in dense["schemes"].items() if k != "dflash"}
+        (pair,) = cfg["models"].values()
+        assert pair["drafters"] == {"eagle3": "config/models/gemma-4-26b-a4b-eagle3"}
+    assert sw["engines"] == ["vllm"] and sw["engine_options"] == {"vllm": dense["engine_options"]["vllm"]}
+    assert next(iter(sw["models"].values()))["target"]["model"] == "config/models/gemma-4-26b-a4b"
+    assert sws["engines"] == ["sglang"]
+    assert next(iter(sws["models"].values()))["target"] == next(iter(breadth_mm["models"].values()))["target"]
+    # the breadth run's SGLang options (triton: SGLang asserts it for Gemma-4) plus the depth design's batch cap
+    assert sws["engine_options"]["sglang"] == {**breadth_mm["engine_options"]["sglang"], "max_running_requests": 32}
+    assert len({cfg["protocol"]["run_order_seed"] for cfg in (sw, sws, dense)}) == 3
+
+
+@pytest.mark.parametrize("path", [SW, SW_SGLANG])
+def test_sliding_window_depth_plans_three_l_at_both_batch_sizes_and_refuses_nothing(path):
+    _, table = config.plan(config.read_yaml(REPO / path), path)
     assert len(table.cells) == 10 and not [c for c in table.cells if c.unsupported_reason]
     points = {(c.batch_size, c.configured_L) for c in table.cells if c.role == "point"}
     assert points == {(b, L) for b in (1, 32) for L in (1.0, 3.0, 4.0)}
