@@ -553,3 +553,26 @@ def test_vllm_v1_draft_model_caveat_quotes_the_profile_and_names_the_other_arms_
     mixed = render._vllm_v1_draft_model(pl.concat([draft, gdn, v2], how="diagonal_relaxed"))
     assert mixed.endswith(" Its other speculative arms here: dflash, dspark, eagle3 on Model Runner V2; eagle3 on Model Runner V1.")
 
+
+
+def test_intervals_over_two_units_are_named_as_ranges_in_the_caveats(sch_html):
+    """ADR 0081 addendum 1: a percentile bootstrap over two units is their range; the report says so, and counts
+    only intervals over exactly two units of their own level."""
+    stats = pl.DataFrame(
+        {
+            "energy_ratio_band": ["ci", "ci", "ci", "ci", "range", None],
+            "interval_level": ["engine_replicate", "engine_replicate", "seed", "window", None, None],
+            "n_engine_replicates": [2, 3, 1, 1, 2, 1],
+            "n_seeds": [3, 2, 2, 1, 2, 1],
+            "n_windows": [2, 2, 2, 4, 2, 1],
+        }
+    )
+    picked = R.two_unit_intervals(stats)
+    # two replicates (whatever the seeds below them), two seeds; not three replicates over two seeds, four
+    # windows, or a range that is not an interval
+    assert picked["interval_level"].to_list() == ["engine_replicate", "seed"]
+    assert picked["n_engine_replicates"].to_list() == [2, 1]
+    assert (
+        "276 of 276 configurations have their interval from two units (engine replicates, seeds): it is the range "
+        "of the two" in sch_html
+    )
