@@ -196,8 +196,19 @@ def names_the_mutation(err: config.ConfigError, keys: list[str]) -> bool:
     return False
 
 
+# The planned configs already round-tripped (repr of the config, cell ids). About a quarter of the planned mutations
+# plan to a config another mutation planned to (a value its default already had, a key the schema drops): round_trips
+# reads nothing but these two, so it would pass or fail on the same config again the same way. Each mutation is
+# still planned and its outcome checked; only the repeat of an identical round trip is not run.
+ROUND_TRIPPED: set[tuple[str, tuple[str, ...]]] = set()
+
+
 def round_trips(planned: dict, table, tmp: Path) -> None:
     ids = [c.cell_id for c in table]
+    seen = (repr(planned), tuple(ids))
+    if seen in ROUND_TRIPPED:
+        COUNTS["round_trip_repeats"] += 1
+        return
     as_yaml = tmp / "kept.yaml"
     as_yaml.write_text(yaml.safe_dump(planned, sort_keys=False))
     again, table2 = config.plan(config.read_yaml(as_yaml))
@@ -210,12 +221,14 @@ def round_trips(planned: dict, table, tmp: Path) -> None:
     runner_side = config.validate(json.loads(json.dumps(planned, default=str)))
     assert [c.cell_id for c in cells.build(runner_side)] == ids
     assert config.config_hash(runner_side) == config.config_hash(planned)  # the record's config_hash
+    ROUND_TRIPPED.add(seen)  # only a round trip that passed
 
 
 @pytest.fixture(scope="module", autouse=True)
 def report_counts(request):
     yield
-    line = (f"[config fuzz] mutations tried {COUNTS['tried']}: planned and round-tripped {COUNTS['planned']}, "
+    line = (f"[config fuzz] mutations tried {COUNTS['tried']}: planned and round-tripped {COUNTS['planned']} "
+            f"({COUNTS['round_trip_repeats']} of them a config already round-tripped), "
             f"rejected at parse {COUNTS['rejected']} — by kind: "
             + ", ".join(f"{k} {COUNTS['tried:' + k]} ({COUNTS['rejected:' + k]} rejected)" for k in MUTATIONS))
     print("\n" + line)

@@ -11,6 +11,7 @@ same three cells again on three more engine starts would only repeat it (issue 2
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata as md
 import re
 from pathlib import Path
@@ -23,7 +24,7 @@ from conftest import engine_alone
 from specjoule import cells, config, corpora, records, runner
 from specjoule.analysis import accounting
 from specjoule.engines import proc
-from specjoule.engines.vllm import VllmOfflineEngine
+from specjoule.engines.vllm import VllmOfflineEngine, VllmServerEngine
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.engine
@@ -71,8 +72,19 @@ def open_cell(tmp_path_factory) -> dict:
                                  "warmup_s": 2, "window_s": 5, "cooldown_s": 1}}
     cell = next(c for c in _table(raw) if c.name == "ngram")
     # Its window's end is timed (at most 0.5 s late, test_open_loop_through_server): measured with no other engine
-    # test beside it (ADR 0198). Only the run: the tests that read it after need nobody to wait (ADR 0218).
-    with engine_alone():
+    # test beside it (ADR 0198). Only the run: the tests that read it after need nobody to wait (ADR 0218). The
+    # runner starts its own server (test_no_engine_process_survives reads that start's process group), and the start,
+    # timed by nothing, runs beside other engine tests as every other start does: the block begins when start()
+    # returns, before the warm-up, and ends after the teardown (ADR 0234; it held the other worker idle for the start).
+    start = VllmServerEngine.start
+    with contextlib.ExitStack() as alone, pytest.MonkeyPatch.context() as mp:
+
+        def start_then_alone(engine, *args, **kwargs):
+            started = start(engine, *args, **kwargs)
+            alone.enter_context(engine_alone())
+            return started
+
+        mp.setattr(VllmServerEngine, "start", start_then_alone)
         return _run(cell, out)
 
 
