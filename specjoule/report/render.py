@@ -325,7 +325,7 @@ def _interval_caveats(inp: ReportInputs) -> list[Caveat]:
                 "warn",
                 f"{two_units.height} of {n} configurations have their interval from two units ("
                 + ", ".join(numbers.INTERVAL_LEVEL_WORDS.get(x, x) for x in two_levels)
-                + "): it is the range of the two, narrower than a 95 % interval of the next unit; "
+                + "): it is the range of the two, narrower than a 95 % interval of their mean; "
                 "read it beside the variance budget",
             )
         )
