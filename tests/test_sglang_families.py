@@ -1,6 +1,7 @@
 """SGLang 0.5.17 across the paper's model families, known before any GPU time (issue 16, ADR 0194).
 
-What SGLang can run per family × scheme is read from its own sources (tools/extract_support.py → specjoule/support.py):
+What SGLang can run per family × scheme is read from its own sources (tools/extract_support.py →
+specjoule/support_tables.py; the defects written by hand are in specjoule/support.py):
 the NEXTN draft class its ModelConfig maps each MTP-carrying target to, the targets that hand EAGLE3 and DFlash their
 hidden states, and the attention backends it accepts for Gemma-4. The pre-registered configs must plan exactly the
 supported cells as measured and every other one as unsupported with a reason, and the adapter must ask SGLang for
@@ -241,3 +242,33 @@ def test_mtp_on_a_target_without_mtp_layers_beside_ones_with_them_is_planned_uns
     with pytest.raises(config.ConfigError, match="declares none") as err:
         config.validate(none)
     assert err.value.key == "models.qwen3_30b_a3b.target.model"
+
+
+def test_the_extractor_writes_the_committed_tables_and_nothing_written_by_hand():
+    """tools/extract_support.py regenerates specjoule/support_tables.py alone: rendered from the committed tables,
+    it gives the committed file byte for byte, and none of the engines' defects written by hand in
+    specjoule/support.py (which a regeneration used to drop) is in what it writes."""
+    import inspect
+
+    from specjoule import support_tables
+    from tools import extract_support as extract
+
+    text = extract.formatted(
+        extract.render(
+            support.VLLM_ARCHITECTURES,
+            support.VERSIONS["vllm"],
+            support.SGLANG_ARCHITECTURES,
+            support.VERSIONS["sglang"],
+            sorted(support.VLLM_EAGLE3_TARGETS),
+            sorted(support.SGLANG_EAGLE3_TARGETS),
+            support.SGLANG_NEXTN_DRAFTS,
+            sorted(support.SGLANG_DFLASH_TARGETS),
+            {a: list(b) for a, b in support.SGLANG_ATTENTION_BACKENDS.items()},
+        )
+    )
+    assert text == inspect.getsource(support_tables)
+    hand_written = ("SGLANG_EAGLE3_TARGET_BROKEN", "SGLANG_NEXTN_DUMMY_LOAD_BROKEN", "SGLANG_MODEL_TYPE_BROKEN")
+    assert not any(name in text for name in hand_written) and "def " not in text
+    assert all(name in inspect.getsource(support) for name in hand_written)
+    # the tool's default output is the tables module, never support.py
+    assert "support_tables.py" in inspect.getsource(extract.main)

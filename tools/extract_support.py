@@ -1,4 +1,4 @@
-"""Regenerate specjoule/support.py: the model architectures each bundled engine registers.
+"""Regenerate specjoule/support_tables.py: the model architectures each bundled engine registers.
 
 Reads the engines' own registries straight out of their wheels (no import, no GPU):
 
@@ -7,7 +7,10 @@ Reads the engines' own registries straight out of their wheels (no import, no GP
 - SGLang: the ``__name__`` of every class named by ``EntryClass`` in ``sglang/srt/models/*.py`` — what
   ``sglang.srt.models.registry.import_model_classes`` builds at start-up.
 
-    python tools/extract_support.py --vllm WHEEL --sglang WHEEL [--out specjoule/support.py]
+    python tools/extract_support.py --vllm WHEEL --sglang WHEEL [--out specjoule/support_tables.py]
+
+It writes the tables alone, then formats them with ruff as the repository's lint expects. The engines' defects
+found by hand and the functions that answer from both live in specjoule/support.py, which it never writes.
 
 The wheels the H200 runs are under .bundle/specjoule-bundle/wheels/ and .bundle/sglang/specjoule-bundle/wheels/.
 """
@@ -18,6 +21,8 @@ import argparse
 import ast
 import functools
 import re
+import subprocess
+import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -290,10 +295,8 @@ def render(
 
 Regenerate with ``python tools/extract_support.py --vllm WHEEL --sglang WHEEL`` from the wheels the H200
 runs: vLLM {vllm_version} (``vllm/model_executor/models/registry.py``, every ``_*_MODELS`` table) and
-SGLang {sglang_version} (``EntryClass`` of every ``sglang/srt/models/*.py``). ``supported(engine,
-architecture)`` answers from these tables alone; an architecture an engine does not register becomes a
-planned ``unsupported`` record, not a config error (an engine may still run it through a generic backend,
-which this project does not measure).
+SGLang {sglang_version} (``EntryClass`` of every ``sglang/srt/models/*.py``). Only these tables: what they mean, and the
+engines' defects found by hand, are in ``specjoule.support``, which the tool never writes.
 """
 
 from __future__ import annotations
@@ -338,98 +341,21 @@ SGLANG_DFLASH_TARGETS: frozenset[str] = frozenset({{
 SGLANG_ATTENTION_BACKENDS: dict[str, tuple[str, ...]] = {{
 {tuples(sglang_backends)}
 }}
-
-_TABLES = {{"vllm": VLLM_ARCHITECTURES, "sglang": SGLANG_ARCHITECTURES}}
-_EAGLE3 = {{"vllm": VLLM_EAGLE3_TARGETS, "sglang": SGLANG_EAGLE3_TARGETS}}
-
-
-def supported(engine: str, architecture: str) -> tuple[bool, str]:
-    """Whether ``engine``'s bundled version registers ``architecture``; the reason in words either way."""
-    table = _TABLES.get(engine)
-    if table is None:
-        return False, f"unknown engine {{engine!r}}; known: {{', '.join(sorted(_TABLES))}}"
-    where = table.get(architecture)
-    version = VERSIONS[engine]
-    if where is None:
-        return False, f"{{engine}} {{version}} does not register architecture {{architecture!r}} in its model registry"
-    return True, f"{{engine}} {{version}} registers {{architecture!r}} ({{where}})"
-
-
-def eagle3_target_supported(engine: str, architecture: str) -> tuple[bool, str]:
-    """Whether ``engine`` can run an EAGLE3 head on a target of ``architecture`` (aux hidden states)."""
-    ok, reason = supported(engine, architecture)
-    if not ok:
-        return ok, reason
-    version = VERSIONS[engine]
-    if architecture in _EAGLE3[engine]:
-        return True, f"{{engine}} {{version}}: {{architecture!r}} provides EAGLE3 auxiliary hidden states"
-    hook = "implement SupportsEagle3" if engine == "vllm" else "define set_eagle3_layers_to_capture"
-    return False, (f"{{engine}} {{version}}: target {{architecture!r}} does not {{hook}}, so it cannot feed an "
-                   f"EAGLE3 head (vLLM raises 'Model does not support EAGLE3 interface')" if engine == "vllm"
-                   else f"{{engine}} {{version}}: target {{architecture!r}} does not {{hook}}, so it cannot feed an EAGLE3 head")
-
-
-def mtp_target_supported(engine: str, architecture: str) -> tuple[bool, str]:
-    """Whether ``engine`` can draft with the MTP layers a target of ``architecture`` carries (SGLang: NEXTN).
-    vLLM has no table here: whether the target carries MTP layers is checked at parse (specjoule.config)."""
-    ok, reason = supported(engine, architecture)
-    if not ok:
-        return ok, reason
-    version = VERSIONS[engine]
-    if engine != "sglang":
-        return True, f"{{engine}} {{version}}: no MTP table; the target's MTP layers are checked at parse"
-    draft = SGLANG_NEXTN_DRAFTS.get(architecture)
-    if draft is None:
-        return False, (f"sglang {{version}} maps no NextN/MTP draft architecture for target {{architecture!r}} "
-                       f"(ModelConfig._config_draft_model), so NEXTN would load the whole target as its draft")
-    ok, reason = supported(engine, draft)
-    if not ok:
-        return False, f"sglang {{version}}: NEXTN draft {{draft!r}} of target {{architecture!r}}: {{reason}}"
-    return True, f"sglang {{version}}: NEXTN drafts for {{architecture!r}} with {{draft!r}} ({{SGLANG_ARCHITECTURES[draft]}})"
-
-
-def dflash_target_supported(engine: str, architecture: str) -> tuple[bool, str]:
-    """Whether ``engine`` can hand a DFlash drafter the target hidden states it conditions on (SGLang:
-    set_dflash_layers_to_capture). vLLM has no table here."""
-    ok, reason = supported(engine, architecture)
-    if not ok:
-        return ok, reason
-    version = VERSIONS[engine]
-    if engine != "sglang":
-        return True, f"{{engine}} {{version}}: no DFlash target table"
-    if architecture in SGLANG_DFLASH_TARGETS:
-        return True, f"sglang {{version}}: {{architecture!r}} captures DFlash target hidden states"
-    return False, (f"sglang {{version}}: target {{architecture!r}} does not define set_dflash_layers_to_capture, "
-                   f"so it cannot feed a DFlash drafter")
-
-
-def attention_backend_supported(engine: str, architecture: str, options: dict) -> tuple[bool, str]:
-    """Whether the engine options' attention backends are ones ``engine`` accepts for ``architecture``: SGLang
-    asserts a fixed list for some (Gemma-4) at start. A backend not given is SGLang's own default for the
-    architecture, which is in the list."""
-    version = VERSIONS.get(engine)
-    allowed = SGLANG_ATTENTION_BACKENDS.get(architecture) if engine == "sglang" else None
-    if not allowed:
-        return True, f"{{engine}} {{version}}: no attention backend restriction for {{architecture!r}}"
-    general = options.get("attention_backend")
-    chosen = {{
-        "prefill_attention_backend": options.get("prefill_attention_backend") or general,
-        "decode_attention_backend": options.get("decode_attention_backend") or general,
-    }}
-    refused = {{key: value for key, value in chosen.items() if value is not None and value not in allowed}}
-    if not refused:
-        return True, f"sglang {{version}}: {{architecture!r}} runs on attention backends {{', '.join(allowed)}}"
-    given = ", ".join(f"{{key}} resolves to {{value!r}}" for key, value in refused.items())
-    return False, (f"sglang {{version}} accepts only {{', '.join(allowed)}} attention backends for {{architecture!r}} "
-                   f"(ServerArgs asserts it at start); engine_options.sglang: {{given}}")
 '''
+
+
+def formatted(text: str) -> str:
+    """``text`` as ``ruff format`` writes it (the ruff beside this interpreter, as `make lint` runs it)."""
+    ruff = Path(sys.executable).with_name("ruff")
+    done = subprocess.run([str(ruff), "format", "-"], input=text, capture_output=True, text=True, check=True)
+    return done.stdout
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vllm", type=Path, required=True, help="the vLLM wheel")
     ap.add_argument("--sglang", type=Path, required=True, help="the SGLang wheel")
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "specjoule" / "support.py")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "specjoule" / "support_tables.py")
     args = ap.parse_args()
     vllm, sglang = vllm_architectures(args.vllm), sglang_architectures(args.sglang)
     text = render(
@@ -443,7 +369,7 @@ def main() -> None:
         dflash_targets(args.sglang, sglang),
         sglang_attention_backends(args.sglang),
     )
-    args.out.write_text(text)
+    args.out.write_text(formatted(text))
     print(f"wrote {args.out}")
 
 
