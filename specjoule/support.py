@@ -21,27 +21,6 @@ from specjoule.support_tables import (
     VLLM_EAGLE3_TARGETS,
 )
 
-__all__ = [
-    "SGLANG_ARCHITECTURES",
-    "SGLANG_ATTENTION_BACKENDS",
-    "SGLANG_DFLASH_TARGETS",
-    "SGLANG_EAGLE3_TARGETS",
-    "SGLANG_EAGLE3_TARGET_BROKEN",
-    "SGLANG_MODEL_TYPE_BROKEN",
-    "SGLANG_NEXTN_DRAFTS",
-    "SGLANG_NEXTN_DUMMY_LOAD_BROKEN",
-    "VERSIONS",
-    "VLLM_ARCHITECTURES",
-    "VLLM_EAGLE3_TARGETS",
-    "attention_backend_supported",
-    "dflash_target_supported",
-    "eagle3_target_supported",
-    "model_type_supported",
-    "mtp_dummy_load_supported",
-    "mtp_target_supported",
-    "supported",
-]
-
 # SGLang NEXTN draft classes that do not start under dummy weights (found on the H200, 2026-12-03; hand-written,
 # not extracted): the dummy loader calls ``post_load_weights()`` itself (model_loader/loader.py:333-339, "NextN
 # subclasses override the method to fill in is_nextn=True"), and these inherit the target's instead, which walks

@@ -1,7 +1,8 @@
-"""config/h200-schemes-depth-moe.yaml and -mla.yaml (issue 16, pre-registered 2026-12-04e): the dense depth config's
-design (EAGLE3 at three L and B in {1, 32}, one window; config/h200-schemes-depth.yaml) carried to the GQA MoE target
-on both engines and to the MLA target on SGLang, unchanged but for the model pair and the engines that can run it, so
-their ratios compare with the dense family's at equal everything else, and nothing in them is refused at plan time."""
+"""The depth configs of issue 16 beyond the dense family (config/h200-schemes-depth.yaml): MoE and MLA (pre-registered
+2026-12-04e), Gated-DeltaNet and sliding window (2026-12-04f). Each carries the dense design (three L and B in {1, 32},
+one window) to its family unchanged but for the model pair, the engines that can run it and what the family forces
+(a pinned block size, an engine's own shape), so their ratios compare with the dense family's at equal everything
+else, and nothing in them is refused at plan time but what the engine cannot run."""
 
 from __future__ import annotations
 
@@ -14,26 +15,26 @@ from specjoule import config
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = "config/h200-schemes-depth-moe.yaml"
+MLA = "config/h200-schemes-depth-mla.yaml"
+GDN = "config/h200-schemes-depth-gdn.yaml"
+SW, SW_SGLANG = "config/h200-schemes-depth-sw.yaml", "config/h200-schemes-depth-sw-sglang.yaml"
 DENSE = "config/h200-schemes-depth.yaml"
+# What the dense design fixes and every depth config keeps as it is.
+DESIGN_KEYS = ("batch_sizes", "corpora", "seeds", "cuda_graphs", "workloads", "meter", "checks", "report")
+
+
+def _load(*paths: str) -> list[dict]:
+    return [yaml.safe_load((REPO / p).read_text()) for p in paths]
+
+
+def _assert_dense_design(cfg: dict, dense: dict, *more_keys: str) -> None:
+    for key in (*DESIGN_KEYS, *more_keys):
+        assert cfg[key] == dense[key], key
 
 
 def test_moe_depth_differs_from_the_dense_depth_only_in_the_target_its_head_and_the_dflash_arm():
-    moe, dense = (yaml.safe_load((REPO / p).read_text()) for p in (MOE, DENSE))
-    for key in (
-        "engines",
-        "batch_sizes",
-        "corpora",
-        "seeds",
-        "cuda_graphs",
-        "workloads",
-        "engine_options",
-        "meter",
-        "checks",
-        "report",
-        "paper_grade",
-        "device",
-    ):
-        assert moe[key] == dense[key], key
+    moe, dense = _load(MOE, DENSE)
+    _assert_dense_design(moe, dense, "engines", "engine_options", "paper_grade", "device")
     assert {k: v for k, v in moe["protocol"].items() if k not in ("run_order_seed", "engine_start_s")} == {
         k: v for k, v in dense["protocol"].items() if k not in ("run_order_seed", "engine_start_s")
     }
@@ -44,23 +45,22 @@ def test_moe_depth_differs_from_the_dense_depth_only_in_the_target_its_head_and_
     assert pair["drafters"] == {"eagle3": "config/models/qwen3-30b-a3b-eagle3"}
 
 
-def test_moe_depth_plans_three_l_at_both_batch_sizes_on_both_engines_and_refuses_nothing():
-    _, table = config.plan(config.read_yaml(REPO / MOE), MOE)
+@pytest.mark.parametrize(
+    "path,engines", [(MOE, ("vllm", "sglang")), (MLA, ("sglang",)), (SW, ("vllm",)), (SW_SGLANG, ("sglang",))]
+)
+def test_eagle3_depth_plans_three_l_at_both_batch_sizes_on_its_engines_and_refuses_nothing(path, engines):
+    _, table = config.plan(config.read_yaml(REPO / path), path)
     cells = table.cells
-    assert len(cells) == 20 and not [c for c in cells if c.unsupported_reason]
+    assert len(cells) == 10 * len(engines) and not [c for c in cells if c.unsupported_reason]
     points = {(c.engine, c.batch_size, c.configured_L) for c in cells if c.role == "point"}
-    assert points == {(e, b, L) for e in ("vllm", "sglang") for b in (1, 32) for L in (1.0, 3.0, 4.0)}
+    assert points == {(e, b, L) for e in engines for b in (1, 32) for L in (1.0, 3.0, 4.0)}
     baselines = [c for c in cells if c.role != "point"]
-    assert len(baselines) == 8  # an opening and a closing baseline per engine and batch size
-
-
-MLA = "config/h200-schemes-depth-mla.yaml"
+    assert len(baselines) == 4 * len(engines)  # an opening and a closing baseline per engine and batch size
 
 
 def test_mla_depth_is_the_dense_design_on_sglang_alone_because_vllm_cannot_feed_its_head():
-    mla, dense = (yaml.safe_load((REPO / p).read_text()) for p in (MLA, DENSE))
-    for key in ("batch_sizes", "corpora", "seeds", "cuda_graphs", "workloads", "meter", "checks", "report"):
-        assert mla[key] == dense[key], key
+    mla, dense = _load(MLA, DENSE)
+    _assert_dense_design(mla, dense)
     assert mla["engines"] == ["sglang"] and mla["engine_options"] == {"sglang": dense["engine_options"]["sglang"]}
     assert mla["schemes"]["eagle3"] == dense["schemes"]["eagle3"]
     # the reason vLLM is left out is the plan's own: with vLLM in the engines, its EAGLE3 arms are refused
@@ -68,19 +68,11 @@ def test_mla_depth_is_the_dense_design_on_sglang_alone_because_vllm_cannot_feed_
     _, table = config.plan(with_vllm, "with-vllm")
     refused = {c.engine for c in table.cells if c.unsupported_reason and "SupportsEagle3" in c.unsupported_reason}
     assert refused == {"vllm"}
-    _, table = config.plan(config.read_yaml(REPO / MLA), MLA)
-    assert len(table.cells) == 10 and not [c for c in table.cells if c.unsupported_reason]
-    points = {(c.batch_size, c.configured_L) for c in table.cells if c.role == "point"}
-    assert points == {(b, L) for b in (1, 32) for L in (1.0, 3.0, 4.0)}
-
-
-GDN = "config/h200-schemes-depth-gdn.yaml"
 
 
 def test_gdn_depth_is_the_dense_design_on_the_hybrid_with_one_pinned_block_size():
-    gdn, dense = (yaml.safe_load((REPO / p).read_text()) for p in (GDN, DENSE))
-    for key in ("engines", "batch_sizes", "corpora", "seeds", "cuda_graphs", "workloads", "meter", "checks", "report"):
-        assert gdn[key] == dense[key], key
+    gdn, dense = _load(GDN, DENSE)
+    _assert_dense_design(gdn, dense, "engines")
     assert gdn["schemes"] == dense["schemes"] and gdn["acceptance"] == dense["acceptance"]
     assert gdn["engine_options"]["sglang"] == dense["engine_options"]["sglang"]
     vllm = dict(gdn["engine_options"]["vllm"])
@@ -109,15 +101,10 @@ def test_gdn_depth_refuses_only_sglangs_eagle3_arms_before_any_gpu_time():
     assert points == {(e, s, b, L) for e in ("vllm", "sglang") for b in (1, 32) for s, L in depth}
 
 
-SW, SW_SGLANG = "config/h200-schemes-depth-sw.yaml", "config/h200-schemes-depth-sw-sglang.yaml"
-
-
 def test_sliding_window_depth_is_the_dense_eagle3_design_on_each_engines_gemma4_shape():
-    sw, sws, dense = (yaml.safe_load((REPO / p).read_text()) for p in (SW, SW_SGLANG, DENSE))
-    breadth_mm = yaml.safe_load((REPO / "config" / "h200-schemes-sglang-gemma4-mm.yaml").read_text())
+    sw, sws, dense, breadth_mm = _load(SW, SW_SGLANG, DENSE, "config/h200-schemes-sglang-gemma4-mm.yaml")
     for cfg in (sw, sws):
-        for key in ("batch_sizes", "corpora", "seeds", "cuda_graphs", "workloads", "meter", "checks", "report"):
-            assert cfg[key] == dense[key], key
+        _assert_dense_design(cfg, dense)
         assert cfg["schemes"] == {k: v for k, v in dense["schemes"].items() if k != "dflash"}
         (pair,) = cfg["models"].values()
         assert pair["drafters"] == {"eagle3": "config/models/gemma-4-26b-a4b-eagle3"}
@@ -128,11 +115,3 @@ def test_sliding_window_depth_is_the_dense_eagle3_design_on_each_engines_gemma4_
     # the breadth run's SGLang options (triton: SGLang asserts it for Gemma-4) plus the depth design's batch cap
     assert sws["engine_options"]["sglang"] == {**breadth_mm["engine_options"]["sglang"], "max_running_requests": 32}
     assert len({cfg["protocol"]["run_order_seed"] for cfg in (sw, sws, dense)}) == 3
-
-
-@pytest.mark.parametrize("path", [SW, SW_SGLANG])
-def test_sliding_window_depth_plans_three_l_at_both_batch_sizes_and_refuses_nothing(path):
-    _, table = config.plan(config.read_yaml(REPO / path), path)
-    assert len(table.cells) == 10 and not [c for c in table.cells if c.unsupported_reason]
-    points = {(c.batch_size, c.configured_L) for c in table.cells if c.role == "point"}
-    assert points == {(b, L) for b in (1, 32) for L in (1.0, 3.0, 4.0)}

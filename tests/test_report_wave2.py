@@ -567,7 +567,7 @@ def test_intervals_over_two_units_are_named_as_ranges_in_the_caveats(sch_html):
             "n_windows": [2, 2, 2, 4, 2, 1],
         }
     )
-    picked = R.two_unit_intervals(stats)
+    picked = SP.two_unit_intervals(stats)
     # two replicates (whatever the seeds below them), two seeds; not three replicates over two seeds, four
     # windows, or a range that is not an interval
     assert picked["interval_level"].to_list() == ["engine_replicate", "seed"]

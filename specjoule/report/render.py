@@ -28,6 +28,7 @@ from specjoule.analysis import accounting
 from specjoule.report import figures as figs
 from specjoule.report import loops, numbers, parallel, schemes
 from specjoule.report import roofline as roofline_report
+from specjoule.report import spread as report_spread
 from specjoule.report.text import fmt
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -270,22 +271,6 @@ def _planned_without_record(config: dict, records: pl.DataFrame) -> tuple[int, i
     return (missing, len(planned)) if missing else None
 
 
-def two_unit_intervals(stats: pl.DataFrame, value: str = "energy_ratio") -> pl.DataFrame:
-    """The configurations of ``stats`` (spread.point_stats rows) whose interval of ``value`` was bootstrapped over
-    exactly two units of its level. A percentile bootstrap over two units is the range of the two (ADR 0081
-    addendum 1): on the H200 the spread campaign's two-replicate range was ±2.8 % where the variance budget gave
-    ±9.9 % for the same mean."""
-    units = (
-        pl.when(pl.col("interval_level") == "engine_replicate")
-        .then(pl.col("n_engine_replicates"))
-        .when(pl.col("interval_level") == "seed")
-        .then(pl.col("n_seeds"))
-        .when(pl.col("interval_level") == "window")
-        .then(pl.col("n_windows"))
-    )
-    return stats.filter((pl.col(f"{value}_band") == "ci") & (units == 2))
-
-
 def _interval_caveats(inp: ReportInputs) -> list[Caveat]:
     """Say where the numbers carry no interval, and what the intervals resample."""
     fi = inp.figure_inputs()
@@ -317,7 +302,7 @@ def _interval_caveats(inp: ReportInputs) -> list[Caveat]:
             + "); numbers are rounded to the digits their interval supports",
         )
     ]
-    two_units = two_unit_intervals(st)
+    two_units = report_spread.two_unit_intervals(st)
     if two_units.height:
         two_levels = sorted(set(two_units["interval_level"].drop_nulls().to_list()))
         out.append(

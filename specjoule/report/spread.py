@@ -32,6 +32,12 @@ from specjoule.report.numbers import INTERVAL_LEVEL_WORDS, support_text
 # grid suffixes with --w<w>): joined on the ones both tables carry.
 CONFIG_KEYS: tuple[str, ...] = axes.CONFIGURATION_KEYS
 REPLICATE_COUNTS: tuple[str, ...] = ("n_windows", "n_seeds", "n_engine_replicates", "n_gpus")
+# The count of units an interval level (analysis.spread.LEVEL_LABELS) resampled, as point_stats names it.
+UNIT_COUNT_BY_LEVEL: dict[str, str] = {
+    "engine_replicate": "n_engine_replicates",
+    "seed": "n_seeds",
+    "window": "n_windows",
+}
 
 
 @dataclass(frozen=True)
@@ -233,3 +239,14 @@ def band_note(stats: pl.DataFrame, value: str) -> str:
     if "range" in kinds:
         words.append("min–max of the replicates where the summary has no interval")
     return "whiskers: " + "; ".join(words)
+
+
+def two_unit_intervals(stats: pl.DataFrame, value: str = "energy_ratio") -> pl.DataFrame:
+    """The configurations of ``stats`` (point_stats rows) whose interval of ``value`` was bootstrapped over
+    exactly two units of its level. A percentile bootstrap over two units is the range of the two (ADR 0081
+    addendum 1): on the H200 the spread campaign's two-replicate range was ±2.8 % where the variance budget gave
+    ±9.9 % for the same mean."""
+    units = pl.lit(None, pl.Int64)
+    for level, count in UNIT_COUNT_BY_LEVEL.items():
+        units = pl.when(pl.col("interval_level") == level).then(pl.col(count)).otherwise(units)
+    return stats.filter((pl.col(f"{value}_band") == "ci") & (units == 2))
