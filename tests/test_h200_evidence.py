@@ -2462,3 +2462,207 @@ def test_1204f_variance_budget_and_the_0928_vs_0759_shift_are_the_readme_s():
     half = (high - low) / 2 / mean
     assert f"[{low:.3f}, {high:.3f}]: the two replicates' paired ratios of means, ±{100 * half:.1f} %" in adr
     assert f"at {100 * mean_sd:.1f} % on the log scale, ±{196 * mean_sd:.1f} % at 95 %" in adr
+
+
+# --- session-2026-12-04g: the spread campaign's SGLang engine replicate 0, on the SGLang site alone (issue 17) ---
+SESSION_1204G = ROOT / "validation" / "h200-2026-12" / "session-2026-12-04g"
+SPREAD_1204G = SESSION_1204G / "spread-sglang-r0"
+GPU_1204G = "GPU-ee3729f3-f3e0-707b-4478-8312f077d0e1"
+REFERENCE_1201B = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01b" / "results" / "cells"
+
+
+def _sglang_1204g(frame: pl.DataFrame, column: str = "engine") -> pl.DataFrame:
+    return frame.filter(pl.col(column).str.starts_with("sglang"))
+
+
+def test_1204g_config_is_the_preregistered_one_plus_allow_failed_checks():
+    run, analysis = _run_and_analysis_configs(SPREAD_1204G, "h200-spread.yaml")
+    assert analysis["checks"].pop("allow_failed_checks") is True and "allow_failed_checks" not in run["checks"]
+    assert analysis == run  # no threshold, window, seed or replicate count changed
+    # the same analysis copy as 2026-12-04f's, comments aside
+    assert yaml.safe_load((SPREAD_1204F / "config-analysis.yaml").read_text()) == yaml.safe_load(
+        (SPREAD_1204G / "config-analysis.yaml").read_text()
+    )
+
+
+def test_1204g_the_sglang_site_alone_passed_its_measurement_path_check_and_ran_the_family():
+    log = logtext.read_log(SESSION_1204G / "device-logs" / "install-sglang-alone.log.gz")
+    assert "MEASUREMENT PATH: OK" in log and "/tmp/site-sglang" in log and "/tmp/site/" not in log
+    installed = next(ln for ln in log.splitlines() if ln.startswith("install_bundle: installed in "))
+    seconds = installed.removeprefix("install_bundle: installed in ").split(" s;")[0]
+    adr = " ".join(
+        (ROOT / "docs" / "adr" / "0235-an-sglang-session-carries-the-sglang-bundle-alone.md").read_text().split()
+    )
+    assert f"(`installed in {seconds} s`;" in adr
+    calls = (SESSION_1204G / "device-logs" / "commands.txt").read_text()
+    family_call = next(ln for ln in calls.splitlines() if "gated_families.sh" in ln and not ln.startswith("#"))
+    assert "SITE_ENV=/tmp/site-sglang/specjoule-env.sh" in family_call and "source /tmp/site/" not in family_call
+    assert "'config/h200-spread.yaml sglang-qwen3b-closed-cg1 1518'" in family_call  # PLAN.md's gate
+    assert "| 1,518 s (1.2 × the plan" in " ".join((SESSION_1204G / "PLAN.md").read_text().split())
+
+
+def test_1204g_sglang_replicate_0_is_whole_on_one_board_and_the_verdict_is_the_readme_s():
+    df, checks = _verdict(
+        SPREAD_1204G, "config-analysis.yaml", replicated=True, cells_also_in=(SPREAD_1202E, SPREAD_1204F)
+    )
+    sglang = _sglang_1204g(df)
+    assert df.height == 116 and sglang.height == 40 and (df["energy_j"] > 0).all()
+    assert set(sglang["gpu_uuid"]) == {GPU_1204G} and GPU_1204G not in set(
+        df.filter(pl.col("engine") == "vllm")["gpu_uuid"]
+    )
+    assert sglang["engine_instance"].n_unique() == 5  # opening, one per L, closing: SGLang swaps no acceptance in place
+    assert set(sglang["engine_replicate"]) == {0}
+    failed = checks.filter(pl.col("status") == "fail")
+    assert failed["check"].to_list() == ["baseline_drift"]  # vLLM's, from 2026-12-04f: it stays failed
+    assert failed["campaign_id"].to_list() == ["vllm-qwen3b-closed-b1-random-s0-cg1-r1"]
+    committed = (SPREAD_1204G / "results" / "checks.md").read_text()
+    assert "1 fail, 48 flag, 227 pass, 48 not_applicable" in committed and "`allow_failed_checks` = True" in committed
+    table = _sglang_1204g(pl.read_parquet(SPREAD_1204G / "results" / "checks.parquet"), "campaign_id")
+    counts = dict(table.group_by("status").len().iter_rows())
+    assert counts == {"pass": 76, "flag": 16, "not_applicable": 16}
+    assert set(table.filter(pl.col("status") == "flag")["check"]) == {
+        "preregistration",
+        "engine_config_matched",
+        "reproduces_reference",
+        "model_residual",
+    }
+    readme = _readme_text(SESSION_1204G)
+    assert "**Verdict: 1 fail, 48 flag, 227 pass, 48 not applicable**" in readme
+    assert "**The four SGLang campaigns: 0 fail, 16 flag, 76 pass, 16 not applicable**" in readme
+    drift = _sglang_1204g(checks.filter(pl.col("check") == "baseline_drift"), "campaign_id")
+    values = dict(zip(drift["campaign_id"], drift["value"]))
+    order = ["b1-random-s0", "b1-random-s1", "b32-random-s0", "b32-random-s1"]
+    cells = [f"{100 * values[f'sglang-qwen3b-closed-{o}-cg1']:.2f} %" for o in order]
+    assert (
+        _readme_line_in(SESSION_1204G, "| SGLang replicate 0 |") == "| SGLang replicate 0 | " + " | ".join(cells) + " |"
+    )
+    assert max(values.values()) < 0.02
+    points = sglang.filter(pl.col("role") == "point")
+    assert (points["realized_L"] == points["configured_L"]).all()
+    by_start = sglang.sort("window_start").unique("engine_instance", keep="first", maintain_order=True)
+    starts = [f"{s:.1f}" for s in by_start["engine_start_s"]]
+    assert f"({starts[0]} s cold, then {starts[1]}, {starts[2]}, {starts[3]} and {starts[4]} s)" in readme
+    # the model_residual numbers the README quotes, per engine and batch size
+    curves = pl.read_parquet(SPREAD_1204G / "results" / "curves.parquet").filter(pl.col("method") != "baseline")
+    res = {k: g["residual"] for k, g in curves.group_by("engine", "batch_size")}
+    assert f"{100 * res[('sglang', 1)].min():.0f}–{100 * res[('sglang', 1)].max():.0f} % more at B = 1" in readme
+    assert f"{100 * res[('sglang', 32)].min():.0f}–{100 * res[('sglang', 32)].max():.0f} % more at B = 32" in readme
+    sg_res = pl.concat([res[("sglang", 1)], res[("sglang", 32)]])
+    assert f"past the 25 % threshold in {int((sg_res > 0.25).sum())} of {sg_res.len()}" in readme
+    vl_res = pl.concat([res[("vllm", 1)], res[("vllm", 32)]])
+    assert (vl_res > 0.25).all() and vl_res.len() == 48
+    assert f"{100 * vl_res.min():.0f}–{100 * vl_res.max():.0f} % more than predicted" in readme
+
+
+def test_1204g_ratio_table_is_the_curves_over_two_seeds_and_the_round_explains_the_windows():
+    curves = _sglang_1204g(pl.read_parquet(SPREAD_1204G / "results" / "curves.parquet")).filter(
+        pl.col("method") != "baseline"
+    )
+    records = _sglang_1204g(pl.read_parquet(SPREAD_1204G / "results" / "records.parquet"))
+    for (B, L), g in curves.group_by("batch_size", "configured_L"):
+        r = g.row(0, named=True)
+        assert r["interval_level"] == "seed" and r["energy_ratio_n"] == 2 and g.height == 4
+        unit = {
+            seed: u["mj_per_committed_token"].sum() / u["baseline_window_mj_per_committed_token"].sum()
+            for (seed,), u in g.group_by("seed")
+        }
+        assert sorted(unit.values()) == pytest.approx([r["energy_ratio_ci_low"], r["energy_ratio_ci_high"]], rel=1e-3)
+        pts = records.filter((pl.col("batch_size") == B) & (pl.col("configured_L") == L) & (pl.col("role") == "point"))
+        base_step = records.filter((pl.col("batch_size") == B) & (pl.col("role") != "point"))["round_time_ms"].mean()
+        assert _readme_line_in(SESSION_1204G, f"| {B} | {L:.0f} | ") == (
+            f"| {B} | {L:.0f} | {r['energy_ratio_mean']:.3f}× [{r['energy_ratio_ci_low']:.3f}, "
+            f"{r['energy_ratio_ci_high']:.3f}] | {unit[0]:.3f}× / {unit[1]:.3f}× "
+            f"| {g['energy_ratio'].min():.3f}–{g['energy_ratio'].max():.3f} "
+            f"| {pts['round_time_ms'].min():.1f}–{pts['round_time_ms'].max():.1f} / {base_step:.2f} ms |"
+        )
+        # L 6 pays and L 3 costs, at both batch sizes, every window
+        if L == 6:
+            assert g["energy_ratio"].max() < 1
+        if L == 3:
+            assert g["energy_ratio"].min() > 1
+    pts = curves.with_columns(
+        (pl.col(c).log() - pl.col(c).log().mean().over("batch_size", "configured_L")).alias(f"d_{c}")
+        for c in ("energy_ratio", "round_time_ms")
+    )
+    x, y = pts["d_round_time_ms"].to_numpy(), pts["d_energy_ratio"].to_numpy()
+    corr = float(np.corrcoef(x, y)[0, 1])
+    slope = float(np.polyfit(x, y, 1)[0])
+    readme = _readme_text(SESSION_1204G)
+    assert len(x) == 24 and corr**2 > 0.8 and 0 < slope < 1
+    assert f"explains **{100 * corr**2:.0f} %** of the variance" in readme
+    assert f"(24 windows; correlation {corr:.2f}, slope {slope:.2f})" in readme
+    # against vLLM: each engine's ratio to its own boards' baselines
+    summary = pl.read_parquet(SPREAD_1204G / "results" / "curves_summary.parquet").filter(
+        pl.col("method") != "baseline"
+    )
+    mean = {
+        (r["engine"], r["batch_size"], r["configured_L"]): r["energy_ratio_mean"] for r in summary.iter_rows(named=True)
+    }
+    rel = {(B, L): mean[("sglang", B, L)] / mean[("vllm", B, L)] for B in (1, 32) for L in (1.0, 3.0, 6.0)}
+    assert max(rel.values()) < 0.8
+    assert f"SGLang's ratio is {min(rel.values()):.3f}–{max(rel.values()):.3f} of vLLM's" in readme
+    for B in (1, 32):
+        assert f"B = {B}: " + ", ".join(f"{rel[(B, L)]:.3f}" for L in (1.0, 3.0, 6.0)) in readme
+
+
+def test_1204g_sglang_variance_budget_and_the_reference_comparison_are_the_readme_s():
+    table = pl.read_parquet(SPREAD_1204G / "results" / "variance.parquet")
+    ratio = table.filter((pl.col("family") == "sglang-qwen3b-closed-cg1") & (pl.col("metric") == "energy_ratio"))
+    comp = {r["component"]: r for r in ratio.iter_rows(named=True)}
+    assert comp["total"]["n_observations"] == 30 and "engine_restart" in comp["board"]["includes"]
+    for name, label in (
+        ("board", "| board (includes run and engine restart"),
+        ("seed", "| seed |"),
+        ("window", "| window |"),
+        ("total", "| total |"),
+    ):
+        line = _readme_line_in(SESSION_1204G, label)
+        assert line.endswith(f"| {comp[name]['share']:.0%} | {comp[name]['cv_percent']:.1f} % |".replace("%", " %", 1))
+    readme = _readme_text(SESSION_1204G)
+    board, window, total = comp["board"]["variance"], comp["window"]["variance"], comp["total"]["variance"]
+    mean_sd = (board / 1 + window / 4) ** 0.5
+    assert (
+        f"a standard deviation of {100 * mean_sd:.1f} %" in readme and f"**±{196 * mean_sd:.1f} % at 95 %**" in readme
+    )
+    summary = _sglang_1204g(pl.read_parquet(SPREAD_1204G / "results" / "curves_summary.parquet"))
+    at = {(r["batch_size"], r["configured_L"]): r["energy_ratio_mean"] for r in summary.iter_rows(named=True)}
+
+    def band(m: float) -> tuple[float, float]:
+        return m * float(np.exp(-1.96 * mean_sd)), m * float(np.exp(1.96 * mean_sd))
+
+    (lo1, hi1), (lo32, hi32), (lo3, hi3) = band(at[(1, 6.0)]), band(at[(32, 6.0)]), band(at[(1, 3.0)])
+    assert hi1 < 1 and hi32 < 1 and lo3 > 1  # L 6 pays, L 3 costs, at the budget's width
+    assert f"(B = 1: {lo1:.3f}–{hi1:.3f}×; B = 32: {lo32:.3f}–{hi32:.3f}×)" in readme
+    assert f"at B = 1 ({lo3:.3f}–{hi3:.3f}×)" in readme
+    # the reference comparison, re-derived from the records of both folders
+    from specjoule.analysis import compare_evidence
+
+    cmp = compare_evidence.compare_sources(SPREAD_1204G / "results" / "cells", REFERENCE_1201B)
+    committed = pl.read_parquet(SPREAD_1204G / "results" / "compare_reference_sglang.parquet")
+    assert committed.height == 6 and int(committed["reproduces"].sum()) == 3
+    key = ["batch_size", "configured_L"]
+    assert cmp.sort(key)["shift"].to_list() == pytest.approx(committed.sort(key)["shift"].to_list(), rel=1e-9)
+    assert cmp.sort(key)["reproduces"].to_list() == committed.sort(key)["reproduces"].to_list()
+    shifts = committed["shift"]
+    assert f"{-100 * shifts.filter(shifts < 0).max():.1f}–{-100 * shifts.min():.1f} % below today's" in readme
+    assert f"{100 * shifts.max():.1f} % above in one" in readme
+    l3 = committed.filter((pl.col("batch_size") == 1) & (pl.col("configured_L") == 3)).row(0, named=True)
+    assert not l3["reproduces"] and l3["energy_ratio_b"] < 1 < l3["energy_ratio_a"]
+    z = np.log(l3["energy_ratio_a"] / l3["energy_ratio_b"]) / (2 * total) ** 0.5
+    assert z < 1.96 and f"**{z:.2f} standard deviations**" in readme
+    ref = pl.concat([pl.read_parquet(p) for p in REFERENCE_1201B.glob("sglang*/*.parquet")], how="diagonal_relaxed")
+    ours = _sglang_1204g(pl.read_parquet(SPREAD_1204G / "results" / "records.parquet"))
+
+    def base_b1(frame: pl.DataFrame, column: str) -> float:
+        return frame.filter((pl.col("role") != "point") & (pl.col("batch_size") == 1))[column].mean()
+
+    assert (
+        f"drew {base_b1(ref, 'mean_power_w'):.0f} W at B = 1 against {base_b1(ours, 'mean_power_w'):.0f} W here"
+        in readme
+    )
+    assert f"(+{100 * (l3['baseline_mj_b'] / l3['baseline_mj_a'] - 1):.1f} %;" in readme
+
+    def round_l3(frame: pl.DataFrame) -> float:
+        return frame.filter((pl.col("batch_size") == 1) & (pl.col("configured_L") == 3))["round_time_ms"].mean()
+
+    assert f"({round_l3(ours):.2f} against {round_l3(ref):.2f} ms" in readme

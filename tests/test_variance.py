@@ -21,7 +21,10 @@ from specjoule.analysis import aggregate, compare_evidence, variance
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "validation" / "h200-2026-12"
-VLLM_RUNS = [EVIDENCE / "session-2026-12-01" / "closed" / "results" / "cells", EVIDENCE / "session-2026-12-01b" / "results" / "cells"]
+VLLM_RUNS = [
+    EVIDENCE / "session-2026-12-01" / "closed" / "results" / "cells",
+    EVIDENCE / "session-2026-12-01b" / "results" / "cells",
+]
 FINE_TO_COARSE = list(reversed(variance.COMPONENTS))
 
 
@@ -34,18 +37,25 @@ def _balanced(sizes: dict[str, int], sds: dict[str, float], configs: int, seed: 
         for ids in itertools.product(*(range(sizes[lv]) for lv in variance.COMPONENTS)):
             y = 10.0 * c
             for depth, lv in enumerate(variance.COMPONENTS):
-                key = (lv, *ids[:depth + 1])
+                key = (lv, *ids[: depth + 1])
                 if key not in eff:
                     eff[key] = rng.normal(0, sds[lv])
                 y += eff[key]
-            rows.append({"config": f"c{c}", **{lv: "/".join(map(str, ids[:d + 1])) for d, lv in enumerate(variance.COMPONENTS)},
-                         "y": y})
+            rows.append(
+                {
+                    "config": f"c{c}",
+                    **{lv: "/".join(map(str, ids[: d + 1])) for d, lv in enumerate(variance.COMPONENTS)},
+                    "y": y,
+                }
+            )
     return pl.DataFrame(rows)
 
 
 def test_balanced_design_gives_the_textbook_nested_anova():
     sizes = {"board": 3, "run": 2, "engine_restart": 2, "seed": 3, "window": 2}
-    obs = _balanced(sizes, {"board": 0.05, "run": 0.02, "engine_restart": 0.03, "seed": 0.01, "window": 0.02}, configs=3)
+    obs = _balanced(
+        sizes, {"board": 0.05, "run": 0.02, "engine_restart": 0.03, "seed": 0.01, "window": 0.02}, configs=3
+    )
     # Mean squares per level, pooled over configurations: MS_l = n_below Σ (ȳ_group − ȳ_parent)² / df.
     means = {}
     parents = ["config", *variance.COMPONENTS]
@@ -54,13 +64,19 @@ def test_balanced_design_gives_the_textbook_nested_anova():
         means[lv] = obs.group_by(keys).agg(pl.col("y").mean().alias(f"m_{lv}"))
     below = {"window": 1}
     for lv in FINE_TO_COARSE[1:]:
-        below[lv] = below[FINE_TO_COARSE[FINE_TO_COARSE.index(lv) - 1]] * sizes[FINE_TO_COARSE[FINE_TO_COARSE.index(lv) - 1]]
+        below[lv] = (
+            below[FINE_TO_COARSE[FINE_TO_COARSE.index(lv) - 1]] * sizes[FINE_TO_COARSE[FINE_TO_COARSE.index(lv) - 1]]
+        )
     ms = {}
     for lv in variance.COMPONENTS:
         parent = parents[parents.index(lv) - 1]
-        t = obs.join(means[lv], on=["config", lv]).join(means[parent], on=["config"] if parent == "config" else ["config", parent])
+        t = obs.join(means[lv], on=["config", lv]).join(
+            means[parent], on=["config"] if parent == "config" else ["config", parent]
+        )
         ss = t.select(((pl.col(f"m_{lv}") - pl.col(f"m_{parent}")) ** 2).sum()).item()  # per observation: × n_below
-        groups_parent = obs.select(pl.struct(*(["config"] if parent == "config" else ["config", parent])).n_unique()).item()
+        groups_parent = obs.select(
+            pl.struct(*(["config"] if parent == "config" else ["config", parent])).n_unique()
+        ).item()
         ms[lv] = ss / (groups_parent * (sizes[lv] - 1))
     expected = {"window": ms["window"]}
     for lv in FINE_TO_COARSE[1:]:
@@ -77,7 +93,9 @@ def test_unbalanced_one_way_design_gives_the_classical_estimator():
     rows = []
     for g, n in enumerate(sizes):
         a = rng.normal(0, 0.3)
-        rows += [{"config": "c", "seed": f"s{g}", "window": f"s{g}/w{i}", "y": a + rng.normal(0, 0.1)} for i in range(n)]
+        rows += [
+            {"config": "c", "seed": f"s{g}", "window": f"s{g}/w{i}", "y": a + rng.normal(0, 0.1)} for i in range(n)
+        ]
     obs = pl.DataFrame(rows)
     y = [obs.filter(pl.col("seed") == f"s{g}")["y"].to_numpy() for g in range(len(sizes))]
     N, a = sum(sizes), len(sizes)
@@ -91,8 +109,19 @@ def test_unbalanced_one_way_design_gives_the_classical_estimator():
 
 def test_a_negative_estimate_counts_as_zero_and_says_so():
     # Windows spread ±1 inside every seed, seed means identical: the seed component estimates below 0.
-    rows = [{"config": "c", "board": "b", "run": "b/r", "engine_restart": "b/r/e", "seed": f"s{s}", "window": f"s{s}/w{w}",
-             "y": (-1.0, 1.0)[w] + 0.001 * s} for s in range(4) for w in range(2)]
+    rows = [
+        {
+            "config": "c",
+            "board": "b",
+            "run": "b/r",
+            "engine_restart": "b/r/e",
+            "seed": f"s{s}",
+            "window": f"s{s}/w{w}",
+            "y": (-1.0, 1.0)[w] + 0.001 * s,
+        }
+        for s in range(4)
+        for w in range(2)
+    ]
     rows += [{**r, "config": "d"} for r in rows]
     out = {r["component"]: r for r in variance.decompose(pl.DataFrame(rows))}
     assert out["seed"]["variance_raw"] < 0 and out["seed"]["variance"] == 0.0 and "negative" in out["seed"]["note"]
@@ -123,13 +152,16 @@ def test_replicated_records_estimate_every_level_they_vary(tmp_path):
         key = (cell.campaign_id, cell.name, r, w)
         noise[key] = rng.normal(0, 0.01)
         ar.scale_energy(row, math.exp(noise[key] + 0.02 * r))
+
     df = aggregate.aggregate(ar.write_replicated(tmp_path, windows=3, engine_replicates=2, cfg=_cfg(), effect=effect))
     t = variance.budget(df)
     for metric in variance.METRICS:
         rows = {r["component"]: r for r in t.filter(pl.col("metric") == metric).iter_rows(named=True)}
         for lv in ("engine_restart", "seed", "window"):
             assert rows[lv]["estimable"] is True, (metric, lv)
-        assert rows["total"]["variance"] == pytest.approx(sum(rows[lv]["variance"] for lv in ("engine_restart", "seed", "window")))
+        assert rows["total"]["variance"] == pytest.approx(
+            sum(rows[lv]["variance"] for lv in ("engine_restart", "seed", "window"))
+        )
         # windows carry the drawn 1 % noise (log scale): the window component is its square, roughly
         assert 0.4e-4 < rows["window"]["variance"] < 2.5e-4, (metric, rows["window"])
 
@@ -152,7 +184,7 @@ def test_command_line_on_the_committed_vllm_sessions(tmp_path, capsys):
     # ...and that sum is the pooled variance of the two runs' log ratios, from the ratios themselves.
     table = compare_evidence.compare_sources(*VLLM_RUNS)
     d = np.log(table["energy_ratio_a"].to_numpy() / table["energy_ratio_b"].to_numpy())
-    assert ratio["board"]["variance"] == pytest.approx((d ** 2 / 2).mean(), rel=1e-9) and ratio["board"]["df"] == 6
+    assert ratio["board"]["variance"] == pytest.approx((d**2 / 2).mean(), rel=1e-9) and ratio["board"]["df"] == 6
     mj = {r["component"]: r for r in fam.filter(pl.col("metric") == "mj_per_committed_token").iter_rows(named=True)}
     assert mj["engine_restart"]["estimable"] and mj["engine_restart"]["df"] == 4  # opening vs closing, 2 B × 2 runs
     doc = pq.read_schema(out).field("includes").metadata[b"doc"].decode()
@@ -163,39 +195,43 @@ def test_command_line_on_the_committed_vllm_sessions(tmp_path, capsys):
 def test_a_tree_of_sessions_reads_as_its_runs():
     """The whole evidence folder as one source: each session's results/cells is its own run, a marked/ copy of a
     record counts once, and the budget is the one of the sessions named one by one."""
-    sessions = [*VLLM_RUNS, EVIDENCE / "session-2026-11-30c" / "results" / "cells",
-                EVIDENCE / "session-2026-12-01" / "openloop" / "results" / "cells",
-                EVIDENCE / "session-2026-12-01d" / "qwen3-8b" / "results" / "cells",
-                EVIDENCE / "session-2026-12-01d" / "mimo-mtp" / "results" / "cells",
-                EVIDENCE / "session-2026-12-02" / "families" / "results" / "cells",
-                EVIDENCE / "session-2026-12-02" / "sweep-qwen3-8b" / "results" / "cells",
-                EVIDENCE / "session-2026-12-02b" / "sglang-schemes" / "results" / "cells",
-                EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells",
-                EVIDENCE / "session-2026-12-02c" / "glm-mla" / "results" / "cells",
-                EVIDENCE / "session-2026-12-02d" / "gemma4" / "results" / "cells",
-                EVIDENCE / "session-2026-12-02e" / "spread" / "results" / "cells",
-                EVIDENCE / "session-2026-12-02f" / "gdn" / "results" / "cells",
-                EVIDENCE / "session-2026-12-02f" / "machine-1" / "results" / "cells",
-                EVIDENCE / "session-2026-12-03" / "gdn-sglang" / "results" / "cells",
-                EVIDENCE / "session-2026-12-03" / "machine-1" / "results" / "cells",
-                EVIDENCE / "session-2026-12-03b" / "families-sglang" / "results" / "cells",
-                EVIDENCE / "session-2026-12-03c" / "gdn-pinned" / "results" / "cells",
-                EVIDENCE / "session-2026-12-03c" / "glm-v2" / "results" / "cells",
-                EVIDENCE / "session-2026-12-03d" / "glm-v2" / "results" / "cells",
-                EVIDENCE / "session-2026-12-03d" / "depth" / "results" / "cells",
-                EVIDENCE / "session-2026-12-03e" / "depth" / "results" / "cells",
-                EVIDENCE / "session-2026-12-03f" / "gdn-sglang" / "results" / "cells",
-                EVIDENCE / "session-2026-12-03f" / "gemma4-mm" / "results" / "cells",
-                EVIDENCE / "session-2026-12-03g" / "capture-moe" / "results" / "cells",
-                EVIDENCE / "session-2026-12-03g" / "machine-1" / "results" / "cells",
-                EVIDENCE / "session-2026-12-04" / "capture-moe" / "results" / "cells",
-                EVIDENCE / "session-2026-12-04b" / "capture-dense" / "results" / "cells",
-                EVIDENCE / "session-2026-12-04c" / "draft-async" / "results" / "cells",
-                EVIDENCE / "session-2026-12-04c" / "gdn-lost" / "results" / "cells",
-                EVIDENCE / "session-2026-12-04d" / "gdn-eagle3" / "results" / "cells",
-                EVIDENCE / "session-2026-12-04e" / "gdn-eagle3-sglang" / "results" / "cells",
-                EVIDENCE / "session-2026-12-04e" / "openloop-sglang" / "results" / "cells",
-                EVIDENCE / "session-2026-12-04f" / "spread-r1" / "results" / "cells"]
+    sessions = [
+        *VLLM_RUNS,
+        EVIDENCE / "session-2026-11-30c" / "results" / "cells",
+        EVIDENCE / "session-2026-12-01" / "openloop" / "results" / "cells",
+        EVIDENCE / "session-2026-12-01d" / "qwen3-8b" / "results" / "cells",
+        EVIDENCE / "session-2026-12-01d" / "mimo-mtp" / "results" / "cells",
+        EVIDENCE / "session-2026-12-02" / "families" / "results" / "cells",
+        EVIDENCE / "session-2026-12-02" / "sweep-qwen3-8b" / "results" / "cells",
+        EVIDENCE / "session-2026-12-02b" / "sglang-schemes" / "results" / "cells",
+        EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells",
+        EVIDENCE / "session-2026-12-02c" / "glm-mla" / "results" / "cells",
+        EVIDENCE / "session-2026-12-02d" / "gemma4" / "results" / "cells",
+        EVIDENCE / "session-2026-12-02e" / "spread" / "results" / "cells",
+        EVIDENCE / "session-2026-12-02f" / "gdn" / "results" / "cells",
+        EVIDENCE / "session-2026-12-02f" / "machine-1" / "results" / "cells",
+        EVIDENCE / "session-2026-12-03" / "gdn-sglang" / "results" / "cells",
+        EVIDENCE / "session-2026-12-03" / "machine-1" / "results" / "cells",
+        EVIDENCE / "session-2026-12-03b" / "families-sglang" / "results" / "cells",
+        EVIDENCE / "session-2026-12-03c" / "gdn-pinned" / "results" / "cells",
+        EVIDENCE / "session-2026-12-03c" / "glm-v2" / "results" / "cells",
+        EVIDENCE / "session-2026-12-03d" / "glm-v2" / "results" / "cells",
+        EVIDENCE / "session-2026-12-03d" / "depth" / "results" / "cells",
+        EVIDENCE / "session-2026-12-03e" / "depth" / "results" / "cells",
+        EVIDENCE / "session-2026-12-03f" / "gdn-sglang" / "results" / "cells",
+        EVIDENCE / "session-2026-12-03f" / "gemma4-mm" / "results" / "cells",
+        EVIDENCE / "session-2026-12-03g" / "capture-moe" / "results" / "cells",
+        EVIDENCE / "session-2026-12-03g" / "machine-1" / "results" / "cells",
+        EVIDENCE / "session-2026-12-04" / "capture-moe" / "results" / "cells",
+        EVIDENCE / "session-2026-12-04b" / "capture-dense" / "results" / "cells",
+        EVIDENCE / "session-2026-12-04c" / "draft-async" / "results" / "cells",
+        EVIDENCE / "session-2026-12-04c" / "gdn-lost" / "results" / "cells",
+        EVIDENCE / "session-2026-12-04d" / "gdn-eagle3" / "results" / "cells",
+        EVIDENCE / "session-2026-12-04e" / "gdn-eagle3-sglang" / "results" / "cells",
+        EVIDENCE / "session-2026-12-04e" / "openloop-sglang" / "results" / "cells",
+        EVIDENCE / "session-2026-12-04f" / "spread-r1" / "results" / "cells",
+        EVIDENCE / "session-2026-12-04g" / "spread-sglang-r0" / "results" / "cells",
+    ]
     from polars.testing import assert_frame_equal
 
     tree = variance.budget_of_sources([EVIDENCE]).drop("sources")
@@ -214,8 +250,21 @@ def test_the_rules_write_the_variance_and_reproducibility_tables(tmp_path):
     (work / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     snakemake = str(Path(sys.executable).with_name("snakemake"))
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    cmd = [snakemake, "results/variance.parquet", "results/reproducibility.parquet", "-s", str(ROOT / "Snakefile"),
-           "--cores", "2", "--configfile", "cfg.yaml", "--allowed-rules", "aggregate", "variance", "reproducibility"]
+    cmd = [
+        snakemake,
+        "results/variance.parquet",
+        "results/reproducibility.parquet",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--cores",
+        "2",
+        "--configfile",
+        "cfg.yaml",
+        "--allowed-rules",
+        "aggregate",
+        "variance",
+        "reproducibility",
+    ]
     proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     t = pl.read_parquet(work / "results" / "variance.parquet")
@@ -237,12 +286,17 @@ def test_a_configuration_is_matched_on_the_fields_every_record_of_its_family_rec
     """MTP on MiMo-7B, sessions 2026-12-01d and 2026-12-02b on two boards: the older records lack the later
     engine_config field fuse_allreduce_rms. Matched on what both recorded (ADR 0181), L = 3 and 4 are two
     configurations seen on two boards, and the board's variance of the ratio is the pooled one of their log shifts."""
-    runs = [EVIDENCE / "session-2026-12-01d" / "mimo-mtp" / "results" / "cells",
-            EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"]
+    runs = [
+        EVIDENCE / "session-2026-12-01d" / "mimo-mtp" / "results" / "cells",
+        EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells",
+    ]
     t = variance.budget_of_sources(runs)
-    row = t.filter((pl.col("family") == "vllm-mimo_7b-closed-cg1") & (pl.col("metric") == "energy_ratio")
-                   & (pl.col("component") == "board")).row(0, named=True)
+    row = t.filter(
+        (pl.col("family") == "vllm-mimo_7b-closed-cg1")
+        & (pl.col("metric") == "energy_ratio")
+        & (pl.col("component") == "board")
+    ).row(0, named=True)
     assert row["estimable"] and row["n_configurations"] == 2 and row["df"] == 2
     table = compare_evidence.compare_sources(*runs)
     d = np.log(table["energy_ratio_a"].to_numpy() / table["energy_ratio_b"].to_numpy())
-    assert row["variance"] == pytest.approx((d ** 2 / 2).mean(), rel=1e-9)
+    assert row["variance"] == pytest.approx((d**2 / 2).mean(), rel=1e-9)
