@@ -2591,6 +2591,17 @@ def test_1204g_ratio_table_is_the_curves_over_two_seeds_and_the_round_explains_t
     assert len(x) == 24 and corr**2 > 0.8 and 0 < slope < 1
     assert f"explains **{100 * corr**2:.0f} %** of the variance" in readme
     assert f"(24 windows; correlation {corr:.2f}, slope {slope:.2f})" in readme
+    adr = " ".join((ROOT / "docs" / "adr" / "0096-why-a-vllm-draft-model-round-takes-30-ms.md").read_text().split())
+    assert "**Addendum 8 (2026-12-04g" in adr
+    assert (
+        f"explains {100 * corr**2:.0f} % of the variance of ln(energy ratio) (correlation {corr:.2f}, slope {slope:.2f})"
+        in adr
+    )
+    rounds = curves["round_time_ms"]
+    busy = records.filter(pl.col("role") == "point")["gpu_busy_fraction"]
+    assert (
+        f"between {rounds.min():.1f} and {rounds.max():.1f} ms" in adr and f"{busy.min():.2f}–{busy.max():.2f}" in adr
+    )
     # against vLLM: each engine's ratio to its own boards' baselines
     summary = pl.read_parquet(SPREAD_1204G / "results" / "curves_summary.parquet").filter(
         pl.col("method") != "baseline"
