@@ -81,25 +81,57 @@ def datasets(spec: dict) -> list[dict]:
 
 # --- intervals: the summary's where the figure's point is one summary configuration -------------------------
 
+
 def test_point_stats_takes_the_summary_interval_of_the_highest_level(sch):
     pts = fi_of(sch).points
     st = SP.point_stats(pts, CONFIG, ["energy_ratio", "mj_per_committed_token"], sch.summary)
-    row = one(st, engine="vllm", model_pair="qwen3_8b", scheme="eagle3", acceptance_name="L2_5", batch_size=1,
-              cuda_graphs=True).row(0, named=True)
-    rows = one(sch.curves, engine="vllm", model_pair="qwen3_8b", scheme="eagle3", acceptance_name="L2_5", batch_size=1,
-               cuda_graphs=True)
+    row = one(
+        st,
+        engine="vllm",
+        model_pair="qwen3_8b",
+        scheme="eagle3",
+        acceptance_name="L2_5",
+        batch_size=1,
+        cuda_graphs=True,
+    ).row(0, named=True)
+    rows = one(
+        sch.curves,
+        engine="vllm",
+        model_pair="qwen3_8b",
+        scheme="eagle3",
+        acceptance_name="L2_5",
+        batch_size=1,
+        cuda_graphs=True,
+    )
     assert rows.height == 8  # 2 windows × 2 seeds × 2 engine replicates
     lo, hi = unit_span(rows, "energy_ratio", "engine_replicate")
     assert row["energy_ratio"] == pytest.approx(rows["energy_ratio"].mean(), rel=1e-12)
-    assert (row["energy_ratio_lo"], row["energy_ratio_hi"]) == (pytest.approx(lo, rel=1e-12), pytest.approx(hi, rel=1e-12))
+    assert (row["energy_ratio_lo"], row["energy_ratio_hi"]) == (
+        pytest.approx(lo, rel=1e-12),
+        pytest.approx(hi, rel=1e-12),
+    )
     assert row["energy_ratio_band"] == "ci" and row["interval_level"] == "engine_replicate"
     assert (row["n_windows"], row["n_seeds"], row["n_engine_replicates"], row["n_gpus"]) == (2, 2, 2, 2)
     assert row["support"] == "2 windows × 2 seeds × 2 engine replicates on 2 GPUs; 95 % interval over engine replicates"
     # Without a second engine replicate the interval resamples seeds.
-    row = one(st, engine="sglang", model_pair="qwen3_8b", scheme="eagle3", acceptance_name="L2_5", batch_size=1,
-              cuda_graphs=True).row(0, named=True)
-    rows = one(sch.curves, engine="sglang", model_pair="qwen3_8b", scheme="eagle3", acceptance_name="L2_5", batch_size=1,
-               cuda_graphs=True)
+    row = one(
+        st,
+        engine="sglang",
+        model_pair="qwen3_8b",
+        scheme="eagle3",
+        acceptance_name="L2_5",
+        batch_size=1,
+        cuda_graphs=True,
+    ).row(0, named=True)
+    rows = one(
+        sch.curves,
+        engine="sglang",
+        model_pair="qwen3_8b",
+        scheme="eagle3",
+        acceptance_name="L2_5",
+        batch_size=1,
+        cuda_graphs=True,
+    )
     assert row["interval_level"] == "seed"
     assert row["energy_ratio_lo"] == pytest.approx(unit_span(rows, "energy_ratio", "seed")[0], rel=1e-12)
 
@@ -108,10 +140,24 @@ def test_a_group_with_fewer_replicates_than_its_summary_row_gets_no_interval(sch
     # Leave out engine replicate 1: the summary's interval is over rows the figure would not show.
     pts = fi_of(sch).points.filter(pl.col("engine_replicate") == 0)
     st = SP.point_stats(pts, CONFIG, ["energy_ratio"], sch.summary)
-    row = one(st, engine="vllm", model_pair="qwen3_8b", scheme="eagle3", acceptance_name="L2_5", batch_size=1,
-              cuda_graphs=True).row(0, named=True)
-    rows = one(pts, engine="vllm", model_pair="qwen3_8b", scheme="eagle3", acceptance_name="L2_5", batch_size=1,
-               cuda_graphs=True)
+    row = one(
+        st,
+        engine="vllm",
+        model_pair="qwen3_8b",
+        scheme="eagle3",
+        acceptance_name="L2_5",
+        batch_size=1,
+        cuda_graphs=True,
+    ).row(0, named=True)
+    rows = one(
+        pts,
+        engine="vllm",
+        model_pair="qwen3_8b",
+        scheme="eagle3",
+        acceptance_name="L2_5",
+        batch_size=1,
+        cuda_graphs=True,
+    )
     assert row["energy_ratio_band"] == "range" and row["interval_level"] is None
     assert (row["energy_ratio_lo"], row["energy_ratio_hi"]) == (rows["energy_ratio"].min(), rows["energy_ratio"].max())
     assert row["support"].endswith("no interval (whiskers: min–max of replicates)")
@@ -120,7 +166,9 @@ def test_a_group_with_fewer_replicates_than_its_summary_row_gets_no_interval(sch
 def test_a_summary_row_with_a_failed_check_gives_no_interval(sch):
     summary = sch.summary.with_columns(
         failed_checks=pl.when((pl.col("engine") == "vllm") & (pl.col("model_pair") == "qwen3_8b"))
-        .then(pl.lit(["baseline_drift"])).otherwise(pl.col("failed_checks")))
+        .then(pl.lit(["baseline_drift"]))
+        .otherwise(pl.col("failed_checks"))
+    )
     st = SP.point_stats(fi_of(sch).points, CONFIG, ["energy_ratio"], summary)
     assert set(one(st, engine="vllm", model_pair="qwen3_8b")["energy_ratio_band"]) == {"range"}
     assert set(one(st, engine="sglang", model_pair="qwen3_8b")["energy_ratio_band"]) == {"ci"}
@@ -129,12 +177,30 @@ def test_a_summary_row_with_a_failed_check_gives_no_interval(sch):
 def test_derived_values_take_the_interval_through_their_map(sch):
     pts = fi_of(sch).points
     st_pts = pts.with_columns(saving_pct=(1 - pl.col("energy_ratio")) * 100)
-    st = SP.point_stats(st_pts, CONFIG, ["saving_pct", "accepted_per_verification"],
-                        sch.summary.drop([c for c in sch.summary.columns if c.startswith("accepted_per_verification_")]))
-    row = one(st, engine="vllm", model_pair="glm47_flash", scheme="dflash", acceptance_name="L4", batch_size=32,
-              cuda_graphs=True).row(0, named=True)
-    s = one(sch.summary, engine="vllm", model_pair="glm47_flash", scheme="dflash", acceptance_name="L4", batch_size=32,
-            cuda_graphs=True).row(0, named=True)
+    st = SP.point_stats(
+        st_pts,
+        CONFIG,
+        ["saving_pct", "accepted_per_verification"],
+        sch.summary.drop([c for c in sch.summary.columns if c.startswith("accepted_per_verification_")]),
+    )
+    row = one(
+        st,
+        engine="vllm",
+        model_pair="glm47_flash",
+        scheme="dflash",
+        acceptance_name="L4",
+        batch_size=32,
+        cuda_graphs=True,
+    ).row(0, named=True)
+    s = one(
+        sch.summary,
+        engine="vllm",
+        model_pair="glm47_flash",
+        scheme="dflash",
+        acceptance_name="L4",
+        batch_size=32,
+        cuda_graphs=True,
+    ).row(0, named=True)
     # A saving's ends swap; accepted per pass is realized L − 1 when the summary has no column of its own.
     assert row["saving_pct_lo"] == pytest.approx((1 - s["energy_ratio_ci_high"]) * 100, rel=1e-12)
     assert row["saving_pct_hi"] == pytest.approx((1 - s["energy_ratio_ci_low"]) * 100, rel=1e-12)
@@ -148,16 +214,25 @@ def test_an_older_summary_interval_is_over_seeds(gpu):
     pts = fi_of(gpu).points
     keys = ["engine", "model_pair", "workload", "corpus", "cuda_graphs", "batch_size", "scheme", "acceptance_name"]
     st = SP.point_stats(pts, keys, ["energy_ratio"], gpu.summary)
-    row = one(st, workload="closed", corpus="code", cuda_graphs=True, batch_size=8, scheme="syn",
-              acceptance_name="mv3").row(0, named=True)
-    s = one(gpu.summary, workload="closed", corpus="code", cuda_graphs=True, batch_size=8, scheme="syn",
-            acceptance_name="mv3").row(0, named=True)
+    row = one(
+        st, workload="closed", corpus="code", cuda_graphs=True, batch_size=8, scheme="syn", acceptance_name="mv3"
+    ).row(0, named=True)
+    s = one(
+        gpu.summary,
+        workload="closed",
+        corpus="code",
+        cuda_graphs=True,
+        batch_size=8,
+        scheme="syn",
+        acceptance_name="mv3",
+    ).row(0, named=True)
     assert row["energy_ratio_band"] == "ci" and row["interval_level"] == "seed"
     assert (row["energy_ratio_lo"], row["energy_ratio_hi"]) == (s["energy_ratio_ci_low"], s["energy_ratio_ci_high"])
     assert row["support"] == "1 window × 2 seeds × 1 engine replicate on 2 GPUs; 95 % interval over seeds"
 
 
 # --- the paper's figure ---------------------------------------------------------------------------------------
+
 
 def test_paper_figure_panels_are_family_model_engine_in_config_order(sch, sch_figs):
     fig = sch_figs["energy_vs_accepted_per_pass"]
@@ -166,10 +241,16 @@ def test_paper_figure_panels_are_family_model_engine_in_config_order(sch, sch_fi
     vlc.vegalite_to_vega(spec, vl_version=F.VEGALITE_VERSION)
     body = spec["vconcat"][1]
     titles = [p["title"] for p in body["concat"]]
-    assert titles == ["gated_deltanet · dense · qwen36_27b · vllm", "gated_deltanet · dense · qwen36_27b · sglang",
-                      "gqa · dense · qwen3_8b · vllm", "gqa · dense · qwen3_8b · sglang",
-                      "gqa · MoE · qwen3_30b_a3b · vllm", "gqa · MoE · qwen3_30b_a3b · sglang",
-                      "mla · MoE · glm47_flash · vllm", "mla · MoE · glm47_flash · sglang"]
+    assert titles == [
+        "gated_deltanet · dense · qwen36_27b · vllm",
+        "gated_deltanet · dense · qwen36_27b · sglang",
+        "gqa · dense · qwen3_8b · vllm",
+        "gqa · dense · qwen3_8b · sglang",
+        "gqa · MoE · qwen3_30b_a3b · vllm",
+        "gqa · MoE · qwen3_30b_a3b · sglang",
+        "mla · MoE · glm47_flash · vllm",
+        "mla · MoE · glm47_flash · sglang",
+    ]
     assert body["columns"] == 2  # engines side by side
 
 
@@ -180,42 +261,72 @@ def test_paper_figure_points_band_and_tooltips(sch, sch_figs):
     (panel,) = [p for p in body if p["title"] == "gqa · dense · qwen3_8b · vllm"]
     data = panel["data"]
     rows = spec["datasets"][data["name"]] if "name" in data else data["values"]
-    (pt,) = [r for r in rows if r["scheme"] == "dflash" and r["acceptance_name"] == "L4" and r["sel_batch_size"] == "B=1"
-             and r["sel_cuda_graphs"] == "on"]
-    cur = one(sch.curves, engine="vllm", model_pair="qwen3_8b", scheme="dflash", acceptance_name="L4", batch_size=1,
-              cuda_graphs=True)
+    (pt,) = [
+        r
+        for r in rows
+        if r["scheme"] == "dflash"
+        and r["acceptance_name"] == "L4"
+        and r["sel_batch_size"] == "B=1"
+        and r["sel_cuda_graphs"] == "on"
+    ]
+    cur = one(
+        sch.curves,
+        engine="vllm",
+        model_pair="qwen3_8b",
+        scheme="dflash",
+        acceptance_name="L4",
+        batch_size=1,
+        cuda_graphs=True,
+    )
     lo, hi = unit_span(cur, "mj_per_committed_token", "engine_replicate")
     assert pt["mj_per_committed_token"] == pytest.approx(cur["mj_per_committed_token"].mean(), rel=1e-5)
-    assert (pt["mj_per_committed_token_lo"], pt["mj_per_committed_token_hi"]) == (pytest.approx(lo, rel=1e-5),
-                                                                                 pytest.approx(hi, rel=1e-5))
+    assert (pt["mj_per_committed_token_lo"], pt["mj_per_committed_token_hi"]) == (
+        pytest.approx(lo, rel=1e-5),
+        pytest.approx(hi, rel=1e-5),
+    )
     assert pt["accepted_per_verification"] == pytest.approx(cur["accepted_per_verification"].mean(), rel=1e-5)
     # The per-pass quantities, from the records: a block drafter verifies its whole block (k = 7 → 8 wide).
-    recs = one(sch.records, engine="vllm", model_pair="qwen3_8b", scheme="dflash", acceptance_name="L4", batch_size=1,
-               cuda_graphs=True).filter(pl.col("status") == "measured")
+    recs = one(
+        sch.records,
+        engine="vllm",
+        model_pair="qwen3_8b",
+        scheme="dflash",
+        acceptance_name="L4",
+        batch_size=1,
+        cuda_graphs=True,
+    ).filter(pl.col("status") == "measured")
     assert pt["verify_width"] == pytest.approx(8.0)
     assert pt["draft_passes_per_round"] == 1
     assert pt["drafted_per_committed"] == pytest.approx(
-        (recs["draft_tokens"] / recs["committed_tokens"]).mean(), rel=1e-5)
+        (recs["draft_tokens"] / recs["committed_tokens"]).mean(), rel=1e-5
+    )
     assert pt["support"].startswith("2 windows × 2 seeds × 2 engine replicates on 2 GPUs")
     assert pt["ratio_text"].count("[") == 1
     # Tooltips name the per-pass quantities.
     titles = {t.get("title") for l in panel["layer"] for t in (l.get("encoding", {}).get("tooltip") or [])}
-    assert {"verify width (tokens / request / pass)", "drafted per committed token", "draft passes per round",
-            "accepted per verify pass", "behind it"} <= titles
+    assert {
+        "verify width (tokens / request / pass)",
+        "drafted per committed token",
+        "draft passes per round",
+        "accepted per verify pass",
+        "behind it",
+    } <= titles
     # The band is the opening and closing baselines of that engine, model, batch and graph mode.
     (band_layer,) = [l for l in panel["layer"] if l.get("mark", {}).get("type") == "rect"]
     band = spec["datasets"][band_layer["data"]["name"]]
     (b,) = [r for r in band if r["sel_batch_size"] == "B=1" and r["sel_cuda_graphs"] == "on"]
     base = one(sch.records, engine="vllm", model_pair="qwen3_8b", batch_size=1, cuda_graphs=True).filter(
-        pl.col("role") != "point")
+        pl.col("role") != "point"
+    )
     assert base.height == 16  # opening + closing × 2 windows × 2 seeds × 2 engine replicates
     assert b["base_lo"] == pytest.approx(base["mj_per_committed_token"].min(), rel=1e-5)
     assert b["base_hi"] == pytest.approx(base["mj_per_committed_token"].max(), rel=1e-5)
 
 
 def test_paper_figure_reads_per_pass_columns_from_the_records_when_curves_lack_them(sch):
-    lean = sch.curves.drop(["verify_width", "drafted_per_committed", "draft_passes_per_round", "target_family",
-                            "target_moe"])
+    lean = sch.curves.drop(
+        ["verify_width", "drafted_per_committed", "draft_passes_per_round", "target_family", "target_moe"]
+    )
     fig = F.energy_vs_accepted_per_pass(fi_of(sch, curves=lean)).to_dict()
     assert "gqa · MoE · qwen3_30b_a3b · vllm" in json.dumps(fig, ensure_ascii=False)
     widths = {r["verify_width"] for r in datasets(fig) if r.get("scheme") == "eagle3" and "verify_width" in r}
@@ -237,7 +348,10 @@ def test_paper_figure_on_cpu_says_why(tmp_path):
 
 
 def test_every_wave2_figure_validates_and_compiles(sch_figs):
-    assert {n for n, f in sch_figs.items() if f.drawn} == set(F.FIGURE_NAMES) - {"concurrency_per_arm", "power_timeline"}
+    assert {n for n, f in sch_figs.items() if f.drawn} == set(F.FIGURE_NAMES) - {
+        "concurrency_per_arm",
+        "power_timeline",
+    }
     for f in sch_figs.values():
         if f.drawn:
             vlc.vegalite_to_vega(f.spec(), vl_version=F.VEGALITE_VERSION)
@@ -245,14 +359,21 @@ def test_every_wave2_figure_validates_and_compiles(sch_figs):
 
 # --- capture bias ------------------------------------------------------------------------------------------------
 
+
 def test_capture_bias_per_family_with_the_papers_bars(sch, sch_figs):
     t = F.capture_bias_table(fi_of(sch))
     assert set(t["batch_size"]) == {1}  # graphs off ran at single stream only
     assert set(zip(t["family"], t["moe"])) == {("gqa", False), ("gqa", True), ("mla", True), ("gated_deltanet", False)}
     for r in t.iter_rows(named=True):
         scheme, _, vector = r["arm"].partition(" · ")
-        rows = one(sch.curves, engine=r["engine"], model_pair=r["model_pair"], batch_size=1, scheme=scheme,
-                   acceptance_name=vector or None)
+        rows = one(
+            sch.curves,
+            engine=r["engine"],
+            model_pair=r["model_pair"],
+            batch_size=1,
+            scheme=scheme,
+            acceptance_name=vector or None,
+        )
         on = one(rows, cuda_graphs=True)["energy_ratio"].mean()
         off = one(rows, cuda_graphs=False)["energy_ratio"].mean()
         assert r["bias_pp"] == pytest.approx((on - off) * 100, rel=1e-9), r
@@ -264,8 +385,12 @@ def test_capture_bias_per_family_with_the_papers_bars(sch, sch_figs):
         assert grp["bias_pp"].mean() == pytest.approx(expected, abs=1.5), (moe, engine)
     spec = sch_figs["cuda_graphs"].spec()
     text = json.dumps(spec, ensure_ascii=False)
-    for title in ("gqa · dense: capture bias", "gqa · MoE: capture bias", "mla · MoE: capture bias",
-                  "gated_deltanet · dense: capture bias"):
+    for title in (
+        "gqa · dense: capture bias",
+        "gqa · MoE: capture bias",
+        "mla · MoE: capture bias",
+        "gated_deltanet · dense: capture bias",
+    ):
         assert title in text
     refs = {(r["lo"], r["hi"]) for r in datasets(spec) if "lo" in r and "text" in r}
     assert refs == {(0.0, 10.0), (19.0, 39.0)}
@@ -274,15 +399,21 @@ def test_capture_bias_per_family_with_the_papers_bars(sch, sch_figs):
 
 def test_capture_bias_pairs_graph_modes_measured_on_different_boards(gpu):
     """On and off of one configuration may run on two boards (campaigns differ in graph mode)."""
-    moved = gpu.curves.with_columns(gpu_uuid=pl.when(pl.col("cuda_graphs")).then(pl.col("gpu_uuid"))
-                                    .otherwise(pl.lit("GPU-another-board")))
-    recs = gpu.records.with_columns(gpu_uuid=pl.when(pl.col("cuda_graphs")).then(pl.col("gpu_uuid"))
-                                    .otherwise(pl.lit("GPU-another-board")))
-    assert F.capture_bias_table(fi_of(gpu, curves=moved, records=recs)).height == \
-        F.capture_bias_table(fi_of(gpu)).height > 20
+    moved = gpu.curves.with_columns(
+        gpu_uuid=pl.when(pl.col("cuda_graphs")).then(pl.col("gpu_uuid")).otherwise(pl.lit("GPU-another-board"))
+    )
+    recs = gpu.records.with_columns(
+        gpu_uuid=pl.when(pl.col("cuda_graphs")).then(pl.col("gpu_uuid")).otherwise(pl.lit("GPU-another-board"))
+    )
+    assert (
+        F.capture_bias_table(fi_of(gpu, curves=moved, records=recs)).height
+        == F.capture_bias_table(fi_of(gpu)).height
+        > 20
+    )
 
 
 # --- scheme comparison -----------------------------------------------------------------------------------------
+
 
 def test_match_at_measured_interpolated_and_never_extrapolated():
     pts = [(1.5, 1.0, 0.9, 1.1, "ci", "a"), (2.5, 0.8, 0.7, 0.9, "ci", "a"), (3.5, 0.6, None, None, None, "a")]
@@ -307,7 +438,9 @@ def test_comparison_at_matched_L(sch):
     assert at(3.5, "eagle3")["interpolated"] is False
     d = at(3.5, "dflash")  # dflash ran L = 2.5 and 4: 3.5 is two thirds of the way
     assert d["interpolated"] is True
-    assert d["ratio"] == pytest.approx(mean("dflash", 2.5) + (2 / 3) * (mean("dflash", 4.0) - mean("dflash", 2.5)), rel=1e-9)
+    assert d["ratio"] == pytest.approx(
+        mean("dflash", 2.5) + (2 / 3) * (mean("dflash", 4.0) - mean("dflash", 2.5)), rel=1e-9
+    )
     assert at(6.0, "eagle3")["ratio"] is None  # eagle3 (k=3) stops at L = 3.5: never extrapolated
     assert at(1.5, "dflash")["ratio"] is None
     assert "mtp" not in set(one(long, **sel)["arm"])  # unsupported on Qwen3-8B: no point at all
@@ -324,8 +457,12 @@ def test_comparison_at_matched_accepted_per_pass(sch):
     assert targets == sorted({0.5, 1.5, 2.5, 3.0, 5.0} | {round(ngram_apv, 2)})
     e = one(g, target=round(ngram_apv, 2), arm="eagle3").row(0, named=True)
     assert e["interpolated"] is True  # eagle3 measured near 0.5 and 1.5 accepted per pass: bracketed
-    pts = one(fi.points, **sel, scheme="eagle3").group_by("configured_L").agg(
-        pl.col("accepted_per_verification").mean(), pl.col("energy_ratio").mean()).sort("configured_L")
+    pts = (
+        one(fi.points, **sel, scheme="eagle3")
+        .group_by("configured_L")
+        .agg(pl.col("accepted_per_verification").mean(), pl.col("energy_ratio").mean())
+        .sort("configured_L")
+    )
     x0, x1 = pts["accepted_per_verification"][0], pts["accepted_per_verification"][1]
     y0, y1 = pts["energy_ratio"][0], pts["energy_ratio"][1]
     t = round(ngram_apv, 2)
@@ -341,7 +478,9 @@ def test_comparison_table_text_and_footnote(sch):
     assert "never extrapolated" in t.note and "interpolated linearly along configured L" in t.note
     for row in t.rows:
         for cell in row[6:10]:
-            assert cell in ("—", S.NOT_MEASURED) or re.fullmatch(r"(≈ )?-?[\d.]+( \[-?[\d.]+, -?[\d.]+\])?( †)?", cell), cell
+            assert cell in ("—", S.NOT_MEASURED) or re.fullmatch(
+                r"(≈ )?-?[\d.]+( \[-?[\d.]+, -?[\d.]+\])?( †)?", cell
+            ), cell
     # Rows in config order of targets and engines; a scheme without a point on a target says so, not "—".
     assert [r[2] for r in t.rows[:2]] == ["vllm", "vllm"]
     (row,) = [r for r in t.rows if r[1:6] == ["qwen36_27b", "sglang", "1", "on", "2.5"]]
@@ -354,18 +493,34 @@ def test_comparison_table_text_and_footnote(sch):
 
 # --- scheme × family × engine ------------------------------------------------------------------------------------
 
+
 def test_scheme_matrix_measured_unsupported_not_run(sch):
     m = S.scheme_matrix(sch.records, sch.config)
-    assert m.columns == ["scheme", "gated_deltanet · vllm", "gated_deltanet · sglang", "gqa · vllm", "gqa · sglang",
-                         "mla · vllm", "mla · sglang"]
+    assert m.columns == [
+        "scheme",
+        "gated_deltanet · vllm",
+        "gated_deltanet · sglang",
+        "gqa · vllm",
+        "gqa · sglang",
+        "mla · vllm",
+        "mla · sglang",
+    ]
     cell = {(r[0], c): (v, m.classes[i][j]) for i, r in enumerate(m.rows) for j, (c, v) in enumerate(zip(m.columns, r))}
     assert cell[("eagle3", "gqa · vllm")] == ("measured (qwen3_8b, qwen3_30b_a3b)", "m-measured")
     v, cls = cell[("mtp", "gqa · vllm")]
-    assert v == ("qwen3_8b: unsupported (Qwen3ForCausalLM has no MTP layers (num_nextn_predict_layers is 0)); "
-                 "qwen3_30b_a3b: measured") and cls == "m-unsupported"
+    assert (
+        v
+        == (
+            "qwen3_8b: unsupported (Qwen3ForCausalLM has no MTP layers (num_nextn_predict_layers is 0)); "
+            "qwen3_30b_a3b: measured"
+        )
+        and cls == "m-unsupported"
+    )
     assert cell[("dflash", "gated_deltanet · sglang")] == ("not run (qwen36_27b)", "m-not-run")
     assert cell[("dspark", "mla · sglang")] == (
-        "unsupported (glm47_flash): DSPARK does not support Glm4MoeLiteForCausalLM (MLA attention)", "m-unsupported")
+        "unsupported (glm47_flash): DSPARK does not support Glm4MoeLiteForCausalLM (MLA attention)",
+        "m-unsupported",
+    )
 
 
 def test_scheme_matrix_on_records_older_than_status(gpu):
@@ -383,24 +538,44 @@ def test_unsupported_list_counts_cells(sch):
 
 # --- the rendered report -------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def sch_html(sch, sch_figs, tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("sch-figures")
     F.export(list(sch_figs.values()), out, html=False)
     manifest, specs = F.read_manifest(out)
-    return R.render(R.ReportInputs(config=sch.config, config_hash="fixture0000hash", records=sch.records,
-                                   checks=sch.checks, curves=sch.curves, manifest=manifest, specs=specs,
-                                   summary=sch.summary, variance=sch.variance))
+    return R.render(
+        R.ReportInputs(
+            config=sch.config,
+            config_hash="fixture0000hash",
+            records=sch.records,
+            checks=sch.checks,
+            curves=sch.curves,
+            manifest=manifest,
+            specs=specs,
+            summary=sch.summary,
+            variance=sch.variance,
+        )
+    )
 
 
 def section(html: str, start: str, end: str) -> str:
-    return html[html.index(start):html.index(end)]
+    return html[html.index(start) : html.index(end)]
 
 
 def test_report_sections_in_order(sch_html):
-    order = ['<h2 id="figures">', '<h2 id="schemes">', 'data-axis="L"', 'data-axis="apv"', 'id="scheme-matrix"',
-             'id="unsupported-cells"', '<h2 id="engines">', '<h2 id="spread">', 'id="variance-budget"',
-             '<h2 id="tables">']
+    order = [
+        '<h2 id="figures">',
+        '<h2 id="schemes">',
+        'data-axis="L"',
+        'data-axis="apv"',
+        'id="scheme-matrix"',
+        'id="unsupported-cells"',
+        '<h2 id="engines">',
+        '<h2 id="spread">',
+        'id="variance-budget"',
+        '<h2 id="tables">',
+    ]
     at = [sch_html.index(x) for x in order]
     assert at == sorted(at)
 
@@ -416,7 +591,10 @@ def test_headline_cards_quote_only_supported_digits(sch, sch_html):
     words = N.saving_words(best["energy_ratio"], lo, hi)
     card = section(sch_html, 'data-headline="best"', 'data-headline="worst"')
     assert words in card and "[" in words
-    assert f"{best['engine']}, {best['model_pair']}, {best['scheme']} · {best['acceptance_name']}, B={best['batch_size']}" in card
+    assert (
+        f"{best['engine']}, {best['model_pair']}, {best['scheme']} · {best['acceptance_name']}, B={best['batch_size']}"
+        in card
+    )
     assert "2 windows × 2 seeds × 1 engine replicate on 2 GPUs; 95 % interval over seeds" in card
     # The digits: the saving's last digit sits where the interval's half-width starts.
     dec = N.interval_decimals((1 - hi) * 100, (1 - lo) * 100)
@@ -428,8 +606,17 @@ def test_report_without_summary_says_one_window_no_interval(gpu, tmp_path):
     figs = F.build_all(fi_of(gpu, summary=None))
     F.export(figs, tmp_path, html=False)
     manifest, specs = F.read_manifest(tmp_path)
-    html = R.render(R.ReportInputs(config=gpu.config, config_hash="x", records=gpu.records, checks=gpu.checks,
-                                   curves=gpu.curves, manifest=manifest, specs=specs))
+    html = R.render(
+        R.ReportInputs(
+            config=gpu.config,
+            config_hash="x",
+            records=gpu.records,
+            checks=gpu.checks,
+            curves=gpu.curves,
+            manifest=manifest,
+            specs=specs,
+        )
+    )
     assert "no energy ratio carries an interval (no summary table): one window, no interval" in html
     card = section(html, 'data-headline="best"', 'data-headline="worst"')
     assert "≈ " in card and "no interval" in card
@@ -473,8 +660,18 @@ def test_tables_from_before_wave_2_still_draw_and_render(gpu, tmp_path):
     assert f"{F.FAMILY_UNKNOWN} · qwen3b · vllm" in json.dumps(paper.spec(), ensure_ascii=False)
     F.export(figs, tmp_path, html=False)
     manifest, specs = F.read_manifest(tmp_path)
-    html = R.render(R.ReportInputs(config=gpu.config, config_hash="x", records=recs, checks=gpu.checks, curves=curves,
-                                   manifest=manifest, specs=specs, summary=gpu.summary))
+    html = R.render(
+        R.ReportInputs(
+            config=gpu.config,
+            config_hash="x",
+            records=recs,
+            checks=gpu.checks,
+            curves=curves,
+            manifest=manifest,
+            specs=specs,
+            summary=gpu.summary,
+        )
+    )
     assert "1 window(s) per cell (not recorded: records before wave 2)" in html
     assert f"{F.FAMILY_UNKNOWN} · vllm" in html and "measured (qwen3b)" in html
     assert "unsupported by their engine" not in html
@@ -551,8 +748,9 @@ def test_vllm_v1_draft_model_caveat_quotes_the_profile_and_names_the_other_arms_
     assert both.endswith(" Its other speculative arms here: eagle3 on Model Runner V1.")
     v2 = pl.read_parquet(root / "session-2026-12-01d" / "qwen3-8b" / "results" / "records.parquet")
     mixed = render._vllm_v1_draft_model(pl.concat([draft, gdn, v2], how="diagonal_relaxed"))
-    assert mixed.endswith(" Its other speculative arms here: dflash, dspark, eagle3 on Model Runner V2; eagle3 on Model Runner V1.")
-
+    assert mixed.endswith(
+        " Its other speculative arms here: dflash, dspark, eagle3 on Model Runner V2; eagle3 on Model Runner V1."
+    )
 
 
 def test_intervals_over_two_units_are_named_as_ranges_in_the_caveats(sch_html):
@@ -576,3 +774,40 @@ def test_intervals_over_two_units_are_named_as_ranges_in_the_caveats(sch_html):
         "276 of 276 configurations have their interval from two units (engine replicates, seeds): it is the range "
         "of the two" in sch_html
     )
+
+
+def test_sglang_draft_model_caveat_quotes_its_rounds_and_the_profile_against_vllms():
+    """Issue 17 item 6 on the second engine (ADR 0096 addenda 6 and 8): wherever SGLang's STANDALONE arm was
+    measured, the report says its round is host-bound too, with its measured rounds and busy fraction from the
+    records and the H200 profile's split, each number the committed one; records without such an arm get nothing."""
+    import polars as pl
+
+    from specjoule.report import render
+
+    root = Path(__file__).resolve().parent.parent / "validation" / "h200-2026-12"
+    recs = pl.read_parquet(root / "session-2026-12-04g" / "spread-sglang-r0" / "results" / "records.parquet")
+    text = render._sglang_draft_model(recs)
+    sglang = recs.filter(pl.col("engine") == "sglang")
+    arms, base = sglang.filter(pl.col("method") == "draft_model"), sglang.filter(pl.col("method") == "baseline")
+    assert text and text.startswith("SGLang 0.5.17's draft_model speculation (STANDALONE)")
+    rounds = arms["round_time_ms"]
+    assert (
+        f"rounds took {rounds.min():.1f}–{rounds.max():.1f} ms against a {base['round_time_ms'].median():.1f} ms"
+        in text
+    )
+    busy = arms["gpu_busy_fraction"]
+    assert f"the GPU busy {busy.min():.2f}–{busy.max():.2f} of those windows" in text
+    sglang_prof = pl.read_parquet(root / "session-2026-12-04e" / "rounds" / "rounds.parquet")
+    l3 = sglang_prof.filter(pl.col("configured_L") == 3.0).row(0, named=True)
+    assert f"{l3['gpu_ms_per_round']:.1f} ms of a {l3['round_ms_unprofiled']:.1f} ms round is GPU work" in text
+    assert f"about {l3['round_ms_unprofiled'] - l3['gpu_ms_per_round']:.1f} ms is the host's" in text
+    vllm_prof = pl.read_parquet(root / "session-2026-12-04d" / "rounds" / "rounds.parquet")
+    sync = vllm_prof.filter((pl.col("configured_L") == 3.0) & ~pl.col("async_scheduling")).row(0, named=True)
+    assert f"about {sync['round_ms_unprofiled'] - sync['gpu_ms_per_round']:.0f} ms on vLLM" in text
+    # the vLLM caveat is the vLLM arm's; records with no SGLang draft-model arm get no SGLang caveat
+    assert render._sglang_draft_model(recs.filter(pl.col("engine") == "vllm")) is None
+    assert render._sglang_draft_model(sglang.filter(pl.col("method") == "baseline")) is None
+    # an older record set without the busy fraction still gets the rounds
+    old = pl.read_parquet(root / "session-2026-12-01b" / "results" / "records.parquet")
+    old_text = render._sglang_draft_model(old)
+    assert old_text and "GPU busy" not in old_text and "ms baseline step." in old_text

@@ -1004,6 +1004,9 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
     v1_draft = _vllm_v1_draft_model(r)
     if v1_draft:
         out.append(Caveat("warn", v1_draft))
+    sglang_draft = _sglang_draft_model(r)
+    if sglang_draft:
+        out.append(Caveat("warn", sglang_draft))
     if c.get("device") == "cuda" and c.get("cuda_graphs") == [False]:
         out.append(
             Caveat(
@@ -1068,6 +1071,33 @@ def _vllm_v1_draft_model(r: pl.DataFrame) -> str | None:
         "B = 1, L = 3), 8.5 ms of a 40 ms round is GPU work and the rest is that drafter loop on the host, with "
         "either scheduling. These ratios measure vLLM 0.26's implementation of draft-model speculation as much as "
         f"the method.{_other_vllm_arms_words(r)}"
+    )
+
+
+def _sglang_draft_model(r: pl.DataFrame) -> str | None:
+    """SGLang's STANDALONE draft-model arm, the twin of the vLLM caveat (issue 17 item 6, ADR 0096 addendum 6): its
+    measured round against its baseline's step and the GPU's busy fraction, wherever such an arm was measured, and
+    the H200 profile's split of the round. The round is host-bound on SGLang too, with about a quarter of vLLM's host
+    time: the ratios still measure the engine's implementation as well as the method."""
+    arms = r.filter((pl.col("engine") == "sglang") & (pl.col("method") == "draft_model"))
+    if arms.height == 0:
+        return None
+    base = r.filter((pl.col("engine") == "sglang") & (pl.col("method") == "baseline"))
+    rounds, steps = arms["round_time_ms"].drop_nulls(), base["round_time_ms"].drop_nulls()
+    versions = ", ".join(sorted(set(arms["engine_version"].drop_nulls()))) if "engine_version" in arms.columns else ""
+    measured = (
+        f" Here its rounds took {rounds.min():.1f}–{rounds.max():.1f} ms against a {steps.median():.1f} ms "
+        f"baseline step{_busy_words(arms, base)}."
+        if rounds.len() and steps.len()
+        else ""
+    )
+    return (
+        f"SGLang{' ' + versions if versions else ''}'s draft_model speculation (STANDALONE) drafts with the small "
+        "model's kernels launched from Python, a few hundred a round beside one graph replay (ADR 0096, addendum 6)."
+        f"{measured} Profiled on an H200 with SGLang 0.5.17 (Qwen2.5-3B with a 0.5B draft, B = 1, L = 3), 8.6 ms of "
+        "a 16.2 ms round is GPU work, as on vLLM, and about 7.6 ms is the host's, against about 32 ms on vLLM 0.26's "
+        "synchronous path. These ratios measure SGLang's implementation of draft-model speculation as well as the "
+        "method, less so than vLLM's."
     )
 
 
