@@ -9,12 +9,20 @@
 # One invocation per family keeps a family's engine groups back to back (its baselines bracket only its own
 # points). A failed family does not stop the next (its records so far stay; --rerun-incomplete resumes it later).
 # env: GPUS (below), CALIBRATE=0 (skip the calibration), SNAKEMAKE_ARGS (added to each Snakemake call, e.g. "-n"
-# to see what each family would run), SITE_ENV (default /tmp/site/specjoule-env.sh, what install_bundle.sh wrote).
+# to see what each family would run), SITE_ENV (default /tmp/site/specjoule-env.sh, what install_bundle.sh wrote; the
+# SGLang site alone: /tmp/site-sglang/specjoule-env.sh, ADR 0235).
 set -uo pipefail
 config="${1:?CONFIG}"; shift
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck disable=SC1091
-source "${SITE_ENV:-/tmp/site/specjoule-env.sh}"
+site_env="${SITE_ENV:-/tmp/site/specjoule-env.sh}"
+# A missing site would leave the node's bare Python to fail later with an unrelated import error: say which file.
+if [ ! -f "$site_env" ]; then
+  echo "campaign: no site environment $site_env (SITE_ENV): install a bundle first (tools/device/install_bundle.sh);" \
+       "an SGLang-only session sets SITE_ENV=/tmp/site-sglang/specjoule-env.sh (ADR 0235)" >&2
+  exit 2
+fi
+# shellcheck disable=SC1090
+source "$site_env"
 export SPECJOULE_SGLANG_PYTHONPATH="${SPECJOULE_SGLANG_PYTHONPATH:-/tmp/site-sglang}" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 # No .git travels to the device: name the commit here (SPECJOULE_GIT_COMMIT=<sha> bash …) or records say "unknown".
 [ -n "${SPECJOULE_GIT_COMMIT:-}" ] || git rev-parse HEAD >/dev/null 2>&1 \

@@ -116,6 +116,24 @@ def test_campaign_sh_runs_every_family_in_plan_order_by_its_done_file(tmp_path, 
     assert "start" not in r.stdout
 
 
+def test_a_missing_site_environment_is_named_before_any_gpu_time(tmp_path):
+    """SITE_ENV naming no file (no bundle installed yet, or the SGLang site alone without SITE_ENV set) stops
+    campaign.sh at once with the file and the way out, before the calibration or any Snakemake run."""
+    missing = tmp_path / "site-sglang" / "specjoule-env.sh"
+    env = {**os.environ, "SITE_ENV": str(missing), "CALIBRATE": "1", "SPECJOULE_GIT_COMMIT": "test"}
+    r = subprocess.run(
+        ["bash", str(ROOT / "tools/device/campaign.sh"), str(SWEEP)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2, r.stderr
+    assert f"campaign: no site environment {missing} (SITE_ENV)" in r.stderr and "ADR 0235" in r.stderr
+    assert "calibrate" not in r.stdout and "start" not in r.stdout
+
+
 def test_a_failed_family_prints_its_engines_reason(tmp_path):
     """A family whose Snakemake run fails prints its engine logs' exceptions, root cause first, into campaign.sh's output,
     which the device's background log carries back on every poll. The log is a copy of the 2026-12-02c gemma-4
