@@ -67,7 +67,9 @@ def child(tables: Path, out: Path) -> dict:
         drawer.close()
     stages["figures_export"], cpu["figures_export"] = time.perf_counter() - t, time.process_time() - c
     t, c = time.perf_counter(), time.process_time()
-    manifest, specs = figures.read_manifest(out / "figures")
+    # As rule `report` reads them where the tree can: the specs' JSON text, inlined as it is (ADR 0237).
+    text = {"as_text": True} if "as_text" in inspect.signature(figures.read_manifest).parameters else {}
+    manifest, specs = figures.read_manifest(out / "figures", **text)
     handed_over = {}  # what rule `report` reads from the figures rule's output; absent in trees before it existed
     if hasattr(figures, "read_javascript_bundle"):
         handed_over["javascript_bundle"] = figures.read_javascript_bundle(out / "figures", manifest)
@@ -147,6 +149,9 @@ def main() -> None:
     ap.add_argument("--tree", action="append", default=[], help="another checkout to time beside this one")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument(
+        "--tables", help="a directory an earlier run's tables were kept in (made if absent): skips the analysis"
+    )
+    ap.add_argument(
         "--compare",
         action="store_true",
         help="compare every output file (figures, report) of each --tree with this tree's, run by run; fail if any differs",
@@ -160,7 +165,11 @@ def main() -> None:
     cpu: dict[Path, list[float]] = {t: [] for t in trees}
     wall: dict[Path, list[float]] = {t: [] for t in trees}
     with tempfile.TemporaryDirectory() as tmp:
-        tables = tables_for(Path(a.records), Path(tmp))
+        if a.tables and (Path(a.tables) / "config.json").is_file():
+            tables = Path(a.tables)
+        else:
+            Path(a.tables or tmp).mkdir(parents=True, exist_ok=True)
+            tables = tables_for(Path(a.records), Path(a.tables or tmp))
         differ = []
         for _ in range(a.repeat):
             outs = {}

@@ -1,5 +1,7 @@
-"""The SVGs drawn in a child process beside the specs' building (ADR 0237): every file, the manifest and the log
-the same as when this process draws them; a spec vl-convert cannot draw fails the export as it does in-process."""
+"""Figures + report faster, outputs unchanged (ADR 0237). The SVGs drawn in a child process beside the specs'
+building: every file, the manifest and the log the same as when this process draws them; a spec vl-convert cannot
+draw fails the export as it does in-process. The report inlining the specs' JSON text as export wrote it: the same
+report as from the parsed specs."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import polars as pl
 import pytest
 
 from specjoule.report import figures as F
+from specjoule.report import render as R
 
 
 def _files(root) -> dict[str, bytes]:
@@ -55,3 +58,23 @@ def test_a_spec_vl_convert_cannot_draw_fails_the_export_as_in_process(tmp_path):
         # The child goes on: a later spec is drawn.
         drawer.submit(F.static_view(good.spec()))
         assert drawer.take()[0].startswith("<svg")
+
+
+def test_the_report_from_the_specs_text_is_the_report_from_the_parsed_specs(gpu, gpu_figs, tmp_path):
+    # A spec with what JSON escapes or might not round-trip: a quote, "</script>", non-ASCII, a small float.
+    df = pl.DataFrame({"x": [1.0, 2.5e-7, 3.0], "y": [2.0, -0.0, 5.0], "label": ['a "b"', "</script>", "é ☃"]})
+    odd = alt.Chart(df).mark_point().encode(x="x:Q", y="y:Q", tooltip=["label:N"]).properties(title="t </b>")
+    F.export([*gpu_figs.values(), F.Figure("odd", "odd", "caption", chart=odd)], tmp_path, html=False)
+    manifest, parsed = F.read_manifest(tmp_path)
+    again, text = F.read_manifest(tmp_path, as_text=True)
+    assert again == manifest and set(text) == set(parsed) and "odd" in text
+    assert all(isinstance(t, str) and json.loads(t) == parsed[n] for n, t in text.items())
+
+    def report(specs: dict) -> str:
+        return R.render(R.ReportInputs(config=gpu.config, config_hash="fixture0000hash", records=gpu.records,
+                                       checks=gpu.checks, curves=gpu.curves, manifest=manifest, specs=specs,
+                                       summary=gpu.summary, generated_at="2026-12-04T00:00:00+00:00",
+                                       javascript_bundle="/* bundle */"))
+
+    html = report(text)
+    assert html == report(parsed) and "<\\/script>" in html

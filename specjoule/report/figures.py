@@ -2523,11 +2523,13 @@ def read_javascript_bundle(figdir: str | Path, manifest: dict) -> str | None:
     return path.read_text() or None
 
 
-def read_manifest(figdir: str | Path) -> tuple[dict, dict[str, dict]]:
-    """The manifest and the drawn figures' specs, for the report."""
+def read_manifest(figdir: str | Path, *, as_text: bool = False) -> tuple[dict, dict[str, Any]]:
+    """The manifest and the drawn figures' specs, for the report. ``as_text``: each spec as the JSON text export
+    wrote (``json.dumps(spec, separators=(",", ":"))``), which the report inlines as it is instead of parsing
+    2-3 MB a figure and dumping it again to the same characters (ADR 0237)."""
     figdir = Path(figdir)
     manifest = json.loads((figdir / "figures.json").read_text())
-    specs = {
-        f["name"]: json.loads((figdir / f"{f['name']}.vl.json").read_text()) for f in manifest["figures"] if f["drawn"]
-    }
+    specs = {f["name"]: (figdir / f"{f['name']}.vl.json").read_text() for f in manifest["figures"] if f["drawn"]}
+    if not as_text:
+        specs = {name: json.loads(text) for name, text in specs.items()}
     return manifest, specs
