@@ -1,6 +1,7 @@
 """Rule `figures`: results/figures/ (per figure .vl.json, .svg, interactive .html, .png where asked,
 the HTMLs' JavaScript bundle for rule `report`, and figures.json) from the analysis tables. Thin: the figures live in specjoule.report.figures."""
 
+import contextlib
 import logging
 import time
 
@@ -15,8 +16,8 @@ def main(smk) -> None:  # smk: the Snakemake script object
     )
     log = logging.getLogger("figures")
     # The SVGs are drawn in a child process beside the figures' specs; it starts V8 while the tables are read and
-    # the figures built (ADR 0237).
-    with figures.StaticDrawer() as drawer:
+    # the figures built (ADR 0237). With one core (Snakemake's --cores 1) they are drawn here.
+    with figures.StaticDrawer() if smk.threads > 1 else contextlib.nullcontext() as drawer:
         t0 = time.perf_counter()
         records = pl.read_parquet(smk.input.records)
         curves = pl.read_parquet(smk.input.curves)
