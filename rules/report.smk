@@ -33,6 +33,8 @@ rule figures:
     localrule: True
     conda:
         "../envs/analysis.yaml"
+    # The SVGs are drawn in a child process beside the specs (ADR 0237): two cores; with one, in-process.
+    threads: 2
     params:
         config=CONFIG,
         timelines=get_timeline_list,

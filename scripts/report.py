@@ -15,7 +15,8 @@ def main(smk) -> None:  # smk: the Snakemake script object
     )
     log = logging.getLogger("report")
     t0 = time.perf_counter()
-    manifest, specs = figures.read_manifest(smk.input.figures)
+    # The specs' JSON text, inlined as it is (ADR 0237).
+    manifest, specs = figures.read_manifest(smk.input.figures, as_text=True)
     summary_paths = list(smk.input.get("summary", []))
     variance_paths = list(smk.input.get("variance", []))
     crossover_paths = list(smk.input.get("crossover", []))

@@ -2333,6 +2333,90 @@ def offline_html(spec: dict, bundle: str) -> str:
     return parts[0] + '    <script type="text/javascript">' + bundle + "</script>\n" + parts[1]
 
 
+class StaticDrawer:
+    """vl-convert's SVG drawing in a child process (``specjoule.report.vlc_worker``), so that it runs on the
+    second core while this process builds the next figure's spec (ADR 0237). vl-convert holds the GIL for a whole
+    conversion, so a thread would not overlap them. Start it before building the figures: the child starts V8 and
+    loads Vega-Lite meanwhile. Specs are drawn one at a time, in the order submitted, and answered in that order;
+    the SVGs are vl-convert's (the child is handed the same dict). Use as a context manager, or call close()."""
+
+    def __init__(self, vl_version: str = VEGALITE_VERSION) -> None:
+        import queue
+        import subprocess
+        import sys
+        import threading
+
+        root = str(Path(__file__).resolve().parents[2])  # the directory holding the specjoule package
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "specjoule.report.vlc_worker", vl_version],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        self._answers: queue.Queue[Any] = queue.Queue()
+        self._submitted = 0
+        # Answers are read as they come, so a child writing a large SVG never waits on a parent writing a spec.
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        from specjoule.report.vlc_worker import read_frame
+
+        assert self._proc.stdout is not None
+        while True:
+            try:
+                self._answers.put(read_frame(self._proc.stdout))
+            except EOFError:
+                self._answers.put(None)
+                return
+
+    def submit(self, spec: dict) -> None:
+        """Queue ``spec`` (a Vega-Lite dict) to be drawn."""
+        from specjoule.report.vlc_worker import write_frame
+
+        assert self._proc.stdin is not None
+        write_frame(self._proc.stdin, spec)
+        self._submitted += 1
+
+    def ready(self) -> bool:
+        """Whether the next answer has come (take() would not wait)."""
+        return not self._answers.empty()
+
+    def take(self) -> tuple[str, float]:
+        """The next submitted spec's SVG and the child's seconds on it; raises ValueError as vl-convert does if
+        the spec could not be drawn."""
+        if not self._submitted:
+            raise RuntimeError("StaticDrawer.take: nothing submitted")
+        answer = self._answers.get()
+        self._submitted -= 1
+        if answer is None:
+            self._answers.put(None)
+            raise RuntimeError(f"the vl-convert child process ended (exit status {self._proc.wait()})")
+        if answer[0] == "error":
+            raise ValueError(answer[1])
+        return answer[1], answer[2]
+
+    def close(self) -> None:
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            try:
+                self._proc.stdin.close()  # the child stops at the end of its input
+            except BrokenPipeError:
+                pass
+        try:
+            self._proc.wait(timeout=30)
+        except Exception:
+            self._proc.kill()
+            self._proc.wait()
+        self._reader.join(timeout=5)
+
+    def __enter__(self) -> StaticDrawer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def export(
     figures: Sequence[Figure],
     outdir: str | Path,
@@ -2341,10 +2425,13 @@ def export(
     html: bool = True,
     log: Callable[[str], None] = lambda _: None,
     bundle_cache: str | Path | None = None,
+    drawer: StaticDrawer | None = None,
 ) -> dict:
     """Write ``<name>.vl.json`` (spec), ``.svg`` for every figure, ``.html`` (self-contained,
     interactive) for drawn ones, ``.png`` for the names in ``png``, the HTMLs' JavaScript bundle for the
-    report (``JS_BUNDLE_FILE``); and ``figures.json``. ``bundle_cache``: see javascript_bundle."""
+    report (``JS_BUNDLE_FILE``); and ``figures.json``. ``bundle_cache``: see javascript_bundle. ``drawer``: the
+    SVGs are drawn there, beside the next spec's building (ADR 0237); the files, the manifest's layout and the
+    log's lines and their order are the same as without."""
     import time
 
     import vl_convert as vlc
@@ -2353,31 +2440,20 @@ def export(
     outdir.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"vega_lite_version": VEGALITE_VERSION, "figures": []}
     bundle: str | None = None  # compiled (or read) once, at the first HTML
-    for fig in figures:
-        entry: dict[str, Any] = {
-            "name": fig.name,
-            "title": fig.title,
-            "caption": fig.caption,
-            "drawn": fig.drawn,
-            "reason": fig.reason,
-            "files": [],
-            "export_s": {},
-        }
+    # Figures begun (spec, .vl.json, HTML) but not finished (SVG, PNG, manifest entry, log line), in order: with
+    # a drawer a figure is finished when its SVG has come back, and always after the figures before it.
+    begun: list[tuple[Figure, dict[str, Any], dict[str, Any]]] = []
+
+    def finish(fig: Figure, entry: dict[str, Any], done: dict[str, Any]) -> None:
         if fig.drawn:
-            spec = fig.spec()
-            (outdir / f"{fig.name}.vl.json").write_text(json.dumps(spec, separators=(",", ":")))
-            entry["files"].append(f"{fig.name}.vl.json")
-            t0 = time.perf_counter()
-            svg = vlc.vegalite_to_svg(static_view(spec), vl_version=VEGALITE_VERSION)
+            if "svg" not in done:
+                done["svg"], done["svg_s"] = drawer.take()  # type: ignore[union-attr]  # only with a drawer
+            svg = done["svg"]
             (outdir / f"{fig.name}.svg").write_text(svg)
-            entry["export_s"]["svg"] = round(time.perf_counter() - t0, 3)
-            entry["files"].append(f"{fig.name}.svg")
-            if html:
-                t0 = time.perf_counter()
-                if bundle is None:
-                    bundle = javascript_bundle(bundle_cache)
-                (outdir / f"{fig.name}.html").write_text(offline_html(spec, bundle))
-                entry["export_s"]["html"] = round(time.perf_counter() - t0, 3)
+            entry["export_s"]["svg"] = round(done["svg_s"], 3)
+            entry["files"] += [f"{fig.name}.vl.json", f"{fig.name}.svg"]
+            if "html_s" in done:
+                entry["export_s"]["html"] = round(done["html_s"], 3)
                 entry["files"].append(f"{fig.name}.html")
             if fig.name in png:
                 t0 = time.perf_counter()
@@ -2392,6 +2468,40 @@ def export(
             entry["files"].append(f"{fig.name}.svg")
             log(f"{fig.name}: not drawn — {fig.reason}")
         manifest["figures"].append(entry)
+
+    def finish_ready(wait: bool) -> None:
+        while begun and (wait or not begun[0][0].drawn or drawer is None or drawer.ready()):
+            finish(*begun.pop(0))
+
+    for fig in figures:
+        entry: dict[str, Any] = {
+            "name": fig.name,
+            "title": fig.title,
+            "caption": fig.caption,
+            "drawn": fig.drawn,
+            "reason": fig.reason,
+            "files": [],
+            "export_s": {},
+        }
+        done: dict[str, Any] = {}
+        if fig.drawn:
+            spec = fig.spec()
+            (outdir / f"{fig.name}.vl.json").write_text(json.dumps(spec, separators=(",", ":")))
+            if drawer is None:
+                t0 = time.perf_counter()
+                done["svg"] = vlc.vegalite_to_svg(static_view(spec), vl_version=VEGALITE_VERSION)
+                done["svg_s"] = time.perf_counter() - t0
+            else:
+                drawer.submit(static_view(spec))
+            if html:
+                t0 = time.perf_counter()
+                if bundle is None:
+                    bundle = javascript_bundle(bundle_cache)
+                (outdir / f"{fig.name}.html").write_text(offline_html(spec, bundle))
+                done["html_s"] = time.perf_counter() - t0
+        begun.append((fig, entry, done))
+        finish_ready(wait=False)
+    finish_ready(wait=True)
     if bundle is not None:
         # The Vega/Vega-Lite/vega-embed bundle the HTMLs inline: written beside them so the report, another
         # process, inlines it without compiling it again (2-3 s of CPU).
@@ -2413,11 +2523,13 @@ def read_javascript_bundle(figdir: str | Path, manifest: dict) -> str | None:
     return path.read_text() or None
 
 
-def read_manifest(figdir: str | Path) -> tuple[dict, dict[str, dict]]:
-    """The manifest and the drawn figures' specs, for the report."""
+def read_manifest(figdir: str | Path, *, as_text: bool = False) -> tuple[dict, dict[str, Any]]:
+    """The manifest and the drawn figures' specs, for the report. ``as_text``: each spec as the JSON text export
+    wrote (``json.dumps(spec, separators=(",", ":"))``), which the report inlines as it is instead of parsing
+    2-3 MB a figure and dumping it again to the same characters (ADR 0237)."""
     figdir = Path(figdir)
     manifest = json.loads((figdir / "figures.json").read_text())
-    specs = {
-        f["name"]: json.loads((figdir / f"{f['name']}.vl.json").read_text()) for f in manifest["figures"] if f["drawn"]
-    }
+    specs = {f["name"]: (figdir / f"{f['name']}.vl.json").read_text() for f in manifest["figures"] if f["drawn"]}
+    if not as_text:
+        specs = {name: json.loads(text) for name, text in specs.items()}
     return manifest, specs

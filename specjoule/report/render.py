@@ -14,7 +14,7 @@ import datetime as dt
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -46,7 +46,7 @@ class ReportInputs:
     checks: pl.DataFrame
     curves: pl.DataFrame
     manifest: dict
-    specs: dict[str, dict]
+    specs: Mapping[str, dict | str]  # a str: the spec's JSON text as figures.export wrote it (read_manifest as_text)
     summary: pl.DataFrame | None = None
     variance: pl.DataFrame | None = None  # results/variance.parquet, when the workflow writes it
     crossover: pl.DataFrame | None = None  # results/crossover.parquet (rule roofline), when the workflow writes it
@@ -1168,8 +1168,9 @@ def javascript_bundle(vl_version: str = figs.VEGALITE_VERSION, prebuilt: str | N
 
 
 def _script_json(obj: Any) -> str:
-    # Inside <script type="application/json">, only "</" can end the element early.
-    return json.dumps(obj, separators=(",", ":")).replace("</", "<\\/")
+    # Inside <script type="application/json">, only "</" can end the element early. A str is JSON text already
+    # dumped with these separators (a spec as figures.export wrote it, ADR 0237): the same characters.
+    return (obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))).replace("</", "<\\/")
 
 
 def headline_ratios(inp: ReportInputs) -> tuple[tuple[str, str, str] | None, tuple[str, str, str] | None]:
