@@ -2365,26 +2365,34 @@ def test_1204f_replicate_1_is_whole_on_one_board_and_the_verdict_is_the_readme_s
     assert f"({starts[0]:.1f}, {starts[1]:.1f} and {starts[2]:.1f} s)" in readme
 
 
+def _assert_two_unit_ratio_row(
+    session: Path, g: pl.DataFrame, records: pl.DataFrame, B: int, L: float, level: str, windows: int
+) -> None:
+    """One (B, L) row of a spread session's ratio table, from its curve rows ``g`` (one per window): the interval is
+    over the two units of ``level`` (engine replicates or seeds), each unit its paired ratio of means (ADR 0081), so
+    with two units they are the interval's ends; then the README's line, windows' range and round beside it."""
+    r = g.row(0, named=True)
+    assert r["interval_level"] == level and r["energy_ratio_n"] == 2 and g.height == windows
+    unit = {
+        key: u["mj_per_committed_token"].sum() / u["baseline_window_mj_per_committed_token"].sum()
+        for (key,), u in g.group_by(level)
+    }
+    assert sorted(unit.values()) == pytest.approx([r["energy_ratio_ci_low"], r["energy_ratio_ci_high"]], rel=1e-3)
+    pts = records.filter((pl.col("batch_size") == B) & (pl.col("configured_L") == L) & (pl.col("role") == "point"))
+    base_step = records.filter((pl.col("batch_size") == B) & (pl.col("role") != "point"))["round_time_ms"].mean()
+    assert _readme_line_in(session, f"| {B} | {L:.0f} | ") == (
+        f"| {B} | {L:.0f} | {r['energy_ratio_mean']:.3f}× [{r['energy_ratio_ci_low']:.3f}, "
+        f"{r['energy_ratio_ci_high']:.3f}] | {unit[0]:.3f}× / {unit[1]:.3f}× "
+        f"| {g['energy_ratio'].min():.3f}–{g['energy_ratio'].max():.3f} "
+        f"| {pts['round_time_ms'].min():.1f}–{pts['round_time_ms'].max():.1f} / {base_step:.2f} ms |"
+    )
+
+
 def test_1204f_ratio_table_is_the_curves_over_two_engine_replicates():
     curves = pl.read_parquet(SPREAD_1204F / "results" / "curves.parquet").filter(pl.col("method") != "baseline")
     records = pl.read_parquet(SPREAD_1204F / "results" / "records.parquet")
     for (B, L), g in curves.group_by("batch_size", "configured_L"):
-        r = g.row(0, named=True)
-        assert r["interval_level"] == "engine_replicate" and r["energy_ratio_n"] == 2 and g.height == 8
-        # each replicate's unit is its paired ratio of means (ADR 0081); with two units they are the interval
-        unit = {
-            rep: u["mj_per_committed_token"].sum() / u["baseline_window_mj_per_committed_token"].sum()
-            for (rep,), u in g.group_by("engine_replicate")
-        }
-        assert sorted(unit.values()) == pytest.approx([r["energy_ratio_ci_low"], r["energy_ratio_ci_high"]], rel=1e-3)
-        pts = records.filter((pl.col("batch_size") == B) & (pl.col("configured_L") == L) & (pl.col("role") == "point"))
-        base_step = records.filter((pl.col("batch_size") == B) & (pl.col("role") != "point"))["round_time_ms"].mean()
-        assert _readme_line_in(SESSION_1204F, f"| {B} | {L:.0f} | ") == (
-            f"| {B} | {L:.0f} | {r['energy_ratio_mean']:.3f}× [{r['energy_ratio_ci_low']:.3f}, "
-            f"{r['energy_ratio_ci_high']:.3f}] | {unit[0]:.3f}× / {unit[1]:.3f}× "
-            f"| {g['energy_ratio'].min():.3f}–{g['energy_ratio'].max():.3f} "
-            f"| {pts['round_time_ms'].min():.1f}–{pts['round_time_ms'].max():.1f} / {base_step:.2f} ms |"
-        )
+        _assert_two_unit_ratio_row(SESSION_1204F, g, records, B, L, level="engine_replicate", windows=8)
     b1l6 = curves.filter((pl.col("batch_size") == 1) & (pl.col("configured_L") == 6)).row(0, named=True)
     b32l6 = curves.filter((pl.col("batch_size") == 32) & (pl.col("configured_L") == 6)).row(0, named=True)
     assert b1l6["energy_ratio_ci_high"] < 1 < b32l6["energy_ratio_ci_low"]  # pays at B 1, not at B 32
@@ -2560,21 +2568,7 @@ def test_1204g_ratio_table_is_the_curves_over_two_seeds_and_the_round_explains_t
     )
     records = _sglang_1204g(pl.read_parquet(SPREAD_1204G / "results" / "records.parquet"))
     for (B, L), g in curves.group_by("batch_size", "configured_L"):
-        r = g.row(0, named=True)
-        assert r["interval_level"] == "seed" and r["energy_ratio_n"] == 2 and g.height == 4
-        unit = {
-            seed: u["mj_per_committed_token"].sum() / u["baseline_window_mj_per_committed_token"].sum()
-            for (seed,), u in g.group_by("seed")
-        }
-        assert sorted(unit.values()) == pytest.approx([r["energy_ratio_ci_low"], r["energy_ratio_ci_high"]], rel=1e-3)
-        pts = records.filter((pl.col("batch_size") == B) & (pl.col("configured_L") == L) & (pl.col("role") == "point"))
-        base_step = records.filter((pl.col("batch_size") == B) & (pl.col("role") != "point"))["round_time_ms"].mean()
-        assert _readme_line_in(SESSION_1204G, f"| {B} | {L:.0f} | ") == (
-            f"| {B} | {L:.0f} | {r['energy_ratio_mean']:.3f}× [{r['energy_ratio_ci_low']:.3f}, "
-            f"{r['energy_ratio_ci_high']:.3f}] | {unit[0]:.3f}× / {unit[1]:.3f}× "
-            f"| {g['energy_ratio'].min():.3f}–{g['energy_ratio'].max():.3f} "
-            f"| {pts['round_time_ms'].min():.1f}–{pts['round_time_ms'].max():.1f} / {base_step:.2f} ms |"
-        )
+        _assert_two_unit_ratio_row(SESSION_1204G, g, records, B, L, level="seed", windows=4)
         # L 6 pays and L 3 costs, at both batch sizes, every window
         if L == 6:
             assert g["energy_ratio"].max() < 1
