@@ -2403,20 +2403,23 @@ def test_1204f_ratio_table_is_the_curves_over_two_engine_replicates():
     assert all(marked[(1, L)] == ["baseline_drift"] and marked[(32, L)] == [] for L in (1.0, 3.0, 6.0))
 
 
-def test_1204f_the_round_time_explains_the_window_spread_and_the_boards_cancel_in_the_ratio():
-    pts = (
-        pl.read_parquet(SPREAD_1204F / "results" / "curves.parquet")
-        .filter(pl.col("method") != "baseline")
-        .with_columns(
-            (pl.col(c).log() - pl.col(c).log().mean().over("batch_size", "configured_L")).alias(f"d_{c}")
-            for c in ("energy_ratio", "round_time_ms")
-        )
+def _round_regression(curves: pl.DataFrame) -> tuple[int, float, float]:
+    """Within each (B, L), ln(energy ratio) against ln(round time), both centred on the configuration's mean: the
+    number of windows, the correlation and the slope (ADR 0096 addenda 7 and 8)."""
+    pts = curves.with_columns(
+        (pl.col(c).log() - pl.col(c).log().mean().over("batch_size", "configured_L")).alias(f"d_{c}")
+        for c in ("energy_ratio", "round_time_ms")
     )
     x, y = pts["d_round_time_ms"].to_numpy(), pts["d_energy_ratio"].to_numpy()
-    corr = float(np.corrcoef(x, y)[0, 1])
-    slope = float(np.polyfit(x, y, 1)[0])
+    return len(x), float(np.corrcoef(x, y)[0, 1]), float(np.polyfit(x, y, 1)[0])
+
+
+def test_1204f_the_round_time_explains_the_window_spread_and_the_boards_cancel_in_the_ratio():
+    n, corr, slope = _round_regression(
+        pl.read_parquet(SPREAD_1204F / "results" / "curves.parquet").filter(pl.col("method") != "baseline")
+    )
     readme = _readme_text(SESSION_1204F)
-    assert len(x) == 48 and corr**2 > 0.8 and 0 < slope < 1
+    assert n == 48 and corr**2 > 0.8 and 0 < slope < 1
     assert f"**{100 * corr**2:.0f} %** of the variance" in readme
     assert f"(48 windows; correlation {corr:.2f}, slope {slope:.2f})" in readme
     adr = " ".join((ROOT / "docs" / "adr" / "0096-why-a-vllm-draft-model-round-takes-30-ms.md").read_text().split())
@@ -2574,15 +2577,9 @@ def test_1204g_ratio_table_is_the_curves_over_two_seeds_and_the_round_explains_t
             assert g["energy_ratio"].max() < 1
         if L == 3:
             assert g["energy_ratio"].min() > 1
-    pts = curves.with_columns(
-        (pl.col(c).log() - pl.col(c).log().mean().over("batch_size", "configured_L")).alias(f"d_{c}")
-        for c in ("energy_ratio", "round_time_ms")
-    )
-    x, y = pts["d_round_time_ms"].to_numpy(), pts["d_energy_ratio"].to_numpy()
-    corr = float(np.corrcoef(x, y)[0, 1])
-    slope = float(np.polyfit(x, y, 1)[0])
+    n, corr, slope = _round_regression(curves)
     readme = _readme_text(SESSION_1204G)
-    assert len(x) == 24 and corr**2 > 0.8 and 0 < slope < 1
+    assert n == 24 and corr**2 > 0.8 and 0 < slope < 1
     assert f"explains **{100 * corr**2:.0f} %** of the variance" in readme
     assert f"(24 windows; correlation {corr:.2f}, slope {slope:.2f})" in readme
     adr = " ".join((ROOT / "docs" / "adr" / "0096-why-a-vllm-draft-model-round-takes-30-ms.md").read_text().split())
