@@ -2442,20 +2442,27 @@ def test_1204f_the_round_time_explains_the_window_spread_and_the_boards_cancel_i
     assert f"ratio is {-100 * ref['shift'].max():.0f}–{-100 * ref['shift'].min():.0f} % below today's" in readme
 
 
-def test_1204f_variance_budget_and_the_0928_vs_0759_shift_are_the_readme_s():
-    table = pl.read_parquet(SPREAD_1204F / "results" / "variance.parquet")
-    ratio = table.filter((pl.col("family") == "vllm-qwen3b-closed-cg1") & (pl.col("metric") == "energy_ratio"))
+def _budget_table_is_the_readme_s(session: Path, folder: Path, family: str) -> dict[str, dict]:
+    """A spread session's variance budget (energy ratio) by component, each of the README's four rows checked
+    against it (share and CV); returns the components for the session's own assertions."""
+    table = pl.read_parquet(folder / "results" / "variance.parquet")
+    ratio = table.filter((pl.col("family") == family) & (pl.col("metric") == "energy_ratio"))
     comp = {r["component"]: r for r in ratio.iter_rows(named=True)}
-    assert comp["total"]["n_observations"] == 54 and "board" in comp["board"]["includes"]
-    readme = _readme_text(SESSION_1204F)
     for name, label in (
         ("board", "| board (includes run and engine restart"),
         ("seed", "| seed |"),
         ("window", "| window |"),
         ("total", "| total |"),
     ):
-        line = _readme_line_in(SESSION_1204F, label)
+        line = _readme_line_in(session, label)
         assert line.endswith(f"| {comp[name]['share']:.0%} | {comp[name]['cv_percent']:.1f} % |".replace("%", " %", 1))
+    return comp
+
+
+def test_1204f_variance_budget_and_the_0928_vs_0759_shift_are_the_readme_s():
+    comp = _budget_table_is_the_readme_s(SESSION_1204F, SPREAD_1204F, "vllm-qwen3b-closed-cg1")
+    assert comp["total"]["n_observations"] == 54 and "board" in comp["board"]["includes"]
+    readme = _readme_text(SESSION_1204F)
     assert comp["window"]["share"] > comp["board"]["share"] > comp["seed"]["share"]  # windows first, then boards
     board, window, total = comp["board"]["variance"], comp["window"]["variance"], comp["total"]["variance"]
     mean_sd = (board / 2 + window / 8) ** 0.5
@@ -2608,18 +2615,8 @@ def test_1204g_ratio_table_is_the_curves_over_two_seeds_and_the_round_explains_t
 
 
 def test_1204g_sglang_variance_budget_and_the_reference_comparison_are_the_readme_s():
-    table = pl.read_parquet(SPREAD_1204G / "results" / "variance.parquet")
-    ratio = table.filter((pl.col("family") == "sglang-qwen3b-closed-cg1") & (pl.col("metric") == "energy_ratio"))
-    comp = {r["component"]: r for r in ratio.iter_rows(named=True)}
+    comp = _budget_table_is_the_readme_s(SESSION_1204G, SPREAD_1204G, "sglang-qwen3b-closed-cg1")
     assert comp["total"]["n_observations"] == 30 and "engine_restart" in comp["board"]["includes"]
-    for name, label in (
-        ("board", "| board (includes run and engine restart"),
-        ("seed", "| seed |"),
-        ("window", "| window |"),
-        ("total", "| total |"),
-    ):
-        line = _readme_line_in(SESSION_1204G, label)
-        assert line.endswith(f"| {comp[name]['share']:.0%} | {comp[name]['cv_percent']:.1f} % |".replace("%", " %", 1))
     readme = _readme_text(SESSION_1204G)
     board, window, total = comp["board"]["variance"], comp["window"]["variance"], comp["total"]["variance"]
     mean_sd = (board / 1 + window / 4) ** 0.5
