@@ -95,6 +95,42 @@ def test_duplicate_inside_a_list_item(tmp_path):
     assert pytest.raises(config.ConfigError, config.read_yaml, f).value.key == "items[0].a"
 
 
+# Every YAML the project reads as a config (shipped examples, past runs' configs, evidence copies).
+CONFIG_YAMLS = sorted({*REPO.glob("config/*.yaml"), *REPO.glob("validation/**/*.yaml")})
+
+
+def test_libyaml_parses_every_config_the_project_ships_as_pyyaml_does(monkeypatch):
+    """read_yaml parses with libyaml (ADR 0238); PyYAML's own parser must give every shipped config the same data,
+    the same types (1 and 1.0, "1" and 1, yes and "yes") and the same key order."""
+    from specjoule import configfile
+
+    assert configfile._COMPOSER is yaml.CSafeLoader, "PyYAML without libyaml: the fast path is not taken here"
+    assert len(CONFIG_YAMLS) > 40, CONFIG_YAMLS
+    fast = {f: config.read_yaml(f) for f in CONFIG_YAMLS}
+    monkeypatch.setattr(configfile, "_COMPOSER", yaml.SafeLoader)
+    for f in CONFIG_YAMLS:
+        slow = config.read_yaml(f)
+        assert repr(fast[f]) == repr(slow), f
+
+
+@pytest.mark.parametrize("composer", ["libyaml", "pyyaml"])
+def test_a_duplicate_key_and_a_syntax_error_read_the_same_through_either_parser(tmp_path, monkeypatch, composer):
+    from specjoule import configfile
+
+    monkeypatch.setattr(configfile, "_COMPOSER", yaml.CSafeLoader if composer == "libyaml" else yaml.SafeLoader)
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("schemes:\n  ngram: {method: ngram, k: 3}\n  ngram: {method: ngram, k: 4}\n")
+    err = pytest.raises(config.ConfigError, config.read_yaml, dup).value
+    assert (err.key, err.value) == ("schemes.ngram", {"method": "ngram", "k": 4})
+    assert "(line 3; also at line 2)" in str(err)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nseeds: [0, 1\nbatch_sizes: [4]\n")
+    msg = str(pytest.raises(config.ConfigError, config.read_yaml, bad).value)
+    # PyYAML's words and place, whichever parser read the file first.
+    assert f"YAML syntax error in {bad} line 3, column 12: expected ',' or ']', but got ':'" in msg, msg
+    assert "while parsing a flow sequence that starts at line 2" in msg, msg
+
+
 def test_snakemake_cli_reports_duplicate_and_syntax_errors_before_planning(tmp_path):
     """`snakemake -n --configfile` (the profile's pre-check): our message, exit 1, no planning."""
     good = yaml.safe_dump(DEMO, sort_keys=False)

@@ -155,6 +155,43 @@ def test_composed_figure_validates_every_distinct_panel():
     assert len(bad.to_dict(validate=False)["concat"]) == 6
 
 
+def test_a_valid_shape_is_checked_once_and_an_invalid_one_every_time(monkeypatch):
+    """A spec's shape found valid is not checked again in the process (ADR 0238): the same figure under other
+    titles, subtitles and data is one check; another mark is another; an invalid spec raises on every draw."""
+    checked: list[str] = []
+    real = F._TOP_LEVEL_SPECS["concat"]
+
+    class Counting:
+        @staticmethod
+        def validate(views):
+            checked.append(json.dumps(views, sort_keys=True))
+            return real.validate(views)
+
+    monkeypatch.setitem(F._TOP_LEVEL_SPECS, "concat", Counting)
+    monkeypatch.setattr(F, "_VALID_SHAPES", set())
+    slicer = F.Slicer([], [], None, [])
+
+    def figure(title: str, mark: str = "point", **props: object) -> F.ComposedChart:
+        values = [1.0 + len(title), 2.0]
+        data = pl.DataFrame({"x": values, "y": [v * 2 for v in values]})
+        chart = F.alt.Chart(data).encode(x=F.alt.X("x:Q"), y=F.alt.Y("y:Q"))
+        chart = chart.mark_point() if mark == "point" else chart.mark_line()
+        panels = [F.alt.layer(chart, title=f"{title} {i}", **props) for i in range(2)]
+        return F.ComposedChart(panels, slicer, title, [f"sub {title}", "grid"])
+
+    first = figure("pair a").to_dict()
+    again = figure("pair a").to_dict()
+    assert first == again and len(checked) == 1
+    figure("another pair, other rows").to_dict()
+    assert len(checked) == 1  # titles and data names are any string: the same shape
+    figure("pair a", mark="line").to_dict()
+    assert len(checked) == 2
+    for _ in range(2):
+        with pytest.raises(Exception, match="very tall"):
+            figure("pair a", height="very tall").to_dict()
+    assert len(checked) == 4  # checked, and raised, both times
+
+
 def test_distinct_views_keep_one_view_per_shape():
     view = {"data": {"name": "data-a"}, "mark": "point", "title": "pair a"}
     same_shape = {"data": {"name": "data-b"}, "mark": "point", "title": "pair b"}

@@ -597,12 +597,46 @@ class ComposedChart:
             body["params"] = [p.param.to_dict() for p in self.slicer.params]
         body["config"] = {"legend": {"orient": "right"}, "view": {"strokeOpacity": 0.4}}
         if validate:  # what Chart.to_dict(validate=True) checks: the spec, not the datasets
-            _TOP_LEVEL_SPECS[next((k for k in _TOP_LEVEL_SPECS if k in body), "unit")].validate(_distinct_views(body))
+            _validate_once(body)
         spec = alt.utils.update_nested(alt.theme.get()(), body, copy=True)
         spec["$schema"] = alt.SCHEMA_URL
         if context["datasets"]:
             spec["datasets"] = context["datasets"]
         return spec
+
+
+# The shapes (_validation_key) of the specs this process found valid: a figure drawn again, or another of the same
+# shape under other titles and data names, is not checked again. A check is jsonschema over Vega-Lite's whole schema,
+# about 35 ms a figure of the test reports, which draw the same figures many times (ADR 0238).
+_VALID_SHAPES: set[str] = set()
+
+
+def _is_text(value: Any) -> bool:
+    """Vega-Lite's Text: a string or a list of strings (a title's text and subtitle)."""
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+
+
+def _validation_key(views: dict) -> str:
+    """The spec's shape for validation: _view_shape, with the top-level title's text and subtitle blanked too
+    (any Text is valid there, as any string is for a data name or a view's title)."""
+    title = views.get("title")
+    if isinstance(title, dict):
+        views = {
+            **views,
+            "title": {k: "" if k in ("text", "subtitle") and _is_text(v) else v for k, v in title.items()},
+        }
+    return _view_shape(views)
+
+
+def _validate_once(body: dict) -> None:
+    """Check the composed spec against its top-level schema (raises on an invalid spec), once per shape: a valid
+    shape is remembered, an invalid one is checked, and raises, every time."""
+    views = _distinct_views(body)
+    key = _validation_key(views)
+    if key in _VALID_SHAPES:
+        return
+    _TOP_LEVEL_SPECS[next((k for k in _TOP_LEVEL_SPECS if k in body), "unit")].validate(views)
+    _VALID_SHAPES.add(key)
 
 
 def _blank_names(view: Any) -> Any:
