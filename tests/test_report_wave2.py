@@ -55,6 +55,18 @@ def one(df: pl.DataFrame, **eq) -> pl.DataFrame:
     return df
 
 
+def graphs_on(engine: str, model_pair: str, scheme: str, acceptance_name: str, batch_size: int) -> dict:
+    """The selection of one schemes-fixture configuration with CUDA graphs on, for ``one``."""
+    return dict(
+        engine=engine,
+        model_pair=model_pair,
+        scheme=scheme,
+        acceptance_name=acceptance_name,
+        batch_size=batch_size,
+        cuda_graphs=True,
+    )
+
+
 def unit_span(rows: pl.DataFrame, metric: str, level: str) -> tuple[float, float]:
     """min–max of the per-unit means at a replicate level (what the fixture's summary says its interval is)."""
     u = rows.group_by(level).agg(pl.col(metric).mean())[metric]
@@ -85,24 +97,8 @@ def datasets(spec: dict) -> list[dict]:
 def test_point_stats_takes_the_summary_interval_of_the_highest_level(sch):
     pts = fi_of(sch).points
     st = SP.point_stats(pts, CONFIG, ["energy_ratio", "mj_per_committed_token"], sch.summary)
-    row = one(
-        st,
-        engine="vllm",
-        model_pair="qwen3_8b",
-        scheme="eagle3",
-        acceptance_name="L2_5",
-        batch_size=1,
-        cuda_graphs=True,
-    ).row(0, named=True)
-    rows = one(
-        sch.curves,
-        engine="vllm",
-        model_pair="qwen3_8b",
-        scheme="eagle3",
-        acceptance_name="L2_5",
-        batch_size=1,
-        cuda_graphs=True,
-    )
+    row = one(st, **graphs_on("vllm", "qwen3_8b", "eagle3", "L2_5", 1)).row(0, named=True)
+    rows = one(sch.curves, **graphs_on("vllm", "qwen3_8b", "eagle3", "L2_5", 1))
     assert rows.height == 8  # 2 windows × 2 seeds × 2 engine replicates
     lo, hi = unit_span(rows, "energy_ratio", "engine_replicate")
     assert row["energy_ratio"] == pytest.approx(rows["energy_ratio"].mean(), rel=1e-12)
@@ -114,24 +110,8 @@ def test_point_stats_takes_the_summary_interval_of_the_highest_level(sch):
     assert (row["n_windows"], row["n_seeds"], row["n_engine_replicates"], row["n_gpus"]) == (2, 2, 2, 2)
     assert row["support"] == "2 windows × 2 seeds × 2 engine replicates on 2 GPUs; 95 % interval over engine replicates"
     # Without a second engine replicate the interval resamples seeds.
-    row = one(
-        st,
-        engine="sglang",
-        model_pair="qwen3_8b",
-        scheme="eagle3",
-        acceptance_name="L2_5",
-        batch_size=1,
-        cuda_graphs=True,
-    ).row(0, named=True)
-    rows = one(
-        sch.curves,
-        engine="sglang",
-        model_pair="qwen3_8b",
-        scheme="eagle3",
-        acceptance_name="L2_5",
-        batch_size=1,
-        cuda_graphs=True,
-    )
+    row = one(st, **graphs_on("sglang", "qwen3_8b", "eagle3", "L2_5", 1)).row(0, named=True)
+    rows = one(sch.curves, **graphs_on("sglang", "qwen3_8b", "eagle3", "L2_5", 1))
     assert row["interval_level"] == "seed"
     assert row["energy_ratio_lo"] == pytest.approx(unit_span(rows, "energy_ratio", "seed")[0], rel=1e-12)
 
@@ -140,24 +120,8 @@ def test_a_group_with_fewer_replicates_than_its_summary_row_gets_no_interval(sch
     # Leave out engine replicate 1: the summary's interval is over rows the figure would not show.
     pts = fi_of(sch).points.filter(pl.col("engine_replicate") == 0)
     st = SP.point_stats(pts, CONFIG, ["energy_ratio"], sch.summary)
-    row = one(
-        st,
-        engine="vllm",
-        model_pair="qwen3_8b",
-        scheme="eagle3",
-        acceptance_name="L2_5",
-        batch_size=1,
-        cuda_graphs=True,
-    ).row(0, named=True)
-    rows = one(
-        pts,
-        engine="vllm",
-        model_pair="qwen3_8b",
-        scheme="eagle3",
-        acceptance_name="L2_5",
-        batch_size=1,
-        cuda_graphs=True,
-    )
+    row = one(st, **graphs_on("vllm", "qwen3_8b", "eagle3", "L2_5", 1)).row(0, named=True)
+    rows = one(pts, **graphs_on("vllm", "qwen3_8b", "eagle3", "L2_5", 1))
     assert row["energy_ratio_band"] == "range" and row["interval_level"] is None
     assert (row["energy_ratio_lo"], row["energy_ratio_hi"]) == (rows["energy_ratio"].min(), rows["energy_ratio"].max())
     assert row["support"].endswith("no interval (whiskers: min–max of replicates)")
@@ -183,24 +147,8 @@ def test_derived_values_take_the_interval_through_their_map(sch):
         ["saving_pct", "accepted_per_verification"],
         sch.summary.drop([c for c in sch.summary.columns if c.startswith("accepted_per_verification_")]),
     )
-    row = one(
-        st,
-        engine="vllm",
-        model_pair="glm47_flash",
-        scheme="dflash",
-        acceptance_name="L4",
-        batch_size=32,
-        cuda_graphs=True,
-    ).row(0, named=True)
-    s = one(
-        sch.summary,
-        engine="vllm",
-        model_pair="glm47_flash",
-        scheme="dflash",
-        acceptance_name="L4",
-        batch_size=32,
-        cuda_graphs=True,
-    ).row(0, named=True)
+    row = one(st, **graphs_on("vllm", "glm47_flash", "dflash", "L4", 32)).row(0, named=True)
+    s = one(sch.summary, **graphs_on("vllm", "glm47_flash", "dflash", "L4", 32)).row(0, named=True)
     # A saving's ends swap; accepted per pass is realized L − 1 when the summary has no column of its own.
     assert row["saving_pct_lo"] == pytest.approx((1 - s["energy_ratio_ci_high"]) * 100, rel=1e-12)
     assert row["saving_pct_hi"] == pytest.approx((1 - s["energy_ratio_ci_low"]) * 100, rel=1e-12)
@@ -269,15 +217,7 @@ def test_paper_figure_points_band_and_tooltips(sch, sch_figs):
         and r["sel_batch_size"] == "B=1"
         and r["sel_cuda_graphs"] == "on"
     ]
-    cur = one(
-        sch.curves,
-        engine="vllm",
-        model_pair="qwen3_8b",
-        scheme="dflash",
-        acceptance_name="L4",
-        batch_size=1,
-        cuda_graphs=True,
-    )
+    cur = one(sch.curves, **graphs_on("vllm", "qwen3_8b", "dflash", "L4", 1))
     lo, hi = unit_span(cur, "mj_per_committed_token", "engine_replicate")
     assert pt["mj_per_committed_token"] == pytest.approx(cur["mj_per_committed_token"].mean(), rel=1e-5)
     assert (pt["mj_per_committed_token_lo"], pt["mj_per_committed_token_hi"]) == (
@@ -286,15 +226,7 @@ def test_paper_figure_points_band_and_tooltips(sch, sch_figs):
     )
     assert pt["accepted_per_verification"] == pytest.approx(cur["accepted_per_verification"].mean(), rel=1e-5)
     # The per-pass quantities, from the records: a block drafter verifies its whole block (k = 7 → 8 wide).
-    recs = one(
-        sch.records,
-        engine="vllm",
-        model_pair="qwen3_8b",
-        scheme="dflash",
-        acceptance_name="L4",
-        batch_size=1,
-        cuda_graphs=True,
-    ).filter(pl.col("status") == "measured")
+    recs = one(sch.records, **graphs_on("vllm", "qwen3_8b", "dflash", "L4", 1)).filter(pl.col("status") == "measured")
     assert pt["verify_width"] == pytest.approx(8.0)
     assert pt["draft_passes_per_round"] == 1
     assert pt["drafted_per_committed"] == pytest.approx(
