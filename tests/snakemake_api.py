@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -25,6 +26,27 @@ def profile_rerun_triggers() -> frozenset:
 
     profile = yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())
     return frozenset(RerunTrigger.parse_choice(t) for t in profile["rerun-triggers"])
+
+
+# Snakemake's touch executor sleeps 0.1 s before touching each job's outputs so that their mtimes follow the job
+# order; a demo grid's touch run was ~2 s of sleep, ~8 s of test-fast's idle worker time over its six runs. 20 ms
+# still orders them: more than two ticks of a coarse (100 Hz) file-time clock, and equal mtimes would not be "newer"
+# anyway (the mtime trigger compares strictly). Snakemake's own executor still runs; only its pause is shorter.
+TOUCH_PAUSE_S = 0.02
+
+
+@contextmanager
+def _touch_pause(seconds: float | None):
+    """Snakemake's touch executor with its pause between jobs set to ``seconds`` (None: unchanged) while planning."""
+    from snakemake.executors.touch import Executor
+
+    before = Executor.SLEEPING_TIME
+    if seconds is not None:
+        Executor.SLEEPING_TIME = seconds
+    try:
+        yield
+    finally:
+        Executor.SLEEPING_TIME = before
 
 
 def plan(workdir: Path, configfile: Path, *, pseudo_executor: str = "dryrun", targets=None,
@@ -51,7 +73,8 @@ def plan(workdir: Path, configfile: Path, *, pseudo_executor: str = "dryrun", ta
         if pseudo_executor is None:
             dag_api.execute_workflow(executor="local")
         else:
-            dag_api.execute_workflow(executor="local", pseudo_executor=pseudo_executor)
+            with _touch_pause(TOUCH_PAUSE_S if pseudo_executor == "touch" else None):
+                dag_api.execute_workflow(executor="local", pseudo_executor=pseudo_executor)
         jobs = list(wapi._workflow.dag.needrun_jobs(exclude_finished=False))
         group_jobs = [(str(j.shellcmd), list(j.params.records)) for j in jobs
                       if j.rule.name == "run_cell" and "records" in j.params.keys()]

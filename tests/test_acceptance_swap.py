@@ -12,7 +12,6 @@ import re
 import types
 
 import pytest
-import torch
 
 from specjoule import cells, config, records
 from specjoule.engines import EngineError, proc
@@ -81,6 +80,7 @@ def test_swapped_arms_keep_their_own_vectors_order_and_unswappable_cells_keep_th
 def _worker(rates: list[float], k: int = 3):
     """A stand-in with the attribute layout of vLLM's GPU worker (model_runner.rejection_sampler), holding
     a real tensor as vLLM builds it."""
+    import torch  # here, not at the top: every worker collects this file, one runs this (1.5 s import)
     from vllm.v1.spec_decode.utils import unconditional_to_conditional_rates
 
     tensor = torch.tensor(unconditional_to_conditional_rates(rates), dtype=torch.float32)

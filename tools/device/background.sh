@@ -40,7 +40,8 @@ case "$cmd" in
     # No job of that name here means a fresh machine (the last one was released): say so at once rather than
     # wait out the limit on held device time (2026-12-03: 400 s lost that way).
     [ -f "$state/started" ] || { echo "background: no job $name on this machine (a fresh one?): nothing to wait for" >&2; exit 4; }
-    while [ ! -f "$state/rc" ] && [ $(( $(date +%s) - t0 )) -lt "$limit" ]; do sleep 5; done
+    # Looked for every second: a job that ends returns the call (and the held device time) within a second.
+    while [ ! -f "$state/rc" ] && [ $(( $(date +%s) - t0 )) -lt "$limit" ]; do sleep 1; done
     tail -n 40 "$state/log" || true
     if [ -f "$state/rc" ]; then echo "background: $name finished rc=$(cat "$state/rc") after $(( $(date +%s) - $(cat "$state/started") )) s"
     else echo "background: $name still running after $(( $(date +%s) - $(cat "$state/started") )) s"; fi
