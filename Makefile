@@ -75,7 +75,8 @@ lint: venv
 	$(LINT_STEPS)
 
 # The tiers (issue 22). FAST (make test-fast) has no engine, SLURM or browser; it runs on TEST_WORKERS processes
-# (pytest-xdist, tests handed out one by one; its times, and how much this host moves them, in the README).
+# (pytest-xdist, one file per worker, longest first, the files that import vLLM in-process on one worker: ADR 0239;
+# its times, and how much this host moves them, in the README).
 # `make test` runs in two phases, with the SLURM tests in a process of their own beside both (ADR 0218, 0220). Phase 1:
 # every test that starts no engine (FAST, the browser) on TEST_WORKERS processes, one file per worker (--dist
 # loadfile). Phase 2: the tests that start real engines, on TEST_WORKERS processes too (ADR 0198): an engine start is
@@ -116,7 +117,7 @@ test: venv system-deps
 test-fast: venv
 	status=0; lint_log=$$(mktemp); \
 	( set -x; $(LINT_STEPS) ) > $$lint_log 2>&1 & lint_pid=$$!; \
-	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) -m "$(FAST)" --durations=10 || status=$$?; \
+	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m "$(FAST)" --durations=10 || status=$$?; \
 	wait $$lint_pid || status=$$?; echo "--- lint (make lint), beside the tests:"; cat $$lint_log; rm -f $$lint_log; \
 	exit $$status
 

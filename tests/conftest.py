@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import subprocess
 import sys
@@ -36,9 +37,56 @@ SESSION_FIXTURE_GROUPS = {
 }
 
 
-def _scope_of_file(path: str) -> str:
-    """The xdist scope of a test file: the first fixture group that lists it (demo_run's group holds
-    draft_group_run's files too), else the file itself."""
+# In a run of no engine test (`make test-fast`, phase 1 of `make test`) the files whose tests import vLLM in this
+# process share a worker instead: the import is 4-7 core-s and about 6,000 modules a process, whose teardown also
+# holds up the run's end (ADR 0239). Found in the sources (in_process_vllm_files), so the group cannot go stale.
+IN_PROCESS_VLLM_SCOPE = "in-process-vllm"
+# specjoule's functions that import vLLM in the caller's process (probe: what it can do; the acceptance swap)
+VLLM_IMPORTING_CALLS = frozenset({"probe", "swap_synthetic_rates"})
+ENGINE_MARKS = frozenset({"pytest.mark.engine", "pytest.mark.engine_alone"})
+
+
+def imports_vllm_outside_engine_tests(source: str) -> bool:
+    """A test file's source has a function (test, helper or fixture) that is not an engine test and imports vLLM
+    or calls one of VLLM_IMPORTING_CALLS; a file marked engine as a whole has none."""
+    import ast
+
+    tree = ast.parse(source)
+    if any(isinstance(n, ast.Assign) and any(ast.unparse(t) == "pytestmark" for t in n.targets)
+           and "pytest.mark.engine" in ast.unparse(n.value) for n in tree.body):
+        return False
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef) or {ast.unparse(d) for d in node.decorator_list} & ENGINE_MARKS:
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.ImportFrom) and (inner.module or "").split(".")[0] == "vllm":
+                return True
+            if isinstance(inner, ast.Import) and any(a.name.split(".")[0] == "vllm" for a in inner.names):
+                return True
+            if isinstance(inner, ast.Call) and ast.unparse(inner.func).rsplit(".", 1)[-1] in VLLM_IMPORTING_CALLS:
+                return True
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def in_process_vllm_files() -> frozenset[str]:
+    """The test files (repository-relative) whose tests outside the engine tier import vLLM in-process."""
+    paths = sorted((REPO / "tests").glob("test_*.py")) + sorted((REPO / "tools" / "tests").glob("test_*.py"))
+    return frozenset(p.relative_to(REPO).as_posix() for p in paths if imports_vllm_outside_engine_tests(p.read_text()))
+
+
+def runs_engine_tests(markexpr: str | None) -> bool:
+    """False when the -m expression deselects every engine test: ``not engine`` is one of its top-level and-terms."""
+    terms = [t.strip() for t in (markexpr or "").replace("(", " ").replace(")", " ").split(" and ")]
+    return "not engine" not in terms or " or " in (markexpr or "")
+
+
+def _scope_of_file(path: str, engines: bool = True) -> str:
+    """The xdist scope of a test file: in a run without engine tests, the in-process vLLM scope for the files
+    that import it; else the first fixture group that lists it (demo_run's group holds draft_group_run's files
+    too), else the file itself."""
+    if not engines and path in in_process_vllm_files():
+        return IN_PROCESS_VLLM_SCOPE
     for fixture, files in SESSION_FIXTURE_GROUPS.items():
         if path in files:
             return f"session-fixture:{fixture}"
@@ -72,15 +120,17 @@ def _next_scope(scopes) -> str:
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadfile, with the files of one session fixture as one scope (see SESSION_FIXTURE_GROUPS), the
-    longest scopes first (LONGEST_SCOPES_S)."""
+    """--dist loadfile, with the files of one session fixture as one scope (see SESSION_FIXTURE_GROUPS; in a run
+    without engine tests, in_process_vllm_files() instead), the longest scopes first (LONGEST_SCOPES_S)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
+    engines = runs_engine_tests(config.getoption("markexpr", None))
+
     class SessionFixtureScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return _scope_of_file(super()._split_scope(nodeid))
+            return _scope_of_file(super()._split_scope(nodeid), engines)
 
         def _assign_work_unit(self, node) -> None:
             self.workqueue.move_to_end(_next_scope(self.workqueue), last=False)

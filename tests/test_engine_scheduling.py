@@ -43,6 +43,45 @@ def test_modules_of_no_session_fixture_are_scheduled_as_files():
     assert len(scopes) == 1
 
 
+def _makefile_fast_expression() -> str:
+    line = next(x for x in (REPO / "Makefile").read_text().splitlines() if x.startswith("FAST :="))
+    return line.split(":=", 1)[1].strip()
+
+
+def test_the_tiers_mark_expressions_say_whether_engine_tests_run():
+    assert _makefile_fast_expression() == "not engine and not slurm and not browser"
+    for expr in (_makefile_fast_expression(), "not engine and not slurm", "not slurm and not engine"):
+        assert not conftest.runs_engine_tests(expr), expr
+    for expr in ("engine and not slurm", "slurm", "", None, "not engine or slurm", "not engine_alone"):
+        assert conftest.runs_engine_tests(expr), expr
+
+
+def test_without_engine_tests_the_in_process_vllm_files_share_one_scope():
+    files = conftest.in_process_vllm_files()
+    # the two that import it where this machine runs them (test_engine_faults: vLLM's probe; the swap: its rates)
+    assert {"tests/test_acceptance_swap.py", "tests/test_engine_faults.py"} <= files
+    assert {conftest._scope_of_file(f, engines=False) for f in files} == {conftest.IN_PROCESS_VLLM_SCOPE}
+    # with engine tests each stays where its session fixture (or its own file) puts it
+    assert conftest._scope_of_file("tests/test_acceptance_swap.py") == "session-fixture:demo_run"
+    assert conftest._scope_of_file("tests/test_engine_faults.py") == "tests/test_engine_faults.py"
+    assert conftest._scope_of_file("tests/test_loop_cpu.py", engines=False) == "tests/test_loop_cpu.py"
+    assert "tests/test_loop_cpu.py" not in files  # all its tests are engine tests (pytestmark)
+
+
+@pytest.mark.parametrize(("source", "imports"), [
+    ("def test_a():\n    import vllm\n", True),
+    ("def helper():\n    from vllm.config import speculative\n", True),
+    ("def test_a():\n    info = probe()\n", True),
+    ("def test_a():\n    V.swap_synthetic_rates(w, r)\n", True),
+    ("@pytest.mark.engine\ndef test_a():\n    import vllm\n", False),
+    ("import pytest\npytestmark = pytest.mark.engine\ndef test_a():\n    import vllm\n", False),
+    ("from specjoule.engines import vllm as V\ndef test_a():\n    V.engine_kwargs(s)\n", False),
+    ("def test_a():\n    import vllm_like\n", False),
+])
+def test_a_file_imports_vllm_outside_engine_tests_when_its_source_says_so(source, imports):
+    assert conftest.imports_vllm_outside_engine_tests(source) is imports
+
+
 def test_the_longest_scopes_are_handed_out_first_then_xdist_order():
     queue = ["tests/test_a.py", "tests/test_faults.py", "tests/test_b.py", "session-fixture:demo_run",
              "tests/test_slurm_e2e.py"]
