@@ -81,6 +81,9 @@ def test_server_never_ready_fails_within_timeout_and_writes_nothing(tmp_path, mo
     # benchmark: what the test pins is the error above and that nothing of the group is left.
     assert elapsed < 2 + 10 + 60, elapsed
     assert not rec.exists() and not tl.exists()
+    # The fake had set SIGTERM aside before the ready timeout (it prints this after), so the group outlived the
+    # SIGTERM and the grace, and SIGKILL ended it: the path this test is about was taken.
+    assert "fault injector: never-ready server on" in log.read_text()
     pgids = _pgids(log)
     assert len(pgids) == 1
     assert proc.group_members(pgids[0]) == []  # the fake and its SIGTERM-ignoring grandchild are gone
