@@ -58,7 +58,7 @@ def test_the_tiers_mark_expressions_say_whether_engine_tests_run():
 
 def test_without_engine_tests_the_in_process_vllm_files_share_one_scope():
     files = conftest.in_process_vllm_files()
-    # the two that import it where this machine runs them (test_engine_faults: vLLM's probe; the swap: its rates)
+    # two that import it on this machine, each its own way (test_engine_faults: vLLM's probe; the swap: its rates)
     assert {"tests/test_acceptance_swap.py", "tests/test_engine_faults.py"} <= files
     assert {conftest._scope_of_file(f, engines=False) for f in files} == {conftest.IN_PROCESS_VLLM_SCOPE}
     # with engine tests each stays where its session fixture (or its own file) puts it
