@@ -1,4 +1,5 @@
-"""A killed engine group leaves no POSIX shared memory behind (specjoule.engines.proc.kill_group).
+"""A killed engine group leaves no POSIX shared memory behind, and is waited for until it has exited
+(specjoule.engines.proc.kill_group; ADR 0195 and its addendum).
 
 Real parts: a Python process in its own session creates a multiprocessing shared-memory segment, which starts
 multiprocessing's resource tracker in the same process group, exactly as vLLM's EngineCore does. The fault injected
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -78,3 +81,63 @@ def test_a_group_that_ends_on_sigterm_is_cleaned_by_its_own_tracker():
     with _group(ENDS_ON_SIGTERM) as (child, path):
         assert proc.kill_group(child.pid, grace_s=5.0) == []
         assert not os.path.exists(path)
+
+
+@contextlib.contextmanager
+def _slow_exit(monkeypatch, pid: int, for_s: float):
+    """The injected fault, named so: ``slow_exit_members`` keeps listing ``pid`` in its group for ``for_s`` after
+    SIGKILL, as /proc listed a CPU vLLM EngineCore for more than 5 s on 2026-12-05 (a loaded 2-core host, another
+    engine starting beside it). A real process cannot be made to take long over its exit on demand."""
+    real_members, real_killpg = proc.group_members, os.killpg
+    killed_at: list[float] = []
+
+    def killpg(pgid, sig):
+        if sig == signal.SIGKILL:
+            killed_at.append(time.monotonic())
+        real_killpg(pgid, sig)
+
+    def slow_exit_members(pgid):
+        members = real_members(pgid)
+        if killed_at and time.monotonic() - killed_at[0] < for_s and pid not in members:
+            members = [*members, pid]
+        return members
+
+    monkeypatch.setattr(proc.os, "killpg", killpg)
+    monkeypatch.setattr(proc, "group_members", slow_exit_members)
+    yield killed_at
+
+
+def test_sigkill_waits_for_a_group_that_exits_slowly(monkeypatch, caplog):
+    """The 2026-12-05 case with the default wait: listed 5.5 s after SIGKILL (the wait was 5 s then)."""
+    with _group(HANGS_ON_SIGTERM) as (child, path):
+        with _slow_exit(monkeypatch, child.pid, for_s=5.5) as killed_at, caplog.at_level("WARNING", "specjoule.engine"):
+            assert proc.kill_group(child.pid, grace_s=0.1) == []
+            assert time.monotonic() - killed_at[0] >= 5.5  # it waited for the exit, not just for the signal
+        assert any(re.search(r"emptied 5\.\d s after SIGKILL", r.getMessage()) for r in caplog.records)
+        assert not os.path.exists(path)
+
+
+def test_a_survivor_is_reported_with_its_state(monkeypatch, caplog):
+    """Past the wait the group's survivors are returned, and end_group's log line says what each was doing."""
+    with _group(HANGS_ON_SIGTERM) as (child, path):
+        with _slow_exit(monkeypatch, child.pid, for_s=60):
+            monkeypatch.setattr(proc, "KILL_WAIT_S", 0.5)
+            with caplog.at_level("ERROR", logger="specjoule.engine"):
+                assert proc.end_group(child, child.pid, grace_s=0.1) == [child.pid]
+    (line,) = [r.getMessage() for r in caplog.records if "survived SIGKILL" in r.getMessage()]
+    assert "survived SIGKILL (0.5 s after it)" in line, line
+    assert re.search(rf"pid {child.pid} \((gone|state \w, wchan [^)]*\): .*)", line), line
+
+
+def test_describe_names_a_live_process_state_and_command():
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        deadline = time.monotonic() + 5
+        while "state S" not in proc.describe(sleeper.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        text = proc.describe(sleeper.pid)
+        assert text.startswith(f"pid {sleeper.pid} (state S, wchan ") and text.endswith("): sleep 30"), text
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert proc.describe(sleeper.pid) == f"pid {sleeper.pid} (gone)"

@@ -121,21 +121,47 @@ def remove_orphaned_segments(segments: set[str]) -> list[str]:
     return removed
 
 
-def kill_group(pgid: int, grace_s: float = 5.0) -> list[int]:
-    """SIGTERM the group, wait up to ``grace_s``, SIGKILL what is left. Returns survivors (should be []).
+# How long a SIGKILLed group may take to empty. SIGKILL cannot be caught, but a process still has to exit (unmap its
+# memory, close its files) before /proc stops listing it: on 2026-12-05 a CPU vLLM EngineCore was still listed 5 s
+# after SIGKILL on this 2-core host while another engine started beside it, and its cell reported a survivor that
+# died moments later. The wait ends as soon as the group is empty, so only a slow exit pays for it.
+KILL_WAIT_S = 20.0
+SLOW_EXIT_S = 5.0  # an exit slower than this is logged with its time
+
+
+def describe(pid: int) -> str:
+    """``pid N (state S, wchan W): cmdline`` — what a survivor was doing, for the log."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        state = stat[stat.rfind(")") + 2 :].split()[0]
+    except OSError:
+        return f"pid {pid} (gone)"
+    try:
+        wchan = Path(f"/proc/{pid}/wchan").read_text().strip() or "-"
+    except OSError:
+        wchan = "?"
+    return f"pid {pid} (state {state}, wchan {wchan}): {cmdline(pid) or '?'}"
+
+
+def kill_group(pgid: int, grace_s: float = 5.0, kill_wait_s: float | None = None) -> list[int]:
+    """SIGTERM the group, wait up to ``grace_s``, SIGKILL what is left and wait up to ``kill_wait_s`` for it to
+    exit (``KILL_WAIT_S`` when None). Returns survivors (should be []).
 
     Shared-memory segments the group held are unlinked once it is gone, where no other process holds them."""
     segments = shm_segments(group_members(pgid))
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+    kill_wait_s = KILL_WAIT_S if kill_wait_s is None else kill_wait_s
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:
             break
         except PermissionError:
             pass
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
+        sent = time.monotonic()
+        while time.monotonic() < sent + wait_s:
             if not group_members(pgid):
+                if sig == signal.SIGKILL and time.monotonic() - sent > SLOW_EXIT_S:
+                    log.warning("engine: process group %d emptied %.1f s after SIGKILL", pgid, time.monotonic() - sent)
                 remove_orphaned_segments(segments)
                 return []
             time.sleep(0.1)
@@ -154,7 +180,13 @@ def end_group(leader: subprocess.Popen, pgid: int, grace_s: float, what: str = "
     except subprocess.TimeoutExpired:
         pass
     if survivors:
-        log.error("engine: %sprocess group %d survived SIGKILL: %s", what, pgid, survivors)
+        log.error(
+            "engine: %sprocess group %d survived SIGKILL (%g s after it): %s",
+            what,
+            pgid,
+            KILL_WAIT_S,
+            "; ".join(describe(pid) for pid in survivors),
+        )
     else:
         log.info("engine: %sstopped (process group %d empty)", what, pgid)
     return survivors
