@@ -102,9 +102,10 @@ def _slow_exit(monkeypatch, pid: int, for_s: float):
             members = [*members, pid]
         return members
 
-    monkeypatch.setattr(proc.os, "killpg", killpg)
-    monkeypatch.setattr(proc, "group_members", slow_exit_members)
-    yield killed_at
+    with monkeypatch.context() as patch:  # undone when the block ends, before the group's own cleanup
+        patch.setattr(proc.os, "killpg", killpg)
+        patch.setattr(proc, "group_members", slow_exit_members)
+        yield killed_at
 
 
 def test_sigkill_waits_for_a_group_that_exits_slowly(monkeypatch, caplog):
@@ -120,8 +121,8 @@ def test_sigkill_waits_for_a_group_that_exits_slowly(monkeypatch, caplog):
 def test_a_survivor_is_reported_with_its_state(monkeypatch, caplog):
     """Past the wait the group's survivors are returned, and end_group's log line says what each was doing."""
     with _group(HANGS_ON_SIGTERM) as (child, path):
-        with _slow_exit(monkeypatch, child.pid, for_s=60):
-            monkeypatch.setattr(proc, "KILL_WAIT_S", 0.5)
+        with _slow_exit(monkeypatch, child.pid, for_s=60), monkeypatch.context() as patch:
+            patch.setattr(proc, "KILL_WAIT_S", 0.5)
             with caplog.at_level("ERROR", logger="specjoule.engine"):
                 assert proc.end_group(child, child.pid, grace_s=0.1) == [child.pid]
     (line,) = [r.getMessage() for r in caplog.records if "survived SIGKILL" in r.getMessage()]
