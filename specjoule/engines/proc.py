@@ -15,19 +15,24 @@ from pathlib import Path
 log = logging.getLogger("specjoule.engine")
 
 
+def _stat_after_comm(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (state, ppid, pgrp, ...), or None when the process is gone.
+    The name may hold spaces and parentheses: split after the last ')'."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()
+
+
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes whose process group is ``pgid``, read from /proc."""
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid pgrp ... — comm may hold spaces and parentheses: split after the last ')'
-        rest = stat[stat.rfind(")") + 2 :].split()
-        if len(rest) >= 3 and rest[0] != "Z" and int(rest[2]) == pgid:
+        rest = _stat_after_comm(int(entry.name))
+        if rest is not None and len(rest) >= 3 and rest[0] != "Z" and int(rest[2]) == pgid:
             out.append(int(entry.name))
     return out
 
@@ -41,11 +46,8 @@ def cmdline(pid: int) -> str:
 
 def alive(pid: int) -> bool:
     """Running and not a zombie (a killed child stays a zombie until its parent reaps it)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2 :].split()[0] != "Z"
+    rest = _stat_after_comm(pid)
+    return rest is not None and rest[0] != "Z"
 
 
 class GroupWatch:
@@ -131,26 +133,23 @@ SLOW_EXIT_S = 5.0  # an exit slower than this is logged with its time
 
 def describe(pid: int) -> str:
     """``pid N (state S, wchan W): cmdline`` — what a survivor was doing, for the log."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        state = stat[stat.rfind(")") + 2 :].split()[0]
-    except OSError:
+    rest = _stat_after_comm(pid)
+    if rest is None:
         return f"pid {pid} (gone)"
     try:
         wchan = Path(f"/proc/{pid}/wchan").read_text().strip() or "-"
     except OSError:
         wchan = "?"
-    return f"pid {pid} (state {state}, wchan {wchan}): {cmdline(pid) or '?'}"
+    return f"pid {pid} (state {rest[0]}, wchan {wchan}): {cmdline(pid) or '?'}"
 
 
-def kill_group(pgid: int, grace_s: float = 5.0, kill_wait_s: float | None = None) -> list[int]:
-    """SIGTERM the group, wait up to ``grace_s``, SIGKILL what is left and wait up to ``kill_wait_s`` for it to
-    exit (``KILL_WAIT_S`` when None). Returns survivors (should be []).
+def kill_group(pgid: int, grace_s: float = 5.0) -> list[int]:
+    """SIGTERM the group, wait up to ``grace_s``, SIGKILL what is left and wait up to ``KILL_WAIT_S`` for it to
+    exit. Returns survivors (should be []).
 
     Shared-memory segments the group held are unlinked once it is gone, where no other process holds them."""
     segments = shm_segments(group_members(pgid))
-    kill_wait_s = KILL_WAIT_S if kill_wait_s is None else kill_wait_s
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, kill_wait_s)):
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, KILL_WAIT_S)):
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:
