@@ -266,3 +266,12 @@ def test_a_long_test_lets_a_waiting_timed_block_run_between_its_parts(tmp_path, 
         t0 = time.monotonic()
         conftest.engine_yield()  # nobody waits: the hold is taken back at once
         assert time.monotonic() - t0 < 1
+
+
+def test_property_tests_have_no_deadline_on_a_loaded_host():
+    """A property test's example may take longer than Hypothesis's 200 ms default under load; time is none of their
+    properties (conftest's profile), so no example fails for it."""
+    from hypothesis import settings
+
+    assert settings().deadline is None
+    assert settings.get_profile(conftest.HYPOTHESIS_PROFILE).deadline is None
