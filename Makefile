@@ -79,8 +79,8 @@ lint: venv
 # its times, and how much this host moves them, in the README).
 # `make test` runs in two phases, with the SLURM tests in a process of their own beside both (ADR 0218, 0220). Phase 1:
 # every test that starts no engine (FAST, the browser) on TEST_WORKERS processes, one file per worker (--dist
-# loadfile). Phase 2: the tests that start real engines, on TEST_WORKERS processes too (ADR 0198): an engine start is
-# mostly one interpreter importing vLLM, so two overlap well. The modules that read one session fixture (the demo run)
+# loadfile). Phase 2: the tests that start real engines, on ENGINE_WORKERS processes (ADR 0198, 0240): an engine start
+# is mostly one interpreter importing vLLM at a time, and a third worker fills what two leave idle (855 → 741 s). The modules that read one session fixture (the demo run)
 # share a worker (tests/conftest.py), and a test marked `engine_alone`, or a block in `conftest.engine_alone()`, whose
 # assertions read CPU timing, runs while no other engine test does. The SLURM process (`-m slurm`, the module that
 # holds the single-node cluster, so one process) runs the end-to-end SLURM test first, then the mechanics: both mostly
@@ -91,6 +91,9 @@ lint: venv
 FAST := not engine and not slurm and not browser
 # TEST_WORKERS=0: one process per phase, no xdist.
 TEST_WORKERS ?= 2
+# Phase 2's workers (ADR 0240: 3 measured fastest here, 4 lost more to the timed blocks' waits than it gained);
+# 0 where TEST_WORKERS is 0.
+ENGINE_WORKERS ?= $(if $(filter 0,$(TEST_WORKERS)),0,3)
 
 # The project's own sources get bytecode while the tests run (ADR 0223): where the environment sets
 # PYTHONDONTWRITEBYTECODE (this machine does), a fresh clone's specjoule, scripts, tools and tests were compiled
@@ -105,7 +108,7 @@ test: venv system-deps
 	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m "not engine and not slurm" --durations=10 \
 		|| status=$$?; \
 	wait $$lint_pid || status=$$?; echo "--- lint (make lint), beside phase 1:"; cat $$lint_log; rm -f $$lint_log; \
-	SPECJOULE_ENGINE_SLOT=$$slot $(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m "engine and not slurm" \
+	SPECJOULE_ENGINE_SLOT=$$slot $(PY) -m pytest -q -rs -n $(ENGINE_WORKERS) --dist loadfile -m "engine and not slurm" \
 		--durations=15 || status=$$?; \
 	wait $$slurm_pid || status=$$?; echo "--- SLURM tests (-m slurm), beside both phases:"; \
 	cat $$slurm_log; rm -rf $$slurm_log $$slot.gate $$slot.lock $$slot.vllm-cache; \

@@ -28,7 +28,7 @@ TEST_CPU_PHASE=p1 TEST_CPU_OUT=$out/p1.jsonl "$py" -m pytest -q -rs -n 2 --dist 
   -m "not engine and not slurm" --durations=10 ${TEST_CPU_ARGS:-} > "$out/p1.log" 2>&1; echo "phase 1 exit $?" >> "$out/summary"
 wait $lint_pid; echo "lint exit $?" >> "$out/summary"
 b1=$(busy); t1=$(date +%s.%N)
-TEST_CPU_PHASE=p2 TEST_CPU_OUT=$out/p2.jsonl SPECJOULE_ENGINE_SLOT=$slot "$py" -m pytest -q -rs -n 2 \
+TEST_CPU_PHASE=p2 TEST_CPU_OUT=$out/p2.jsonl SPECJOULE_ENGINE_SLOT=$slot "$py" -m pytest -q -rs -n "${ENGINE_WORKERS:-3}" \
   --dist loadfile -m "engine and not slurm" --durations=15 ${TEST_CPU_ARGS:-} > "$out/p2.log" 2>&1; echo "phase 2 exit $?" >> "$out/summary"
 b2=$(busy); t2=$(date +%s.%N)
 wait $slurm_pid; echo "SLURM process exit $?" >> "$out/summary"

@@ -1,13 +1,13 @@
 """Shared fixtures. `demo_run` runs the real demo pipeline once per test session; `draft_group_run` starts one
 real offline engine that two modules' engine tests read (issue 22: one engine start fewer).
 
-Phase 2 of `make test` runs the engine tests on two xdist workers (ADR 0198). Two hooks make that safe:
-`pytest_xdist_make_scheduler` keeps the modules that read one session fixture on one worker (else each worker would
-start that fixture's engines again), and `pytest_runtest_protocol` lets a test marked `engine_alone` (its
-assertions read CPU timing) run only while no other engine test runs; `engine_alone()` does that for a block of a
-test or fixture (its timed part) instead of the whole test (ADR 0218), and `engine_yield()` lets such a block run
-between two engine runs of a long test. Under `make test` the SLURM process beside both phases takes the same slot
-(SPECJOULE_ENGINE_SLOT, ADR 0220)."""
+Phase 2 of `make test` runs the engine tests on several xdist workers (ADR 0198; three since ADR 0240). Two hooks
+make that safe: `pytest_xdist_make_scheduler` keeps the modules that read one session fixture on one worker (else
+each worker would start that fixture's engines again), and `pytest_runtest_protocol` lets a test marked
+`engine_alone` (its assertions read CPU timing) run only while no other engine test runs; `engine_alone()` does that
+for a block of a test or fixture (its timed part) instead of the whole test (ADR 0218), and `engine_yield()` lets
+such a block run between two engine runs of a long test. Under `make test` the SLURM process beside both phases
+takes the same slot (SPECJOULE_ENGINE_SLOT, ADR 0220)."""
 
 from __future__ import annotations
 

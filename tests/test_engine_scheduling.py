@@ -1,4 +1,4 @@
-"""How phase 2 of `make test` shares two CPUs between engine tests (ADR 0198): the modules of one session fixture
+"""How phase 2 of `make test` shares two CPUs between engine tests (ADR 0198, 0240): the modules of one session fixture
 stay on one xdist worker, and an `engine_alone` test runs while no other engine test does."""
 
 from __future__ import annotations
@@ -54,6 +54,25 @@ def test_the_tiers_mark_expressions_say_whether_engine_tests_run():
         assert not conftest.runs_engine_tests(expr), expr
     for expr in ("engine and not slurm", "slurm", "", None, "not engine or slurm", "not engine_alone"):
         assert conftest.runs_engine_tests(expr), expr
+
+
+def _pytest_workers(recipe: str, marks: str) -> int:
+    """The -n of the pytest command line in `make -n`'s ``recipe`` that selects ``marks``."""
+    line = next(x for x in recipe.splitlines() if f'-m "{marks}"' in x)
+    return int(line.split(" -n ", 1)[1].split()[0])
+
+
+@pytest.mark.parametrize(("args", "phase1", "phase2"), [((), 2, 3), (("TEST_WORKERS=0",), 0, 0),
+                                                         (("ENGINE_WORKERS=2",), 2, 2)])
+def test_the_engine_phase_runs_on_its_own_number_of_workers(args, phase1, phase2):
+    """ADR 0240: phase 2 on three workers (two left a core idle between engine starts), phase 1 on two; one process
+    per phase where TEST_WORKERS=0 says so."""
+    import subprocess
+
+    recipe = subprocess.run(["make", "-n", "-s", "-C", str(REPO), "test", *args], capture_output=True, text=True,
+                            check=True).stdout
+    assert _pytest_workers(recipe, "not engine and not slurm") == phase1
+    assert _pytest_workers(recipe, "engine and not slurm") == phase2
 
 
 def test_without_engine_tests_the_in_process_vllm_files_share_one_scope():
