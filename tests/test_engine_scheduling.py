@@ -67,10 +67,14 @@ def _pytest_workers(recipe: str, marks: str) -> int:
 def test_the_engine_phase_runs_on_its_own_number_of_workers(args, phase1, phase2):
     """ADR 0240: phase 2 on three workers (two left a core idle between engine starts), phase 1 on two; one process
     per phase where TEST_WORKERS=0 says so."""
+    import os
     import subprocess
 
+    # Not the caller's settings: under `make test-fast TEST_WORKERS=3` make hands its variables down (MAKEFLAGS).
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "TEST_WORKERS", "ENGINE_WORKERS")}
     recipe = subprocess.run(["make", "-n", "-s", "-C", str(REPO), "test", *args], capture_output=True, text=True,
-                            check=True).stdout
+                            check=True, env=env).stdout
     assert _pytest_workers(recipe, "not engine and not slurm") == phase1
     assert _pytest_workers(recipe, "engine and not slurm") == phase2
 
