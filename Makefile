@@ -80,12 +80,13 @@ lint: venv
 # `make test` runs in two phases, with the SLURM tests in a process of their own beside both (ADR 0218, 0220). Phase 1:
 # every test that starts no engine (FAST, the browser) on TEST_WORKERS processes, one file per worker (--dist
 # loadfile). Phase 2: the tests that start real engines, on ENGINE_WORKERS processes (ADR 0198, 0240): an engine start
-# is mostly one interpreter importing vLLM at a time, and a third worker fills part of what two leave idle. The modules that read one session fixture (the demo run)
-# share a worker (tests/conftest.py), and a test marked `engine_alone`, or a block in `conftest.engine_alone()`, whose
-# assertions read CPU timing, runs while no other engine test does. The SLURM process (`-m slurm`, the module that
-# holds the single-node cluster, so one process) runs the end-to-end SLURM test first, then the mechanics: both mostly
-# wait on the executor's status polls, so they start with phase 1 and end beside phase 2. Its engine test takes the
-# same engine slot as phase 2's workers (SPECJOULE_ENGINE_SLOT), so no timed block runs beside its engines.
+# is mostly one interpreter importing vLLM at a time, and a third worker fills part of what two leave idle. The modules
+# that read one session fixture (the demo run) share a worker (tests/conftest.py), and a test marked `engine_alone`, or
+# a block in `conftest.engine_alone()`, whose assertions read CPU timing, runs while no other engine test does. The
+# SLURM process (`-m slurm`, the module that holds the single-node cluster, so one process) runs the end-to-end SLURM
+# test first, then the mechanics: both mostly wait on the executor's status polls, so they start with phase 1 and end
+# beside phase 2. Its engine test takes the same engine slot as phase 2's workers (SPECJOULE_ENGINE_SLOT), so no timed
+# block runs beside its engines.
 # The guards (`make lint`'s LINT_STEPS) run beside phase 1 too, and end before phase 2 (no timed block runs beside them).
 # `make test` fails if the guards, either phase or the SLURM process failed, after all ran.
 FAST := not engine and not slurm and not browser

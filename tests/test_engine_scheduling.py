@@ -1,5 +1,5 @@
-"""How phase 2 of `make test` shares two CPUs between engine tests (ADR 0198, 0240): the modules of one session fixture
-stay on one xdist worker, and an `engine_alone` test runs while no other engine test does."""
+"""How phase 2 of `make test` shares two CPUs between engine tests (ADR 0198, 0240): the modules of one session
+fixture stay on one xdist worker, and an `engine_alone` test runs while no other engine test does."""
 
 from __future__ import annotations
 
