@@ -300,3 +300,34 @@ def test_a_configuration_is_matched_on_the_fields_every_record_of_its_family_rec
     table = compare_evidence.compare_sources(*runs)
     d = np.log(table["energy_ratio_a"].to_numpy() / table["energy_ratio_b"].to_numpy())
     assert row["variance"] == pytest.approx((d**2 / 2).mean(), rel=1e-9)
+
+
+def test_two_board_classes_are_two_configurations_never_one_board_apart():
+    """ADR 0241: the GPU model is a measured parameter. The MiMo-7B MTP runs of 2026-12-01d and 2026-12-02b (two
+    H200 boards) match as two configurations seen on two boards; the same records with the second run's board
+    renamed an H100 match nothing, and the variance budget no longer has a board level to estimate, instead of
+    counting the change of class as a board's variance."""
+    from specjoule.analysis import evidence
+
+    a, b = (
+        evidence.load(EVIDENCE / session / "mimo-mtp" / "results" / "cells")
+        for session in ("session-2026-12-01d", "session-2026-12-02b")
+    )
+    assert compare_evidence.compare(a, b).height == 2
+    h100 = b.with_columns(pl.lit(["NVIDIA H100 80GB HBM3"]).alias("gpu_names"))
+    h100 = h100.with_columns(evidence.measure_key(h100))
+    assert compare_evidence.compare(a, h100).height == 0
+
+    def board_row(frame: pl.DataFrame) -> dict:
+        return (
+            variance.budget(pl.concat([a, frame], how="diagonal_relaxed"))
+            .filter(
+                (pl.col("family") == "vllm-mimo_7b-closed-cg1")
+                & (pl.col("metric") == "energy_ratio")
+                & (pl.col("component") == "board")
+            )
+            .row(0, named=True)
+        )
+
+    assert board_row(b)["estimable"] is True
+    assert board_row(h100)["estimable"] is False

@@ -49,6 +49,8 @@ MEASURED_KEY: tuple[str, ...] = (
     "output_len",
     "request_rate",
     "device",
+    # The GPU model (board class): an H100 and an H200 measure different things, never two boards of one (ADR 0241).
+    "gpu_names",
     "prefix_caching",
 )
 # Reported beside a match, not required: they differ between runs by nature or do not change the measurement.
@@ -238,9 +240,10 @@ def resolve(path: str | Path) -> Path:
     return resolve_evidence_path(path)
 
 
-# What the plan knows of MEASURED_KEY before anything ran (versions and the mechanism come from the engine).
+# What the plan knows of MEASURED_KEY before anything ran (versions and the mechanism come from the engine, the
+# GPU model from the machine).
 PLAN_KEY: tuple[str, ...] = tuple(
-    c for c in MEASURED_KEY if c not in ("engine_version", "torch_version", "acceptance_mechanism")
+    c for c in MEASURED_KEY if c not in ("engine_version", "torch_version", "acceptance_mechanism", "gpu_names")
 )
 
 
