@@ -5,12 +5,12 @@
 A and B are evidence sources (``specjoule.analysis.evidence``): folders holding cell records, or
 records files. Speculative configurations are matched on the measured parameters (``MEASURED_KEY``:
 engine and its version, torch, models, method, k, acceptance mechanism and rates, batch, corpus,
-graphs, workload shape, device, prefix caching); over the seeds, windows and engine replicates each
-side holds, each side's energy ratio has its own interval (``specjoule.analysis.spread``). The
+graphs, workload shape, device and GPU model, prefix caching); over the seeds, windows and engine
+replicates each side holds, each side's energy ratio has its own interval (``specjoule.analysis.spread``). The
 shift is B's ratio over A's, less one; its interval combines the two sides' resample distributions
 (independent runs). A configuration *reproduces* when the shift is within ``tolerance`` or its
 interval contains 0; without an interval (one replicate unit on a side) only the tolerance can
-judge, and the row says so. Differences that do not prevent a match are listed per row: the GPU,
+judge, and the row says so. Differences that do not prevent a match are listed per row: the board,
 the effective engine configuration (model paths compared by file name), prompt pools of the seeds
 both sides ran, driver, CUDA, pipeline commit; a configuration whose engine configuration or prompt
 pool differs is shown but not judged.
