@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from specjoule.analysis import aggregate, compare_evidence, variance
+from specjoule.analysis import aggregate, compare_evidence, evidence, variance
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "validation" / "h200-2026-12"
@@ -307,8 +307,6 @@ def test_two_board_classes_are_two_configurations_never_one_board_apart():
     H200 boards) match as two configurations seen on two boards; the same records with the second run's board
     renamed an H100 match nothing, and the variance budget no longer has a board level to estimate, instead of
     counting the change of class as a board's variance."""
-    from specjoule.analysis import evidence
-
     a, b = (
         evidence.load(EVIDENCE / session / "mimo-mtp" / "results" / "cells")
         for session in ("session-2026-12-01d", "session-2026-12-02b")
