@@ -92,8 +92,8 @@ lint: venv
 FAST := not engine and not slurm and not browser
 # TEST_WORKERS=0: one process per phase, no xdist.
 TEST_WORKERS ?= 2
-# Phase 2's workers (ADR 0240: 3 measured fastest here, 4 lost more to the timed blocks' waits than it gained);
-# 0 where TEST_WORKERS is 0.
+# Phase 2's workers (ADR 0240: 3 never slower than 2's mean here, a gain within this host's noise; 4 lost more to
+# the timed blocks' waits than it gained); 0 where TEST_WORKERS is 0.
 ENGINE_WORKERS ?= $(if $(filter 0,$(TEST_WORKERS)),0,3)
 
 # The project's own sources get bytecode while the tests run (ADR 0223): where the environment sets

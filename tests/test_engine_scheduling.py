@@ -4,6 +4,8 @@ fixture stay on one xdist worker, and an `engine_alone` test runs while no other
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
 import threading
 import time
 import uuid
@@ -67,9 +69,6 @@ def _pytest_workers(recipe: str, marks: str) -> int:
 def test_the_engine_phase_runs_on_its_own_number_of_workers(args, phase1, phase2):
     """ADR 0240: phase 2 on three workers (two left a core idle between engine starts), phase 1 on two; one process
     per phase where TEST_WORKERS=0 says so."""
-    import os
-    import subprocess
-
     # Not the caller's settings: under `make test-fast TEST_WORKERS=3` make hands its variables down (MAKEFLAGS).
     env = {k: v for k, v in os.environ.items()
            if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "TEST_WORKERS", "ENGINE_WORKERS")}
