@@ -1,4 +1,4 @@
-"""The committed H200 evidence (validation/h200-2026-12/): real SGLang (session-2026-11-30c), vLLM
+"""The committed GPU evidence (validation/h200-2026-12/, and validation/h100-2026-12/ since ADR 0241): real SGLang (session-2026-11-30c), vLLM
 (session-2026-12-01) and both engines on one GPU (session-2026-12-01b) records.
 
 Re-deriving the checks from the committed records must give the committed verdicts (a check that fired
@@ -2665,3 +2665,73 @@ def test_1204g_sglang_variance_budget_and_the_reference_comparison_are_the_readm
         return frame.filter((pl.col("batch_size") == 1) & (pl.col("configured_L") == 3))["round_time_ms"].mean()
 
     assert f"({round_l3(ours):.2f} against {round_l3(ref):.2f} ms" in readme
+
+
+# --- validation/h100-2026-12: evidence on the seeds' board class (ADR 0241) ----------------------------------------
+
+SESSION_1205D_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-05d"
+MLA_1205D = SESSION_1205D_H100 / "depth-mla-sglang"
+BREADTH_1203B = ROOT / "validation" / "h200-2026-12" / "session-2026-12-03b" / "families-sglang"
+
+
+def _ratios_to_mean_baseline(df: pl.DataFrame) -> dict[tuple[int, float], float]:
+    """{(B, L): point mJ/token over the mean of that batch size's opening and closing baselines}, from records."""
+    out = {}
+    for (batch,), g in df.group_by("batch_size"):
+        base = g.filter(pl.col("role").is_in(["opening_baseline", "closing_baseline"]))["mj_per_committed_token"].mean()
+        for L, mj in g.filter(pl.col("role") == "point").select("configured_L", "mj_per_committed_token").iter_rows():
+            out[(batch, L)] = mj / base
+    return out
+
+
+def test_1205d_h100_config_is_the_preregistered_one():
+    _assert_shipped_copy(MLA_1205D, "h200-schemes-depth-mla.yaml")
+
+
+def test_1205d_h100_mla_depth_family_is_whole_and_the_readme_table_is_the_records():
+    df, checks = _verdict(MLA_1205D, "h200-schemes-depth-mla.yaml")
+    assert df.height == 10 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    assert set(df["gpu_uuid"]) == {"GPU-e4e5be69-60f7-3a97-371e-2becc874f142"}
+    assert df["gpu_names"].to_list() == [["NVIDIA H100 80GB HBM3"]] * 10  # the board class the README names
+    assert set(df["engine"]) == {"sglang"} and set(df["batch_size"]) == {1, 32}
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert set(checks.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched"}
+    # the pipeline's verdict adds the roofline's flags (model_residual reads the roofline table, not re-derived here)
+    committed = pl.read_parquet(MLA_1205D / "results" / "checks.parquet")
+    assert set(committed.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched", "model_residual"}
+    assert committed.filter(pl.col("status") == "fail").height == 0
+    assert "0 fail, 4 flag, 38 pass, 12 not_applicable" in (MLA_1205D / "results" / "checks.md").read_text()
+    points = df.filter(pl.col("role") == "point")
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    drift = dict(checks.filter(pl.col("check") == "baseline_drift").select("campaign_id", "value").iter_rows())
+    readme = _readme_text(SESSION_1205D_H100)
+    assert sorted(f"{100 * v:.2f} %" for v in drift.values()) == ["1.16 %", "1.37 %"]
+    assert "1.37 % apart at B = 1, 1.16 % at B = 32" in readme
+    # the README's table: each ratio over the mean of its two baselines, as the curves compute it
+    ratios = _ratios_to_mean_baseline(df)
+    curves = pl.read_parquet(MLA_1205D / "results" / "curves.parquet")
+    for batch, L, ratio in curves.select("batch_size", "configured_L", "energy_ratio").iter_rows():
+        assert ratio == pytest.approx(ratios[(batch, L)], rel=1e-9)
+    for (batch, L), ratio in ratios.items():
+        row = next(ln for ln in (SESSION_1205D_H100 / "README.md").read_text().splitlines()
+                   if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
+        assert f"**{ratio:.3f}×**" in row, row
+
+
+def test_1205d_h100_and_the_h200_breadth_run_differ_only_in_the_board_class_and_are_never_paired():
+    """compare_evidence pairs no cell across classes (gpu_names is measured, ADR 0241); read side by side, the
+    README's H200 ratios are 2026-12-03b's records and every other measured parameter is the same."""
+    from specjoule.analysis import compare_evidence, evidence
+
+    assert compare_evidence.compare_sources(MLA_1205D / "results" / "cells", BREADTH_1203B / "results" / "cells").height == 0
+    h100, h200 = (aggregate.aggregate(sorted((f / "results" / "cells").glob("*/*.parquet")))
+                  for f in (MLA_1205D, BREADTH_1203B))
+    h200 = h200.filter(pl.col("campaign_id") == "sglang-glm47_flash-closed-b1-random-s0-cg1",
+                       pl.col("status") == "measured")
+    for name in ("eagle3--mv1", "eagle3--mv4"):
+        a, b = (f.filter(pl.col("cell_name") == name, pl.col("batch_size") == 1) for f in (h100, h200))
+        differ = [k for k in evidence.MEASURED_KEY if a[k].to_list() != b[k].to_list()]
+        assert differ == ["gpu_names"], (name, differ)
+    readme = _readme_text(SESSION_1205D_H100)
+    for (_, L), ratio in _ratios_to_mean_baseline(h200).items():
+        assert f"L = {L:.0f} **{ratio:.3f}×**" in readme, (L, ratio)
