@@ -1,5 +1,6 @@
-"""The committed GPU evidence (validation/h200-2026-12/, and validation/h100-2026-12/ since ADR 0241): real SGLang (session-2026-11-30c), vLLM
-(session-2026-12-01) and both engines on one GPU (session-2026-12-01b) records.
+"""The committed GPU evidence (validation/h200-2026-12/, and validation/h100-2026-12/ since ADR 0241): real SGLang
+(session-2026-11-30c), vLLM (session-2026-12-01) and both engines on one GPU (session-2026-12-01b) records, and
+every session's since.
 
 Re-deriving the checks from the committed records must give the committed verdicts (a check that fired
 stays fired), and the records' known latency error must not reach the analysis as a number.
