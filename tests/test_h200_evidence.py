@@ -9,6 +9,7 @@ stays fired), and the records' known latency error must not reach the analysis a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -2731,3 +2732,17 @@ def test_1205d_h100_and_the_h200_breadth_run_differ_only_in_the_board_class_and_
     readme = _readme_text(SESSION_1205D_H100)
     for (_, L), ratio in _ratios_to_mean_baseline(h200).items():
         assert f"L = {L:.0f} **{ratio:.3f}×**" in readme, (L, ratio)
+
+
+def test_every_config_the_readme_says_ran_on_an_h100_has_its_h100_evidence():
+    """A README config-table row that points at validation/h100-2026-12/ names a config whose byte-identical copy
+    lies in an H100 evidence folder (a careless edit once gave a config that never ran an H100 row)."""
+    copies = {p.name: p.read_bytes() for p in (ROOT / "validation" / "h100-2026-12").glob("session-*/*/*.yaml")}
+    rows = [ln for ln in (ROOT / "README.md").read_text().splitlines()
+            if ln.startswith("| `config/") and "validation/h100-2026-12/" in ln]
+    assert rows  # the MLA depth family's row
+    for row in rows:
+        names = re.findall(r"`config/([^`]+\.yaml)`", row.split(" | ")[0])
+        assert names, row
+        for name in names:
+            assert copies.get(name) == (ROOT / "config" / name).read_bytes(), (name, row[:120])
