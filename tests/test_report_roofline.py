@@ -134,3 +134,27 @@ def test_report_renders_the_roofline_section_from_the_committed_h200_evidence(tm
         assert spec_rows[col].null_count() == 0, col
     # The committed fit (ADR 0182, README there): every cell inside the pre-registered model_residual_max (0.25).
     assert (table["residual"].abs() < 0.25).all()
+
+
+def test_the_expert_routing_caveat_names_points_and_baselines_below_the_floor_and_says_dummy_only_for_dummy():
+    """ADR 0242: a warn caveat once a MoE point, or a campaign's baseline, ran below its routed-expert floor;
+    nothing when every pass could have read what uniform routing touches or the columns are absent."""
+    curves = pl.DataFrame({
+        "campaign_id": ["moe-b32", "moe-b32", "gemma-b32", "dense-b1"],
+        "cell_name": ["eagle3--mv1", "eagle3--mv4", "eagle3--mv4", "eagle3--mv4"],
+        "model_pair": ["moe", "moe", "gemma", "dense"],
+        "round_time_ms": [10.78, 25.39, 17.6, 8.0],
+        "expert_floor_ms": [18.83, 18.83, 10.58, None],
+        "below_expert_floor": [True, False, False, None],
+        "baseline_below_expert_floor": [False, False, True, None],
+    })
+    (caveat,) = R.expert_routing_caveats(curves, ["moe", "dense"])
+    assert caveat.level == "warn" and "ADR 0242" in caveat.text
+    assert "1 point(s) (eagle3--mv1 in moe-b32: 10.78 ms against 18.83)" in caveat.text
+    assert "the baselines of 1 campaign(s) (gemma-b32)" in caveat.text
+    assert "With dummy weights (moe)" in caveat.text  # gemma is not dummy here, dense never below
+    (real,) = R.expert_routing_caveats(curves, [])
+    assert "dummy" not in real.text
+    fine = curves.with_columns(pl.lit(False).alias("below_expert_floor"), pl.lit(False).alias("baseline_below_expert_floor"))
+    assert R.expert_routing_caveats(fine, ["moe"]) == []
+    assert R.expert_routing_caveats(curves.drop("below_expert_floor"), ["moe"]) == []

@@ -409,3 +409,49 @@ def test_a_drafter_pass_pays_the_fixed_pass_time_in_proportion_to_its_layers():
     work = rf.CellWork(1.0, 4.0, 4.0, 512.0, tiny, tiny, 3, tiny, 0, None, rf.draft_overhead_share(target, head))
     p = rf.predict(work, rf.Coefficients(100.0, 0.0, 0.0), tm)
     assert p.round_s == pytest.approx(0.0029 * (1 + 3 / 48))
+
+
+# ------------------------------------------------------------------------------------------------
+# the routed-expert floor (ADR 0242)
+
+def test_routed_expert_bytes_are_the_experts_uniform_routing_expects_and_none_for_a_dense_shape():
+    assert rf.routed_expert_bytes(DENSE, 128) is None
+    for n in (1, 32, 128):
+        distinct = 128 * (1 - (1 - 8 / 128) ** n)  # written out, not the module's helper
+        assert rf.routed_expert_bytes(MOE, n) == pytest.approx(48 * distinct * PER_EXPERT * 2)
+    # They are the part of a pass's weight bytes that routing decides: a pass over 32 tokens reads, beyond what a
+    # pass over none would, those experts and its 32 rows of the untied input embedding.
+    extra = (rf.weight_params_read(MOE, 32) - rf.weight_params_read(MOE, 0.0)) * 2
+    assert extra == pytest.approx(rf.routed_expert_bytes(MOE, 32) + 32 * 2048 * 2)
+
+
+def _moe_lookup(path: str, role: str):
+    return {"target": MOE, "draft": DRAFT}[path]
+
+
+def test_a_moe_round_shorter_than_reading_its_routed_experts_is_below_the_floor_and_its_campaign_says_so():
+    """The floor is the routed experts a B x w verify pass touches under uniform routing over the board's
+    calibrated HBM bytes/s; a measured round (drafts and host time included) below it read fewer experts."""
+    floor_ms = {b: 1e3 * 48 * 128 * (1 - (1 - 8 / 128) ** b) * PER_EXPERT * 2 / BW for b in SWEEP}
+    rows = _records().to_dicts()
+    for r in rows:  # every baseline step twice its floor, but B = 32's at 0.6 of it; B = 64 has no round time
+        b = r["batch_size"]
+        r["round_time_ms"] = None if b == 64 else floor_ms[b] * (0.6 if b == 32 else 2.0)
+    point = _record(32, "draft_model", 5, 4.0)
+    # Just below the floor of its 32 x 6 verify tokens, yet 13 % above that of 32 tokens: the width counts.
+    point["round_time_ms"] = 1e3 * 48 * 128 * (1 - (1 - 8 / 128) ** (32 * 6)) * PER_EXPERT * 2 / BW * 0.99
+    records = pl.DataFrame(rows + [point], infer_schema_length=None)
+    cells = rf.model_cells(records, _moe_lookup, [_calibration()], resamples=0).cells
+    got = dict(cells.select("cell_name", "below_expert_floor").iter_rows())
+    assert got["baseline--b32"] is True and got["draft_model--b32"] is True
+    assert got["baseline--b64"] is None  # no round time: no verdict, not False
+    assert all(got[f"baseline--b{b}"] is False for b in SWEEP if b not in (32, 64))
+    floors = dict(cells.select("cell_name", "expert_floor_ms").iter_rows())
+    assert floors["baseline--b8"] == pytest.approx(floor_ms[8])
+    # Dense targets have no routed experts: both columns null.
+    dense = rf.model_cells(records, _lookup, [_calibration()], resamples=0).cells
+    assert dense["expert_floor_ms"].is_null().all() and dense["below_expert_floor"].is_null().all()
+    # The curves: the point's own verdict and its campaign's baselines' (any below).
+    curves = pl.DataFrame({"cell_id": [point["cell_id"]], "campaign_id": ["c"]})
+    out = rf.attach_to_curves(curves, cells).row(0, named=True)
+    assert out["below_expert_floor"] is True and out["baseline_below_expert_floor"] is True

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from specjoule import axes
+
 DTYPE_BYTES = 2
 BLOCK_METHODS = ("dflash", "dspark")
 HOST_METHODS = ("ngram",)
@@ -126,6 +128,17 @@ def weight_params_read(shape: Any, n_tokens: float) -> float:
     shared, per_expert, layers = moe_layout(shape)
     distinct = expected_distinct_experts(shape.num_experts, shape.experts_per_token, n_tokens)
     return shared - embed + layers * per_expert * distinct
+
+
+def routed_expert_bytes(shape: Any, n_tokens: float) -> float | None:
+    """Bytes of the routed experts a pass over n_tokens reads under uniform routing (what
+    ``weight_params_read`` counts for them); None for a dense shape. A measured time below these bytes over
+    the board's HBM ceiling means the pass read fewer experts than uniform routing implies (ADR 0242)."""
+    if not getattr(shape, "moe", False):
+        return None
+    _, per_expert, layers = moe_layout(shape)
+    distinct = expected_distinct_experts(shape.num_experts, shape.experts_per_token, n_tokens)
+    return layers * per_expert * distinct * DTYPE_BYTES
 
 
 def attention_ops_per_token(shape: Any, context_len: float) -> float:
@@ -259,6 +272,8 @@ class CellWork:
     # layers (ADR 0182). t0 is fitted on target steps, whose kernels scale with the layer count; a one-layer head
     # of a 48-layer target is not charged a 48-layer step's overhead three times per round.
     draft_overhead_share: float = 1.0
+    # MoE targets: bytes of the routed experts the verify pass reads under uniform routing (ADR 0242); None: dense.
+    verify_routed_bytes: float | None = None
 
     @property
     def committed_per_round(self) -> float:
@@ -335,6 +350,7 @@ def cell_work(
         prompt_draft,
         getattr(target, "family", None),
         draft_overhead_share(target, drafter) if n_draft else 1.0,
+        routed_expert_bytes(target, batch * width),
     )
 
 
@@ -689,6 +705,11 @@ ROOFLINE_SCHEMA: dict[str, pl.DataType] = {
     # appended (ADR 0176): which drafter shape priced the cell and where its path came from
     "drafter_path": pl.String,
     "drafter_source": pl.String,
+    # appended (ADR 0242): MoE targets only, null for dense ones. The time the board's HBM ceiling needs to read
+    # the routed experts uniform routing expects the round's verify pass to touch, and whether the measured round
+    # (drafts and host time included) was shorter: then its tokens reached fewer experts than uniform routing.
+    "expert_floor_ms": pl.Float64,
+    "below_expert_floor": pl.Boolean,
 }
 FIT_SCHEMA: dict[str, pl.DataType] = {
     "gpu_uuid": pl.String,
@@ -1035,6 +1056,12 @@ def _cell_row(
             raise NotModelled(f"cell status {r.get('status')!r}")
         if isinstance(w, NotModelled):
             raise w
+        if w.verify_routed_bytes and isinstance(hw, Hardware):
+            # The board's own HBM ceiling, not the fit's: the floor is physics, whatever the fit makes of it.
+            floor_ms = 1e3 * w.verify_routed_bytes / hw.ceilings.hbm_bytes_per_s
+            out["expert_floor_ms"] = floor_ms
+            if r.get("round_time_ms"):
+                out["below_expert_floor"] = bool(r["round_time_ms"] < floor_ms)
         out.update(
             verify_width=w.verify_width,
             accepted_length=w.accepted_length,
@@ -1378,6 +1405,8 @@ CURVE_ROOFLINE_COLUMNS = (
     "measured_op_per_byte",
     "balance_point_op_per_byte",
     "balance_point_source",
+    "expert_floor_ms",
+    "below_expert_floor",
 )
 
 
@@ -1387,6 +1416,14 @@ def attach_to_curves(curves: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
     stays refused: its predicted columns are kept (the model does not need the meter), the residual not."""
     cols = [c for c in CURVE_ROOFLINE_COLUMNS if c in cells.columns]
     out = curves.join(cells.select("cell_id", *cols), on="cell_id", how="left")
+    if {"below_expert_floor", "role", "campaign_id"} <= set(cells.columns) and "campaign_id" in out.columns:
+        # A ratio is as fair as its denominator: a baseline step below the floor read fewer experts (ADR 0242).
+        bases = (
+            cells.filter((C("role") != axes.ROLE_POINT) & C("below_expert_floor").is_not_null())
+            .group_by("campaign_id")
+            .agg(C("below_expert_floor").any().alias("baseline_below_expert_floor"))
+        )
+        out = out.join(bases, on="campaign_id", how="left")
     if "energy_refused_reason" in out.columns:
         out = out.with_columns(pl.when(C("energy_refused_reason").is_null()).then(C("residual")).alias("residual"))
     return out

@@ -853,6 +853,53 @@ def capture_runner_caveats(records: pl.DataFrame) -> list[Caveat]:
     return out
 
 
+def expert_routing_caveats(curves: pl.DataFrame, dummy_pairs: Sequence[str] = ()) -> list[Caveat]:
+    """A warn caveat naming the MoE points, and the campaigns whose baselines, ran rounds shorter than the board's
+    HBM needs to read the routed experts uniform routing expects their verify pass to touch (the roofline's
+    ``below_expert_floor`` and ``baseline_below_expert_floor``, ADR 0242): those passes reached fewer experts, so
+    a ratio's energy depends on where its tokens routed — with dummy weights, on random router weights and the
+    tokens each arm happens to feed, not on the scheme alone."""
+    need = {"below_expert_floor", "expert_floor_ms", "round_time_ms", "campaign_id", "cell_name"}
+    if not need <= set(curves.columns):
+        return []
+    points = curves.filter(pl.col("below_expert_floor").eq(True)).sort("campaign_id", "cell_name")
+    bases = (
+        sorted(set(curves.filter(pl.col("baseline_below_expert_floor").eq(True))["campaign_id"].to_list()))
+        if "baseline_below_expert_floor" in curves.columns
+        else []
+    )
+    if not points.height and not bases:
+        return []
+    parts = []
+    if points.height:
+        each = "; ".join(
+            f"{x['cell_name']} in {x['campaign_id']}: {x['round_time_ms']:.2f} ms against {x['expert_floor_ms']:.2f}"
+            for x in points.head(4).iter_rows(named=True)
+        ) + (f"; {points.height - 4} more" if points.height > 4 else "")
+        parts.append(f"{points.height} point(s) ({each})")
+    if bases:
+        parts.append(f"the baselines of {len(bases)} campaign(s) ({_join(bases)})")
+    pairs: list[str] = []
+    if "model_pair" in curves.columns:
+        named = curves.filter(pl.col("below_expert_floor").eq(True) | pl.col("campaign_id").is_in(bases))
+        pairs = sorted(set(named["model_pair"].to_list()) & set(dummy_pairs))
+    why = (
+        f" With dummy weights ({', '.join(pairs)}) routing follows random router weights and the tokens each arm "
+        "happens to feed, not a trained router."
+        if pairs
+        else ""
+    )
+    return [
+        Caveat(
+            "warn",
+            "MoE rounds shorter than the board's HBM needs to read the routed experts uniform routing would touch: "
+            f"{' and '.join(parts)}. Those passes reached fewer experts than the roofline assumes, and a ratio whose "
+            f"point and baseline reached different numbers of experts measures routing as much as the scheme.{why} "
+            "(ADR 0242)",
+        )
+    ]
+
+
 def caveats(inp: ReportInputs) -> list[Caveat]:
     c, all_records, cur = inp.config, inp.records, inp.curves
     # Measured scope (ADR 0216): first, what the verdict below does not cover.
@@ -948,6 +995,8 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
     out += power_cap_caveats(r)
     out += graphs_off_caveats(r)
     out += capture_runner_caveats(r)
+    dummy_targets = [n for n, p in c.get("models", {}).items() if p["target"].get("load_format") == "dummy"]
+    out += expert_routing_caveats(cur, dummy_targets)
     spread = figs.concurrency_spread(r)
     if spread.height:
         worst = spread.with_columns(a=pl.col("diff_pct").abs()).sort("a", descending=True).row(0, named=True)
