@@ -8,6 +8,7 @@ stays fired), and the records' known latency error must not reach the analysis a
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -2732,6 +2733,109 @@ def test_1205d_h100_and_the_h200_breadth_run_differ_only_in_the_board_class_and_
     readme = _readme_text(SESSION_1205D_H100)
     for (_, L), ratio in _ratios_to_mean_baseline(h200).items():
         assert f"L = {L:.0f} **{ratio:.3f}×**" in readme, (L, ratio)
+
+
+SESSION_1205E_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-05e"
+MOE_1205E = SESSION_1205E_H100 / "depth-moe-sglang"
+
+
+def test_1205e_h100_config_is_the_preregistered_one():
+    _assert_shipped_copy(MOE_1205E, "h200-schemes-depth-moe.yaml")
+
+
+def test_1205e_h100_moe_depth_family_is_whole_and_the_readme_table_is_the_records():
+    df, checks = _verdict(MOE_1205E, "h200-schemes-depth-moe.yaml")
+    assert df.height == 10 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    assert set(df["gpu_uuid"]) == {"GPU-86cacde5-519a-5750-1e49-851f70a81f90"}
+    assert df["gpu_names"].to_list() == [["NVIDIA H100 80GB HBM3"]] * 10
+    assert set(df["engine"]) == {"sglang"} and set(df["batch_size"]) == {1, 32}
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert set(checks.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched"}
+    committed = pl.read_parquet(MOE_1205E / "results" / "checks.parquet")
+    assert set(committed.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched", "model_residual"}
+    assert "0 fail, 4 flag, 38 pass, 12 not_applicable" in (MOE_1205E / "results" / "checks.md").read_text()
+    points = df.filter(pl.col("role") == "point")
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    drift = dict(checks.filter(pl.col("check") == "baseline_drift").select("campaign_id", "value").iter_rows())
+    b1, b32 = (drift[f"sglang-qwen3_30b_a3b-closed-b{b}-random-s0-cg1"] for b in (1, 32))
+    readme = _readme_text(SESSION_1205E_H100)
+    assert f"{100 * b1:.2f} % apart at B = 1, {100 * b32:.2f} % at B = 32" in readme
+    ratios = _ratios_to_mean_baseline(df)
+    curves = pl.read_parquet(MOE_1205E / "results" / "curves.parquet")
+    for batch, L, ratio in curves.select("batch_size", "configured_L", "energy_ratio").iter_rows():
+        assert ratio == pytest.approx(ratios[(batch, L)], rel=1e-9)
+    lines = (SESSION_1205E_H100 / "README.md").read_text().splitlines()
+    for (batch, L), ratio in ratios.items():
+        row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
+        assert f"**{ratio:.3f}×**" in row, row
+        rnd = points.filter(pl.col("batch_size") == batch, pl.col("configured_L") == L)["round_time_ms"][0]
+        assert f"| {rnd:.2f} |" in row, row
+
+
+def test_1205e_the_l1_round_at_b32_is_below_its_routed_expert_floor_and_the_readme_and_report_say_so():
+    """ADR 0242 on this run: the floor re-derived from the records, the shape and the board's calibration (not
+    read from the committed tables) puts B = 32, L = 1 alone below it; the committed curves and report agree."""
+    from specjoule.analysis import roofline as rf
+    from specjoule.report import render
+
+    records = aggregate.aggregate(sorted((MOE_1205E / "results" / "cells").glob("*/*.parquet")))
+    cal = json.loads(next((MOE_1205E / "results" / "hardware").glob("*.json")).read_text())
+    hbm = cal["constants"]["hbm_bytes_per_s"]
+    routed = 48 * 3 * 2048 * 768 * 2  # bf16 bytes of one routed expert in each of 48 layers (published shape)
+    below = {}
+    for r in records.iter_rows(named=True):
+        tokens = r["batch_size"] * (4 if r["role"] == "point" else 1)  # k 3: four tokens verified a request
+        floor_ms = 1e3 * routed * 128 * (1 - (1 - 8 / 128) ** tokens) / hbm
+        below[(r["batch_size"], r["cell_name"])] = r["round_time_ms"] < floor_ms
+        if (r["batch_size"], r["cell_name"]) == (32, "eagle3--mv1"):
+            l1 = (r["round_time_ms"], floor_ms)
+    assert [k for k, v in below.items() if v] == [(32, "eagle3--mv1")]
+    readme = _readme_text(SESSION_1205E_H100)
+    assert f"Its round, {l1[0]:.2f} ms" in readme and f"**{l1[1]:.2f} ms**" in readme
+    assert f"({routed * 128 / 1e9:.1f} GB)" in readme and f"({hbm / 1e12:.2f} TB/s)" in readme
+    curves = pl.read_parquet(MOE_1205E / "results" / "curves.parquet")
+    assert dict(curves.filter(pl.col("below_expert_floor")).select("batch_size", "cell_name").iter_rows()) == {
+        32: "eagle3--mv1"}
+    assert curves["expert_floor_ms"].to_list() == pytest.approx(
+        [1e3 * routed * 128 * (1 - (1 - 8 / 128) ** (b * 4)) / hbm for b in curves["batch_size"]], rel=1e-6)
+    (caveat,) = render.expert_routing_caveats(curves, ["qwen3_30b_a3b"])
+    assert "eagle3--mv1 in sglang-qwen3_30b_a3b-closed-b32-random-s0-cg1" in caveat.text
+    report = gzip.decompress((MOE_1205E / "results" / "report.html.gz").read_bytes()).decode()
+    assert "MoE rounds shorter than the board" in report and "(ADR 0242)" in report
+    # rf.routed_expert_bytes is the same count from the shape file
+    shape = rf.models_lookup("config/models/qwen3-30b-a3b", "target")
+    assert rf.routed_expert_bytes(shape, 1e9) == pytest.approx(routed * 128, rel=1e-6)
+
+
+def _below_floor(folder: Path) -> dict[tuple[str, int, str], bool]:
+    """{(model pair, B, cell): round below its routed-expert floor} over a folder's records, its board's own
+    calibration and the shipped shapes (ADR 0242); MoE cells only."""
+    from specjoule.analysis import roofline as rf
+
+    records = aggregate.aggregate(sorted((folder / "results" / "cells").glob("*/*.parquet")))
+    records = records.filter(pl.col("status").is_null() | (pl.col("status") == "measured"))
+    cells = rf.model_cells(records, rf.models_lookup, rf.load_calibrations(str(folder / "results" / "hardware")),
+                           resamples=0).cells.filter(pl.col("below_expert_floor").is_not_null())
+    return {(p, b, c): v for p, b, c, v in cells.select("model_pair", "batch_size", "cell_name",
+                                                         "below_expert_floor").iter_rows()}
+
+
+def test_the_routed_expert_floor_over_the_committed_moe_evidence_is_what_adr_0242_says():
+    """The ADR's list: GLM-4.7-Flash (SGLang, H100) below at B = 32 in every arm, gemma-4-26B-A4B's vLLM baselines
+    below at B = 16, 32, 64 but not its EAGLE3 points, Qwen3-30B-A3B on vLLM nowhere, nothing below at B = 1."""
+    glm = _below_floor(MLA_1205D)
+    assert {k for k, v in glm.items() if v} == {k for k in glm if k[1] == 32} and len(glm) == 10
+    gemma = _below_floor(ROOT / "validation" / "h200-2026-12" / "session-2026-12-02d" / "gemma4")
+    assert {(b, c) for (_, b, c), v in gemma.items() if v} == {
+        (16, "baseline--open"), (32, "baseline--open"), (32, "baseline--close"), (64, "baseline--open")}
+    assert {(b, c) for (_, b, c) in gemma if b == 32} >= {(32, "eagle3--mv1"), (32, "eagle3--mv4")}
+    qwen_vllm = _below_floor(ROOT / "validation" / "h200-2026-12" / "session-2026-12-02" / "families")
+    assert qwen_vllm and not any(qwen_vllm.values()) and max(b for _, b, _ in qwen_vllm) == 64
+    assert not any(v for (_, b, _), v in {**glm, **gemma, **qwen_vllm}.items() if b == 1)
+    adr = " ".join((ROOT / "docs" / "adr" / "0242-the-routed-expert-floor-moe-routing-on-dummy-weights.md")
+                   .read_text().split())
+    assert "**all five B = 32 cells of GLM-4.7-Flash on SGLang**" in adr
+    assert "**gemma-4-26B-A4B's vLLM baselines at B = 16, 32 and 64**" in adr
 
 
 def test_every_config_the_readme_says_ran_on_an_h100_has_its_h100_evidence():
