@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -608,6 +608,7 @@ def _check_semantics(config: dict) -> None:
                 )
             continue
         _check_scheme_batch_sizes(key, scheme.get("batch_sizes"), config["batch_sizes"])
+        _check_token_mode(key, scheme, config["engines"])
         if "k" not in scheme:
             raise ConfigError(f"{key}.k", None, f"{method} needs k (draft tokens per round)")
         k = scheme["k"]
@@ -680,6 +681,31 @@ def _check_semantics(config: dict) -> None:
 # Per engine: the option that caps the requests it runs at once, and the adapter's default for it (the batch size).
 MAX_RUNNING_OPTION = {"vllm": "max_num_seqs", "sglang": "max_running_requests"}
 OPEN_LOOP_ONLY = ("rate", "schedule", "burstiness")
+
+
+def _check_token_mode(key: str, scheme: Mapping[str, Any], engines: Sequence[str]) -> None:
+    """``options.simulate_token_mode`` (ADR 0243): a mode the config's every engine has, on a synthetic scheme."""
+    option = scheme_registry.SIMULATE_TOKEN_OPTION
+    mode = (scheme.get("options") or {}).get(option)
+    if mode is None:
+        return
+    if mode not in scheme_registry.SIMULATE_TOKEN_MODES:
+        raise ConfigError(f"{key}.options.{option}", mode, f"one of {', '.join(scheme_registry.SIMULATE_TOKEN_MODES)}")
+    if not scheme.get("synthetic"):
+        raise ConfigError(
+            f"{key}.options.{option}",
+            mode,
+            "names the tokens synthetic acceptance commits: the scheme is not synthetic",
+        )
+    for engine in engines:
+        has = scheme_registry.ENGINE_SIMULATE_TOKEN_MODES.get(engine, ())
+        if mode not in has:
+            raise ConfigError(
+                f"{key}.options.{option}",
+                mode,
+                f"{engine} commits only {' or '.join(has) or 'its own'} tokens under synthetic acceptance "
+                "(its sampler accepts the drafted tokens and the target's after)",
+            )
 
 
 def _check_scheme_batch_sizes(key: str, only: list | None, grid: list) -> None:

@@ -200,6 +200,24 @@ DRAFT_MODEL_METHODS: tuple[str, ...] = tuple(m for m in METHODS if SCHEMES[m].ne
 DRAFTER_METHODS: tuple[str, ...] = tuple(m for m in METHODS if SCHEMES[m].needs_drafter or SCHEMES[m].drafter_optional)
 BLOCK_METHODS: tuple[str, ...] = tuple(m for m in METHODS if SCHEMES[m].is_block)
 
+# Which tokens synthetic acceptance commits (ADR 0243), a scheme option (``schemes.<name>.options``) that no engine
+# receives as an argument. SGLang 0.5.17 (SGLANG_SIMULATE_ACC_TOKEN_MODE, speculative/spec_utils.py
+# generate_simulated_accept_index): "fixed", its default, commits token id 100 at every accepted position;
+# "real-draft-token" the drafted tokens and the target's bonus. vLLM 0.26.0's synthetic rejection sampler always
+# commits the drafted tokens it accepts and the target's argmax after (v1/sample/rejection_sampler.py): it has
+# real-draft-token only. Left out, each engine keeps its default, and cell ids stay as they were.
+SIMULATE_TOKEN_OPTION = "simulate_token_mode"
+SIMULATE_TOKEN_MODES: tuple[str, ...] = ("fixed", "real-draft-token")
+ENGINE_SIMULATE_TOKEN_MODES: dict[str, tuple[str, ...]] = {
+    "sglang": SIMULATE_TOKEN_MODES,
+    "vllm": ("real-draft-token",),
+}
+
+
+def engine_options(options: dict[str, Any]) -> dict[str, Any]:
+    """A scheme's ``options`` as its engine receives them: without the project's own (the token mode)."""
+    return {k: v for k, v in options.items() if k != SIMULATE_TOKEN_OPTION}
+
 
 def get(method: str) -> Scheme:
     try:

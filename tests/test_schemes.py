@@ -150,6 +150,16 @@ def _vllm032_fields() -> tuple[set[str], set[str], set[str]]:
             {f.name for f in dataclasses.fields(EngineArgs)})
 
 
+def test_the_token_mode_option_never_reaches_vllms_speculative_config(models):
+    """ADR 0243: ``options.simulate_token_mode`` names what vLLM's synthetic sampler does anyway; the rest of the
+    options still pass through."""
+    spec = _spec("draft_model", models)
+    spec["scheme"]["options"] = {"simulate_token_mode": "real-draft-token", "prompt_lookup_max": 3}
+    cfg = V.speculative_config(spec)
+    assert "simulate_token_mode" not in cfg and cfg["prompt_lookup_max"] == 3
+    assert schemes.engine_options({"simulate_token_mode": "fixed"}) == {}
+
+
 @pytest.mark.parametrize("method", SPECULATIVE)
 @pytest.mark.parametrize("synthetic", [True, False])
 def test_vllm_speculative_config_fields_exist(method, synthetic, models):

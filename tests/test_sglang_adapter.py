@@ -194,6 +194,57 @@ def test_engine_env_synthetic_and_pythonpath():
     assert base["PYTHONPATH"] == "/vllm-site"  # the caller's dict is not modified
 
 
+def _token_mode_cfg(mode: str = "real-draft-token") -> dict:
+    cfg = copy.deepcopy(CFG)
+    cfg["schemes"]["draft_rt"] = {"method": "draft_model", "k": 5, "synthetic": True,
+                                  "options": {"simulate_token_mode": mode}}
+    return cfg
+
+
+def test_the_token_mode_option_reaches_the_environment_never_the_arguments_and_changes_only_its_own_ids():
+    """ADR 0243: SGLANG_SIMULATE_ACC_TOKEN_MODE for the scheme that sets it (a stray one in the caller's environment
+    is dropped for the others, which keep SGLang's default), and never a ServerArgs field."""
+    cfg = _token_mode_cfg()
+    rt = cell_spec("draft_rt", cfg=cfg)
+    env = sg.engine_env(rt, {"PYTHONPATH": "/x"})
+    assert env["SGLANG_SIMULATE_ACC_TOKEN_MODE"] == "real-draft-token" and env["SGLANG_SIMULATE_ACC_LEN"] == "3.4"
+    assert "simulate_token_mode" not in sg.engine_kwargs(rt) and "simulate_token_mode" not in sg.speculative_kwargs(rt)
+    plain = sg.engine_env(cell_spec("draft", cfg=cfg), {"PYTHONPATH": "/x", "SGLANG_SIMULATE_ACC_TOKEN_MODE": "fixed"})
+    assert "SGLANG_SIMULATE_ACC_TOKEN_MODE" not in plain
+    # the recorded engine configuration names it beside the other simulate values
+    recorded = sg.config_from_server_info({}, env)
+    ids = {c.cell_id for c in cells.build(config.validate(CFG)).cells}
+    with_rt = cells.build(config.validate(cfg)).cells
+    assert ids == {c.cell_id for c in with_rt if c.scheme != "draft_rt"}  # the other schemes' ids are unchanged
+    assert recorded["speculative_simulate_acc_token_mode"] == "real-draft-token"
+
+
+def test_the_engine_must_run_the_token_mode_the_cell_configures():
+    rt = cell_spec("draft_rt", cfg=_token_mode_cfg())
+    info = {"engine_version": "0.5.17", "spec_algorithms": None, "simulate_methods": ["match-expected"],
+            "simulate_acc_len": 3.4}
+    sg.check_supported(rt, {**info, "simulate_acc_token_mode": "real-draft-token"})
+    with pytest.raises(Exception, match="TOKEN_MODE in the engine is 'fixed'"):
+        sg.check_supported(rt, {**info, "simulate_acc_token_mode": "fixed"})
+    with pytest.raises(EngineUnsupported, match="has no SGLANG_SIMULATE_ACC_TOKEN_MODE"):
+        sg.check_supported(rt, {**info, "simulate_acc_token_mode": None})
+
+
+def test_the_token_mode_is_refused_at_parse_time_where_no_engine_of_the_config_has_it():
+    with pytest.raises(config.ConfigError, match=r"schemes\.draft_rt\.options\.simulate_token_mode = 'last'"):
+        config.validate(_token_mode_cfg("last"))
+    vllm_too = _token_mode_cfg("fixed")
+    vllm_too["engines"] = ["sglang", "vllm"]
+    with pytest.raises(config.ConfigError, match="vllm commits only real-draft-token tokens"):
+        config.validate(vllm_too)
+    vllm_too["schemes"]["draft_rt"]["options"]["simulate_token_mode"] = "real-draft-token"
+    config.validate(vllm_too)  # what vLLM's sampler always does
+    not_synthetic = _token_mode_cfg()
+    not_synthetic["schemes"]["draft_rt"]["synthetic"] = False
+    with pytest.raises(config.ConfigError, match="the scheme is not synthetic"):
+        config.validate(not_synthetic)
+
+
 def test_engine_env_model_acceptance_drops_a_stray_simulate_value():
     base = {"PYTHONPATH": "/x", "SGLANG_SIMULATE_ACC_LEN": "6", "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
     env = sg.engine_env(cell_spec("ngram"), base)

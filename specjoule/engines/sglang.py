@@ -171,7 +171,7 @@ def speculative_kwargs(spec: CellSpec | Mapping[str, Any]) -> dict[str, Any]:
         kw["speculative_draft_model_path"] = _model_path(spec.engine.target.model)
         if target_format != "auto":
             kw["speculative_draft_load_format"] = target_format
-    kw.update(scheme.options)  # pass-through last (speculative_ngram_*, …)
+    kw.update(schemes.engine_options(scheme.options))  # pass-through last (speculative_ngram_*, …)
     return kw
 
 
@@ -349,6 +349,9 @@ def engine_env(spec: CellSpec | Mapping[str, Any] | None = None, base: dict[str,
                 )
             env["SGLANG_SIMULATE_ACC_LEN"] = repr(round(float(L), 9))  # no float noise from summing rates
             env["SGLANG_SIMULATE_ACC_METHOD"] = SIMULATE_METHOD
+            token_mode = spec.scheme.options.get(schemes.SIMULATE_TOKEN_OPTION)
+            if token_mode is not None:  # else SGLang's default, fixed (ADR 0016, 0243)
+                env["SGLANG_SIMULATE_ACC_TOKEN_MODE"] = str(token_mode)
     return env
 
 
@@ -414,6 +417,7 @@ def probe() -> dict[str, Any]:
         info["simulate_methods"] = methods
         info["simulate_acc_len"] = getattr(spec_utils, "SIMULATE_ACC_LEN", None)
         info["simulate_acc_method"] = getattr(spec_utils, "SIMULATE_ACC_METHOD", None)
+        info["simulate_acc_token_mode"] = getattr(spec_utils, "SIMULATE_ACC_TOKEN_MODE", None)
     except Exception as exc:  # noqa: BLE001
         info["simulate_methods"] = None
         info["probe_error"] = (info.get("probe_error", "") + f"; spec_utils: {type(exc).__name__}: {exc}").lstrip("; ")
@@ -455,6 +459,18 @@ def check_supported(spec: CellSpec | Mapping[str, Any], info: dict) -> None:
         got = info.get("simulate_acc_len")
         if got is not None and want is not None and abs(float(got) - want) > 1e-9:
             raise EngineError(f"SGLANG_SIMULATE_ACC_LEN in the engine is {got}, the cell configures {want}")
+        want_mode = scheme.options.get(schemes.SIMULATE_TOKEN_OPTION)
+        if want_mode is not None and "simulate_acc_token_mode" in info:
+            got_mode = info["simulate_acc_token_mode"]
+            if got_mode is None:
+                raise EngineUnsupported(
+                    f"scheme {scheme.name!r}: options.{schemes.SIMULATE_TOKEN_OPTION} = {want_mode!r}, but SGLang "
+                    f"{version} has no SGLANG_SIMULATE_ACC_TOKEN_MODE"
+                )
+            if got_mode != want_mode:
+                raise EngineError(
+                    f"SGLANG_SIMULATE_ACC_TOKEN_MODE in the engine is {got_mode!r}, the cell configures {want_mode!r}"
+                )
 
 
 # -- effective configuration (ADR 0029) --------------------------------------------------------

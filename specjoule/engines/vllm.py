@@ -495,7 +495,7 @@ def speculative_config(spec: CellSpec | typing.Mapping[str, Any]) -> dict | None
             raise EngineError(f"scheme {scheme.name!r}: synthetic acceptance needs k={k} rates, got {rates!r}")
         cfg["rejection_sample_method"] = "synthetic"
         cfg["synthetic_acceptance_rates"] = [float(r) for r in rates]
-    cfg.update(scheme.options)  # pass-through last: the config may refine (prompt_lookup_*)
+    cfg.update(schemes.engine_options(scheme.options))  # pass-through last: the config may refine (prompt_lookup_*)
     return cfg
 
 
