@@ -115,3 +115,28 @@ def test_sliding_window_depth_is_the_dense_eagle3_design_on_each_engines_gemma4_
     # the breadth run's SGLang options (triton: SGLang asserts it for Gemma-4) plus the depth design's batch cap
     assert sws["engine_options"]["sglang"] == {**breadth_mm["engine_options"]["sglang"], "max_running_requests": 32}
     assert len({cfg["protocol"]["run_order_seed"] for cfg in (sw, sws, dense)}) == 3
+
+
+TOKEN_MODE = "config/h200-moe-token-mode.yaml"
+
+
+def test_the_token_mode_ab_differs_from_the_moe_depth_only_where_it_says_and_its_arms_only_in_the_mode():
+    """ADR 0243's A/B: the MoE depth family's target, head, engine options, workload and checks at B = 32, L = 1;
+    two schemes equal but for options.simulate_token_mode, each its own engine with its own environment."""
+    from specjoule.engines import sglang as sg
+
+    ab, moe = _load(TOKEN_MODE, MOE)
+    for key in ("models", "corpora", "seeds", "cuda_graphs", "workloads", "meter", "checks", "report"):
+        assert ab[key] == moe[key], key
+    assert ab["engine_options"]["sglang"] == moe["engine_options"]["sglang"] and ab["engines"] == ["sglang"]
+    fixed, rt = ab["schemes"]["eagle3_fixed"], ab["schemes"]["eagle3_rt"]
+    assert {k: v for k, v in fixed.items() if k != "options"} == {k: v for k, v in rt.items() if k != "options"}
+    assert (fixed["options"], rt["options"]) == ({"simulate_token_mode": "fixed"},
+                                                 {"simulate_token_mode": "real-draft-token"})
+    _, table = config.plan(config.read_yaml(REPO / TOKEN_MODE), TOKEN_MODE)
+    points = {c.scheme: c for c in table.cells if c.role == "point"}
+    assert set(points) == {"eagle3_fixed", "eagle3_rt"} and len(table.cells) == 3  # no closing baseline
+    assert {(c.batch_size, c.configured_L) for c in points.values()} == {(32, 1.0)}
+    envs = {s: sg.engine_env(c.spec, {"PYTHONPATH": "/x"})["SGLANG_SIMULATE_ACC_TOKEN_MODE"] for s, c in points.items()}
+    assert envs == {"eagle3_fixed": "fixed", "eagle3_rt": "real-draft-token"}
+    assert sg.engine_kwargs(points["eagle3_fixed"].spec) == sg.engine_kwargs(points["eagle3_rt"].spec)
