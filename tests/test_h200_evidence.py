@@ -2687,34 +2687,42 @@ def test_1205d_h100_config_is_the_preregistered_one():
     _assert_shipped_copy(MLA_1205D, "h200-schemes-depth-mla.yaml")
 
 
-def test_1205d_h100_mla_depth_family_is_whole_and_the_readme_table_is_the_records():
-    df, checks = _verdict(MLA_1205D, "h200-schemes-depth-mla.yaml")
+def _h100_sglang_depth_family(evidence_dir: Path, session: Path, config_name: str, gpu_uuid: str,
+                              pair: str) -> pl.DataFrame:
+    """An H100 SGLang depth family (EAGLE3 L = 1, 3, 4 at B = 1 and 32, both baselines) whole, its verdict re-derived
+    (0 fail; the roofline's model_residual flags only in the committed one), and its README's drift phrase and table
+    rows the records: each ratio over the mean of its two baselines, as the curves compute it. Returns the points."""
+    df, checks = _verdict(evidence_dir, config_name)
     assert df.height == 10 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
-    assert set(df["gpu_uuid"]) == {"GPU-e4e5be69-60f7-3a97-371e-2becc874f142"}
+    assert set(df["gpu_uuid"]) == {gpu_uuid}
     assert df["gpu_names"].to_list() == [["NVIDIA H100 80GB HBM3"]] * 10  # the board class the README names
     assert set(df["engine"]) == {"sglang"} and set(df["batch_size"]) == {1, 32}
     assert checks.filter(pl.col("status") == "fail").height == 0
     assert set(checks.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched"}
     # the pipeline's verdict adds the roofline's flags (model_residual reads the roofline table, not re-derived here)
-    committed = pl.read_parquet(MLA_1205D / "results" / "checks.parquet")
+    committed = pl.read_parquet(evidence_dir / "results" / "checks.parquet")
     assert set(committed.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched", "model_residual"}
     assert committed.filter(pl.col("status") == "fail").height == 0
-    assert "0 fail, 4 flag, 38 pass, 12 not_applicable" in (MLA_1205D / "results" / "checks.md").read_text()
+    assert "0 fail, 4 flag, 38 pass, 12 not_applicable" in (evidence_dir / "results" / "checks.md").read_text()
     points = df.filter(pl.col("role") == "point")
     assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
     drift = dict(checks.filter(pl.col("check") == "baseline_drift").select("campaign_id", "value").iter_rows())
-    b1, b32 = (drift[f"sglang-glm47_flash-closed-b{b}-random-s0-cg1"] for b in (1, 32))
-    readme = _readme_text(SESSION_1205D_H100)
-    assert f"{100 * b1:.2f} % apart at B = 1, {100 * b32:.2f} % at B = 32" in readme
-    # the README's table: each ratio over the mean of its two baselines, as the curves compute it
+    b1, b32 = (drift[f"sglang-{pair}-closed-b{b}-random-s0-cg1"] for b in (1, 32))
+    assert f"{100 * b1:.2f} % apart at B = 1, {100 * b32:.2f} % at B = 32" in _readme_text(session)
     ratios = _ratios_to_mean_baseline(df)
-    curves = pl.read_parquet(MLA_1205D / "results" / "curves.parquet")
+    curves = pl.read_parquet(evidence_dir / "results" / "curves.parquet")
     for batch, L, ratio in curves.select("batch_size", "configured_L", "energy_ratio").iter_rows():
         assert ratio == pytest.approx(ratios[(batch, L)], rel=1e-9)
+    lines = (session / "README.md").read_text().splitlines()
     for (batch, L), ratio in ratios.items():
-        row = next(ln for ln in (SESSION_1205D_H100 / "README.md").read_text().splitlines()
-                   if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
+        row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
         assert f"**{ratio:.3f}×**" in row, row
+    return points
+
+
+def test_1205d_h100_mla_depth_family_is_whole_and_the_readme_table_is_the_records():
+    _h100_sglang_depth_family(MLA_1205D, SESSION_1205D_H100, "h200-schemes-depth-mla.yaml",
+                              "GPU-e4e5be69-60f7-3a97-371e-2becc874f142", "glm47_flash")
 
 
 def test_1205d_h100_and_the_h200_breadth_run_differ_only_in_the_board_class_and_are_never_paired():
@@ -2744,32 +2752,12 @@ def test_1205e_h100_config_is_the_preregistered_one():
 
 
 def test_1205e_h100_moe_depth_family_is_whole_and_the_readme_table_is_the_records():
-    df, checks = _verdict(MOE_1205E, "h200-schemes-depth-moe.yaml")
-    assert df.height == 10 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
-    assert set(df["gpu_uuid"]) == {"GPU-86cacde5-519a-5750-1e49-851f70a81f90"}
-    assert df["gpu_names"].to_list() == [["NVIDIA H100 80GB HBM3"]] * 10
-    assert set(df["engine"]) == {"sglang"} and set(df["batch_size"]) == {1, 32}
-    assert checks.filter(pl.col("status") == "fail").height == 0
-    assert set(checks.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched"}
-    committed = pl.read_parquet(MOE_1205E / "results" / "checks.parquet")
-    assert set(committed.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched", "model_residual"}
-    assert "0 fail, 4 flag, 38 pass, 12 not_applicable" in (MOE_1205E / "results" / "checks.md").read_text()
-    points = df.filter(pl.col("role") == "point")
-    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
-    drift = dict(checks.filter(pl.col("check") == "baseline_drift").select("campaign_id", "value").iter_rows())
-    b1, b32 = (drift[f"sglang-qwen3_30b_a3b-closed-b{b}-random-s0-cg1"] for b in (1, 32))
-    readme = _readme_text(SESSION_1205E_H100)
-    assert f"{100 * b1:.2f} % apart at B = 1, {100 * b32:.2f} % at B = 32" in readme
-    ratios = _ratios_to_mean_baseline(df)
-    curves = pl.read_parquet(MOE_1205E / "results" / "curves.parquet")
-    for batch, L, ratio in curves.select("batch_size", "configured_L", "energy_ratio").iter_rows():
-        assert ratio == pytest.approx(ratios[(batch, L)], rel=1e-9)
+    points = _h100_sglang_depth_family(MOE_1205E, SESSION_1205E_H100, "h200-schemes-depth-moe.yaml",
+                                       "GPU-86cacde5-519a-5750-1e49-851f70a81f90", "qwen3_30b_a3b")
     lines = (SESSION_1205E_H100 / "README.md").read_text().splitlines()
-    for (batch, L), ratio in ratios.items():
+    for batch, L, rnd in points.select("batch_size", "configured_L", "round_time_ms").iter_rows():
         row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
-        assert f"**{ratio:.3f}×**" in row, row
-        rnd = points.filter(pl.col("batch_size") == batch, pl.col("configured_L") == L)["round_time_ms"][0]
-        assert f"| {rnd:.2f} |" in row, row
+        assert f"| {rnd:.2f} |" in row, row  # the round column too: the B = 32, L = 1 reading rests on it
 
 
 def test_1205e_the_l1_round_at_b32_is_below_its_routed_expert_floor_and_the_readme_and_report_say_so():
