@@ -156,7 +156,9 @@ def test_curves_refuse_energy_with_the_reason(demo):
     # derive's columns, then the roofline model's (scripts/derive.py appends them when the rule runs, ADR 0102)
     from specjoule.analysis import roofline
 
-    assert tuple(curves.columns) == derive.CURVE_COLUMNS + roofline.CURVE_ROOFLINE_COLUMNS
+    assert tuple(curves.columns) == (
+        derive.CURVE_COLUMNS + roofline.CURVE_ROOFLINE_COLUMNS + roofline.CURVE_CAMPAIGN_ROOFLINE_COLUMNS
+    )
     assert sorted(curves["cell_name"]) == ["draft", "ngram"]
     for col in derive.ENERGY_CURVE_COLUMNS:
         assert curves[col].is_null().all(), col

@@ -338,6 +338,11 @@ def test_curves_gain_the_model_columns():
     refused = rf.attach_to_curves(curves.with_columns(pl.lit("energy_measured fail").alias("energy_refused_reason")),
                                   res.cells)
     assert refused["residual"][0] is None and refused["predicted_mj_per_committed_token"][0] is not None
+    # With a campaign id, the campaign's column follows the cell's (the order derive's curves are checked against).
+    named = rf.attach_to_curves(curves.with_columns(pl.lit("c").alias("campaign_id")), res.cells)
+    assert tuple(named.columns) == ("cell_id", "energy_refused_reason", "campaign_id", *rf.CURVE_ROOFLINE_COLUMNS,
+                                    *rf.CURVE_CAMPAIGN_ROOFLINE_COLUMNS)
+    assert named["baseline_below_expert_floor"][0] is None  # a dense target: no floor, no verdict
 
 
 def test_plan_prints_labelled_predictions(tmp_path):

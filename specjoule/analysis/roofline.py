@@ -1408,6 +1408,8 @@ CURVE_ROOFLINE_COLUMNS = (
     "expert_floor_ms",
     "below_expert_floor",
 )
+#: Appended after those, per campaign rather than per cell: any of the campaign's baselines below its floor (ADR 0242).
+CURVE_CAMPAIGN_ROOFLINE_COLUMNS = ("baseline_below_expert_floor",)
 
 
 def attach_to_curves(curves: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
@@ -1421,7 +1423,7 @@ def attach_to_curves(curves: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
         bases = (
             cells.filter((C("role") != axes.ROLE_POINT) & C("below_expert_floor").is_not_null())
             .group_by("campaign_id")
-            .agg(C("below_expert_floor").any().alias("baseline_below_expert_floor"))
+            .agg(C("below_expert_floor").any().alias(CURVE_CAMPAIGN_ROOFLINE_COLUMNS[0]))
         )
         out = out.join(bases, on="campaign_id", how="left")
     if "energy_refused_reason" in out.columns:
