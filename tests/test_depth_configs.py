@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from specjoule import config
+from specjoule.engines import sglang as sg
 
 REPO = Path(__file__).resolve().parents[1]
 MOE = "config/h200-schemes-depth-moe.yaml"
@@ -123,8 +124,6 @@ TOKEN_MODE = "config/h200-moe-token-mode.yaml"
 def test_the_token_mode_ab_differs_from_the_moe_depth_only_where_it_says_and_its_arms_only_in_the_mode():
     """ADR 0243's A/B: the MoE depth family's target, head, engine options, workload and checks at B = 32, L = 1;
     two schemes equal but for options.simulate_token_mode, each its own engine with its own environment."""
-    from specjoule.engines import sglang as sg
-
     ab, moe = _load(TOKEN_MODE, MOE)
     for key in ("models", "corpora", "seeds", "cuda_graphs", "workloads", "meter", "checks", "report"):
         assert ab[key] == moe[key], key

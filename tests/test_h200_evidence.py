@@ -8,7 +8,6 @@ stays fired), and the records' known latency error must not reach the analysis a
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from pathlib import Path
@@ -21,8 +20,11 @@ import yaml
 from specjoule import cells, logtext
 from specjoule import config as sj_config
 from specjoule.analysis import aggregate, compare_evidence, derive, evidence, window_activity
+from specjoule.analysis import roofline as rf
 from specjoule.analysis import rounds as rounds_analysis
 from specjoule.analysis.checks import Thresholds, run_checks
+from specjoule.report import render
+from tools import slim_evidence
 
 ROOT = Path(__file__).resolve().parent.parent
 # Configs of runs on the H200 live next to their evidence (ADR 0141).
@@ -1761,8 +1763,6 @@ def test_1204_lost_closing_start_is_committed_without_an_error():
 def test_1204_the_report_warns_that_the_graphs_off_baseline_is_host_bound():
     """render.graphs_off_caveats over the committed records: the graphs-off baseline's step and busy fraction
     beside the graphs-on ones'; nothing where only one mode ran (2026-12-03g) or the columns are absent."""
-    from specjoule.report import render
-
     records = pl.read_parquet(CAPTURE_1204 / "results" / "records.parquet")
     (caveat,) = render.graphs_off_caveats(records)
     assert caveat.level == "warn"
@@ -1924,15 +1924,11 @@ def test_1204b_lost_closing_start_is_committed_without_an_error():
 
 
 def test_1204b_the_report_caveat_spans_both_graphs_off_baselines():
-    from specjoule.report import render
-
     (caveat,) = render.graphs_off_caveats(pl.read_parquet(CAPTURE_1204B / "results" / "records.parquet"))
     assert "CUDA graphs off in 2 baseline window(s): a baseline step takes 22.15–61.29 ms against 4.23–5.31 ms" in (
         caveat.text
     )
     assert "the GPU busy 0.08–0.25 of the window against 0.98–0.99" in caveat.text
-    from tools import slim_evidence
-
     # the committed report was made at ce23108, after the caveat landed (d89ca67): it shows it
     report = slim_evidence.read_report(CAPTURE_1204B / "results" / "report.html.gz")
     assert "CUDA graphs off in 2 baseline window(s)" in report
@@ -1986,8 +1982,6 @@ def test_1204b_the_moe_graphs_off_baseline_spends_host_time_not_gpu_work():
 def test_1204b_the_report_warns_that_the_capture_pairs_ran_on_different_runners():
     """render.capture_runner_caveats on the committed records: it names each model's runner where the models
     measured both ways ran on different ones, and is silent where they did not."""
-    from specjoule.report import render
-
     records = pl.read_parquet(CAPTURE_1204B / "results" / "records.parquet")
     (caveat,) = render.capture_runner_caveats(records)
     assert caveat.level == "warn"
@@ -2163,8 +2157,6 @@ def test_1204d_gdn_eagle3_family_is_whole_and_the_readme_table_is_the_records():
 def test_1204d_the_eagle3_round_costs_the_same_at_both_l_and_breaks_even_where_adr_0233_says():
     """The committed crossover table (the commit that ran: a line through the ratios) says 3.22; the same curves
     through ADR 0233's a + b/L say 2.24, which is where the round's energy (ratio x L, the same at L 1 and 4) is 1."""
-    from specjoule.analysis import roofline as rf
-
     curves = pl.read_parquet(GDN_1204D / "results" / "curves_summary.parquet").sort("configured_L")
     points = [(r["configured_L"], r["energy_ratio_mean"]) for r in curves.iter_rows(named=True)]
     (l1, r1), (l4, r4) = points
@@ -2763,9 +2755,6 @@ def test_1205e_h100_moe_depth_family_is_whole_and_the_readme_table_is_the_record
 def test_1205e_the_l1_round_at_b32_is_below_its_routed_expert_floor_and_the_readme_and_report_say_so():
     """ADR 0242 on this run: the floor re-derived from the records, the shape and the board's calibration (not
     read from the committed tables) puts B = 32, L = 1 alone below it; the committed curves and report agree."""
-    from specjoule.analysis import roofline as rf
-    from specjoule.report import render
-
     records = aggregate.aggregate(sorted((MOE_1205E / "results" / "cells").glob("*/*.parquet")))
     cal = json.loads(next((MOE_1205E / "results" / "hardware").glob("*.json")).read_text())
     hbm = cal["constants"]["hbm_bytes_per_s"]
@@ -2788,7 +2777,7 @@ def test_1205e_the_l1_round_at_b32_is_below_its_routed_expert_floor_and_the_read
         [1e3 * routed * 128 * (1 - (1 - 8 / 128) ** (b * 4)) / hbm for b in curves["batch_size"]], rel=1e-6)
     (caveat,) = render.expert_routing_caveats(curves, ["qwen3_30b_a3b"])
     assert "eagle3--mv1 in sglang-qwen3_30b_a3b-closed-b32-random-s0-cg1" in caveat.text
-    report = gzip.decompress((MOE_1205E / "results" / "report.html.gz").read_bytes()).decode()
+    report = slim_evidence.read_report(MOE_1205E / "results" / "report.html.gz")
     assert "MoE rounds shorter than the board" in report and "(ADR 0242)" in report
     # rf.routed_expert_bytes is the same count from the shape file
     shape = rf.models_lookup("config/models/qwen3-30b-a3b", "target")
@@ -2798,8 +2787,6 @@ def test_1205e_the_l1_round_at_b32_is_below_its_routed_expert_floor_and_the_read
 def _below_floor(folder: Path) -> dict[tuple[str, int, str], bool]:
     """{(model pair, B, cell): round below its routed-expert floor} over a folder's records, its board's own
     calibration and the shipped shapes (ADR 0242); MoE cells only."""
-    from specjoule.analysis import roofline as rf
-
     records = aggregate.aggregate(sorted((folder / "results" / "cells").glob("*/*.parquet")))
     records = records.filter(pl.col("status").is_null() | (pl.col("status") == "measured"))
     cells = rf.model_cells(records, rf.models_lookup, rf.load_calibrations(str(folder / "results" / "hardware")),

@@ -125,14 +125,13 @@ def weight_params_read(shape: Any, n_tokens: float) -> float:
         embed = vocab * hidden - min(n_tokens, vocab) * hidden
     if not _need(shape, "moe", "target"):
         return total - embed
-    shared, per_expert, layers = moe_layout(shape)
-    distinct = expected_distinct_experts(shape.num_experts, shape.experts_per_token, n_tokens)
-    return shared - embed + layers * per_expert * distinct
+    shared, _, _ = moe_layout(shape)
+    return shared - embed + routed_expert_bytes(shape, n_tokens) / DTYPE_BYTES
 
 
 def routed_expert_bytes(shape: Any, n_tokens: float) -> float | None:
-    """Bytes of the routed experts a pass over n_tokens reads under uniform routing (what
-    ``weight_params_read`` counts for them); None for a dense shape. A measured time below these bytes over
+    """Bytes of the routed experts a pass over n_tokens reads under uniform routing (``weight_params_read``
+    counts them from here); None for a dense shape. A measured time below these bytes over
     the board's HBM ceiling means the pass read fewer experts than uniform routing implies (ADR 0242)."""
     if not getattr(shape, "moe", False):
         return None
