@@ -19,8 +19,7 @@ import yaml
 
 from specjoule import cells, logtext
 from specjoule import config as sj_config
-from specjoule.analysis import aggregate, compare_evidence, derive, evidence, window_activity
-from specjoule.analysis import roofline as rf
+from specjoule.analysis import aggregate, compare_evidence, derive, evidence, roofline, window_activity
 from specjoule.analysis import rounds as rounds_analysis
 from specjoule.analysis.checks import Thresholds, run_checks
 from specjoule.report import render
@@ -2163,7 +2162,7 @@ def test_1204d_the_eagle3_round_costs_the_same_at_both_l_and_breaks_even_where_a
     assert (l1, l4) == (1.0, 4.0) and r1 > 1 > r4
     per_round = [r1 * l1, r4 * l4]  # the round's energy in plain-step tokens
     assert abs(per_round[1] / per_round[0] - 1) < 0.01
-    new, bracket = rf.measured_crossover(points)
+    new, bracket = roofline.measured_crossover(points)
     assert min(per_round) <= new <= max(per_round)  # a round that costs c steps breaks even at L = c
     (old,) = pl.read_parquet(GDN_1204D / "results" / "crossover.parquet")["measured_crossover_L"]
     assert old == pytest.approx(l1 + (1 - r1) * (l4 - l1) / (r4 - r1))  # the straight line, as committed
@@ -2779,9 +2778,9 @@ def test_1205e_the_l1_round_at_b32_is_below_its_routed_expert_floor_and_the_read
     assert "eagle3--mv1 in sglang-qwen3_30b_a3b-closed-b32-random-s0-cg1" in caveat.text
     report = slim_evidence.read_report(MOE_1205E / "results" / "report.html.gz")
     assert "MoE rounds shorter than the board" in report and "(ADR 0242)" in report
-    # rf.routed_expert_bytes is the same count from the shape file
-    shape = rf.models_lookup("config/models/qwen3-30b-a3b", "target")
-    assert rf.routed_expert_bytes(shape, 1e9) == pytest.approx(routed * 128, rel=1e-6)
+    # roofline.routed_expert_bytes is the same count from the shape file
+    shape = roofline.models_lookup("config/models/qwen3-30b-a3b", "target")
+    assert roofline.routed_expert_bytes(shape, 1e9) == pytest.approx(routed * 128, rel=1e-6)
 
 
 def _below_floor(folder: Path) -> dict[tuple[str, int, str], bool]:
@@ -2789,10 +2788,11 @@ def _below_floor(folder: Path) -> dict[tuple[str, int, str], bool]:
     calibration and the shipped shapes (ADR 0242); MoE cells only."""
     records = aggregate.aggregate(sorted((folder / "results" / "cells").glob("*/*.parquet")))
     records = records.filter(pl.col("status").is_null() | (pl.col("status") == "measured"))
-    cells = rf.model_cells(records, rf.models_lookup, rf.load_calibrations(str(folder / "results" / "hardware")),
-                           resamples=0).cells.filter(pl.col("below_expert_floor").is_not_null())
-    return {(p, b, c): v for p, b, c, v in cells.select("model_pair", "batch_size", "cell_name",
-                                                         "below_expert_floor").iter_rows()}
+    calibrations = roofline.load_calibrations(str(folder / "results" / "hardware"))
+    modelled = roofline.model_cells(records, roofline.models_lookup, calibrations, resamples=0).cells
+    modelled = modelled.filter(pl.col("below_expert_floor").is_not_null())
+    return {(p, b, c): v for p, b, c, v in modelled.select("model_pair", "batch_size", "cell_name",
+                                                            "below_expert_floor").iter_rows()}
 
 
 def test_the_routed_expert_floor_over_the_committed_moe_evidence_is_what_adr_0242_says():
