@@ -221,9 +221,44 @@ def plan(raw: Mapping[str, Any], config_file: str = "CONFIG") -> tuple[dict, Any
     resolve_models.check_corpora(config, config_file)
     table = cells.build(config)
     _check_reference_evidence(config, table)
-    for warning in hybrid_block_size_warnings(config, table):
+    for warning in hybrid_block_size_warnings(config, table) + moe_token_mode_warnings(table):
         log.warning("%s", warning)
     return config, table
+
+
+def moe_token_mode_warnings(table: Any) -> list[str]:
+    """One line per MoE target whose synthetic SGLang arms leave ``options.simulate_token_mode`` unset, so SGLang
+    commits its default ``fixed`` token (id 100) at every accepted position (ADR 0243). Dummy routers route by
+    token id, and on an H100 that made an L = 1 round at B = 32 read fewer experts than its routed-expert floor: 10.75
+    against 25.39 ms with ``real-draft-token`` on one board (ADR 0244). A warning, not an error: the registered
+    configs run unchanged, and a scheme that names the mode (either) is the user's choice, silent here."""
+    from specjoule import models
+    from specjoule import schemes as scheme_registry
+
+    batches: dict[str, dict[str, set[int]]] = {}  # target -> scheme -> batch sizes
+    for cell in table.cells:
+        engine, scheme = cell.setup.engine, cell.setup.scheme
+        if engine.engine != "sglang" or engine.device != "cuda" or cell.unsupported_reason:
+            continue
+        if not scheme.synthetic or scheme_registry.SIMULATE_TOKEN_OPTION in scheme.options:
+            continue
+        target = engine.target.entry.get("model")
+        if target:
+            batches.setdefault(target, {}).setdefault(str(scheme.name), set()).add(cell.batch_size)
+    out = []
+    for target, by_scheme in sorted(batches.items()):
+        shape = models.local_shape(target)
+        if shape is None or not shape.moe:
+            continue
+        arms = "; ".join(f"{name} at B = {', '.join(map(str, sorted(b)))}" for name, b in sorted(by_scheme.items()))
+        out.append(
+            f"{target} is MoE and its synthetic SGLang arms ({arms}) leave schemes.<name>.options."
+            f"{scheme_registry.SIMULATE_TOKEN_OPTION} unset: SGLang then commits token id 100 at every accepted "
+            f"position, dummy routers route by token id, and a round can read fewer experts than real traffic "
+            f"(ADR 0244: 10.75 against 25.39 ms at B = 32, L = 1 on one H100); set it to real-draft-token to "
+            f"commit the drafted tokens as vLLM does, or to fixed to keep SGLang's default knowingly"
+        )
+    return out
 
 
 def hybrid_block_size_warnings(config: Mapping[str, Any], table: Any) -> list[str]:

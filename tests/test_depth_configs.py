@@ -139,3 +139,59 @@ def test_the_token_mode_ab_differs_from_the_moe_depth_only_where_it_says_and_its
     envs = {s: sg.engine_env(c.spec, {"PYTHONPATH": "/x"})["SGLANG_SIMULATE_ACC_TOKEN_MODE"] for s, c in points.items()}
     assert envs == {"eagle3_fixed": "fixed", "eagle3_rt": "real-draft-token"}
     assert sg.engine_kwargs(points["eagle3_fixed"].spec) == sg.engine_kwargs(points["eagle3_rt"].spec)
+
+
+def test_the_plan_warns_when_an_moe_targets_synthetic_sglang_arms_leave_the_token_mode_to_sglang(caplog):
+    """ADR 0244: the A/B measured the default token mode setting the MoE L = 1 round, so a config that leaves the mode
+    unset on an MoE target's synthetic SGLang arms hears it at plan time, naming the target, the arms and their B."""
+    raw = config.read_yaml(REPO / MOE)
+    with caplog.at_level("WARNING", logger="specjoule.config"):
+        _, table = config.plan(raw, MOE)
+    warned = [r.getMessage() for r in caplog.records if "simulate_token_mode unset" in r.getMessage()]
+    assert len(warned) == 1
+    assert warned[0].startswith("config/models/qwen3-30b-a3b is MoE") and "(eagle3 at B = 1, 32)" in warned[0]
+    assert config.moe_token_mode_warnings(table) == warned
+    # the vLLM arms of the same config are not named (vLLM commits drafted tokens; the option is SGLang's)
+    assert any(c.engine == "vllm" and c.synthetic for c in table.cells)
+
+
+@pytest.mark.parametrize("mode", ["fixed", "real-draft-token"])
+def test_a_scheme_that_names_its_token_mode_is_not_warned_about_either_way(mode):
+    raw = config.read_yaml(REPO / MOE)
+    raw["engines"] = ["sglang"]  # vLLM refuses `fixed` at parse time (ADR 0243)
+    raw["schemes"]["eagle3"]["options"] = {"simulate_token_mode": mode}
+    _, table = config.plan(raw, MOE)
+    assert table.cells and config.moe_token_mode_warnings(table) == []
+    _, ab = config.plan(config.read_yaml(REPO / TOKEN_MODE), TOKEN_MODE)
+    assert config.moe_token_mode_warnings(ab) == []
+
+
+def test_no_token_mode_warning_for_a_dense_target_or_a_vllm_only_moe_config():
+    _, dense = config.plan(config.read_yaml(REPO / DENSE), DENSE)
+    assert any(c.engine == "sglang" and c.synthetic for c in dense.cells)  # the rule was read, and found dense
+    assert config.moe_token_mode_warnings(dense) == []
+    raw = config.read_yaml(REPO / MOE)
+    raw["engines"] = ["vllm"]
+    _, vllm_only = config.plan(raw, MOE)
+    assert config.moe_token_mode_warnings(vllm_only) == []
+
+
+def test_the_shipped_configs_that_hear_the_token_mode_warning_are_the_six_adr_0244_counts():
+    """Every shipped config with an MoE target on synthetic SGLang arms that leave the mode unset, and no other."""
+    from specjoule import cells
+
+    warned = set()
+    for path in sorted((REPO / "config").glob("*.yaml")):
+        if path.name == "schema.yaml":
+            continue
+        if cells_warned := config.moe_token_mode_warnings(cells.build(config.validate(config.read_yaml(path)))):
+            warned.add(path.name)
+            assert all(" is MoE and its synthetic SGLang arms " in w for w in cells_warned)
+    assert warned == {
+        "h200-schemes-depth-gdn.yaml",
+        "h200-schemes-depth-mla.yaml",
+        "h200-schemes-depth-moe.yaml",
+        "h200-schemes-depth-sw-sglang.yaml",
+        "h200-schemes-sglang-families.yaml",
+        "h200-schemes-sglang-gemma4-mm.yaml",
+    }
