@@ -2679,26 +2679,30 @@ def test_1205d_h100_config_is_the_preregistered_one():
 
 
 def _h100_sglang_depth_family(evidence_dir: Path, session: Path, config_name: str, gpu_uuid: str,
-                              pair: str) -> pl.DataFrame:
-    """An H100 SGLang depth family (EAGLE3 L = 1, 3, 4 at B = 1 and 32, both baselines) whole, its verdict re-derived
-    (0 fail; the roofline's model_residual flags only in the committed one), and its README's drift phrase and table
-    rows the records: each ratio over the mean of its two baselines, as the curves compute it. Returns the points."""
+                              pair: str, engine: str = "sglang",
+                              summary: str = "0 fail, 4 flag, 38 pass, 12 not_applicable",
+                              committed_flags: frozenset = frozenset({"engine_config_matched", "model_residual"}),
+                              ) -> pl.DataFrame:
+    """An H100 depth family (EAGLE3 L = 1, 3, 4 at B = 1 and 32, both baselines; SGLang unless ``engine`` says) whole,
+    its verdict re-derived (0 fail; the roofline's model_residual flags only in the committed one), and its README's
+    drift phrase and table rows the records: each ratio over the mean of its two baselines, as the curves compute
+    it. Returns the points."""
     df, checks = _verdict(evidence_dir, config_name)
     assert df.height == 10 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
     assert set(df["gpu_uuid"]) == {gpu_uuid}
     assert df["gpu_names"].to_list() == [["NVIDIA H100 80GB HBM3"]] * 10  # the board class the README names
-    assert set(df["engine"]) == {"sglang"} and set(df["batch_size"]) == {1, 32}
+    assert set(df["engine"]) == {engine} and set(df["batch_size"]) == {1, 32}
     assert checks.filter(pl.col("status") == "fail").height == 0
     assert set(checks.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched"}
     # the pipeline's verdict adds the roofline's flags (model_residual reads the roofline table, not re-derived here)
     committed = pl.read_parquet(evidence_dir / "results" / "checks.parquet")
-    assert set(committed.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched", "model_residual"}
+    assert set(committed.filter(pl.col("status") == "flag")["check"]) == committed_flags
     assert committed.filter(pl.col("status") == "fail").height == 0
-    assert "0 fail, 4 flag, 38 pass, 12 not_applicable" in (evidence_dir / "results" / "checks.md").read_text()
+    assert summary in (evidence_dir / "results" / "checks.md").read_text()
     points = df.filter(pl.col("role") == "point")
     assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
     drift = dict(checks.filter(pl.col("check") == "baseline_drift").select("campaign_id", "value").iter_rows())
-    b1, b32 = (drift[f"sglang-{pair}-closed-b{b}-random-s0-cg1"] for b in (1, 32))
+    b1, b32 = (drift[f"{engine}-{pair}-closed-b{b}-random-s0-cg1"] for b in (1, 32))
     assert f"{100 * b1:.2f} % apart at B = 1, {100 * b32:.2f} % at B = 32" in _readme_text(session)
     ratios = _ratios_to_mean_baseline(df)
     curves = pl.read_parquet(evidence_dir / "results" / "curves.parquet")
@@ -2811,6 +2815,119 @@ def test_the_routed_expert_floor_over_the_committed_moe_evidence_is_what_adr_024
                    .read_text().split())
     assert "**all five B = 32 cells of GLM-4.7-Flash on SGLang**" in adr
     assert "**gemma-4-26B-A4B's vLLM baselines at B = 16, 32 and 64**" in adr
+
+
+SESSION_1205F_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-05f"
+TOKEN_1205F = SESSION_1205F_H100 / "moe-token-mode"
+VLLM_MOE_1205F = SESSION_1205F_H100 / "depth-moe-vllm"
+GPU_1205F = "GPU-6c50f189-d866-c079-dba9-592e74a0e508"
+# bf16 bytes of one routed expert in each of Qwen3-30B-A3B's 48 layers (published shape: hidden 2048, expert 768)
+QWEN3_30B_EXPERT_BYTES = 48 * 3 * 2048 * 768 * 2
+
+
+def _qwen3_30b_floor_ms(batch_size: int, verified_per_request: int, hbm_bytes_per_s: float) -> float:
+    """ADR 0242's floor from the published shape alone: expected distinct experts of 128 (top 8) a pass over
+    B · verified tokens reaches under uniform routing, read once at the board's HBM ceiling."""
+    tokens = batch_size * verified_per_request
+    return 1e3 * QWEN3_30B_EXPERT_BYTES * 128 * (1 - (1 - 8 / 128) ** tokens) / hbm_bytes_per_s
+
+
+def test_1205f_h100_configs_are_the_preregistered_ones():
+    _assert_shipped_copy(TOKEN_1205F, "h200-moe-token-mode.yaml")
+    _assert_shipped_copy(VLLM_MOE_1205F, "h200-schemes-depth-moe.yaml")
+
+
+def test_1205f_the_token_mode_ab_is_whole_and_its_registered_reading_rule_says_the_mode_sets_the_round():
+    """ADR 0244: the header's rule re-derived from the records, the engines' own reported token mode and the board's
+    calibration: real-draft-token's round >= 1.5 x fixed's, above the floor where fixed's is below."""
+    df, checks = _verdict(TOKEN_1205F, "h200-moe-token-mode.yaml")
+    assert df.height == 3 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    assert set(df["gpu_uuid"]) == {GPU_1205F} and set(df["engine"]) == {"sglang"} and set(df["batch_size"]) == {32}
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    committed = pl.read_parquet(TOKEN_1205F / "results" / "checks.parquet")
+    assert committed.filter(pl.col("status") == "fail").height == 0
+    residual = committed.filter(pl.col("check") == "model_residual", pl.col("status") == "flag")
+    assert residual["cell_names"].to_list() == [["eagle3_fixed--mv1"]]
+    assert "0 fail, 2 flag, 18 pass, 7 not_applicable" in (TOKEN_1205F / "results" / "checks.md").read_text()
+    by = {r["cell_name"]: r for r in df.iter_rows(named=True)}
+    modes = {n: json.loads(r["engine_config"])["speculative_simulate_acc_token_mode"] for n, r in by.items()
+             if r["role"] == "point"}
+    assert modes == {"eagle3_fixed--mv1": "fixed", "eagle3_rt--mv1": "real-draft-token"}  # what each engine ran
+    assert all(r["realized_L"] == 1.0 for r in by.values())
+    cal = json.loads(next((TOKEN_1205F / "results" / "hardware").glob("*.json")).read_text())
+    floor = _qwen3_30b_floor_ms(32, 4, cal["constants"]["hbm_bytes_per_s"])
+    fixed, rt, base = (by[n] for n in ("eagle3_fixed--mv1", "eagle3_rt--mv1", "baseline--open"))
+    assert rt["round_time_ms"] >= 1.5 * fixed["round_time_ms"] and fixed["round_time_ms"] < floor <= rt["round_time_ms"]
+    readme, adr = _readme_text(SESSION_1205F_H100), " ".join(
+        (ROOT / "docs" / "adr" / "0244-the-token-mode-ab-sglangs-fixed-token-sets-the-moe-l1-round.md").read_text()
+        .split())
+    ratio = rt["round_time_ms"] / fixed["round_time_ms"]
+    assert f"**{ratio:.2f} ×** `fixed`'s" in readme and f"**{ratio:.2f} ×** `fixed`'s" in adr
+    for name, r in (("`fixed`", fixed), ("`real-draft-token`", rt)):
+        e = r["mj_per_committed_token"] / base["mj_per_committed_token"]
+        below = "**yes**" if r["round_time_ms"] < floor else "no"
+        assert (f"| EAGLE3 {name} | {r['round_time_ms']:.2f} | {floor:.2f} | {below} | "
+                f"{r['mj_per_committed_token']:.1f} | **{e:.3f}×** |") in readme, name
+        assert f"| {name} | {r['round_time_ms']:.2f} ms | {floor:.2f} ms |" in adr, name
+    # the other H100's fixed-mode round (2026-12-05e) within the README's 0.3 %
+    then = aggregate.aggregate(sorted((MOE_1205E / "results" / "cells").glob("*b32*/eagle3--mv1.parquet")))
+    shift = abs(fixed["round_time_ms"] / then["round_time_ms"][0] - 1)
+    assert f"to {100 * shift:.1f} %" in readme and then["gpu_uuid"][0] != GPU_1205F
+
+
+def test_1205f_h100_vllm_moe_depth_family_is_whole_and_the_readme_table_is_the_records():
+    points = _h100_sglang_depth_family(VLLM_MOE_1205F, SESSION_1205F_H100, "h200-schemes-depth-moe.yaml", GPU_1205F,
+                                       "qwen3_30b_a3b", engine="vllm",
+                                       summary="0 fail, 2 flag, 40 pass, 12 not_applicable",
+                                       committed_flags=frozenset({"engine_config_matched"}))
+    lines = (SESSION_1205F_H100 / "README.md").read_text().splitlines()
+    for batch, L, rnd in points.select("batch_size", "configured_L", "round_time_ms").iter_rows():
+        row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
+        assert f"| {rnd:.2f} |" in row, row
+    cal = json.loads(next((VLLM_MOE_1205F / "results" / "hardware").glob("*.json")).read_text())
+    hbm = cal["constants"]["hbm_bytes_per_s"]
+    for b, role, rnd in aggregate.aggregate(sorted((VLLM_MOE_1205F / "results" / "cells").glob("*/*.parquet"))).select(
+            "batch_size", "role", "round_time_ms").iter_rows():
+        assert rnd > _qwen3_30b_floor_ms(b, 4 if role == "point" else 1, hbm)  # "every round is above its floor"
+    curves = pl.read_parquet(VLLM_MOE_1205F / "results" / "curves.parquet")
+    assert curves["below_expert_floor"].to_list() == [False] * 6
+
+
+def test_1205f_the_two_engines_at_matched_token_streams_on_one_board_and_the_h200_side_by_side():
+    """The README's same-board comparison (B = 32, L = 1) and its H200 numbers are the records'; compare_evidence
+    pairs nothing across board classes, and only gpu_names differs among the measured parameters it reads."""
+    tok = {r["cell_name"]: r for r in aggregate.aggregate(sorted((TOKEN_1205F / "results" / "cells").glob(
+        "*/*.parquet"))).iter_rows(named=True)}
+    h100 = aggregate.aggregate(sorted((VLLM_MOE_1205F / "results" / "cells").glob("*/*.parquet")))
+    assert set(h100["gpu_uuid"]) == {tok["baseline--open"]["gpu_uuid"]}  # one board
+    ratios = _ratios_to_mean_baseline(h100)
+    vllm_l1 = h100.filter(pl.col("batch_size") == 32, pl.col("cell_name") == "eagle3--mv1")
+    rt = tok["eagle3_rt--mv1"]
+    readme = _readme_text(SESSION_1205F_H100)
+    rt_ratio = rt["mj_per_committed_token"] / tok["baseline--open"]["mj_per_committed_token"]
+    gap = vllm_l1["round_time_ms"][0] / rt["round_time_ms"]
+    assert (f"vLLM {vllm_l1['round_time_ms'][0]:.2f} ms and {ratios[(32, 1.0)]:.3f} ×, SGLang with `real-draft-token` "
+            f"{rt['round_time_ms']:.2f} ms and {rt_ratio:.3f} × — rounds {100 * (gap - 1):.0f} % apart") in readme
+    breadth = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02" / "families"
+    assert compare_evidence.compare_sources(VLLM_MOE_1205F / "results" / "cells", breadth / "results" / "cells"
+                                            ).height == 0
+    h200 = aggregate.aggregate(sorted((breadth / "results" / "cells").glob("vllm-qwen3_30b_a3b-*/*.parquet")))
+    h200 = h200.filter(pl.col("batch_size").is_in([1, 32]))
+    for name in ("eagle3--mv1", "eagle3--mv4", "baseline--open"):
+        for b in (1, 32):
+            a, c = (f.filter(pl.col("cell_name") == name, pl.col("batch_size") == b) for f in (h100, h200))
+            assert [k for k in evidence.MEASURED_KEY if a[k].to_list() != c[k].to_list()] == ["gpu_names"]
+    theirs = _ratios_to_mean_baseline(h200)
+    assert (f"L = 1 **{theirs[(1, 1.0)]:.3f}×** / **{theirs[(32, 1.0)]:.3f}×** and L = 4 **{theirs[(1, 4.0)]:.3f}×** / "
+            f"**{theirs[(32, 4.0)]:.3f}×** (B = 1 / B = 32)") in readme
+    higher = [ratios[k] / theirs[k] - 1 for k in theirs]
+    assert f"ratios are {100 * min(higher):.1f}–{100 * max(higher):.1f} % higher" in readme
+    longer = h100.join(h200, on=["batch_size", "cell_name"]).select(
+        pl.col("role"), (pl.col("round_time_ms") / pl.col("round_time_ms_right") - 1) * 100)
+    pts = longer.filter(pl.col("role") == "point")["round_time_ms"]
+    bases = longer.filter(pl.col("role") != "point")["round_time_ms"]
+    assert (f"EAGLE3 rounds {pts.min():.0f}–{pts.max():.0f} % longer (its baselines' "
+            f"{bases.min():.0f}–{bases.max():.0f} %)") in readme
 
 
 def test_every_config_the_readme_says_ran_on_an_h100_has_its_h100_evidence():
