@@ -235,12 +235,56 @@ def _take_held_slot_again(mode: int) -> dict | None:
     return slot
 
 
+# An engine test that starts no engine itself: its body reads what its module or session engine fixtures made
+# (records, logs, a copy of a run's results), in this process, in milliseconds. It holds the engine slot only while
+# its setup sets up such a fixture (ADR 0245): a reader whose fixtures are up already neither waits at the gate for
+# another worker's timed block nor holds one up. A test that runs anything in its body (an engine, Snakemake, a
+# benchmark) is not one.
+ENGINE_READER = "engine_reader"
+
+
+def _sets_up_a_wider_fixture(item) -> bool:
+    """Whether ``item``'s setup sets up a fixture wider than the test (class, module, package or session scope) that
+    is not set up yet: the first test of a module fixture's module, the first reader of a session fixture."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return True
+    for name in item.fixturenames:
+        defs = info.name2fixturedefs.get(name)
+        if defs and defs[-1].scope != "function" and defs[-1].cached_result is None:
+            return True
+    return False
+
+
+def _is_reader(item) -> bool:
+    return item.get_closest_marker(ENGINE_READER) is not None and item.get_closest_marker("engine_alone") is None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    """An engine reader's setup under the engine slot where it sets up a wider fixture (its engines run there)."""
+    if (_slot_base(item.config) is None or item.get_closest_marker("engine") is None or not _is_reader(item)
+            or not _sets_up_a_wider_fixture(item)):
+        return (yield)
+    t0 = time.monotonic()
+    with _engine_slot(item.config, alone=False):
+        _note_slot_wait(time.monotonic() - t0)
+        return (yield)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Setup (module and session fixtures included), call and teardown of an engine test under the engine slot,
-    on xdist workers and wherever SPECJOULE_ENGINE_SLOT names a slot (a lone process runs one test at a time)."""
+    on xdist workers and wherever SPECJOULE_ENGINE_SLOT names a slot (a lone process runs one test at a time); an
+    engine reader's only where its setup sets up a wider fixture (pytest_runtest_setup)."""
     if _slot_base(item.config) is None or item.get_closest_marker("engine") is None:
         return (yield)
+    if _is_reader(item):
+        _held.item = item
+        try:
+            return (yield)
+        finally:
+            _held.item = None
     t0 = time.monotonic()
     with _engine_slot(item.config, alone=item.get_closest_marker("engine_alone") is not None):
         _held.item = item

@@ -105,6 +105,7 @@ def test_swap_writes_conditional_rates_into_the_same_tensor():
 
 
 @pytest.mark.engine
+@pytest.mark.engine_reader
 def test_a_swap_the_real_engine_cannot_do_fails_that_cell_only(draft_group_run):
     """Real CPU vLLM, draft_model without synthetic acceptance (GPU-only): the cells before the swap are measured
     and written; the swap before the next cell reaches the worker's rejection sampler through collective_rpc,

@@ -95,6 +95,7 @@ def _latency_measured_or_said_unreliable(r: dict) -> None:
     assert r["ttft_mean_s"] > 0
 
 
+@pytest.mark.engine_reader
 def test_closed_loop_keeps_n_in_flight_and_never_runs_more(measured):
     r = measured["rows"]["conc"]
     assert r["workload_kind"] == "closed_loop" and r["concurrency"] == N and r["request_rate"] is None
@@ -124,6 +125,7 @@ def test_closed_loop_keeps_n_in_flight_and_never_runs_more(measured):
     _latency_measured_or_said_unreliable(r)
 
 
+@pytest.mark.engine_reader
 def test_closed_loop_steady_state_is_judged_from_its_quarters(measured):
     r = measured["rows"]["conc"]
     df = aggregate.aggregate([measured["paths"][0]])
@@ -137,6 +139,7 @@ def test_closed_loop_steady_state_is_judged_from_its_quarters(measured):
         assert row["value"] == pytest.approx(worst)
 
 
+@pytest.mark.engine_reader
 def test_open_loop_on_the_reference_schedule(measured):
     r = measured["rows"]["rate"]
     assert r["workload_kind"] == "open_loop" and r["arrival_schedule"] == "scaled" and r["burstiness"] == 1.0
