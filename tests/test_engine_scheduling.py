@@ -40,9 +40,12 @@ def test_every_module_of_a_session_fixture_runs_on_one_worker(fixture):
 
 def test_modules_of_no_session_fixture_are_scheduled_as_files():
     assert conftest._scope_of_file("tests/test_loop_cpu.py") == "tests/test_loop_cpu.py"
-    # A module of two session fixtures (demo_run and draft_group_run) is one scope with both fixtures' others.
-    scopes = {conftest._scope_of_file(f) for files in conftest.SESSION_FIXTURE_GROUPS.values() for f in files}
-    assert len(scopes) == 1
+    # Each session fixture's modules are one scope, and no module is in two groups (ADR 0245: the draft group's
+    # engine runs apart from the demo's, on whichever worker is free).
+    for fixture, files in conftest.SESSION_FIXTURE_GROUPS.items():
+        assert {conftest._scope_of_file(f) for f in files} == {f"session-fixture:{fixture}"}
+    listed = [f for files in conftest.SESSION_FIXTURE_GROUPS.values() for f in files]
+    assert len(listed) == len(set(listed))
 
 
 def _makefile_fast_expression() -> str:
@@ -84,7 +87,7 @@ def test_without_engine_tests_the_in_process_vllm_files_share_one_scope():
     assert {"tests/test_acceptance_swap.py", "tests/test_engine_faults.py"} <= files
     assert {conftest._scope_of_file(f, engines=False) for f in files} == {conftest.IN_PROCESS_VLLM_SCOPE}
     # with engine tests each stays where its session fixture (or its own file) puts it
-    assert conftest._scope_of_file("tests/test_acceptance_swap.py") == "session-fixture:demo_run"
+    assert conftest._scope_of_file("tests/test_acceptance_swap.py") == "session-fixture:draft_group_run"
     assert conftest._scope_of_file("tests/test_engine_faults.py") == "tests/test_engine_faults.py"
     assert conftest._scope_of_file("tests/test_loop_cpu.py", engines=False) == "tests/test_loop_cpu.py"
     assert "tests/test_loop_cpu.py" not in files  # all its tests are engine tests (pytestmark)

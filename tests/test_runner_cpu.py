@@ -339,21 +339,3 @@ def test_shared_engine_refuses_mixed_configurations(tmp_path):
         runner.run_cells([runner.CellJob(c, tmp_path / f"{i}.parquet", tmp_path / f"{i}.t.parquet")
                           for i, c in enumerate(same)])
     assert not any(tmp_path.iterdir())
-
-
-@pytest.mark.engine_reader
-def test_a_seed_replicate_on_a_shared_engine_skips_its_warm_up(draft_group_run):
-    """ADR 0188 on a real engine: the second seed of one configuration follows the first's window on the same
-    engine and runs no warm-up; the record says so. ADR 0189: the engine process gets the cache root, and the CPU
-    engine (eager, nothing compiled) claims no compile-cache state. The engine is conftest's ``draft_group_run``,
-    whose third cell (a failed acceptance swap, tests/test_acceptance_swap.py) comes after these two are written."""
-    run = draft_group_run
-    assert [c.seed for c in run["seed_cells"]] == [0, 1]
-    first, second = (records.read_records([j.record_path]).to_pylist()[0] for j in run["jobs"][:2])
-    assert first["warmup_skipped"] is False and first["warmup_s"] >= 1
-    assert second["warmup_skipped"] is True and second["warmup_s"] == 0
-    assert first["engine_instance"] == second["engine_instance"]
-    assert run["log"].read_text().count("warm-up: skipped") == 1
-    assert first["compile_cache_warm"] is None and second["compile_cache_warm"] is None
-    cache = run["cache"]
-    assert cache.is_dir() and any(cache.iterdir())  # vLLM keeps its own files under the root it was given
