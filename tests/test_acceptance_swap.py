@@ -4,7 +4,9 @@ Planning: which cells share an engine, in which order, and what stays unchanged 
 order). The swap inside vLLM's worker: ``swap_synthetic_rates`` on a stand-in for the worker's
 attribute layout (model_runner.rejection_sampler.synthetic_conditional_rates, a real torch tensor),
 because synthetic acceptance does not run on a CPU build; and through a real CPU vLLM engine that was
-not started with synthetic acceptance, the runner's failure path for a swap the engine cannot do."""
+not started with synthetic acceptance, the runner's failure path for a swap the engine cannot do. That engine is
+conftest's ``draft_group_run``, whose first two cells are a seed replicate's warm-up test's, here too: this file holds
+both of the fixture's readers, apart from the demo's (ADR 0245)."""
 
 from __future__ import annotations
 
@@ -105,11 +107,12 @@ def test_swap_writes_conditional_rates_into_the_same_tensor():
 
 
 @pytest.mark.engine
+@pytest.mark.engine_reader
 def test_a_swap_the_real_engine_cannot_do_fails_that_cell_only(draft_group_run):
     """Real CPU vLLM, draft_model without synthetic acceptance (GPU-only): the cells before the swap are measured
     and written; the swap before the next cell reaches the worker's rejection sampler through collective_rpc,
     finds no synthetic rates, and fails with that reason; nothing is written for it and no process stays. The engine
-    is conftest's ``draft_group_run`` (its first two cells are the seed-replicate warm-up test's)."""
+    is conftest's ``draft_group_run`` (its first two cells are the seed-replicate warm-up test's, below)."""
     run = draft_group_run
     assert isinstance(run["error"], EngineError), run["error"]
     assert re.search("not started with synthetic acceptance", str(run["error"])), run["error"]
@@ -120,6 +123,25 @@ def test_a_swap_the_real_engine_cannot_do_fails_that_cell_only(draft_group_run):
     assert not swapped.record_path.exists() and not swapped.timeline_path.exists()
     (pg,) = {int(m) for m in re.findall(r"pid (\d+) \(own process group\)", run["log"].read_text())}
     assert proc.group_members(pg) == []
+
+
+@pytest.mark.engine
+@pytest.mark.engine_reader
+def test_a_seed_replicate_on_a_shared_engine_skips_its_warm_up(draft_group_run):
+    """ADR 0188 on a real engine: the second seed of one configuration follows the first's window on the same
+    engine and runs no warm-up; the record says so. ADR 0189: the engine process gets the cache root, and the CPU
+    engine (eager, nothing compiled) claims no compile-cache state. The engine is conftest's ``draft_group_run``,
+    whose third cell (a failed acceptance swap, the test above) comes after these two are written."""
+    run = draft_group_run
+    assert [c.seed for c in run["seed_cells"]] == [0, 1]
+    first, second = (records.read_records([j.record_path]).to_pylist()[0] for j in run["jobs"][:2])
+    assert first["warmup_skipped"] is False and first["warmup_s"] >= 1
+    assert second["warmup_skipped"] is True and second["warmup_s"] == 0
+    assert first["engine_instance"] == second["engine_instance"]
+    assert run["log"].read_text().count("warm-up: skipped") == 1
+    assert first["compile_cache_warm"] is None and second["compile_cache_warm"] is None
+    cache = run["cache"]
+    assert cache.is_dir() and any(cache.iterdir())  # vLLM keeps its own files under the root it was given
 
 
 @pytest.mark.parametrize("rates", [[0.9, 0.6, 0.3], [0.0, 0.0, 0.0], [1.0, 1.0, 0.5], [0.5, 0.0, 0.0]])

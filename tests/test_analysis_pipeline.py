@@ -64,6 +64,7 @@ def _check(work: Path, name: str) -> dict:
     return rows[0]
 
 
+@pytest.mark.engine_reader
 def test_demo_writes_records_and_checks(demo):
     work, raw = demo["work"], demo["raw"]
     assert set(raw) == {"baseline--open", "ngram", "draft", "baseline--close"}, demo["proc"].stderr[-3000:]
@@ -77,6 +78,7 @@ def test_demo_writes_records_and_checks(demo):
         assert (work / f"results/logs/{rule}.log").read_text().strip(), rule
 
 
+@pytest.mark.engine_reader
 def test_checks_on_real_records(demo):
     work, raw = demo["work"], demo["raw"]
     # Recomputed from the raw records, not through specjoule.analysis.
@@ -125,6 +127,7 @@ def _failed(work: Path) -> list[str]:
         (pl.col("status") == checks.FAIL) & (pl.col("check") != checks.ENERGY_CHECK))["check"].to_list()
 
 
+@pytest.mark.engine_reader
 def test_derive_refuses_or_writes_curves_as_the_checks_say(demo):
     """Strict derive on the real records: curves when only energy_measured failed; otherwise the rule
     fails naming campaign and check. CPU timing drifts with the load of a shared machine, so which

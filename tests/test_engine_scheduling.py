@@ -40,9 +40,12 @@ def test_every_module_of_a_session_fixture_runs_on_one_worker(fixture):
 
 def test_modules_of_no_session_fixture_are_scheduled_as_files():
     assert conftest._scope_of_file("tests/test_loop_cpu.py") == "tests/test_loop_cpu.py"
-    # A module of two session fixtures (demo_run and draft_group_run) is one scope with both fixtures' others.
-    scopes = {conftest._scope_of_file(f) for files in conftest.SESSION_FIXTURE_GROUPS.values() for f in files}
-    assert len(scopes) == 1
+    # Each session fixture's modules are one scope, and no module is in two groups (ADR 0245: the draft group's
+    # engine runs apart from the demo's, on whichever worker is free).
+    for fixture, files in conftest.SESSION_FIXTURE_GROUPS.items():
+        assert {conftest._scope_of_file(f) for f in files} == {f"session-fixture:{fixture}"}
+    listed = [f for files in conftest.SESSION_FIXTURE_GROUPS.values() for f in files]
+    assert len(listed) == len(set(listed))
 
 
 def _makefile_fast_expression() -> str:
@@ -84,7 +87,7 @@ def test_without_engine_tests_the_in_process_vllm_files_share_one_scope():
     assert {"tests/test_acceptance_swap.py", "tests/test_engine_faults.py"} <= files
     assert {conftest._scope_of_file(f, engines=False) for f in files} == {conftest.IN_PROCESS_VLLM_SCOPE}
     # with engine tests each stays where its session fixture (or its own file) puts it
-    assert conftest._scope_of_file("tests/test_acceptance_swap.py") == "session-fixture:demo_run"
+    assert conftest._scope_of_file("tests/test_acceptance_swap.py") == "session-fixture:draft_group_run"
     assert conftest._scope_of_file("tests/test_engine_faults.py") == "tests/test_engine_faults.py"
     assert conftest._scope_of_file("tests/test_loop_cpu.py", engines=False) == "tests/test_loop_cpu.py"
     assert "tests/test_loop_cpu.py" not in files  # all its tests are engine tests (pytestmark)
@@ -297,3 +300,49 @@ def test_property_tests_have_no_deadline_on_a_loaded_host():
 
     assert settings().deadline is None
     assert settings.get_profile(conftest.HYPOTHESIS_PROFILE).deadline is None
+
+
+def _fixturedef(scope: str, cached: bool) -> SimpleNamespace:
+    return SimpleNamespace(scope=scope, cached_result=(object(), None, None) if cached else None)
+
+
+def _item(**defs) -> SimpleNamespace:
+    return SimpleNamespace(fixturenames=list(defs), _fixtureinfo=SimpleNamespace(name2fixturedefs={
+        name: [d] for name, d in defs.items()}))
+
+
+def test_a_reader_takes_the_slot_only_where_its_setup_sets_up_a_wider_fixture():
+    """ADR 0245: an engine reader's setup holds the slot where a module or session fixture of it is not up yet (its
+    engines start there); once they are up, its setup and call hold nothing. Function-scoped fixtures start none."""
+    assert conftest._sets_up_a_wider_fixture(_item(demo_run=_fixturedef("session", cached=False)))
+    assert conftest._sets_up_a_wider_fixture(_item(demo_run=_fixturedef("session", cached=True),
+                                                   demo=_fixturedef("module", cached=False)))
+    assert not conftest._sets_up_a_wider_fixture(_item(demo_run=_fixturedef("session", cached=True),
+                                                       tmp_path=_fixturedef("function", cached=False)))
+
+
+# What an engine reader's body may not do (ADR 0245): start an engine, a Snakemake run, a benchmark or any process.
+READER_MAY_NOT_CALL = ("subprocess", "runner", "agreement", "_snakemake", "_curves", "plan", "_run", "Popen",
+                       "start", "run_cells", "run_cell", "swap_synthetic_rates")
+
+
+def _reader_functions() -> dict[str, ast.FunctionDef]:
+    found = {}
+    for path in sorted((REPO / "tests").glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and any(
+                    ast.unparse(d) == f"pytest.mark.{conftest.ENGINE_READER}" for d in node.decorator_list):
+                found[f"{path.name}::{node.name}"] = node
+    return found
+
+
+def test_engine_readers_only_read_what_their_fixtures_made():
+    readers = _reader_functions()
+    assert readers, "no engine reader left: drop ENGINE_READER and ADR 0245's hooks"
+    for name, node in readers.items():
+        decorators = {ast.unparse(d) for d in node.decorator_list}
+        assert "pytest.mark.engine_alone" not in decorators, name  # a timed test is never a reader
+        assert node.args.args, f"{name}: a reader reads fixtures"
+        called = {part for call in ast.walk(node) if isinstance(call, ast.Call)
+                  for part in ast.unparse(call.func).split(".")}
+        assert not called & set(READER_MAY_NOT_CALL), (name, called & set(READER_MAY_NOT_CALL))

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.engine
 REPO_CONFIG = config.REPO_ROOT / "config/config.yaml"
 
 
+@pytest.mark.engine_reader
 def test_every_cell_wrote_one_record_with_honest_energy(demo_run):
     table = cells.build(config.load(REPO_CONFIG))
     paths = [demo_run / c.record_path for c in table]
@@ -27,6 +28,7 @@ def test_every_cell_wrote_one_record_with_honest_energy(demo_run):
         assert row["config_hash"] == config.config_hash(config.load(REPO_CONFIG))
 
 
+@pytest.mark.engine_reader
 def test_cells_ran_in_the_recorded_order(demo_run):
     rows = pl.read_parquet(demo_run / "results/records.parquet").sort("run_order_index")
     starts = rows["window_start"].to_list()
@@ -34,6 +36,7 @@ def test_cells_ran_in_the_recorded_order(demo_run):
     assert rows["role"].to_list()[0] == "opening_baseline" and rows["role"].to_list()[-1] == "closing_baseline"
 
 
+@pytest.mark.engine_reader
 def test_speculative_cells_counted_drafts(demo_run):
     rows = pl.read_parquet(demo_run / "results/records.parquet")
     for method in ("ngram", "draft_model"):
@@ -45,6 +48,7 @@ def test_speculative_cells_counted_drafts(demo_run):
     assert draft["draft_tokens"] == draft["drafts"] * draft["k"]
 
 
+@pytest.mark.engine_reader
 def test_checks_curves_and_report_say_energy_was_not_measured(demo_run):
     checks = pl.read_parquet(demo_run / "results/checks.parquet")
     energy = checks.filter(pl.col("check") == "energy_measured")

@@ -44,6 +44,7 @@ def rows(real_run) -> pl.DataFrame:
     return pl.from_arrow(records.read_records([real_run / c.record_path for c in table]))
 
 
+@pytest.mark.engine_reader
 def test_models_were_resolved_first_and_every_cell_ran_on_three_engine_starts(real_run, rows):
     cfg = config.load(CONFIG)
     for ref in rm.model_refs(cfg):
@@ -58,6 +59,7 @@ def test_models_were_resolved_first_and_every_cell_ran_on_three_engine_starts(re
     assert rows["requests_failed"].to_list() == [0] * rows.height  # lists: a null must not pass as True
 
 
+@pytest.mark.engine_reader
 def test_speculative_records_carry_consistent_model_acceptance_counters(rows):
     spec = rows.filter(pl.col("method") != "baseline")
     assert spec.height == 6
@@ -76,6 +78,7 @@ def test_speculative_records_carry_consistent_model_acceptance_counters(rows):
     assert drafted["draft_tokens"].to_list() == [d * k for d, k in zip(drafted["drafts"], drafted["k"])]
 
 
+@pytest.mark.engine_reader
 def test_draft_model_accepts_on_its_training_distribution_and_acceptance_depends_on_the_text(rows):
     draft = rows.filter(pl.col("method") == "draft_model").sort("corpus")
     # Each corpus is text the draft was distilled on: it must accept there (chance is ~k/8192 per round).
@@ -85,6 +88,7 @@ def test_draft_model_accepts_on_its_training_distribution_and_acceptance_depends
         assert len(set(by_corpus)) == 3, (method, by_corpus)
 
 
+@pytest.mark.engine_reader
 def test_report_draws_acceptance_by_corpus_from_measured_cells(real_run):
     html = (real_run / "results/report.html").read_text()
     assert "Acceptance length by corpus and scheme" in html
@@ -93,6 +97,7 @@ def test_report_draws_acceptance_by_corpus_from_measured_cells(real_run):
     assert set(curves["corpus"]) == {"code", "conversation", "long_documents"}
 
 
+@pytest.mark.engine_reader
 def test_records_name_the_weights_they_measured(real_run, rows):
     cfg = config.load(CONFIG)
     revision = {r.key.split(".")[2]: json.loads((real_run / rm.manifest_path(r)).read_text())["revision"]

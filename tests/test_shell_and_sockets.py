@@ -126,6 +126,7 @@ def server_cell_run(tmp_path_factory):
 
 
 @pytest.mark.engine
+@pytest.mark.engine_reader
 def test_model_path_with_shell_metacharacters_runs_and_runs_nothing_else(server_cell_run):
     from specjoule import records
 
@@ -144,6 +145,7 @@ def test_model_path_with_shell_metacharacters_runs_and_runs_nothing_else(server_
 
 
 @pytest.mark.engine
+@pytest.mark.engine_reader
 def test_server_listens_only_on_loopback_on_an_ephemeral_port(server_cell_run):
     seen = server_cell_run["seen"]
     assert server_cell_run["rc"] == 0, server_cell_run["out"][-5000:]
