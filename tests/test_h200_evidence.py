@@ -2678,11 +2678,11 @@ def test_1205d_h100_config_is_the_preregistered_one():
     _assert_shipped_copy(MLA_1205D, "h200-schemes-depth-mla.yaml")
 
 
-def _h100_sglang_depth_family(evidence_dir: Path, session: Path, config_name: str, gpu_uuid: str,
-                              pair: str, engine: str = "sglang",
-                              summary: str = "0 fail, 4 flag, 38 pass, 12 not_applicable",
-                              committed_flags: frozenset = frozenset({"engine_config_matched", "model_residual"}),
-                              ) -> pl.DataFrame:
+def _h100_depth_family(evidence_dir: Path, session: Path, config_name: str, gpu_uuid: str,
+                       pair: str, engine: str = "sglang",
+                       summary: str = "0 fail, 4 flag, 38 pass, 12 not_applicable",
+                       committed_flags: frozenset = frozenset({"engine_config_matched", "model_residual"}),
+                       ) -> pl.DataFrame:
     """An H100 depth family (EAGLE3 L = 1, 3, 4 at B = 1 and 32, both baselines; SGLang unless ``engine`` says) whole,
     its verdict re-derived (0 fail; the roofline's model_residual flags only in the committed one), and its README's
     drift phrase and table rows the records: each ratio over the mean of its two baselines, as the curves compute
@@ -2716,8 +2716,8 @@ def _h100_sglang_depth_family(evidence_dir: Path, session: Path, config_name: st
 
 
 def test_1205d_h100_mla_depth_family_is_whole_and_the_readme_table_is_the_records():
-    _h100_sglang_depth_family(MLA_1205D, SESSION_1205D_H100, "h200-schemes-depth-mla.yaml",
-                              "GPU-e4e5be69-60f7-3a97-371e-2becc874f142", "glm47_flash")
+    _h100_depth_family(MLA_1205D, SESSION_1205D_H100, "h200-schemes-depth-mla.yaml",
+                       "GPU-e4e5be69-60f7-3a97-371e-2becc874f142", "glm47_flash")
 
 
 def test_1205d_h100_and_the_h200_breadth_run_differ_only_in_the_board_class_and_are_never_paired():
@@ -2747,8 +2747,8 @@ def test_1205e_h100_config_is_the_preregistered_one():
 
 
 def test_1205e_h100_moe_depth_family_is_whole_and_the_readme_table_is_the_records():
-    points = _h100_sglang_depth_family(MOE_1205E, SESSION_1205E_H100, "h200-schemes-depth-moe.yaml",
-                                       "GPU-86cacde5-519a-5750-1e49-851f70a81f90", "qwen3_30b_a3b")
+    points = _h100_depth_family(MOE_1205E, SESSION_1205E_H100, "h200-schemes-depth-moe.yaml",
+                                "GPU-86cacde5-519a-5750-1e49-851f70a81f90", "qwen3_30b_a3b")
     lines = (SESSION_1205E_H100 / "README.md").read_text().splitlines()
     for batch, L, rnd in points.select("batch_size", "configured_L", "round_time_ms").iter_rows():
         row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
@@ -2876,10 +2876,9 @@ def test_1205f_the_token_mode_ab_is_whole_and_its_registered_reading_rule_says_t
 
 
 def test_1205f_h100_vllm_moe_depth_family_is_whole_and_the_readme_table_is_the_records():
-    points = _h100_sglang_depth_family(VLLM_MOE_1205F, SESSION_1205F_H100, "h200-schemes-depth-moe.yaml", GPU_1205F,
-                                       "qwen3_30b_a3b", engine="vllm",
-                                       summary="0 fail, 2 flag, 40 pass, 12 not_applicable",
-                                       committed_flags=frozenset({"engine_config_matched"}))
+    points = _h100_depth_family(VLLM_MOE_1205F, SESSION_1205F_H100, "h200-schemes-depth-moe.yaml", GPU_1205F,
+                                "qwen3_30b_a3b", engine="vllm", summary="0 fail, 2 flag, 40 pass, 12 not_applicable",
+                                committed_flags=frozenset({"engine_config_matched"}))
     lines = (SESSION_1205F_H100 / "README.md").read_text().splitlines()
     for batch, L, rnd in points.select("batch_size", "configured_L", "round_time_ms").iter_rows():
         row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
