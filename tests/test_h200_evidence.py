@@ -2738,6 +2738,17 @@ def test_1205d_h100_and_the_h200_breadth_run_differ_only_in_the_board_class_and_
         assert f"L = {L:.0f} **{ratio:.3f}×**" in readme, (L, ratio)
 
 
+# bf16 bytes of one routed expert in each of Qwen3-30B-A3B's 48 layers (published shape: hidden 2048, expert 768)
+QWEN3_30B_EXPERT_BYTES = 48 * 3 * 2048 * 768 * 2
+
+
+def _qwen3_30b_floor_ms(batch_size: int, verified_per_request: int, hbm_bytes_per_s: float) -> float:
+    """ADR 0242's floor from the published shape alone: expected distinct experts of 128 (top 8) a pass over
+    B · verified tokens reaches under uniform routing, read once at the board's HBM ceiling."""
+    tokens = batch_size * verified_per_request
+    return 1e3 * QWEN3_30B_EXPERT_BYTES * 128 * (1 - (1 - 8 / 128) ** tokens) / hbm_bytes_per_s
+
+
 SESSION_1205E_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-05e"
 MOE_1205E = SESSION_1205E_H100 / "depth-moe-sglang"
 
@@ -2761,11 +2772,10 @@ def test_1205e_the_l1_round_at_b32_is_below_its_routed_expert_floor_and_the_read
     records = aggregate.aggregate(sorted((MOE_1205E / "results" / "cells").glob("*/*.parquet")))
     cal = json.loads(next((MOE_1205E / "results" / "hardware").glob("*.json")).read_text())
     hbm = cal["constants"]["hbm_bytes_per_s"]
-    routed = 48 * 3 * 2048 * 768 * 2  # bf16 bytes of one routed expert in each of 48 layers (published shape)
+    routed = QWEN3_30B_EXPERT_BYTES
     below = {}
     for r in records.iter_rows(named=True):
-        tokens = r["batch_size"] * (4 if r["role"] == "point" else 1)  # k 3: four tokens verified a request
-        floor_ms = 1e3 * routed * 128 * (1 - (1 - 8 / 128) ** tokens) / hbm
+        floor_ms = _qwen3_30b_floor_ms(r["batch_size"], 4 if r["role"] == "point" else 1, hbm)  # k 3: four verified
         below[(r["batch_size"], r["cell_name"])] = r["round_time_ms"] < floor_ms
         if (r["batch_size"], r["cell_name"]) == (32, "eagle3--mv1"):
             l1 = (r["round_time_ms"], floor_ms)
@@ -2777,7 +2787,7 @@ def test_1205e_the_l1_round_at_b32_is_below_its_routed_expert_floor_and_the_read
     assert dict(curves.filter(pl.col("below_expert_floor")).select("batch_size", "cell_name").iter_rows()) == {
         32: "eagle3--mv1"}
     assert curves["expert_floor_ms"].to_list() == pytest.approx(
-        [1e3 * routed * 128 * (1 - (1 - 8 / 128) ** (b * 4)) / hbm for b in curves["batch_size"]], rel=1e-6)
+        [_qwen3_30b_floor_ms(b, 4, hbm) for b in curves["batch_size"]], rel=1e-6)
     (caveat,) = render.expert_routing_caveats(curves, ["qwen3_30b_a3b"])
     assert "eagle3--mv1 in sglang-qwen3_30b_a3b-closed-b32-random-s0-cg1" in caveat.text
     report = slim_evidence.read_report(MOE_1205E / "results" / "report.html.gz")
@@ -2821,17 +2831,6 @@ SESSION_1205F_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-05f
 TOKEN_1205F = SESSION_1205F_H100 / "moe-token-mode"
 VLLM_MOE_1205F = SESSION_1205F_H100 / "depth-moe-vllm"
 GPU_1205F = "GPU-6c50f189-d866-c079-dba9-592e74a0e508"
-# bf16 bytes of one routed expert in each of Qwen3-30B-A3B's 48 layers (published shape: hidden 2048, expert 768)
-QWEN3_30B_EXPERT_BYTES = 48 * 3 * 2048 * 768 * 2
-
-
-def _qwen3_30b_floor_ms(batch_size: int, verified_per_request: int, hbm_bytes_per_s: float) -> float:
-    """ADR 0242's floor from the published shape alone: expected distinct experts of 128 (top 8) a pass over
-    B · verified tokens reaches under uniform routing, read once at the board's HBM ceiling."""
-    tokens = batch_size * verified_per_request
-    return 1e3 * QWEN3_30B_EXPERT_BYTES * 128 * (1 - (1 - 8 / 128) ** tokens) / hbm_bytes_per_s
-
-
 def test_1205f_h100_configs_are_the_preregistered_ones():
     _assert_shipped_copy(TOKEN_1205F, "h200-moe-token-mode.yaml")
     _assert_shipped_copy(VLLM_MOE_1205F, "h200-schemes-depth-moe.yaml")
