@@ -299,9 +299,15 @@ def hybrid_block_size_warnings(config: Mapping[str, Any], table: Any) -> list[st
 def resolve_evidence_path(path: str | Path) -> Path:
     """A configured evidence path: absolute as given; relative to the working directory, else the repository."""
     p = Path(path)
-    if p.is_absolute() or p.exists():
+    if p.is_absolute() or evidence_exists(p):
         return p
-    return REPO_ROOT / p if (REPO_ROOT / p).exists() else p
+    return REPO_ROOT / p if evidence_exists(REPO_ROOT / p) else p
+
+
+def evidence_exists(p: Path) -> bool:
+    """The path exists, or names a run's ``cells`` folder committed packed as ``cells.parquet`` beside it (ADR
+    0246; the analysis reads it under its old name)."""
+    return p.exists() or (p.name == "cells" and p.with_name("cells.parquet").is_file())
 
 
 def reference_evidence_path(config: Mapping[str, Any]) -> Path | None:
@@ -310,7 +316,7 @@ def reference_evidence_path(config: Mapping[str, Any]) -> Path | None:
     if path is None:
         return None
     where = resolve_evidence_path(path)
-    if not where.exists():
+    if not evidence_exists(where):
         raise ConfigError(
             "report.reference_evidence",
             path,

@@ -24,7 +24,7 @@ import pytest
 
 from specjoule import acceptance as acc
 from specjoule import config as sj_config
-from specjoule.analysis import AnalysisError, aggregate, checks, compare_evidence, derive, evidence, spread
+from specjoule.analysis import AnalysisError, aggregate, checks, compare_evidence, derive, evidence, packed, spread
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "validation" / "h200-2026-12"
@@ -122,7 +122,7 @@ def test_single_window_records_give_identical_results():
 
     folder = EVIDENCE / "session-2026-12-01b"
     cfg = sj_config.load(folder / "h200-engines-one-gpu.yaml")
-    df = aggregate.aggregate(sorted((folder / "results" / "cells").glob("*/*.parquet")))
+    df = aggregate.aggregate(packed.tree_files(folder / "results" / "cells", "*/*.parquet"))
     old = pl.read_parquet(folder / "results" / "records.parquet")
     cols = [c for c in old.columns if c != "record_path"]  # paths are relative there
     assert_frame_equal(old.select(cols), df.select(cols))
@@ -480,7 +480,7 @@ def test_an_evidence_folder_whose_results_is_a_symlink_reads_its_records(tmp_pat
     assert len(linked) == len(direct)  # the loop adds nothing: each real folder once
     # a committed marked/ link to a sibling run: its records are read under their real path, not the link's
     marked = EVIDENCE / "session-2026-11-30c"
-    assert (marked / "marked" / "results" / "cells").is_symlink()
+    assert (marked / "marked" / "results" / "cells.parquet").is_symlink()  # packed, its link too (ADR 0246)
     files = evidence.record_files(marked)
     assert files and not [f for f in files if "marked" in f.relative_to(marked).parts]
     table = compare_evidence.compare_sources(run / "cells", session)  # a run against itself, through the link
@@ -508,8 +508,8 @@ def test_a_field_both_sides_recorded_with_different_values_still_blocks(tmp_path
 
     src = EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"
     out = tmp_path / "cells"
-    for f in src.glob("*/*.parquet"):
-        df = pl.read_parquet(f)
+    for f in packed.tree_files(src):
+        df = packed.read_frame(f)
         cfg = [_json.loads(t) if t else None for t in df["engine_config"]]
         for c in cfg:
             if c is not None:

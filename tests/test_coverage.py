@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from specjoule import cells, config, logtext, runner
-from specjoule.analysis import coverage
+from specjoule.analysis import coverage, packed
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "validation" / "h200-2026-12"
@@ -62,9 +62,9 @@ def test_glm_mtp_on_vllm_is_measured_with_the_hand_computed_ratio_at_L4(records,
     got = row(table, "glm-4.7-flash", "vllm", "mtp")
     assert got["status"] == coverage.MEASURED
     assert got["target_family"] == "mla"
-    point = pl.read_parquet(GLM_CAMPAIGN / "mtp--mv4.parquet")["mj_per_committed_token"][0]
-    opening = pl.read_parquet(GLM_CAMPAIGN / "baseline--open.parquet")["mj_per_committed_token"][0]
-    closing = pl.read_parquet(GLM_CAMPAIGN / "baseline--close.parquet")["mj_per_committed_token"][0]
+    point = packed.read_frame(GLM_CAMPAIGN / "mtp--mv4.parquet")["mj_per_committed_token"][0]
+    opening = packed.read_frame(GLM_CAMPAIGN / "baseline--open.parquet")["mj_per_committed_token"][0]
+    closing = packed.read_frame(GLM_CAMPAIGN / "baseline--close.parquet")["mj_per_committed_token"][0]
     by_hand = point / ((opening + closing) / 2)  # the run's baseline: opening and closing of its campaign
     assert got["b1_lmax_L"] == 4
     assert got["b1_lmax_ratio"] == pytest.approx(by_hand, rel=1e-9)
@@ -79,7 +79,7 @@ def test_glm_mtp_on_vllm_since_2026_12_03d_spans_both_runners_as_two_runs(table)
     got = row(table, "glm-4.7-flash", "vllm", "mtp")
     by_run = []
     for campaign in (GLM_CAMPAIGN, EVIDENCE / "session-2026-12-03d" / "glm-v2" / "results" / "cells" / GLM_CAMPAIGN.name):
-        mj = {n: pl.read_parquet(campaign / f"{n}.parquet")["mj_per_committed_token"][0]
+        mj = {n: packed.read_frame(campaign / f"{n}.parquet")["mj_per_committed_token"][0]
               for n in ("mtp--mv4", "baseline--open", "baseline--close")}
         by_run.append(mj["mtp--mv4"] / ((mj["baseline--open"] + mj["baseline--close"]) / 2))
     assert got["status"] == coverage.MEASURED and got["b1_lmax_L"] == 4
@@ -230,9 +230,10 @@ def test_a_failed_check_on_a_baseline_reaches_the_points_paired_with_it():
 
 def test_engine_start_medians_split_cold_and_warm_cache(table):
     # every vLLM GLM campaign in the tree (V1 on 2026-12-02c, V2 on 2026-12-03c): the row pools the family's starts
-    paths = sorted(EVIDENCE.glob("**/results/cells/vllm-glm47_flash-*/*.parquet"))
+    paths = [p for pack in sorted(EVIDENCE.glob("**/results/cells.parquet"))
+             for p in packed.tree_files(pack.with_suffix(""), "vllm-glm47_flash-*/*.parquet")]
     assert GLM_CAMPAIGN in {p.parent for p in paths} and len({p.parent for p in paths}) >= 2
-    raw = pl.concat([pl.read_parquet(p).with_columns(run=pl.lit(str(p.parent))) for p in paths], how="diagonal_relaxed")
+    raw = pl.concat([packed.read_frame(p).with_columns(run=pl.lit(str(p.parent))) for p in paths], how="diagonal_relaxed")
     started = raw.filter(C("engine_start_s").is_not_null()).unique(subset=["run", "engine_instance"])
     cold = started.filter(C("compile_cache_warm") == False)["engine_start_s"].to_list()  # noqa: E712
     warm = started.filter(C("compile_cache_warm") == True)["engine_start_s"].to_list()  # noqa: E712
@@ -336,10 +337,10 @@ def test_qwen36_on_vllm_is_measured_since_2026_12_03c_and_the_failed_check_of_20
     mtp = row(table, "qwen3.6-35b-a3b", "vllm", "mtp")
     assert mtp["status"] == coverage.MEASURED and mtp["b1_lmax_L"] == 4
     cells_1203c = EVIDENCE / "session-2026-12-03c" / "gdn-pinned" / "results" / "cells"
-    (campaign,) = cells_1203c.iterdir()
-    point = pl.read_parquet(campaign / "mtp--mv4.parquet")["mj_per_committed_token"][0]
+    (campaign,) = {p.parent for p in packed.tree_files(cells_1203c)}
+    point = packed.read_frame(campaign / "mtp--mv4.parquet")["mj_per_committed_token"][0]
     base = [
-        pl.read_parquet(campaign / f"baseline--{e}.parquet")["mj_per_committed_token"][0] for e in ("open", "close")
+        packed.read_frame(campaign / f"baseline--{e}.parquet")["mj_per_committed_token"][0] for e in ("open", "close")
     ]
     assert mtp["b1_lmax_ratio"] == pytest.approx(point / (sum(base) / 2), rel=1e-9)
 
@@ -397,7 +398,7 @@ def test_qwen3_30b_a3b_eagle3_on_vllm_at_b1_reads_as_three_runs_on_three_boards_
     runs = ("session-2026-12-02/families", "session-2026-12-03g/capture-moe", "session-2026-12-04/capture-moe")
     for run in runs:
         camp = EVIDENCE / run / "results" / "cells" / "vllm-qwen3_30b_a3b-closed-b1-random-s0-cg1"
-        mj = {p.stem: pl.read_parquet(p)["mj_per_committed_token"][0] for p in camp.glob("*.parquet")}
+        mj = {p.stem: packed.read_frame(p)["mj_per_committed_token"][0] for p in packed.tree_files(camp.parent, f"{camp.name}/*.parquet")}
         base = (mj["baseline--open"] + mj["baseline--close"]) / 2
         for L in (1, 4):
             ratios.setdefault(L, []).append(mj[f"eagle3--mv{L}"] / base)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from specjoule import config, models
+from specjoule.analysis import packed
 from specjoule.engines import vllm as V
 
 REPO = Path(__file__).resolve().parent.parent
@@ -23,8 +23,8 @@ PINNED = "config/h200-schemes-gdn-pinned.yaml"
 def _measured_block_sizes() -> dict[int, int]:
     """{k: block_size the engine reported} for every committed record of the 2026-12-02f GDN campaign."""
     out = {}
-    for path in sorted(EVIDENCE.glob("*.parquet")):
-        rec = pl.read_parquet(path).row(0, named=True)
+    for path in packed.tree_files(EVIDENCE.parent, f"{EVIDENCE.name}/*.parquet"):
+        rec = packed.read_frame(path).row(0, named=True)
         out[int(rec["k"] or 0)] = int(json.loads(rec["engine_config"])["block_size"])
     return out
 

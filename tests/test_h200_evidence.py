@@ -19,7 +19,7 @@ import yaml
 
 from specjoule import cells, logtext
 from specjoule import config as sj_config
-from specjoule.analysis import aggregate, compare_evidence, derive, evidence, roofline, window_activity
+from specjoule.analysis import aggregate, compare_evidence, derive, evidence, packed, roofline, window_activity
 from specjoule.analysis import rounds as rounds_analysis
 from specjoule.analysis.checks import Thresholds, run_checks
 from specjoule.report import render
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Configs of runs on the H200 live next to their evidence (ADR 0141).
 RUN_CONFIGS = ROOT / "validation" / "h200-2026-12" / "config"
 SESSION = ROOT / "validation" / "h200-2026-12" / "session-2026-11-30c"
-RECORDS = sorted((SESSION / "results" / "cells").glob("*/*.parquet"))
+RECORDS = packed.tree_files(SESSION / "results" / "cells", "*/*.parquet")
 SESSION_1201 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01"
 CLOSED = SESSION_1201 / "closed"
 OPEN_LOOP = SESSION_1201 / "openloop"
@@ -42,7 +42,7 @@ def test_records_are_committed():
 
 
 def test_sglang_latency_from_decode_throughput_is_nulled_not_shown():
-    raw = pl.concat([pl.read_parquet(p) for p in RECORDS], how="diagonal_relaxed")
+    raw = pl.concat([packed.read_frame(p) for p in RECORDS], how="diagonal_relaxed")
     mv6 = raw.filter(pl.col("cell_name") == "draft--mv6")
     # the trap, as recorded on the H200: TPOT ≈ 1e-8 s at L = 6 (ADR 0016)
     assert (mv6["tpot_mean_s"] < 1e-6).all() and (mv6["latency_source"] == "request_metrics").all()
@@ -76,7 +76,7 @@ def _verdict(
     ``replicated``: the session has replicate units, so the interval checks apply (kept, not asserted idle).
     ``cells_also_in``: other evidence folders whose records the committed analysis read beside these (a config
     whose families were measured in two sessions; each folder keeps the records it measured)."""
-    records = sorted(p for f in (folder, *cells_also_in) for p in (f / "results" / "cells").glob("*/*.parquet"))
+    records = sorted(p for f in (folder, *cells_also_in) for p in packed.tree_files(f / "results" / "cells", "*/*.parquet"))
     cfg = sj_config.load(folder / config_name)
     df = aggregate.aggregate(records)
     checks = run_checks(df, Thresholds.from_config(cfg["checks"], cfg["report"]), sj_config.config_hash(cfg))
@@ -651,7 +651,7 @@ def test_1202d_gated_deltanet_failed_start_is_the_image_processor_the_readme_nam
     assert "OSError: Can't load image processor for " in text and "Qwen3_5MoeForConditionalGeneration" in text
     assert "no record written for the cell in progress" in text
     assert "Can't load image processor" in (SESSION_1202D / "README.md").read_text()
-    assert not list((SESSION_1202D / "gemma4" / "results" / "cells").glob("*qwen36*"))
+    assert not list(packed.tree_files(SESSION_1202D / "gemma4" / "results" / "cells", "*qwen36*"))
 
 
 # --- session-2026-12-02e: Gated-DeltaNet's third start (16), the spread campaign's vLLM replicate 0 (17) ---
@@ -683,7 +683,7 @@ def test_1202e_analysis_config_plans_exactly_the_measured_cells_with_the_preregi
 
     full, analysed = planned(SPREAD_1202E / name), planned(SPREAD_1202E / "config-analysis.yaml")
     assert all(full[p] == cid for p, cid in analysed.items())  # the analysis renames nothing
-    committed = {str(p.relative_to(SPREAD_1202E / "results")) for p in (SPREAD_1202E / "results" / "cells").glob("*/*")}
+    committed = {str(p.relative_to(SPREAD_1202E / "results")) for p in packed.tree_files(SPREAD_1202E / "results" / "cells", "*/*")}
     closing_w0 = {p for p in committed if p.endswith("baseline--close.parquet")}
     assert committed == set(analysed) | closing_w0 and len(analysed) == 32 and len(closing_w0) == 4
     assert not any(p.endswith("baseline--close--w1.parquet") for p in committed)  # cut by the budget (README)
@@ -815,8 +815,8 @@ def test_1202f_gated_deltanet_measured_on_triton_prefill_and_failed_only_on_bloc
 
 def _same_cell_on_two_boards(first: Path, second: Path, cell: str) -> tuple[dict, dict, float]:
     """One cell's record in two results trees: same id, other GPU; the second's shift from the first."""
-    one = pl.read_parquet(first / "results" / "cells" / cell).row(0, named=True)
-    two = pl.read_parquet(second / "results" / "cells" / cell).row(0, named=True)
+    one = packed.read_frame(first / "results" / "cells" / cell).row(0, named=True)
+    two = packed.read_frame(second / "results" / "cells" / cell).row(0, named=True)
     assert one["cell_id"] == two["cell_id"] and one["gpu_uuid"] != two["gpu_uuid"]
     return one, two, two["mj_per_committed_token"] / one["mj_per_committed_token"] - 1
 
@@ -1196,13 +1196,13 @@ def test_1203d_b32_speculative_windows_ran_at_the_power_cap_and_b1_at_full_clock
     """The README's power-cap paragraph, by the analysis' definition of a window's cap share and clock (ADR 0230)."""
     readme = _readme_text(SESSION_1203D)
     assert "every speculative arm ran at the board's 700 W power cap" in readme
-    paths = sorted((DEPTH_1203D / "results" / "timelines").glob("*/*.parquet"))
+    paths = packed.tree_files(DEPTH_1203D / "results" / "timelines", "*/*.parquet")
     b32_points = []
     for path, r in zip(paths, window_activity.of_timelines(paths).iter_rows(named=True), strict=True):
         capped, clock = r["window_power_capped_share"], r["window_sm_clock_median_mhz"]
         b32, point = "-b32-" in path.parent.name, not path.stem.startswith("baseline")
         if b32 and point:
-            power = pl.read_parquet(path).filter(pl.col("in_window"))["power_w"].mean()
+            power = packed.read_frame(path).filter(pl.col("in_window"))["power_w"].mean()
             assert capped == 1.0 and 1_800 <= clock <= 1_875 and 690 <= power <= 695, path
             b32_points.append(clock)
         elif b32:
@@ -1242,7 +1242,7 @@ def test_1203e_depth_is_whole_on_both_engines_and_the_sglang_table_is_the_record
     )
     assert sglang["engine_instance"].n_unique() == 8  # SGLang reads its simulated L at start: one start per L
     # the committed table holds only this session's cells; the analysis read both sessions' (every vLLM record too)
-    assert {p.parent.name for p in (DEPTH_1203E / "results" / "cells").glob("*/*.parquet")} == set(
+    assert {p.parent.name for p in packed.tree_files(DEPTH_1203E / "results" / "cells", "*/*.parquet")} == set(
         sglang["campaign_id"]
     )
     points = sglang.filter(pl.col("role") == "point")
@@ -1326,7 +1326,7 @@ def test_1203e_b32_dflash_windows_ran_at_the_cap_on_both_engines_and_the_baselin
     """The README's power-cap paragraph, by the analysis' definition of a window's cap share and clock (ADR 0230)."""
     seen = {}
     for folder in (DEPTH_1203D, DEPTH_1203E):
-        paths = sorted((folder / "results" / "timelines").glob("*-b32-*/*.parquet"))
+        paths = packed.tree_files(folder / "results" / "timelines", "*-b32-*/*.parquet")
         for path, r in zip(paths, window_activity.of_timelines(paths).iter_rows(named=True), strict=True):
             seen[(path.parent.name.split("-")[0], path.stem)] = (
                 r["window_power_capped_share"],
@@ -1618,7 +1618,7 @@ def test_1203g_against_2026_12_02_and_the_baseline_on_three_boards():
     there = pl.read_parquet(SESSION_1202 / "families" / "results" / "records.parquet").filter(
         pl.col("campaign_id") == MOE_CG1
     )
-    lost = aggregate.aggregate(sorted((SESSION_1203G / "machine-1" / "results" / "cells").glob("*/*.parquet")))
+    lost = aggregate.aggregate(packed.tree_files(SESSION_1203G / "machine-1" / "results" / "cells", "*/*.parquet"))
     assert there.height == 4 and set(there["cell_name"]) == set(here["cell_name"])
     readme = _readme_text(SESSION_1203G)
     # not the same cells: the engine's batch limits differ (there it also served B = 32), as the README says
@@ -1792,7 +1792,7 @@ def test_1204b_verdict_of_the_four_families_and_the_readme_tables_are_the_record
     df, checks = _verdict(CAPTURE_1204B, "h200-capture-bias.yaml", cells_also_in=(CAPTURE_1204,))
     assert df.height == 14 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
     # the committed cells are this session's only; the analysis read 2026-12-04's too (its records.parquet holds all)
-    assert {p.parent.name for p in (CAPTURE_1204B / "results" / "cells").glob("*/*.parquet")} == {DENSE_CG0, DENSE_CG1}
+    assert {p.parent.name for p in packed.tree_files(CAPTURE_1204B / "results" / "cells", "*/*.parquet")} == {DENSE_CG0, DENSE_CG1}
     assert pl.read_parquet(CAPTURE_1204B / "results" / "records.parquet").height == 14
     gpus = {c: set(f["gpu_uuid"]) for (c,), f in df.group_by("campaign_id") if c in (DENSE_CG0, DENSE_CG1)}
     assert gpus == {
@@ -2056,7 +2056,7 @@ def test_1204c_verdict_and_the_readme_tables_are_the_records():
 def test_1204c_the_preregistered_rule_says_async_does_not_remove_the_host_bound_round():
     """The config's rule: removes if the B = 1, L = 3 mean round < 17 ms and busy > 0.6 in both windows; does not if
     the round stays above 25 ms; "partly" between. Computed from the records, then found in the README."""
-    df = aggregate.aggregate(sorted((ASYNC_1204C / "results" / "cells").glob("*/*.parquet")))
+    df = aggregate.aggregate(packed.tree_files(ASYNC_1204C / "results" / "cells", "*/*.parquet"))
     cell = df.filter((pl.col("batch_size") == 1) & (pl.col("configured_L") == 3.0))
     assert cell.height == 2
     mean_round = cell["round_time_ms"].mean()
@@ -2068,7 +2068,7 @@ def test_1204c_the_preregistered_rule_says_async_does_not_remove_the_host_bound_
         f"**{mean_round:.2f} ms**" in readme and "**async scheduling does not remove the host-bound round.**" in readme
     )
     # shorter than the synchronous reference (2026-12-02e) by the README's 10.2 ms
-    ref = aggregate.aggregate(sorted((SPREAD_1202E / "results" / "cells").glob("*/*.parquet")))
+    ref = aggregate.aggregate(packed.tree_files(SPREAD_1202E / "results" / "cells", "*/*.parquet"))
     sync = ref.filter((pl.col("engine") == "vllm") & (pl.col("batch_size") == 1) & (pl.col("configured_L") == 3.0))
     assert set(sync["async_scheduling"]) == {False}
     assert f"by {sync['round_time_ms'].mean() - mean_round:.1f} ms" in readme
@@ -2097,9 +2097,9 @@ def test_1204c_paired_ratios_in_the_readme_are_the_pipeline_s_beside_the_synchro
 
 
 def test_1204c_the_lost_gdn_family_is_kept_and_not_analysed():
-    (record,) = sorted((GDN_LOST_1204C / "results" / "cells").glob("*/*.parquet"))
+    (record,) = packed.tree_files(GDN_LOST_1204C / "results" / "cells", "*/*.parquet")
     assert record.name == "baseline--open.parquet"  # no EAGLE3 point, no closing baseline came back
-    r = pl.read_parquet(record).row(0, named=True)
+    r = packed.read_frame(record).row(0, named=True)
     assert r["status"] == "measured" and r["energy_j"] > 0 and r["gpu_uuid"].startswith("GPU-4c6f7a68")
     assert json.loads(r["engine_config"])["block_size"] == 1072  # the EAGLE3 arm's block size, as pre-registered
     readme = _readme_text(SESSION_1204C)
@@ -2229,12 +2229,12 @@ def test_1204e_configs_are_the_preregistered_ones():
 
 
 def test_1204e_sglang_eagle3_on_qwen36_died_at_start_with_the_engines_defect_and_only_the_baseline_measured():
-    (record,) = sorted((GDN_1204E / "results" / "cells").glob("*/*.parquet"))
+    (record,) = packed.tree_files(GDN_1204E / "results" / "cells", "*/*.parquet")
     assert (
         record.parent.name == "sglang-qwen36_35b_a3b-closed-b1-random-s0-cg1"
         and record.name == "baseline--open.parquet"
     )
-    r = pl.read_parquet(record).row(0, named=True)
+    r = packed.read_frame(record).row(0, named=True)
     assert r["status"] == "measured" and r["energy_j"] > 0 and r["gpu_uuid"] == GPU_1204E and r["engine"] == "sglang"
     readme = _readme_text(SESSION_1204E)
     assert f"**{r['mj_per_committed_token']:.1f} mJ/token**, round {r['round_time_ms']:.2f} ms" in readme
@@ -2639,7 +2639,7 @@ def test_1204g_sglang_variance_budget_and_the_reference_comparison_are_the_readm
     assert not l3["reproduces"] and l3["energy_ratio_b"] < 1 < l3["energy_ratio_a"]
     z = np.log(l3["energy_ratio_a"] / l3["energy_ratio_b"]) / (2 * total) ** 0.5
     assert z < 1.96 and f"**{z:.2f} standard deviations**" in readme
-    ref = pl.concat([pl.read_parquet(p) for p in REFERENCE_1201B.glob("sglang*/*.parquet")], how="diagonal_relaxed")
+    ref = pl.concat([packed.read_frame(p) for p in packed.tree_files(REFERENCE_1201B, "sglang*/*.parquet")], how="diagonal_relaxed")
     ours = _sglang_1204g(pl.read_parquet(SPREAD_1204G / "results" / "records.parquet"))
 
     def base_b1(frame: pl.DataFrame, column: str) -> float:
@@ -2725,7 +2725,7 @@ def test_1205d_h100_and_the_h200_breadth_run_differ_only_in_the_board_class_and_
     README's H200 ratios are 2026-12-03b's records and every other measured parameter is the same."""
     paired = compare_evidence.compare_sources(MLA_1205D / "results" / "cells", BREADTH_1203B / "results" / "cells")
     assert paired.height == 0
-    h100, h200 = (aggregate.aggregate(sorted((f / "results" / "cells").glob("*/*.parquet")))
+    h100, h200 = (aggregate.aggregate(packed.tree_files(f / "results" / "cells", "*/*.parquet"))
                   for f in (MLA_1205D, BREADTH_1203B))
     h200 = h200.filter(pl.col("campaign_id") == "sglang-glm47_flash-closed-b1-random-s0-cg1",
                        pl.col("status") == "measured")
@@ -2769,7 +2769,7 @@ def test_1205e_h100_moe_depth_family_is_whole_and_the_readme_table_is_the_record
 def test_1205e_the_l1_round_at_b32_is_below_its_routed_expert_floor_and_the_readme_and_report_say_so():
     """ADR 0242 on this run: the floor re-derived from the records, the shape and the board's calibration (not
     read from the committed tables) puts B = 32, L = 1 alone below it; the committed curves and report agree."""
-    records = aggregate.aggregate(sorted((MOE_1205E / "results" / "cells").glob("*/*.parquet")))
+    records = aggregate.aggregate(packed.tree_files(MOE_1205E / "results" / "cells", "*/*.parquet"))
     cal = json.loads(next((MOE_1205E / "results" / "hardware").glob("*.json")).read_text())
     hbm = cal["constants"]["hbm_bytes_per_s"]
     routed = QWEN3_30B_EXPERT_BYTES
@@ -2800,7 +2800,7 @@ def test_1205e_the_l1_round_at_b32_is_below_its_routed_expert_floor_and_the_read
 def _below_floor(folder: Path) -> dict[tuple[str, int, str], bool]:
     """{(model pair, B, cell): round below its routed-expert floor} over a folder's records, its board's own
     calibration and the shipped shapes (ADR 0242); MoE cells only."""
-    records = aggregate.aggregate(sorted((folder / "results" / "cells").glob("*/*.parquet")))
+    records = aggregate.aggregate(packed.tree_files(folder / "results" / "cells", "*/*.parquet"))
     records = records.filter(pl.col("status").is_null() | (pl.col("status") == "measured"))
     calibrations = roofline.load_calibrations(str(folder / "results" / "hardware"))
     modelled = roofline.model_cells(records, roofline.models_lookup, calibrations, resamples=0).cells
@@ -2869,7 +2869,7 @@ def test_1205f_the_token_mode_ab_is_whole_and_its_registered_reading_rule_says_t
                 f"{r['mj_per_committed_token']:.1f} | **{e:.3f}×** |") in readme, name
         assert f"| {name} | {r['round_time_ms']:.2f} ms | {floor:.2f} ms |" in adr, name
     # the other H100's fixed-mode round (2026-12-05e) within the README's 0.3 %
-    then = aggregate.aggregate(sorted((MOE_1205E / "results" / "cells").glob("*b32*/eagle3--mv1.parquet")))
+    then = aggregate.aggregate(packed.tree_files(MOE_1205E / "results" / "cells", "*b32*/eagle3--mv1.parquet"))
     shift = abs(fixed["round_time_ms"] / then["round_time_ms"][0] - 1)
     assert f"to {100 * shift:.1f} %" in readme and then["gpu_uuid"][0] != GPU_1205F
 
@@ -2884,7 +2884,7 @@ def test_1205f_h100_vllm_moe_depth_family_is_whole_and_the_readme_table_is_the_r
         assert f"| {rnd:.2f} |" in row, row
     cal = json.loads(next((VLLM_MOE_1205F / "results" / "hardware").glob("*.json")).read_text())
     hbm = cal["constants"]["hbm_bytes_per_s"]
-    for b, role, rnd in aggregate.aggregate(sorted((VLLM_MOE_1205F / "results" / "cells").glob("*/*.parquet"))).select(
+    for b, role, rnd in aggregate.aggregate(packed.tree_files(VLLM_MOE_1205F / "results" / "cells", "*/*.parquet")).select(
             "batch_size", "role", "round_time_ms").iter_rows():
         assert rnd > _qwen3_30b_floor_ms(b, 4 if role == "point" else 1, hbm)  # "every round is above its floor"
     curves = pl.read_parquet(VLLM_MOE_1205F / "results" / "curves.parquet")
@@ -2894,9 +2894,9 @@ def test_1205f_h100_vllm_moe_depth_family_is_whole_and_the_readme_table_is_the_r
 def test_1205f_the_two_engines_at_matched_token_streams_on_one_board_and_the_h200_side_by_side():
     """The README's same-board comparison (B = 32, L = 1) and its H200 numbers are the records'; compare_evidence
     pairs nothing across board classes, and only gpu_names differs among the measured parameters it reads."""
-    tok = {r["cell_name"]: r for r in aggregate.aggregate(sorted((TOKEN_1205F / "results" / "cells").glob(
-        "*/*.parquet"))).iter_rows(named=True)}
-    h100 = aggregate.aggregate(sorted((VLLM_MOE_1205F / "results" / "cells").glob("*/*.parquet")))
+    tok = {r["cell_name"]: r for r in aggregate.aggregate(packed.tree_files(TOKEN_1205F / "results" / "cells",
+        "*/*.parquet")).iter_rows(named=True)}
+    h100 = aggregate.aggregate(packed.tree_files(VLLM_MOE_1205F / "results" / "cells", "*/*.parquet"))
     assert set(h100["gpu_uuid"]) == {tok["baseline--open"]["gpu_uuid"]}  # one board
     ratios = _ratios_to_mean_baseline(h100)
     vllm_l1 = h100.filter(pl.col("batch_size") == 32, pl.col("cell_name") == "eagle3--mv1")
@@ -2909,7 +2909,7 @@ def test_1205f_the_two_engines_at_matched_token_streams_on_one_board_and_the_h20
     breadth = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02" / "families"
     assert compare_evidence.compare_sources(VLLM_MOE_1205F / "results" / "cells", breadth / "results" / "cells"
                                             ).height == 0
-    h200 = aggregate.aggregate(sorted((breadth / "results" / "cells").glob("vllm-qwen3_30b_a3b-*/*.parquet")))
+    h200 = aggregate.aggregate(packed.tree_files(breadth / "results" / "cells", "vllm-qwen3_30b_a3b-*/*.parquet"))
     h200 = h200.filter(pl.col("batch_size").is_in([1, 32]))
     for name in ("eagle3--mv1", "eagle3--mv4", "baseline--open"):
         for b in (1, 32):

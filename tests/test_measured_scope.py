@@ -18,7 +18,7 @@ import yaml
 
 from specjoule import config as sj_config
 from specjoule import scope
-from specjoule.analysis import aggregate
+from specjoule.analysis import aggregate, packed
 from specjoule.analysis.checks import Thresholds, run_checks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,8 +37,9 @@ def _evidence_tree(tmp_path: Path) -> Path:
     """The committed records, timelines and GPU calibration beside the unedited pre-registered config; the
     config's relative paths (models, reference evidence) reach the repository through links."""
     work = tmp_path / "work"
-    for sub in ("cells", "timelines", "hardware"):
-        shutil.copytree(SPREAD / "results" / sub, work / "results" / sub)
+    for sub in ("cells", "timelines"):  # committed packed (ADR 0246): Snakemake reads the files
+        packed.copy_tree(SPREAD / "results" / sub, work / "results" / sub)
+    shutil.copytree(SPREAD / "results" / "hardware", work / "results" / "hardware")
     shutil.copy(SPREAD / "h200-spread.yaml", work / "h200-spread.yaml")
     (work / "config").symlink_to(ROOT / "config")
     (work / "validation").symlink_to(ROOT / "validation")
@@ -102,7 +103,7 @@ def test_the_cut_spread_campaign_is_analysed_as_preregistered(tmp_path):
     assert all("window(s) 0 only" in d for d in drift["detail"])
 
     # What was not measured is said: the four closing window-1 cells, SGLang and engine replicate 1.
-    on_disk = {f"{p.parent.name}/{p.stem}" for p in (work / "results" / "cells").glob("*/*.parquet")}
+    on_disk = {f"{p.parent.name}/{p.stem}" for p in packed.tree_files(work / "results" / "cells", "*/*.parquet")}
     missing = [label for label in _planned_labels() if label not in on_disk]
     assert len(on_disk) == 36 and len(missing) == len(_planned_labels()) - 36
     assert sum(m.endswith("baseline--close--w1") and m.startswith("vllm-") and "-r1/" not in m for m in missing) == 4

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from specjoule import records
+from specjoule.analysis import packed
 from specjoule.meter import MeterError
 from specjoule.meter import nvml as nvml_mod
 from specjoule.meter.nvml import DeviceInfo, NvmlMeter, list_devices
@@ -436,7 +437,7 @@ RECORDED = [
 
 def _recorded(session: str, campaign: str, cell: str) -> tuple[list[dict], dict]:
     results = H200 / session / "results"
-    timeline = pq.read_table(results / "timelines" / campaign / f"{cell}.parquet").to_pylist()
+    timeline = packed.read_file(results / "timelines" / campaign / f"{cell}.parquet").to_pylist()
     rec = [r for r in pq.read_table(results / "records.parquet").to_pylist()
            if r["campaign_id"] == campaign and r["cell_name"] == cell]
     assert len(rec) == 1, (campaign, cell)

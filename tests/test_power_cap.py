@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from specjoule.analysis import aggregate
+from specjoule.analysis import aggregate, packed
 from specjoule.analysis import window_activity as wa
 from specjoule.report import render
 
@@ -53,7 +53,7 @@ def test_share_and_clock_by_hand_per_gpu_then_the_worst_gpu(tmp_path):
 
 @pytest.fixture(scope="module")
 def depth() -> pl.DataFrame:
-    return aggregate.aggregate(sorted((DEPTH_1203D / "results" / "cells").glob("*/*.parquet")))
+    return aggregate.aggregate(packed.tree_files(DEPTH_1203D / "results" / "cells", "*/*.parquet"))
 
 
 def test_the_committed_b32_speculative_windows_ran_at_the_cap_and_b1_ones_did_not(depth):
@@ -74,7 +74,7 @@ def test_the_report_names_the_capped_windows_and_only_where_there_are_some(depth
     assert "vllm-qwen3_8b-closed-b32-random-s0-cg1" in caveat.text
     assert "b1-random" not in caveat.text
     assert "SM clock median 1800–1875 MHz, against 1980 MHz in their baselines' windows" in caveat.text
-    glm = aggregate.aggregate(sorted((GLM_V2_1203D / "results" / "cells").glob("*/*.parquet")))
+    glm = aggregate.aggregate(packed.tree_files(GLM_V2_1203D / "results" / "cells", "*/*.parquet"))
     assert render.power_cap_caveats(glm) == []
     # records.parquet written before the columns existed: no caveat, no error
     assert render.power_cap_caveats(depth.drop("window_power_capped_share")) == []

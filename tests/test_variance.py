@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from specjoule.analysis import aggregate, compare_evidence, evidence, variance
+from specjoule.analysis import aggregate, compare_evidence, evidence, packed, variance
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "validation" / "h200-2026-12"
@@ -241,10 +241,9 @@ def test_a_tree_of_sessions_reads_as_its_runs():
 
 def test_the_rules_write_the_variance_and_reproducibility_tables(tmp_path):
     """The rules on a copy of the committed one-GPU evidence, the 2026-12-01 closed grid as its reference."""
-    import shutil
 
     work = tmp_path / "work"
-    shutil.copytree(EVIDENCE / "session-2026-12-01b" / "results" / "cells", work / "results" / "cells")
+    packed.copy_tree(EVIDENCE / "session-2026-12-01b" / "results" / "cells", work / "results" / "cells")
     cfg = yaml.safe_load((EVIDENCE / "session-2026-12-01b" / "h200-engines-one-gpu.yaml").read_text())
     cfg["report"]["reference_evidence"] = str(VLLM_RUNS[0])
     (work / "cfg.yaml").write_text(yaml.safe_dump(cfg))

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pytest
 
 from specjoule import config, records
-from specjoule.analysis import aggregate, checks
+from specjoule.analysis import aggregate, checks, packed
 from specjoule.analysis import window_activity as wa
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -219,7 +219,7 @@ def test_the_threshold_is_preregistered_without_a_default_and_bad_values_are_con
 
 
 def test_on_the_committed_1203c_evidence_a_preregistered_half_flags_exactly_the_dflash_window():
-    paths = sorted((GDN_PINNED_1203C / "results" / "cells").glob("*/*.parquet"))
+    paths = packed.tree_files(GDN_PINNED_1203C / "results" / "cells", "*/*.parquet")
     cfg = config.load(GDN_PINNED_1203C / "h200-schemes-gdn-pinned.yaml")
     assert "window_drift_max" not in cfg["checks"]
     df = aggregate.aggregate(paths)

@@ -3,9 +3,15 @@
     python tools/slim_evidence.py validation/h200-2026-12/session-XXXX/     # slim it, in place
     python tools/slim_evidence.py --check validation/                        # writes nothing; exit 1 if it would
     python tools/slim_evidence.py open <…/report.html.gz> [-o report.html]  # the report as the pipeline wrote it
+    python tools/slim_evidence.py unpack <…/results> [-o DIR]              # a run's cells/ and timelines/ as files
 
 What it does under each folder (or to each file) named, every step checked before anything is written:
 
+- **packs**: each run's per-cell trees, ``results/cells/<campaign>/<cell>.parquet`` and ``results/timelines/…``,
+  become one file each, ``results/cells.parquet`` and ``results/timelines.parquet`` (ADR 0246,
+  ``specjoule.analysis.packed``), each file checked to unpack to its own table before the tree goes; a link to a
+  tree becomes a link to its packed file. The analysis reads the members by the paths the files had;
+  ``unpack <results> [-o DIR]`` writes the files back for Snakemake.
 - **records**: rewritten the way the runner writes them (``records.record_parquet``: no column docs or statistics,
   no stored Arrow schema; ADR 0190, 0221) when that is smaller, each checked by ``tools/slim_records.py`` to read
   back with the same columns, types, values and ``record_version`` metadata before it replaces the file.
@@ -35,6 +41,7 @@ import functools
 import gzip
 import hashlib
 import json
+import os
 import re
 import shutil
 import sys
@@ -139,6 +146,7 @@ class Plan:
     removals: list[Path] = field(default_factory=list)  # files and folders that go
     notes: list[str] = field(default_factory=list)
     records: list[Path] = field(default_factory=list)  # the cell records among ``writes``
+    links: dict[Path, str] = field(default_factory=dict)  # symlink -> its target, made after the removals
     bytes_saved: int = 0  # saved() as planned, before apply
 
     def saved(self) -> int:
@@ -147,16 +155,20 @@ class Plan:
         return gone - written
 
     def empty(self) -> bool:
-        return not self.writes and not self.removals
+        return not self.writes and not self.removals and not self.links
 
     def apply(self) -> None:
         for path, data in self.writes.items():
             _write_atomic(path, data)
         for path in self.removals:
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        for link, target in self.links.items():
+            link.symlink_to(target)
 
 
 def _size(path: Path) -> int:
+    if path.is_symlink():
+        return 0
     if path.is_dir():
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
     return path.stat().st_size
@@ -316,6 +328,57 @@ def plan_records(paths: Sequence[Path], plan: Plan, select: Callable[[Path], boo
             plan.records.append(record)
 
 
+def _trees(paths: Sequence[Path]) -> Iterator[Path]:
+    """Every per-cell tree (a real ``cells/`` or ``timelines/`` folder) under ``paths``."""
+    from specjoule.analysis import packed
+
+    for path in paths:
+        if not path.is_dir():
+            continue
+        found = [path] if path.name in packed.TREES and not path.is_symlink() else []
+        found += [d for d in sorted(path.rglob("*")) if d.name in packed.TREES and d.is_dir() and not d.is_symlink()]
+        yield from found
+
+
+def plan_packs(paths: Sequence[Path], plan: Plan) -> None:
+    """Each per-cell tree (``results/cells/<campaign>/<cell>.parquet``, ``results/timelines/…``) as one packed
+    file beside it (``results/cells.parquet``, ADR 0246), checked to unpack to every file's table; a link to the
+    tree (a ``marked/`` view) becomes a link to the packed file. A tree holding anything else is left as it is."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from specjoule.analysis import packed
+
+    links = [p for path in paths if path.is_dir() for p in sorted(path.rglob("*")) if p.is_symlink()]
+    for tree in _trees(paths):
+        files = sorted(p for p in tree.rglob("*") if not p.is_dir())
+        members = sorted(tree.glob("*/*.parquet"))
+        if not members:
+            continue  # not a tree of records or timelines (a run's logs/cells holds logs)
+        if files != members or any(p.is_symlink() for p in files):
+            plan.notes.append(f"{tree}: kept as files, it holds more than <campaign>/<cell>.parquet files")
+            continue
+        target = packed.packed_path(tree)
+        if target.exists():
+            raise SlimError(f"{tree}: {target.name} exists beside it; left as it was")
+        sink = pa.BufferOutputStream()
+        try:
+            packed.write_pack(packed.pack_table(tree, members), sink)
+            data = sink.getvalue().to_pybytes()
+            back = packed.unpack_tables(data)
+        except packed.PackError as exc:
+            raise SlimError(str(exc)) from exc
+        for f in members:
+            if not same_table(back[f.relative_to(tree.parent).as_posix()], pq.read_table(f)):
+                raise SlimError(f"{f}: its packed copy does not read back equal; {tree} left as it was")
+        plan.writes[target] = data
+        plan.removals.append(tree)
+        for link in links:
+            if link.name == tree.name and link.resolve() == tree.resolve():
+                plan.removals.append(link)
+                plan.links[packed.packed_path(link)] = str(Path(os.readlink(link)).with_name(target.name))
+
+
 def _reports_beside(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and _is_report(p))
 
@@ -356,6 +419,7 @@ def plan(paths: Sequence[Path], scripts_dir: Path = SCRIPTS_DIR, parquet: Callab
     if parquet is not None:
         parquet = functools.cache(parquet)  # asked by the tables' step and the records'
     p = Plan()
+    plan_packs(paths, p)  # first: the records and timelines it packs are not slimmed one by one
     plan_figures(paths, p)
     plan_logs(paths, p)
     plan_reports(paths, p, scripts_dir)
@@ -399,10 +463,35 @@ def main_open(argv: Sequence[str]) -> int:
     return 0
 
 
+def main_unpack(argv: Sequence[str]) -> int:
+    from specjoule.analysis import packed
+
+    ap = argparse.ArgumentParser(
+        prog="slim_evidence.py unpack",
+        description="Copy a committed results folder with its packed trees written back as files (ADR 0246).",
+    )
+    ap.add_argument("results", type=Path, help="a committed results folder (holding cells.parquet, timelines.parquet)")
+    ap.add_argument("-o", "--out", type=Path, help="where to write the copy (default: a temporary folder, printed)")
+    args = ap.parse_args(argv)
+    if not args.results.is_dir():
+        print(f"slim_evidence: {args.results}: no such folder", file=sys.stderr)
+        return 1
+    out = args.out or Path(tempfile.mkdtemp(prefix="specjoule-results-")) / "results"
+    try:
+        packed.unpack(args.results, out)
+    except (packed.PackError, OSError) as exc:
+        print(f"slim_evidence: {exc}", file=sys.stderr)
+        return 1
+    print(out)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["open"]:
         return main_open(argv[1:])
+    if argv[:1] == ["unpack"]:
+        return main_unpack(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", type=Path, help="evidence folders (or files)")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if anything would change")
@@ -417,7 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"slim_evidence ({verb}): {len(p.writes)} file(s) written ({len(records)} of them cell records), "
         f"{len(p.removals)} removed; {p.bytes_saved:,} bytes smaller"
     )
-    for path in [*p.writes, *p.removals]:
+    for path in [*p.writes, *p.removals, *p.links]:
         print(f"  {path}")
     for note in p.notes:
         print(f"  note: {note}")

@@ -27,7 +27,7 @@ from pathlib import Path
 import polars as pl
 
 from specjoule import axes, records
-from specjoule.analysis import META_CONFIG_HASH, AnalysisError, window_activity, write_parquet_atomic
+from specjoule.analysis import META_CONFIG_HASH, AnalysisError, packed, window_activity, write_parquet_atomic
 from specjoule.analysis.spread import columns_of, is_measured
 
 # Roles and pairing keys are declared with the axes (ADR 0160); re-exported for the analysis modules.
@@ -91,17 +91,36 @@ def scan_records(paths: Sequence[str | Path]) -> pl.LazyFrame:
     """Lazily scan cell records against the one record schema.
 
     Columns appended to ``RECORD_FIELDS`` after a record was written come back null
-    (``missing_columns="insert"``); a column this reader does not know is an error.
+    (``missing_columns="insert"``); a column this reader does not know is an error. A path may name a member of
+    a packed ``cells.parquet`` (committed evidence, ADR 0246): it is read from there, under the same path.
     """
     if not paths:
         return pl.LazyFrame(schema=RECORD_POLARS_SCHEMA).with_columns(pl.lit(None, pl.String).alias("record_path"))
-    return pl.scan_parquet(
-        [str(p) for p in paths],
-        schema=RECORD_POLARS_SCHEMA,
-        missing_columns="insert",
-        extra_columns="raise",
-        include_file_paths="record_path",
-    )
+    files, packs = packed.split(paths)
+    scans = [_packed_records(pack, wanted).lazy() for pack, wanted in packs.items()]
+    if files:
+        scans.insert(
+            0,
+            pl.scan_parquet(
+                files,
+                schema=RECORD_POLARS_SCHEMA,
+                missing_columns="insert",
+                extra_columns="raise",
+                include_file_paths="record_path",
+            ),
+        )
+    return scans[0] if len(scans) == 1 else pl.concat(scans, how="vertical")
+
+
+def _packed_records(pack: Path, wanted: Sequence[str]) -> pl.DataFrame:
+    """Members of a packed ``cells.parquet`` read as ``scan_records`` reads files: the record schema, later
+    columns null, an unknown column an error."""
+    df = packed.read_members(pack, wanted, path_column="record_path")
+    unknown = sorted(set(df.columns) - set(RECORD_POLARS_SCHEMA.names()) - {"record_path"})
+    if unknown:
+        raise AnalysisError(f"{pack}: column(s) {unknown} are not in record schema v{records.RECORD_VERSION}")
+    cols = [pl.col(n).cast(t) if n in df.columns else pl.lit(None, t).alias(n) for n, t in RECORD_POLARS_SCHEMA.items()]
+    return df.select(*cols, pl.col("record_path").cast(pl.String))
 
 
 def device_key(prefix: str = "") -> pl.Expr:
@@ -251,8 +270,9 @@ _FILE_KEY = ("_file_size", "_file_mtime_ns", "_file_ctime_ns", "_file_ino")
 def _file_keys(paths: Sequence[str | Path]) -> pl.DataFrame:
     rows = []
     for p in paths:
+        where = packed.locate(p)  # a member of a packed tree is as new as its packed file
         try:
-            st = os.stat(p)
+            st = os.stat(where[0] if where else p)
         except OSError as exc:
             raise AnalysisError(f"cannot stat cell record {p}: {exc}") from exc
         rows.append((str(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))

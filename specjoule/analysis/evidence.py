@@ -22,8 +22,9 @@ from pathlib import Path
 import polars as pl
 
 from specjoule import axes, schemes
-from specjoule.analysis import AnalysisError, aggregate
+from specjoule.analysis import AnalysisError, aggregate, packed
 from specjoule.analysis.aggregate import aggregate_frame, scan_records
+from specjoule.cells import CELLS_DIR
 
 C = pl.col
 
@@ -154,17 +155,33 @@ def _parquet_files(folder: Path) -> list[Path]:
     return found
 
 
+_CELLS = Path(CELLS_DIR).name
+
+
+def _packs(files: Sequence[Path]) -> list[Path]:
+    """The packed ``cells.parquet`` files among ``files``, each real file once: under its own path where the tree
+    holds it, else under the first link to it (an evidence folder's ``marked/`` view links to its results)."""
+    found: dict[str, Path] = {}
+    for f in sorted(files, key=lambda f: (os.path.islink(f), str(f))):
+        if f.name == _CELLS + packed.SUFFIX and packed.is_packed(f):
+            found.setdefault(os.path.realpath(f), f)
+    return sorted(found.values())
+
+
 def record_files(source: str | Path) -> list[Path]:
     """The record files of one evidence source (see module doc); an error names a source with none."""
     p = Path(source)
+    if not p.exists() and p.name == _CELLS and packed.is_packed(packed.packed_path(p)):
+        p = packed.packed_path(p)  # a run's cells folder, committed packed (ADR 0246): named by its old path
     if p.is_file():
-        return [p]
+        return packed.members(p) if packed.is_packed(p) else [p]
     if not p.is_dir():
         raise AnalysisError(f"evidence {source}: no such file or folder")
     every = sorted(f for f in _parquet_files(p) if not f.name.startswith("."))
-    cells = [f for f in every if p.name == "cells" or "cells" in f.relative_to(p).parts[:-1]]
+    cells = [f for f in every if p.name == _CELLS or _CELLS in f.relative_to(p).parts[:-1]]
+    cells += [m for pack in _packs(every) for m in packed.members(pack)]
     if cells:
-        return cells
+        return sorted(cells)
     aggregated = [f for f in every if f.name == "records.parquet"]
     if aggregated:
         return aggregated

@@ -22,6 +22,7 @@ from typing import TypeVar
 import polars as pl
 
 from specjoule import cells
+from specjoule.analysis import packed
 
 C = pl.col
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
@@ -82,6 +83,7 @@ _READ_SCHEMA = pl.Schema(
     | {"throttle_reasons": pl.Int64, "sm_clock_mhz": pl.Int64}
 )
 _KEY = "_timeline"
+_PACKED = Path(cells.TIMELINES_DIR).name + packed.SUFFIX
 
 
 def timeline_of(record_path: str | os.PathLike) -> Path | None:
@@ -155,13 +157,27 @@ def activity(samples: pl.LazyFrame, key: str = _KEY) -> pl.LazyFrame:
 
 def _scan(paths: Sequence[Path]) -> pl.LazyFrame:
     # Timelines written before the GPM columns (issue 18) lack sm_active_pct: inserted null, gpu_util_pct then used.
-    return pl.scan_parquet(
-        [str(p) for p in paths],
-        schema=_READ_SCHEMA,
-        missing_columns="insert",
-        extra_columns="ignore",
-        include_file_paths=_KEY,
-    )
+    files, packs = packed.split(paths)
+    scans = [_packed_timelines(pack, wanted).lazy() for pack, wanted in packs.items()]
+    if files:
+        scans.insert(
+            0,
+            pl.scan_parquet(
+                files, schema=_READ_SCHEMA, missing_columns="insert", extra_columns="ignore", include_file_paths=_KEY
+            ),
+        )
+    return scans[0] if len(scans) == 1 else pl.concat(scans, how="vertical")
+
+
+def _packed_timelines(pack: Path, wanted: Sequence[str]) -> pl.DataFrame:
+    """Members of a packed ``timelines.parquet`` (ADR 0246) read as ``_scan`` reads timeline files."""
+    df = packed.read_members(pack, wanted, path_column=_KEY)
+    cols = [pl.col(n).cast(t) if n in df.columns else pl.lit(None, t).alias(n) for n, t in _READ_SCHEMA.items()]
+    return df.select(*cols, pl.col(_KEY).cast(pl.String))
+
+
+def _present(timeline: Path) -> bool:
+    return timeline.is_file() or packed.locate(timeline) is not None
 
 
 def of_timelines(paths: Sequence[str | os.PathLike]) -> pl.DataFrame:
@@ -177,7 +193,7 @@ def of_records(record_paths: Sequence[str]) -> pl.DataFrame:
     """:data:`ACTIVITY_COLUMNS` per record path (column ``record_path``), from the timeline beside each record;
     null where there is none (a record copied without it, or outside the pipeline's layout)."""
     pairs = [(r, timeline_of(r)) for r in record_paths]
-    present = [(r, t) for r, t in pairs if t is not None and t.is_file()]
+    present = [(r, t) for r, t in pairs if t is not None and _present(t)]
     by_timeline = of_timelines([t for _, t in present])
     link = pl.DataFrame(
         {"record_path": [r for r, _ in present], "timeline_path": [str(t) for _, t in present]},
@@ -199,11 +215,12 @@ def with_null_activity(df: Frame) -> Frame:
 
 
 def distribution(folders: Sequence[str | os.PathLike]) -> pl.DataFrame:
-    """Every timeline under ``folders`` (``**/timelines/*/*.parquet``) with its drift, most negative first; a
-    timeline reached twice (an evidence folder's ``marked/`` view links to its results) counts once."""
-    paths = sorted(
-        {Path(os.path.relpath(p.resolve())) for f in folders for p in Path(f).glob("**/timelines/*/*.parquet")}
-    )
+    """Every timeline under ``folders`` (``**/timelines/*/*.parquet``, and the members of each packed
+    ``**/timelines.parquet``) with its drift, most negative first; a timeline reached twice (an evidence folder's
+    ``marked/`` view links to its results) counts once."""
+    files = {Path(os.path.relpath(p.resolve())) for f in folders for p in Path(f).glob("**/timelines/*/*.parquet")}
+    packs = {Path(os.path.relpath(p.resolve())) for f in folders for p in Path(f).glob(f"**/{_PACKED}")}
+    paths = sorted(files | {m for pack in packs if packed.is_packed(pack) for m in packed.members(pack)})
     return of_timelines(paths).sort("window_activity_drift", nulls_last=True)
 
 

@@ -183,7 +183,7 @@ def _table() -> pa.Table:
 
 
 def test_a_table_is_rewritten_smaller_with_the_same_values_and_metadata(tmp_path):
-    path = tmp_path / "timelines" / "c" / "draft--mv3.parquet"
+    path = tmp_path / "loose" / "c" / "draft--mv3.parquet"  # a timeline outside a run's tree, which is packed
     path.parent.mkdir(parents=True)
     pq.write_table(_table(), path)  # as the pipeline writes it: snappy, statistics, dictionary pages
     before = path.stat().st_size
@@ -235,7 +235,7 @@ def _record_as_adr_0190_wrote_it(path: Path, **over: object) -> pa.Table:
 
 def test_a_record_is_rewritten_without_its_arrow_schema_and_reads_back_equal(tmp_path, capsys):
     folder = session(tmp_path)
-    record = folder / "results" / "cells" / "g" / "draft--mv3.parquet"
+    record = folder / "results" / "smoke" / "g" / "draft--mv3.parquet"  # outside results/cells, which is packed
     written = _record_as_adr_0190_wrote_it(record)
     before = record.read_bytes()
     assert b"ARROW:schema" in pq.ParquetFile(record).metadata.metadata
@@ -259,7 +259,7 @@ def test_a_record_rewrite_that_changes_a_value_is_refused_before_anything_is_wri
     from specjoule import records
 
     folder = session(tmp_path)
-    good, bad = (folder / "results" / "cells" / "g" / f"{n}.parquet" for n in ("a", "b"))
+    good, bad = (folder / "results" / "smoke" / "g" / f"{n}.parquet" for n in ("a", "b"))
     _record_as_adr_0190_wrote_it(good)
     _record_as_adr_0190_wrote_it(bad, energy_j=900.0)
     files = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
