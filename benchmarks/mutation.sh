@@ -33,6 +33,7 @@ declare -A SOURCE=(
   [checks]=specjoule/analysis/checks.py
   [aggregate]=specjoule/analysis/aggregate.py
   [derive]=specjoule/analysis/derive.py
+  [packed]=specjoule/analysis/packed.py
 )
 declare -A TESTS=(
   [records]="tests/test_records.py tests/test_meter_replay.py tests/test_unsupported.py"
@@ -43,6 +44,7 @@ declare -A TESTS=(
   [checks]="tests/test_check_thresholds.py tests/test_analysis_checks.py tests/test_loop_checks.py"
   [aggregate]="tests/test_aggregate_pairing.py tests/test_check_thresholds.py"
   [derive]="tests/test_analysis_derive.py"
+  [packed]="tests/test_packed.py"
 )
 # Too slow to mutate whole here: the functions that decide a cell's identity and order (cells), the pairing
 # (aggregate), the curve rows (derive) and the verdicts of the checks with a numeric threshold (checks).
@@ -72,8 +74,9 @@ declare -A FUNCS=(
 # Seconds each module may take (about 65 minutes in all); mutants not reached are reported as "not reached". On the
 # shared 2-core machine the first pass leaves part of nvml, aggregate, derive, checks and cells unreached:
 # MUTATION_RETEST=1 finishes them (benchmarks/mutation.md). MUTATION_LIMIT_S overrides every module's.
-declare -A LIMIT=([acceptance]=240 [records]=420 [nvml]=780 [aggregate]=480 [derive]=540 [checks]=840 [cells]=660)
-ORDER=(acceptance records nvml aggregate derive checks cells)
+declare -A LIMIT=([acceptance]=240 [records]=420 [nvml]=780 [aggregate]=480 [derive]=540 [checks]=840 [cells]=660
+                  [packed]=600)
+ORDER=(acceptance records nvml aggregate derive checks cells packed)
 
 toml_list() { local out="" x; for x in "$@"; do out+="\"$x\", "; done; echo "[${out%, }]"; }
 

@@ -195,3 +195,36 @@ def test_the_shipped_configs_that_hear_the_token_mode_warning_are_the_six_adr_02
         "h200-schemes-sglang-families.yaml",
         "h200-schemes-sglang-gemma4-mm.yaml",
     }
+
+
+MOE_RT = "config/h200-schemes-depth-moe-sglang-rt.yaml"
+
+
+def test_the_moe_depth_companion_differs_from_the_moe_depth_only_in_its_engine_its_seed_and_the_token_mode():
+    """ADR 0244's follow-up (pre-registered 2026-12-05g): depth-moe's SGLang family with real-draft-token commits,
+    judged by the same checks, so each of its rounds reads against the fixed-mode family's."""
+    rt, moe = _load(MOE_RT, MOE)
+    for key in ("models", "acceptance", "paper_grade", "device", *DESIGN_KEYS):
+        assert rt[key] == moe[key], key
+    assert rt["engines"] == ["sglang"] and rt["engine_options"] == {"sglang": moe["engine_options"]["sglang"]}
+    assert {k: v for k, v in rt["protocol"].items() if k != "run_order_seed"} == {
+        k: v for k, v in moe["protocol"].items() if k != "run_order_seed"
+    }
+    assert rt["protocol"]["run_order_seed"] != moe["protocol"]["run_order_seed"] and rt["name"] != moe["name"]
+    assert rt["schemes"]["baseline"] == moe["schemes"]["baseline"]
+    assert rt["schemes"]["eagle3"] == {**moe["schemes"]["eagle3"], "options": {"simulate_token_mode": "real-draft-token"}}
+
+    _, table = config.plan(config.read_yaml(REPO / MOE_RT), MOE_RT)
+    _, fixed = config.plan(config.read_yaml(REPO / MOE), MOE)
+    points = [c for c in table.cells if c.role == "point"]
+    assert len(table.cells) == 10 and not [c for c in table.cells if c.unsupported_reason]
+    assert {(c.batch_size, c.configured_L) for c in points} == {(b, L) for b in (1, 32) for L in (1.0, 3.0, 4.0)}
+    assert {sg.engine_env(c.spec, {"PYTHONPATH": "/x"})["SGLANG_SIMULATE_ACC_TOKEN_MODE"] for c in points} == {
+        "real-draft-token"
+    }
+    assert config.moe_token_mode_warnings(table) == []  # it names its mode: no warning
+    # its own cells, not the fixed family's under another name; the engines' arguments are the same
+    fixed_sglang = {(c.batch_size, c.configured_L): c for c in fixed.cells if c.engine == "sglang" and c.role == "point"}
+    for c in points:
+        twin = fixed_sglang[(c.batch_size, c.configured_L)]
+        assert c.cell_id != twin.cell_id and sg.engine_kwargs(c.spec) == sg.engine_kwargs(twin.spec)
