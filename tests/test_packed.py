@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 from pathlib import Path
@@ -186,7 +187,7 @@ def test_a_packed_file_says_what_it_is_and_a_stranger_is_refused_by_name(tmp_pat
     with pytest.raises(packed.PackError, match="not a packed evidence file"):
         packed.unpack_tables(plain)
     with pytest.raises(packed.PackError, match="holds no member"):
-        packed.read_members(pack, [str(session / "results" / "cells" / CAMPAIGN / "nope.parquet")])
+        packed.read_members(pack, [str(session / "results" / "cells" / CAMPAIGN / "nope.parquet")], path_column="p")
     future = tmp_path / "future" / "cells.parquet"
     future.parent.mkdir()
     pq.write_table(pa.table({"x": [1]}).replace_schema_metadata({packed.METADATA_KEY: b'{"version": 99}'}), future)
@@ -219,3 +220,120 @@ def test_the_committed_evidence_is_packed_and_reads_as_its_aggregated_tables():
     cols = [c for c in old.columns if c != "record_path"]
     assert df.height == old.height == 10
     assert_frame_equal(old.select(cols), df.select(cols))
+
+
+def test_only_a_readable_packed_file_under_a_tree_name_is_packed(tmp_path):
+    session = _run(tmp_path)
+    S.slim([session], scripts_dir=tmp_path / "scripts")
+    pack = session / "results" / "cells.parquet"
+    assert packed.is_packed(pack)
+    other = tmp_path / "other.parquet"
+    other.write_bytes(pack.read_bytes())  # the same bytes under another name: not a tree's pack
+    garbage = tmp_path / "g" / "cells.parquet"
+    garbage.parent.mkdir()
+    garbage.write_bytes(b"PAR1 not parquet")
+    folder = tmp_path / "d" / "timelines.parquet"
+    folder.mkdir(parents=True)
+    assert not packed.is_packed(other) and not packed.is_packed(garbage) and not packed.is_packed(folder)
+
+
+def test_pack_table_refuses_what_it_cannot_pack_by_name_and_packs_records_of_two_schema_ages(tmp_path):
+    tree = tmp_path / "results" / "cells"
+    with pytest.raises(packed.PackError, match=r"cells: no files to pack"):
+        packed.pack_table(tree, [])
+    (tree / "c").mkdir(parents=True)
+    clash = tree / "c" / "x.parquet"
+    pq.write_table(pa.table({"packed_file": ["y"]}), clash)
+    with pytest.raises(packed.PackError, match=r"x.parquet: already has a column 'packed_file'"):
+        packed.pack_table(tree, [clash])
+    a, b = tree / "c" / "a.parquet", tree / "c" / "b.parquet"
+    pq.write_table(pa.table({"v": [1, 2]}), a)
+    pq.write_table(pa.table({"v": [pa.scalar({"k": 1})]}), b)  # a struct where the other file has integers
+    with pytest.raises(packed.PackError, match=r"cells: its files do not share column types"):
+        packed.pack_table(tree, [a, b])
+    # an older record (written before a column was added) beside a newer one: each comes back with its own columns
+    older = tree / "c" / "older.parquet"
+    newer = tree / "c" / "newer.parquet"
+    pq.write_table(pa.table({"energy_j": [1.5]}, metadata={b"record_version": b"1"}), older)
+    pq.write_table(pa.table({"energy_j": [2.5], "added": ["x"]}, metadata={b"record_version": b"1"}), newer)
+    table = packed.pack_table(tree, [newer, older])
+    back = packed.unpack_tables(_bytes(table))
+    assert back["cells/c/older.parquet"].column_names == ["energy_j"]
+    assert back["cells/c/newer.parquet"].column_names == ["energy_j", "added"]
+    assert S.same_table(back["cells/c/older.parquet"], pq.read_table(older))
+
+
+def _bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    packed.write_pack(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def test_a_damaged_index_is_refused_naming_the_file_and_the_member(tmp_path):
+    session = _run(tmp_path)
+    tree = session / "results" / "cells"
+    members = sorted(tree.glob("*/*.parquet"))
+    table = packed.pack_table(tree, members)
+    body = json.loads(table.schema.metadata[packed.METADATA_KEY])
+
+    def with_body(changed: dict) -> bytes:
+        return _bytes(table.replace_schema_metadata({packed.METADATA_KEY: json.dumps(changed).encode()}))
+
+    extra = {**body, "files": [*body["files"][:-1], {**body["files"][-1], "rows": 2}]}
+    with pytest.raises(packed.PackError, match=r"a packed file in memory: its index counts 4 rows, the table holds 3"):
+        packed.unpack_tables(with_body(extra))
+    one_column = pa.schema([pa.field("energy_j", pa.struct([("x", pa.int8())]))])
+    schemas = [*body["schemas"], base64.b64encode(one_column.serialize().to_pybytes()).decode()]
+    wrong = {**body, "schemas": schemas, "files": [{**body["files"][0], "schema": 1}, *body["files"][1:]]}
+    bad = tmp_path / "cells.parquet"
+    bad.write_bytes(with_body(wrong))
+    first = body["files"][0]["path"]
+    with pytest.raises(packed.PackError, match=rf"{bad}: member {first} does not cast back to its schema"):
+        packed.unpack_tables(bad)
+
+
+def test_one_member_is_read_alone_under_the_path_it_is_asked_by(tmp_path):
+    session = _run(tmp_path)
+    results = session / "results"
+    files = sorted((results / "cells").glob("*/*.parquet"))
+    assert packed.tree_files(results / "cells") == files  # a folder: its files, as glob finds them
+    assert packed.tree_files(results / "cells", "*/eagle3--*.parquet") == [f for f in files if "eagle3" in f.name]
+    original = {f: pq.read_table(f) for f in files}
+    assert S.same_table(packed.read_file(files[0]), original[files[0]])  # a file on disk is read as it is
+    assert_frame_equal(packed.read_frame(files[0]), pl.read_parquet(files[0]))
+    S.slim([session], scripts_dir=tmp_path / "scripts")
+    member = files[1]
+    assert S.same_table(packed.read_file(member), original[member])
+    assert_frame_equal(packed.read_frame(member), pl.from_arrow(original[member]))
+    rows = packed.read_members(results / "cells.parquet", [str(member)], path_column="where")
+    assert rows.height == 1 and rows["where"].to_list() == [str(member)] and "packed_file" not in rows.columns
+    assert aggregate.scan_records([member]).collect()["cell_name"].to_list() == [original[member]["cell_name"][0].as_py()]
+    assert packed.tree_files(results / "nothing") == []
+
+
+def test_unpack_copies_into_an_existing_folder_and_follows_links_and_timelines_come_back_committed(tmp_path):
+    session = _run(tmp_path)
+    results = session / "results"
+    (tmp_path / "checks.md").write_text("| check |\n")
+    (results / "checks.md").symlink_to(tmp_path / "checks.md")
+    S.slim([session], scripts_dir=tmp_path / "scripts")
+    out = tmp_path / "out"
+    out.mkdir()
+    packed.unpack(results, out)
+    assert (out / "checks.md").is_file() and not (out / "checks.md").is_symlink()
+    timeline = out / "timelines" / CAMPAIGN / "eagle3--mv3.parquet"
+    assert S.committed_footer_shortfall(timeline) is None  # zstd, no statistics or dictionary pages
+
+
+def test_copy_tree_writes_a_trees_files_from_its_folder_or_its_pack(tmp_path):
+    session = _run(tmp_path)
+    results = session / "results"
+    before = _files(results / "timelines")
+    from_folder = packed.copy_tree(results / "timelines", tmp_path / "a" / "timelines")
+    assert _files(from_folder).keys() == before.keys()
+    S.slim([session], scripts_dir=tmp_path / "scripts")
+    from_pack = packed.copy_tree(results / "timelines", tmp_path / "b" / "timelines")
+    assert from_pack == tmp_path / "b" / "timelines"
+    assert all(S.same_table(_files(from_pack)[m], t) for m, t in before.items())
+    with pytest.raises(packed.PackError, match=r"cells: neither a folder nor packed \(cells.parquet\)"):
+        packed.copy_tree(tmp_path / "nowhere" / "cells", tmp_path / "c")

@@ -19,7 +19,6 @@ analysed again is unpacked first (:func:`unpack`, or ``python tools/slim_evidenc
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -142,9 +141,7 @@ def _read_table(pack):
     return pq.read_table(_source(pack))
 
 
-def read_members(
-    pack: str | os.PathLike, wanted: Sequence[str] | None = None, path_column: str = "path"
-) -> pl.DataFrame:
+def read_members(pack: str | os.PathLike, wanted: Sequence[str] | None, *, path_column: str) -> pl.DataFrame:
     """The rows of a packed file's members (all, or those whose member path is in ``wanted``), with the member
     path (``<results>/<packed_file>``) in ``path_column`` and the ``packed_file`` column dropped."""
     pack = Path(pack)
@@ -170,7 +167,7 @@ def read_members(
 def _bare(schema):
     import pyarrow as pa
 
-    return pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema])
+    return pa.schema([pa.field(f.name, f.type) for f in schema])  # field docs differ between writers
 
 
 def pack_table(tree: Path, files: Sequence[Path]):
@@ -201,16 +198,18 @@ def pack_table(tree: Path, files: Sequence[Path]):
     return table.replace_schema_metadata(meta)
 
 
-#: How a packed file is written: as committed tables are (ADR 0212: zstd, no statistics or dictionary pages), and,
-#: as records are (ADR 0221), without the stored Arrow schema, whose copy of the record columns' types would repeat
-#: what the Parquet schema says; the index is the only key-value metadata, and each member's own Arrow schema is in it.
-PACK_PARQUET_OPTIONS = {
+#: How committed tables are written (ADR 0212: zstd, no statistics or dictionary pages; ``tools/slim_evidence.py``
+#: holds the same), hence an unpacked timeline.
+TABLE_PARQUET_OPTIONS: dict = {
     "compression": "zstd",
     "compression_level": 19,
     "write_statistics": False,
     "use_dictionary": False,
-    "store_schema": False,
 }
+#: A packed file: a committed table, and, as records are (ADR 0221), without the stored Arrow schema, whose copy of
+#: the columns' types would repeat what the Parquet schema says; the index is its only key-value metadata, and each
+#: member's own Arrow schema is in it.
+PACK_PARQUET_OPTIONS: dict = {**TABLE_PARQUET_OPTIONS, "store_schema": False}
 
 
 def write_pack(table, where) -> None:
@@ -222,12 +221,11 @@ def write_pack(table, where) -> None:
         writer.add_key_value_metadata(table.schema.metadata)
 
 
-def unpack_tables(pack: str | os.PathLike | bytes) -> dict[str, object]:
+def unpack_tables(pack: str | os.PathLike | bytes, only: str | None = None) -> dict[str, object]:
     """Each member's table as it was packed: {member path relative to the results folder: pyarrow Table}
-    (``pack``: a packed file, or its bytes)."""
+    (``pack``: a packed file, or its bytes; ``only``: that member alone)."""
     import pyarrow as pa
 
-    pack = pack if isinstance(pack, bytes) else Path(pack)
     name = "a packed file in memory" if isinstance(pack, bytes) else str(pack)
     body = _body(pack)
     schemas = [pa.ipc.read_schema(pa.py_buffer(base64.b64decode(s))) for s in body["schemas"]]
@@ -237,11 +235,13 @@ def unpack_tables(pack: str | os.PathLike | bytes) -> dict[str, object]:
     for f in body["files"]:
         schema = schemas[f["schema"]]
         part = table.slice(offset, f["rows"]).select(schema.names)
+        offset += f["rows"]
+        if only is not None and f["path"] != only:
+            continue
         try:
             out[f["path"]] = part.cast(schema)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise PackError(f"{name}: member {f['path']} does not cast back to its schema ({exc})") from exc
-        offset += f["rows"]
     if offset != table.num_rows:
         raise PackError(f"{name}: its index counts {offset} rows, the table holds {table.num_rows}")
     return out
@@ -259,21 +259,20 @@ def write_member(table, path: Path) -> None:
         import pyarrow.parquet as pq
 
         with records.atomic_path(path) as tmp:
-            pq.write_table(table, tmp, compression="zstd", write_statistics=False, use_dictionary=False)
+            pq.write_table(table, tmp, **TABLE_PARQUET_OPTIONS)
 
 
 def unpack(results: str | os.PathLike, dest: str | os.PathLike) -> Path:
     """A copy of the results folder ``results`` at ``dest`` with each packed tree written back as its files
-    (everything else copied as it is); returns ``dest``. Nothing packed: a plain copy."""
+    (everything else copied, links followed: the copy stands alone); returns ``dest``. Nothing packed: a plain copy."""
     import shutil
 
     results, dest = Path(results), Path(dest)
     shutil.copytree(
         results,
         dest,
-        symlinks=False,
         dirs_exist_ok=True,
-        ignore=lambda d, names: [n for n in names if _packed_here(d, n)],
+        ignore=lambda d, names: [n for n in names if is_packed(Path(d, n))],
     )
     for tree in TREES:
         pack = results / (tree + SUFFIX)
@@ -281,15 +280,6 @@ def unpack(results: str | os.PathLike, dest: str | os.PathLike) -> Path:
             for member, table in unpack_tables(pack).items():
                 write_member(table, dest / member)
     return dest
-
-
-def _packed_here(folder: str, name: str) -> bool:
-    return Path(folder, name).name in {t + SUFFIX for t in TREES} and is_packed(Path(folder, name))
-
-
-@functools.lru_cache(maxsize=8)
-def _unpacked(pack: str, _mtime_ns: int, _size: int) -> dict[str, object]:
-    return unpack_tables(pack)
 
 
 def read_file(path: str | os.PathLike):
@@ -300,8 +290,7 @@ def read_file(path: str | os.PathLike):
 
         return pq.read_table(path)
     pack, member = where
-    st = pack.stat()
-    return _unpacked(str(pack), st.st_mtime_ns, st.st_size)[member]
+    return unpack_tables(pack, only=member)[member]
 
 
 def read_frame(path: str | os.PathLike) -> pl.DataFrame:
