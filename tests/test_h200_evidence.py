@@ -2940,3 +2940,32 @@ def test_every_config_the_readme_says_ran_on_an_h100_has_its_h100_evidence():
         assert names, row
         for name in names:
             assert copies.get(name) == (ROOT / "config" / name).read_bytes(), (name, row[:120])
+
+
+SESSION_1205G_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-05g"
+SW_1205G = SESSION_1205G_H100 / "depth-sw-vllm"
+GPU_1205G = "GPU-4f31f1ec-6d15-b1a3-4239-d273ab1aca13"
+
+
+def test_1205g_h100_vllm_sliding_window_depth_family_is_whole_and_the_readme_table_is_the_records():
+    """The first run whose records were committed packed (ADR 0246): read through their paths as before."""
+    assert packed.is_packed(SW_1205G / "results" / "cells.parquet") and not (SW_1205G / "results" / "cells").exists()
+    points = _h100_depth_family(SW_1205G, SESSION_1205G_H100, "h200-schemes-depth-sw.yaml", GPU_1205G,
+                                "gemma4_26b_a4b", engine="vllm", summary="0 fail, 4 flag, 38 pass, 12 not_applicable")
+    assert set(points["git_commit"]) == {"4f7c8d0902a0c5f73b87c790e954f7e6a30a8e1a"}
+    lines = (SESSION_1205G_H100 / "README.md").read_text().splitlines()
+    for batch, L, rnd in points.select("batch_size", "configured_L", "round_time_ms").iter_rows():
+        row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
+        assert f"| {rnd:.2f} |" in row, row
+    # the README's below-the-floor paragraph is the roofline's table
+    roof = pl.read_parquet(SW_1205G / "results" / "roofline.parquet")
+    below = {(int(c.split("-closed-b")[1].split("-")[0]), n)
+             for c, n in roof.filter(pl.col("below_expert_floor")).select("campaign_id", "cell_name").iter_rows()}
+    assert below == {(32, "baseline--open"), (32, "baseline--close"), (32, "eagle3--mv1")}
+    floors = sorted({round(f, 2) for f in roof.filter(pl.col("campaign_id").str.contains("-b32-"))["expert_floor_ms"]})
+    text = _readme_text(SESSION_1205G_H100)
+    assert floors == [12.95, 14.83] and "against 12.95 ms" in text and "13.37 against 14.83 ms" in text
+    # the starts the README quotes
+    starts = sorted({round(s, 1) for s in aggregate.aggregate(packed.tree_files(SW_1205G / "results" / "cells"))[
+        "engine_start_s"]})
+    assert starts == [76.5, 129.2, 140.3] and "129.2 s cold, 140.3 s for the EAGLE3 engine, 76.5 s" in text
