@@ -337,3 +337,17 @@ def test_copy_tree_writes_a_trees_files_from_its_folder_or_its_pack(tmp_path):
     assert all(S.same_table(_files(from_pack)[m], t) for m, t in before.items())
     with pytest.raises(packed.PackError, match=r"cells: neither a folder nor packed \(cells.parquet\)"):
         packed.copy_tree(tmp_path / "nowhere" / "cells", tmp_path / "c")
+
+
+def test_a_column_the_record_schema_does_not_know_is_refused_from_a_pack_as_from_a_file(tmp_path):
+    from specjoule.analysis import AnalysisError
+
+    session = _run(tmp_path)
+    record = session / "results" / "cells" / CAMPAIGN / "eagle3--mv3.parquet"
+    table = pq.read_table(record)
+    records.write_record_table(table.append_column("bogus", pa.array([1])), record)
+    with pytest.raises(AnalysisError, match="bogus"):
+        aggregate.aggregate(packed.tree_files(session / "results" / "cells"))
+    S.slim([session], scripts_dir=tmp_path / "scripts")
+    with pytest.raises(AnalysisError, match=r"cells.parquet: column\(s\) \['bogus'\] are not in the schema read"):
+        aggregate.aggregate(packed.tree_files(session / "results" / "cells"))

@@ -96,31 +96,7 @@ def scan_records(paths: Sequence[str | Path]) -> pl.LazyFrame:
     """
     if not paths:
         return pl.LazyFrame(schema=RECORD_POLARS_SCHEMA).with_columns(pl.lit(None, pl.String).alias("record_path"))
-    files, packs = packed.split(paths)
-    scans = [_packed_records(pack, wanted).lazy() for pack, wanted in packs.items()]
-    if files:
-        scans.insert(
-            0,
-            pl.scan_parquet(
-                files,
-                schema=RECORD_POLARS_SCHEMA,
-                missing_columns="insert",
-                extra_columns="raise",
-                include_file_paths="record_path",
-            ),
-        )
-    return scans[0] if len(scans) == 1 else pl.concat(scans, how="vertical")
-
-
-def _packed_records(pack: Path, wanted: Sequence[str]) -> pl.DataFrame:
-    """Members of a packed ``cells.parquet`` read as ``scan_records`` reads files: the record schema, later
-    columns null, an unknown column an error."""
-    df = packed.read_members(pack, wanted, path_column="record_path")
-    unknown = sorted(set(df.columns) - set(RECORD_POLARS_SCHEMA.names()) - {"record_path"})
-    if unknown:
-        raise AnalysisError(f"{pack}: column(s) {unknown} are not in record schema v{records.RECORD_VERSION}")
-    cols = [pl.col(n).cast(t) if n in df.columns else pl.lit(None, t).alias(n) for n, t in RECORD_POLARS_SCHEMA.items()]
-    return df.select(*cols, pl.col("record_path").cast(pl.String))
+    return packed.scan(paths, RECORD_POLARS_SCHEMA, "record_path", extra_columns="raise")
 
 
 def device_key(prefix: str = "") -> pl.Expr:

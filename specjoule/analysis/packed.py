@@ -161,6 +161,35 @@ def read_members(pack: str | os.PathLike, wanted: Sequence[str] | None, *, path_
     return df.drop(MEMBER_COLUMN)
 
 
+def scan(paths: Sequence[str | os.PathLike], schema: pl.Schema, path_column: str, extra_columns: str) -> pl.LazyFrame:
+    """``pl.scan_parquet`` of ``paths`` against ``schema`` (missing columns null, extra ones ``"raise"`` or
+    ``"ignore"``, the path in ``path_column``), where a path may be a member of a packed tree: the one reader of
+    records (``aggregate``) and timelines (``window_activity``) alike."""
+    files, packs = split(paths)
+    scans = [_members_as(pack, wanted, schema, path_column, extra_columns).lazy() for pack, wanted in packs.items()]
+    if files:
+        scans.insert(
+            0,
+            pl.scan_parquet(
+                files,
+                schema=schema,
+                missing_columns="insert",
+                extra_columns=extra_columns,  # type: ignore[arg-type]
+                include_file_paths=path_column,
+            ),
+        )
+    return scans[0] if len(scans) == 1 else pl.concat(scans, how="vertical")
+
+
+def _members_as(pack: Path, wanted: Sequence[str], schema: pl.Schema, path_column: str, extra: str) -> pl.DataFrame:
+    df = read_members(pack, wanted, path_column=path_column)
+    unknown = sorted(set(df.columns) - set(schema.names()) - {path_column})
+    if unknown and extra == "raise":  # as scan_parquet raises for a file
+        raise pl.exceptions.SchemaError(f"{pack}: column(s) {unknown} are not in the schema read")
+    cols = [pl.col(n).cast(t) if n in df.columns else pl.lit(None, t).alias(n) for n, t in schema.items()]
+    return df.select(*cols, pl.col(path_column).cast(pl.String))
+
+
 # -- packing and unpacking (tools/slim_evidence.py) ------------------------------------------------------------
 
 

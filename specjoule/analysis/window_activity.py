@@ -157,23 +157,7 @@ def activity(samples: pl.LazyFrame, key: str = _KEY) -> pl.LazyFrame:
 
 def _scan(paths: Sequence[Path]) -> pl.LazyFrame:
     # Timelines written before the GPM columns (issue 18) lack sm_active_pct: inserted null, gpu_util_pct then used.
-    files, packs = packed.split(paths)
-    scans = [_packed_timelines(pack, wanted).lazy() for pack, wanted in packs.items()]
-    if files:
-        scans.insert(
-            0,
-            pl.scan_parquet(
-                files, schema=_READ_SCHEMA, missing_columns="insert", extra_columns="ignore", include_file_paths=_KEY
-            ),
-        )
-    return scans[0] if len(scans) == 1 else pl.concat(scans, how="vertical")
-
-
-def _packed_timelines(pack: Path, wanted: Sequence[str]) -> pl.DataFrame:
-    """Members of a packed ``timelines.parquet`` (ADR 0246) read as ``_scan`` reads timeline files."""
-    df = packed.read_members(pack, wanted, path_column=_KEY)
-    cols = [pl.col(n).cast(t) if n in df.columns else pl.lit(None, t).alias(n) for n, t in _READ_SCHEMA.items()]
-    return df.select(*cols, pl.col(_KEY).cast(pl.String))
+    return packed.scan(paths, _READ_SCHEMA, _KEY, extra_columns="ignore")
 
 
 def _present(timeline: Path) -> bool:
