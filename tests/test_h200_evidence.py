@@ -2969,3 +2969,78 @@ def test_1205g_h100_vllm_sliding_window_depth_family_is_whole_and_the_readme_tab
     starts = sorted({round(s, 1) for s in aggregate.aggregate(packed.tree_files(SW_1205G / "results" / "cells"))[
         "engine_start_s"]})
     assert starts == [76.5, 129.2, 140.3] and "129.2 s cold, 140.3 s for the EAGLE3 engine, 76.5 s" in text
+
+
+SESSION_1205H_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-05h"
+RT_1205H = SESSION_1205H_H100 / "depth-moe-sglang-rt"
+GPU_1205H = "GPU-6bc5af68-5903-0453-eda5-845d01edf015"
+
+
+def test_1205h_h100_config_is_the_preregistered_one():
+    _assert_shipped_copy(RT_1205H, "h200-schemes-depth-moe-sglang-rt.yaml")
+
+
+def test_1205h_h100_real_draft_token_companion_is_whole_and_the_readme_table_is_the_records():
+    points = _h100_depth_family(RT_1205H, SESSION_1205H_H100, "h200-schemes-depth-moe-sglang-rt.yaml", GPU_1205H,
+                                "qwen3_30b_a3b", summary="0 fail, 3 flag, 39 pass, 12 not_applicable")
+    assert set(points["git_commit"]) == {"8ef92fe55efd45e1d0cc9252e8024eb697890e78"}
+    # what each EAGLE3 engine itself reported running (ADR 0243), not what the config asked for
+    assert {json.loads(c)["speculative_simulate_acc_token_mode"] for c in points["engine_config"]} == {
+        "real-draft-token"}
+    lines = (SESSION_1205H_H100 / "README.md").read_text().splitlines()
+    for batch, L, rnd in points.select("batch_size", "configured_L", "round_time_ms").iter_rows():
+        row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
+        assert f"| {rnd:.2f} |" in row, row
+    starts = sorted({round(s, 1) for s in aggregate.aggregate(packed.tree_files(RT_1205H / "results" / "cells"))[
+        "engine_start_s"]}, reverse=True)
+    assert starts == [110.1, 67.3, 51.2, 47.2, 44.8]
+    assert "110.1 s cold, then 67.3, 51.2, 47.2 and 44.8 s" in _readme_text(SESSION_1205H_H100)
+
+
+def test_1205h_the_registered_reading_rule_re_derived_from_both_families_records():
+    """The header's rule (fixed 2026-12-05g): per B and L, rounds >= 10 % apart change, <= 5 % do not, between
+    undecided, against 2026-12-05e's fixed-mode family on another H100; the A/B reproduces within 10 % of ADR 0244's
+    real-draft-token arm (2026-12-05f, a third H100); every round at or above the floor re-derived from the shape and
+    this board's own calibration. The README's column, verdicts and ratios are these numbers."""
+    rt, fixed = (aggregate.aggregate(packed.tree_files(f / "results" / "cells", "*/*.parquet"))
+                 for f in (RT_1205H, MOE_1205E))
+    assert set(rt["gpu_uuid"]) == {GPU_1205H} and set(fixed["gpu_uuid"]) != {GPU_1205H}
+    assert set(rt["gpu_names"].explode()) == set(fixed["gpu_names"].explode()) == {"NVIDIA H100 80GB HBM3"}
+    pairs = rt.join(fixed, on=["batch_size", "cell_name"], suffix="_fixed").filter(pl.col("role") == "point")
+    assert pairs.height == 6
+    readme = _readme_text(SESSION_1205H_H100)
+    lines = (SESSION_1205H_H100 / "README.md").read_text().splitlines()
+    verdicts = {}
+    for b, L, mine, theirs in pairs.select("batch_size", "configured_L", "round_time_ms",
+                                           "round_time_ms_fixed").iter_rows():
+        apart, other_way = abs(mine - theirs) / theirs, abs(mine - theirs) / mine
+        verdict = "changes" if apart >= 0.10 else "no change" if apart <= 0.05 else "undecided"
+        # "with this round as the denominator instead, every verdict below is the same"
+        assert verdict == ("changes" if other_way >= 0.10 else "no change" if other_way <= 0.05 else "undecided")
+        verdicts[(b, int(L))] = verdict
+        row = next(ln for ln in lines if ln.startswith(f"| {b} | EAGLE3 L = {L:.0f} |"))
+        assert f"| {theirs:.2f} | {100 * apart:.1f} % |" in row, row
+    assert verdicts == {(32, 1): "changes", (1, 3): "changes", (1, 4): "changes",
+                        (1, 1): "undecided", (32, 3): "undecided", (32, 4): "undecided"}
+    assert "**B = 32, L = 1: the token mode changes the round**" in readme
+    assert "**B = 1, L = 3 and L = 4: changes**" in readme
+    assert "**B = 1, L = 1 (8.1 %) and B = 32, L = 3 (6.7 %) and L = 4 (6.3 %): not decided**" in readme
+    # the A/B's reproduction: ADR 0244's real-draft-token arm on the third board
+    ab = aggregate.aggregate(packed.tree_files(TOKEN_1205F / "results" / "cells", "*/eagle3_rt--mv1.parquet"))
+    assert ab["gpu_uuid"][0] not in {GPU_1205H, fixed["gpu_uuid"][0]}
+    mine = pairs.filter(pl.col("batch_size") == 32, pl.col("configured_L") == 1.0)["round_time_ms"][0]
+    shift = abs(mine / ab["round_time_ms"][0] - 1)
+    assert shift <= 0.10 and f"{mine:.2f} ms against ADR 0244's real-draft-token arm's {ab['round_time_ms'][0]:.2f} ms" \
+        in readme and f"{100 * shift:.1f} % apart" in readme
+    # the floors, from the published shape and this board's calibration, not from the committed curves
+    cal = json.loads(next((RT_1205H / "results" / "hardware").glob("*.json")).read_text())
+    hbm = cal["constants"]["hbm_bytes_per_s"]
+    for b, role, rnd in rt.select("batch_size", "role", "round_time_ms").iter_rows():
+        assert rnd >= _qwen3_30b_floor_ms(b, 4 if role == "point" else 1, hbm), (b, role, rnd)
+    assert f"B = 32 {_qwen3_30b_floor_ms(32, 4, hbm):.2f} ms" in readme and f"{hbm / 1e12:.2f} TB/s" in readme
+    assert pl.read_parquet(RT_1205H / "results" / "curves.parquet")["below_expert_floor"].to_list() == [False] * 6
+    # the energy ratios the summary quotes, against the fixed mode's committed ones
+    ours, theirs = _ratios_to_mean_baseline(rt), _ratios_to_mean_baseline(fixed)
+    assert f"from **{theirs[(32, 1.0)]:.3f}×** (a saving) to **{ours[(32, 1.0)]:.3f}×** (a cost)" in readme
+    assert (f"({ours[(1, 1.0)]:.3f}× and {ours[(32, 1.0)]:.3f}×) and saves from L = 3 ({ours[(1, 3.0)]:.3f}× / "
+            f"{ours[(32, 3.0)]:.3f}×) and L = 4 ({ours[(1, 4.0)]:.3f}× / {ours[(32, 4.0)]:.3f}×)") in readme
