@@ -341,11 +341,23 @@ VLLM_TEST_KVCACHE_SPACE_GIB = "1"
 _made_cache_root: list[str] = []
 
 
+def polars_threads_per_worker(workers: object) -> int | None:
+    """Polars' thread pool size for each of ``workers`` xdist workers: the cores shared out, at least one (ADR 0247).
+    Each process otherwise sizes its pool to every core, and two workers on two cores (and their Snakemake jobs)
+    oversubscribe them; None (polars' default) without xdist workers."""
+    if not isinstance(workers, int) or workers < 1:
+        return None
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
 def pytest_configure(config) -> None:
     """A small KV cache for the tests' CPU engines, and VLLM_CACHE_ROOT at one root for this run's engines unless one
     is set: under `make test` beside the engine slot (SPECJOULE_ENGINE_SLOT, removed by the recipe), else a new
     directory this process removes at the end. xdist workers inherit both from their controller."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", VLLM_TEST_KVCACHE_SPACE_GIB)
+    threads = polars_threads_per_worker(getattr(config.option, "numprocesses", None))
+    if threads is not None:
+        os.environ.setdefault("POLARS_MAX_THREADS", str(threads))
     if os.environ.get("VLLM_CACHE_ROOT"):
         return
     slot = os.environ.get(SLOT_ENV)
