@@ -432,6 +432,16 @@ def draft_group_run(tmp_path_factory) -> dict:
     return {"seed_cells": seeds, "swapped": swapped, "jobs": jobs, "log": log, "cache": cache, "error": error}
 
 
+# The coverage matrix's records of the committed H200 evidence tree (coverage.load_evidence over
+# validation/h200-2026-12, about 1.4 core-s a read): read once per worker for the modules that read it whole
+# (test_coverage, test_coverage_attempts), read only. Each of them read it again (three reads on one worker, ADR 0247).
+@pytest.fixture(scope="session")
+def h200_evidence_records():
+    from specjoule.analysis import coverage
+
+    return coverage.load_evidence([REPO / "validation" / "h200-2026-12"])
+
+
 # The report fixture's scenarios (tests/report_fixtures.py) and every figure drawn from each, read only: one build per
 # worker for the modules that draw them (test_figures, test_figure_data_once); the GPU scenario writes 624 timelines.
 @pytest.fixture(scope="session")

@@ -26,8 +26,9 @@ C = pl.col
 
 
 @pytest.fixture(scope="module")
-def records() -> pl.DataFrame:
-    return coverage.load_evidence([EVIDENCE])
+def records(h200_evidence_records) -> pl.DataFrame:
+    """coverage.load_evidence([EVIDENCE]), read once per worker (tests/conftest.py)."""
+    return h200_evidence_records
 
 
 @pytest.fixture(scope="module")

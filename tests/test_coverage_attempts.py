@@ -153,14 +153,14 @@ def _committed_markers() -> list[dict]:
     return sorted(out, key=lambda m: -m["started"])
 
 
-def test_qwen36_mtp_on_vllm_names_its_latest_attempt_first_cut_by_the_budget():
+def test_qwen36_mtp_on_vllm_names_its_latest_attempt_first_cut_by_the_budget(h200_evidence_records):
     """2026-12-02f's MTP start was cut by the session's device budget (its README); the image-processor failure
     of 2026-12-02d was fixed by ADR 0210 and is an old attempt, not the row's current state."""
     # the row's own attempts: its arm's and the campaign's baselines' (a DFlash start is DFlash's row, ADR 0222)
     markers = [m for m in _committed_markers() if m["cell"].startswith(("mtp--", "baseline--"))]
     assert len(markers) < len(_committed_markers())  # 2026-12-02f machine 1's DFlash attempt is left out
     assert markers[0]["where"] == "session-2026-12-02f/gdn/cut-by-budget" and not markers[0]["error"]
-    records = coverage.load_evidence([EVIDENCE])
+    records = h200_evidence_records  # coverage.load_evidence([EVIDENCE]), read once per worker (conftest)
     plan = coverage.planned_cells(["config/h200-schemes-gdn.yaml"])
     attempts = coverage.failed_attempts([EVIDENCE])
 
@@ -215,10 +215,10 @@ def test_a_log_that_stops_inside_a_vllm_start_ends_at_vllm_s_last_line(tmp_path,
     assert re.search(r"which stops 19[67] s after this start", coverage.attempts_text(coverage.failed_attempts([tmp_path])))
 
 
-def test_an_arm_of_a_config_outside_the_plan_is_not_a_baseline_of_the_shared_campaign():
+def test_an_arm_of_a_config_outside_the_plan_is_not_a_baseline_of_the_shared_campaign(h200_evidence_records):
     """config/h200-schemes-gdn-eagle3.yaml's campaign is h200-schemes-gdn.yaml's (one shape): its EAGLE3 attempt of
     2026-12-04c is EAGLE3's row with every shipped config planned, and no row's baseline with only the MTP config."""
-    records = coverage.load_evidence([EVIDENCE])
+    records = h200_evidence_records  # coverage.load_evidence([EVIDENCE]), read once per worker (conftest)
     attempts = coverage.failed_attempts([EVIDENCE])
     (lost,) = attempts.filter(pl.col("where").str.contains("session-2026-12-04c")).iter_rows(named=True)
     assert (lost["campaign_id"], lost["cell_name"], lost["errored"]) == (GDN_CAMPAIGN, "eagle3--mv4", False)
