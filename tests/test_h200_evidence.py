@@ -2686,7 +2686,7 @@ def _h100_depth_family(evidence_dir: Path, session: Path, config_name: str, gpu_
     """An H100 depth family (EAGLE3 L = 1, 3, 4 at B = 1 and 32, both baselines; SGLang unless ``engine`` says) whole,
     its verdict re-derived (0 fail; the roofline's model_residual flags only in the committed one), and its README's
     drift phrase and table rows the records: each ratio over the mean of its two baselines, as the curves compute
-    it. Returns the points."""
+    it, and the round column beside each ratio (the B = 32 below-the-floor readings rest on it). Returns the points."""
     df, checks = _verdict(evidence_dir, config_name)
     assert df.height == 10 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
     assert set(df["gpu_uuid"]) == {gpu_uuid}
@@ -2709,10 +2709,17 @@ def _h100_depth_family(evidence_dir: Path, session: Path, config_name: str, gpu_
     for batch, L, ratio in curves.select("batch_size", "configured_L", "energy_ratio").iter_rows():
         assert ratio == pytest.approx(ratios[(batch, L)], rel=1e-9)
     lines = (session / "README.md").read_text().splitlines()
+    rounds = {(b, L): r for b, L, r in points.select("batch_size", "configured_L", "round_time_ms").iter_rows()}
     for (batch, L), ratio in ratios.items():
         row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
-        assert f"**{ratio:.3f}×**" in row, row
+        assert f"**{ratio:.3f}×**" in row and f"| {rounds[(batch, L)]:.2f} |" in row, row
     return points
+
+
+def _engine_starts(evidence_dir: Path) -> set[float]:
+    """The engine starts of a committed run's records, to 0.1 s (as its README quotes them)."""
+    cells = aggregate.aggregate(packed.tree_files(evidence_dir / "results" / "cells"))
+    return {round(s, 1) for s in cells["engine_start_s"]}
 
 
 def test_1205d_h100_mla_depth_family_is_whole_and_the_readme_table_is_the_records():
@@ -2758,12 +2765,8 @@ def test_1205e_h100_config_is_the_preregistered_one():
 
 
 def test_1205e_h100_moe_depth_family_is_whole_and_the_readme_table_is_the_records():
-    points = _h100_depth_family(MOE_1205E, SESSION_1205E_H100, "h200-schemes-depth-moe.yaml",
-                                "GPU-86cacde5-519a-5750-1e49-851f70a81f90", "qwen3_30b_a3b")
-    lines = (SESSION_1205E_H100 / "README.md").read_text().splitlines()
-    for batch, L, rnd in points.select("batch_size", "configured_L", "round_time_ms").iter_rows():
-        row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
-        assert f"| {rnd:.2f} |" in row, row  # the round column too: the B = 32, L = 1 reading rests on it
+    _h100_depth_family(MOE_1205E, SESSION_1205E_H100, "h200-schemes-depth-moe.yaml",
+                       "GPU-86cacde5-519a-5750-1e49-851f70a81f90", "qwen3_30b_a3b")
 
 
 def test_1205e_the_l1_round_at_b32_is_below_its_routed_expert_floor_and_the_readme_and_report_say_so():
@@ -2875,13 +2878,9 @@ def test_1205f_the_token_mode_ab_is_whole_and_its_registered_reading_rule_says_t
 
 
 def test_1205f_h100_vllm_moe_depth_family_is_whole_and_the_readme_table_is_the_records():
-    points = _h100_depth_family(VLLM_MOE_1205F, SESSION_1205F_H100, "h200-schemes-depth-moe.yaml", GPU_1205F,
-                                "qwen3_30b_a3b", engine="vllm", summary="0 fail, 2 flag, 40 pass, 12 not_applicable",
-                                committed_flags=frozenset({"engine_config_matched"}))
-    lines = (SESSION_1205F_H100 / "README.md").read_text().splitlines()
-    for batch, L, rnd in points.select("batch_size", "configured_L", "round_time_ms").iter_rows():
-        row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
-        assert f"| {rnd:.2f} |" in row, row
+    _h100_depth_family(VLLM_MOE_1205F, SESSION_1205F_H100, "h200-schemes-depth-moe.yaml", GPU_1205F,
+                       "qwen3_30b_a3b", engine="vllm", summary="0 fail, 2 flag, 40 pass, 12 not_applicable",
+                       committed_flags=frozenset({"engine_config_matched"}))
     cal = json.loads(next((VLLM_MOE_1205F / "results" / "hardware").glob("*.json")).read_text())
     hbm = cal["constants"]["hbm_bytes_per_s"]
     for b, role, rnd in aggregate.aggregate(packed.tree_files(VLLM_MOE_1205F / "results" / "cells", "*/*.parquet")).select(
@@ -2953,10 +2952,6 @@ def test_1205g_h100_vllm_sliding_window_depth_family_is_whole_and_the_readme_tab
     points = _h100_depth_family(SW_1205G, SESSION_1205G_H100, "h200-schemes-depth-sw.yaml", GPU_1205G,
                                 "gemma4_26b_a4b", engine="vllm", summary="0 fail, 4 flag, 38 pass, 12 not_applicable")
     assert set(points["git_commit"]) == {"4f7c8d0902a0c5f73b87c790e954f7e6a30a8e1a"}
-    lines = (SESSION_1205G_H100 / "README.md").read_text().splitlines()
-    for batch, L, rnd in points.select("batch_size", "configured_L", "round_time_ms").iter_rows():
-        row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
-        assert f"| {rnd:.2f} |" in row, row
     # the README's below-the-floor paragraph is the roofline's table
     roof = pl.read_parquet(SW_1205G / "results" / "roofline.parquet")
     below = {(int(c.split("-closed-b")[1].split("-")[0]), n)
@@ -2966,9 +2961,7 @@ def test_1205g_h100_vllm_sliding_window_depth_family_is_whole_and_the_readme_tab
     text = _readme_text(SESSION_1205G_H100)
     assert floors == [12.95, 14.83] and "against 12.95 ms" in text and "13.37 against 14.83 ms" in text
     # the starts the README quotes
-    starts = sorted({round(s, 1) for s in aggregate.aggregate(packed.tree_files(SW_1205G / "results" / "cells"))[
-        "engine_start_s"]})
-    assert starts == [76.5, 129.2, 140.3] and "129.2 s cold, 140.3 s for the EAGLE3 engine, 76.5 s" in text
+    assert sorted(_engine_starts(SW_1205G)) == [76.5, 129.2, 140.3] and "129.2 s cold, 140.3 s for the EAGLE3 engine, 76.5 s" in text
 
 
 SESSION_1205H_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-05h"
@@ -2987,13 +2980,7 @@ def test_1205h_h100_real_draft_token_companion_is_whole_and_the_readme_table_is_
     # what each EAGLE3 engine itself reported running (ADR 0243), not what the config asked for
     assert {json.loads(c)["speculative_simulate_acc_token_mode"] for c in points["engine_config"]} == {
         "real-draft-token"}
-    lines = (SESSION_1205H_H100 / "README.md").read_text().splitlines()
-    for batch, L, rnd in points.select("batch_size", "configured_L", "round_time_ms").iter_rows():
-        row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
-        assert f"| {rnd:.2f} |" in row, row
-    starts = sorted({round(s, 1) for s in aggregate.aggregate(packed.tree_files(RT_1205H / "results" / "cells"))[
-        "engine_start_s"]}, reverse=True)
-    assert starts == [110.1, 67.3, 51.2, 47.2, 44.8]
+    assert sorted(_engine_starts(RT_1205H), reverse=True) == [110.1, 67.3, 51.2, 47.2, 44.8]
     assert "110.1 s cold, then 67.3, 51.2, 47.2 and 44.8 s" in _readme_text(SESSION_1205H_H100)
 
 
