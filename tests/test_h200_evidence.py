@@ -3031,3 +3031,80 @@ def test_1205h_the_registered_reading_rule_re_derived_from_both_families_records
     assert f"from **{theirs[(32, 1.0)]:.3f}×** (a saving) to **{ours[(32, 1.0)]:.3f}×** (a cost)" in readme
     assert (f"({ours[(1, 1.0)]:.3f}× and {ours[(32, 1.0)]:.3f}×) and saves from L = 3 ({ours[(1, 3.0)]:.3f}× / "
             f"{ours[(32, 3.0)]:.3f}×) and L = 4 ({ours[(1, 4.0)]:.3f}× / {ours[(32, 4.0)]:.3f}×)") in readme
+
+
+SESSION_1206_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06"
+SW_SGLANG_1206 = SESSION_1206_H100 / "depth-sw-sglang"
+GPU_1206 = "GPU-ae37207b-9c25-9020-caf8-1af1cf8605d0"
+SESSION_1206 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06"
+
+
+def test_1206_h100_config_is_the_preregistered_one():
+    _assert_shipped_copy(SW_SGLANG_1206, "h200-schemes-depth-sw-sglang.yaml")
+
+
+def test_1206_h100_sglang_sliding_window_depth_family_is_whole_and_the_readme_table_is_the_records():
+    points = _h100_depth_family(SW_SGLANG_1206, SESSION_1206_H100, "h200-schemes-depth-sw-sglang.yaml", GPU_1206,
+                                "gemma4_26b_a4b_mm")
+    assert set(points["git_commit"]) == {"fc5572b5901f9c14ed050d9b8f720a964f6c249f"}
+    # the token mode as registered: unset, so no engine reports one and SGLang ran its default (ADR 0244)
+    assert not any("speculative_simulate_acc_token_mode" in json.loads(c) for c in points["engine_config"])
+    assert {json.loads(c)["speculative_attention_mode"] for c in points["engine_config"]} == {"prefill"}
+    assert {json.loads(c)["attention_backend"] for c in points["engine_config"]} == {"triton"}
+    text = _readme_text(SESSION_1206_H100)
+    assert sorted(_engine_starts(SW_SGLANG_1206), reverse=True) == [156.0, 70.5, 59.7, 49.2, 45.0]
+    assert "156.0 s cold, then 70.5, 59.7, 49.2 and 45.0 s" in text
+    # the README's arithmetic on the B = 32 rounds, from the records
+    rounds = {(b, L): r for b, L, r in points.select("batch_size", "configured_L", "round_time_ms").iter_rows()}
+    b32 = [rounds[(32, L)] for L in (1.0, 3.0, 4.0)]
+    steps = points["baseline_round_time_ms"].filter(points["batch_size"] == 32).unique().to_list()
+    assert len(steps) == 1 and f"the {steps[0]:.2f} ms step" in text
+    assert f"{min(b32):.1f}–{max(b32):.1f} ms at every L, {min(b32) / steps[0]:.1f}–{max(b32) / steps[0]:.1f} ×" in text
+    ratio_l3 = _ratios_to_mean_baseline(points.vstack(_verdict(SW_SGLANG_1206, "h200-schemes-depth-sw-sglang.yaml")[0]
+                                                      .filter(pl.col("role") != "point")))[(32, 3.0)]
+    assert f"L = 3 costs {100 * (ratio_l3 - 1):.1f} % more" in text
+
+
+def test_1206_below_the_floor_only_the_b32_baselines_and_the_readme_says_so():
+    roof = pl.read_parquet(SW_SGLANG_1206 / "results" / "roofline.parquet")
+    below = set(roof.filter(pl.col("below_expert_floor")).select("batch_size", "cell_name").iter_rows())
+    assert below == {(32, "baseline--open"), (32, "baseline--close")}
+    floors = sorted({round(f, 2) for f in roof.filter(pl.col("batch_size") == 32)["expert_floor_ms"]})
+    text = _readme_text(SESSION_1206_H100)
+    assert floors == [12.95, 14.83] and "routed-expert floor (14.83 ms;" in text and "below theirs, 12.95 ms" in text
+    # the same shape's floors as the vLLM family's (2026-12-05g): one model, the boards' calibrations agree to 0.01 ms
+    assert "against 12.95 ms" in _readme_text(SESSION_1205G_H100)
+
+
+def test_1206_the_side_by_side_table_is_three_runs_records_and_none_is_paired_across():
+    """SGLang on this H100, vLLM on 2026-12-05g's H100 (text shape), SGLang on 2026-12-03f's H200 (opening baseline
+    only): each cell of the README's table is its run's ratio and round; compare_evidence pairs none of them."""
+    runs = {"sglang": SW_SGLANG_1206, "vllm": SW_1205G, "h200": GEMMA_MM_1203F}
+    frames = {k: aggregate.aggregate(packed.tree_files(f / "results" / "cells", "*/*.parquet")) for k, f in runs.items()}
+    for a, b in (("sglang", "vllm"), ("sglang", "h200")):
+        assert compare_evidence.compare_sources(runs[a] / "results" / "cells", runs[b] / "results" / "cells").height == 0
+    ratios = {k: _ratios_to_mean_baseline(f) for k, f in frames.items()}
+    rounds = {k: {(b, L): r for b, L, r, role in f.select("batch_size", "configured_L", "round_time_ms", "role")
+                  .iter_rows() if role == "point"} for k, f in frames.items()}
+    lines = (SESSION_1206_H100 / "README.md").read_text().splitlines()
+    for (b, L) in sorted(ratios["sglang"]):
+        cells = [f"{ratios[k][(b, L)]:.3f}× ({rounds[k][(b, L)]:.2f} ms)" if (b, L) in ratios[k] else "—"
+                 for k in ("sglang", "vllm", "h200")]
+        assert f"| {b} | {L:.0f} | " + " | ".join(cells) + " |" in lines, (b, L, cells)
+    assert len(ratios["h200"]) == 2  # the breadth run measured L = 1 and 4 at B = 1 only
+
+
+def test_1206_session_readme_device_time_adds_up():
+    """The calls table's budget steps chain from 1,800 s to the last reply, and the README's totals are their sums."""
+    rows = [ln for ln in (SESSION_1206 / "README.md").read_text().splitlines() if ln.startswith("| ") and "→" in ln]
+    steps = [tuple(int(x.replace(",", "")) for x in m) for ln in rows
+             for m in re.findall(r"([\d,]+) → ([\d,]+)", ln)]
+    # call 1, then (a machine held: "N left" replies) the calls after the give-back, each from the last reply
+    assert steps[0][0] == 1800 and all(a[1] == b[0] for a, b in zip(steps[1:], steps[2:]))
+    text = _readme_text(SESSION_1206)
+    assert f"`give_back` (nothing in PLAN.md fit {steps[1][0]} s) | {steps[1][0]} left |" in text
+    none = sum(a - b for (a, b), ln in zip(steps, rows) if "no machine" in ln or "not asked" in ln)
+    used = 1800 - steps[-1][1]
+    assert f"Device time used: {used:,} of 1,800 s: {used - none} s on the one machine" in text
+    assert f"{none} s on the six calls that got none" in text
+    assert sum("no machine" in ln or "not asked" in ln for ln in rows) == 6
