@@ -277,3 +277,12 @@ def test_a_record_rewrite_that_changes_a_value_is_refused_before_anything_is_wri
         S.slim([folder], scripts_dir=tmp_path / "scripts")
     # nothing was written: not the good record, not the logs or the report planned beside them
     assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == files
+
+
+def test_the_tool_writes_tables_as_the_library_does():
+    """The tool keeps its own copy of the committed-table options (it imports no polars at load); the library's
+    packed files use the same (ADR 0212, 0246). A change to one without the other would commit two table forms."""
+    from specjoule.analysis import packed
+
+    assert S.TABLE_PARQUET_OPTIONS == packed.TABLE_PARQUET_OPTIONS
+    assert packed.PACK_PARQUET_OPTIONS == {**S.TABLE_PARQUET_OPTIONS, "store_schema": False}
