@@ -3108,3 +3108,35 @@ def test_1206_session_readme_device_time_adds_up():
     assert f"Device time used: {used:,} of 1,800 s: {used - none} s on the one machine" in text
     assert f"{none} s on the six calls that got none" in text
     assert sum("no machine" in ln or "not asked" in ln for ln in rows) == 6
+
+
+def test_1206_the_counters_table_is_the_windows_gpm_means():
+    """The README's B = 32 counter table (GPU busy, SM, tensor and DRAM activity) from both runs' records, and the
+    reading it rests on: the SGLang rounds are GPU time, with busier SMs but less HBM and tensor-core use than vLLM's."""
+    def span(xs: list[float], digits: int, unit: str = "") -> str:
+        lo, hi = f"{min(xs):.{digits}f}", f"{max(xs):.{digits}f}"
+        return (lo if lo == hi else f"{lo}–{hi}") + unit
+
+    cols = ("gpu_busy_fraction", "sm_active_pct", "tensor_active_pct", "dram_bw_util_pct")
+    rows = {}
+    for name, folder in (("sglang", SW_SGLANG_1206), ("vllm", SW_1205G)):
+        df = aggregate.aggregate(packed.tree_files(folder / "results" / "cells", "*/*.parquet"))
+        df = df.filter(pl.col("batch_size") == 32)
+        assert set(df["counters_source"]) == {"gpm"}
+        rows[name] = df.filter(pl.col("role") == "point")
+        if name == "sglang":
+            base = [df.filter(pl.col("cell_name") == n).row(0, named=True) for n in ("baseline--open", "baseline--close")]
+    lines = (SESSION_1206_H100 / "README.md").read_text().splitlines()
+    fmt = [(2, ""), (1, " %"), (1, " %"), (1, " %")]
+    expect = {
+        "| SGLang baseline (open / close) |": [f"{base[0][c]:.{d}f} / {base[1][c]:.{d}f}{u}" for c, (d, u) in zip(cols, fmt)],
+        "| SGLang EAGLE3 L = 1, 3, 4 |": [span(rows["sglang"][c].to_list(), d, u) for c, (d, u) in zip(cols, fmt)],
+        "| vLLM EAGLE3 L = 1, 3, 4 (2026-12-05g) |": [span(rows["vllm"][c].to_list(), d, u) for c, (d, u) in zip(cols, fmt)],
+    }
+    for prefix, cells in expect.items():
+        assert prefix + " " + " | ".join(cells) + " |" in lines, (prefix, cells)
+    s, v = rows["sglang"], rows["vllm"]
+    assert s["gpu_busy_fraction"].min() > 0.95
+    assert s["sm_active_pct"].min() > v["sm_active_pct"].max()
+    assert s["dram_bw_util_pct"].max() < 0.65 * v["dram_bw_util_pct"].min()
+    assert s["tensor_active_pct"].max() < v["tensor_active_pct"].min()
