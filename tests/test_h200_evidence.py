@@ -3139,4 +3139,6 @@ def test_1206_the_counters_table_is_the_windows_gpm_means():
     assert s["gpu_busy_fraction"].min() > 0.95
     assert s["sm_active_pct"].min() > v["sm_active_pct"].max()
     assert s["dram_bw_util_pct"].max() < 0.65 * v["dram_bw_util_pct"].min()
+    share = (s["dram_bw_util_pct"].min() / v["dram_bw_util_pct"].max(), s["dram_bw_util_pct"].max() / v["dram_bw_util_pct"].min())
+    assert f"DRAM bandwidth in use is {share[0]:.2f}–{share[1]:.2f} of vLLM's" in _readme_text(SESSION_1206_H100)
     assert s["tensor_active_pct"].max() < v["tensor_active_pct"].min()
