@@ -3133,8 +3133,8 @@ def test_1206_the_counters_table_is_the_windows_gpm_means():
         "| SGLang EAGLE3 L = 1, 3, 4 |": [span(rows["sglang"][c].to_list(), d, u) for c, (d, u) in zip(cols, fmt)],
         "| vLLM EAGLE3 L = 1, 3, 4 (2026-12-05g) |": [span(rows["vllm"][c].to_list(), d, u) for c, (d, u) in zip(cols, fmt)],
     }
-    for prefix, cells in expect.items():
-        assert prefix + " " + " | ".join(cells) + " |" in lines, (prefix, cells)
+    for prefix, row in expect.items():
+        assert prefix + " " + " | ".join(row) + " |" in lines, (prefix, row)
     s, v = rows["sglang"], rows["vllm"]
     assert s["gpu_busy_fraction"].min() > 0.95
     assert s["sm_active_pct"].min() > v["sm_active_pct"].max()
