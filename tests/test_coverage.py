@@ -7,6 +7,7 @@ the closing notes of the sessions (validation/h200-2026-12/session-*/README.md),
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import polars as pl
 import pytest
 
 from specjoule import cells, config, logtext, runner
-from specjoule.analysis import coverage, packed
+from specjoule.analysis import AnalysisError, coverage, packed
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "validation" / "h200-2026-12"
@@ -464,3 +465,78 @@ def test_a_row_one_config_can_run_names_another_config_s_plan_time_reason_as_tha
         f"planned unsupported under {DEPTH_GDN}, config/h200-schemes-gdn-eagle3.yaml: sglang 0.5.17: EAGLE3 target"
         in now["reason"]
     )
+
+
+H100_EVIDENCE = ROOT / "validation" / "h100-2026-12"
+GEMMA_MM_H100 = H100_EVIDENCE / "session-2026-12-06" / "depth-sw-sglang" / "results"
+GEMMA_MM_H200 = EVIDENCE / "session-2026-12-03f" / "gemma4-mm" / "results"
+
+
+@pytest.fixture(scope="module")
+def two_classes(plan) -> dict:
+    """The matrix over the H200 and H100 evidence (ADR 0241): one per GPU class."""
+    sources = [EVIDENCE, H100_EVIDENCE]
+    return dict(coverage.board_class_matrices(coverage.load_evidence(sources), plan, sources))
+
+
+def _raw_cells(run: Path) -> pl.DataFrame:
+    """A run's cell records as committed: its packed file's rows (ADR 0246), else the files of its cells tree."""
+    pack = packed.packed_path(run / "cells")
+    if packed.is_packed(pack):
+        return packed.read_members(pack, None, path_column="record_path")
+    return pl.concat([pl.read_parquet(p) for p in sorted((run / "cells").glob("*/*.parquet"))], how="diagonal_relaxed")
+
+
+def _gemma_mm_ratios(run: Path) -> dict[tuple[int, float], float]:
+    """mJ per committed token of each B = 1 / 32 EAGLE3 point over its opening baseline (the H200 run has no
+    closing one; the H100 run's two are 0.01 % and 0.12 % apart), read from the raw cells."""
+    cells_ = _raw_cells(run)
+    base = dict(cells_.filter(C("cell_name") == "baseline--open").select("batch_size", "mj_per_committed_token").rows())
+    points = cells_.filter(C("cell_name").str.starts_with("eagle3--"))
+    return {(b, L): mj / base[b] for b, L, mj in points.select("batch_size", "configured_L", "mj_per_committed_token").rows()}
+
+
+def test_evidence_of_two_gpu_classes_gives_one_matrix_each_and_pools_nothing_across(two_classes):
+    assert sorted(two_classes) == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
+    h100, h200 = (row(two_classes[c], "gemma-4-26b-a4b-mm", "sglang", "eagle3") for c in sorted(two_classes))
+    for got, run in ((h100, GEMMA_MM_H100), (h200, GEMMA_MM_H200)):
+        want = _gemma_mm_ratios(run)
+        assert got["b1_lmin_ratio"] == pytest.approx(want[(1, 1.0)], rel=2e-3)  # the H100 pairs with its mean baseline
+        assert got["b1_lmax_ratio"] == pytest.approx(want[(1, 4.0)], rel=2e-3)
+        assert (got["b1_lmin_n"], got["b1_lmin_boards"]) == (1, 1)
+    assert h100["B"] == "1,32" and h200["B"] == "1"  # the H200 breadth run measured B = 1 only
+    # engine starts: each class's own instances (the H100 run's five starts; the H200 run's three)
+    h100_starts = set(_raw_cells(GEMMA_MM_H100)["engine_start_s"].to_list())
+    assert h100["start_unrecorded_n"] == 5 and h100["start_unrecorded_s"] == pytest.approx(statistics.median(h100_starts))
+    assert h200["start_unrecorded_n"] != h100["start_unrecorded_n"]
+    # nothing of one class in the other's matrix: every board a row counts is of its class
+    for name, table in two_classes.items():
+        assert set(table["board_class"]) == {name}
+
+
+def test_one_gpu_class_gives_the_matrix_as_before(records, plan, table):
+    ((name, alone),) = coverage.board_class_matrices(records, plan, [EVIDENCE])
+    assert name == "NVIDIA H200" and "board_class" not in alone.columns
+    assert alone.equals(table)
+
+
+def test_a_run_whose_records_name_two_gpu_classes_is_refused_by_name(records, plan):
+    run = records["run"][0]
+    # FAULT INJECTION: one record of a run relabelled as another GPU class (no committed run holds two)
+    relabelled = records.with_columns(
+        pl.when((C("run") == run) & (pl.int_range(pl.len()) == 0))
+        .then(pl.lit(["NVIDIA H100 80GB HBM3"]))
+        .otherwise(C("gpu_names"))
+        .alias("gpu_names")
+    )
+    with pytest.raises(AnalysisError, match=rf"run {re.escape(run)} holds records of several GPU classes"):
+        coverage.board_class_matrices(relabelled, plan, [EVIDENCE])
+
+
+def test_cli_prints_one_section_per_gpu_class_and_writes_them_with_their_class(tmp_path, capsys, two_classes):
+    out = tmp_path / "coverage.parquet"
+    assert coverage.main([str(EVIDENCE), str(H100_EVIDENCE), "--format", "md", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert [ln for ln in text.splitlines() if ln.startswith("### ")] == ["### NVIDIA H100 80GB HBM3", "### NVIDIA H200"]
+    written = pl.read_parquet(out)
+    assert dict(written.group_by("board_class").len().rows()) == {c: t.height for c, t in two_classes.items()}

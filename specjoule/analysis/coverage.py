@@ -23,6 +23,12 @@ without graphs a B = 1 baseline can be host-bound (2026-12-04: a 14.5 x longer s
 range it does not belong to. The row's status and its ``graphs_off_points`` count still show it. Engine start is the median
 ``engine_start_s`` of distinct engine instances per family and engine, cold and warm compile cache apart.
 
+Evidence of two GPU classes (an H100 folder beside the H200 one, ADR 0241) gives one matrix per class: a ratio's
+range, its board count and an engine start are never pooled across classes (``board_class_matrices``). A record
+without a GPU name (``unsupported``: no engine ran) goes with its run's class, or into every matrix when its run
+has none; an attempt marker goes with its evidence folder's class, or into every matrix when the folder holds
+several or none.
+
     python -m specjoule.analysis.coverage validation/h200-2026-12 [--format md] [--out coverage.parquet]
 """
 
@@ -41,7 +47,7 @@ from pathlib import Path
 import polars as pl
 
 from specjoule import axes, logtext, models, runner
-from specjoule.analysis import evidence
+from specjoule.analysis import AnalysisError, evidence
 from specjoule.records import STATUS_MEASURED, STATUS_UNSUPPORTED
 
 C = pl.col
@@ -571,6 +577,41 @@ def matrix(
     return table.join(starts, on=["target_family", "engine"], how="left").sort(list(ROW_KEY))
 
 
+def board_class_matrices(
+    records: pl.DataFrame, plan: pl.DataFrame | None, sources: Sequence[Path]
+) -> list[tuple[str | None, pl.DataFrame]]:
+    """One (class, matrix) per GPU class of the records, in name order; a single (class, matrix) when the records
+    hold one class or none. Each matrix reads that class's records, the class-less records of its runs or of runs
+    without a class, and the attempts of the sources that hold that class alone or no class (module docstring)."""
+    # a record's GPU class: its first GPU's name as NVML gives it (gpu_names), null where no engine ran
+    records = records.with_columns(C("gpu_names").list.first().alias("_class"))
+    run_class = records.filter(C("_class").is_not_null()).group_by("run").agg(C("_class").unique())
+    mixed = run_class.filter(C("_class").list.len() > 1)
+    if mixed.height:
+        raise AnalysisError(
+            f"run {mixed['run'][0]} holds records of several GPU classes: {mixed['_class'][0].to_list()}"
+        )
+    of_run = dict(zip(run_class["run"], run_class["_class"].list.first()))
+    records = records.with_columns(
+        pl.coalesce(C("_class"), C("run").replace_strict(of_run, default=None)).alias("_class")
+    )
+    classes = sorted(records["_class"].drop_nulls().unique().to_list())
+    if len(classes) <= 1:
+        return [(classes[0] if classes else None, matrix(records.drop("_class"), plan, failed_attempts(sources)))]
+
+    def source_classes(source: Path) -> set[str]:
+        inside = (C("run") == str(source)) | C("run").str.starts_with(str(source).rstrip("/") + "/")
+        return set(records.filter(inside)["_class"].drop_nulls().to_list())
+
+    held_by = {source: source_classes(source) for source in sources}
+    out = []
+    for name in classes:
+        part = records.filter((C("_class") == name) | C("_class").is_null()).drop("_class")
+        own = [source for source, held in held_by.items() if held <= {name}]
+        out.append((name, matrix(part, plan, failed_attempts(own)).with_columns(pl.lit(name).alias("board_class"))))
+    return out
+
+
 # -- output ----------------------------------------------------------------------------------------------
 
 DISPLAY: tuple[tuple[str, str], ...] = (
@@ -644,10 +685,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     configs = args.configs if args.configs is not None else shipped_configs()
     sources = [evidence.resolve(s) for s in args.evidence]
     plan = planned_cells(configs, root=Path.cwd() if args.configs else REPO_ROOT)
-    table = matrix(records, plan, failed_attempts(sources))
-    print(markdown(table) if args.format == "md" else readable(table))
+    try:
+        tables = board_class_matrices(records, plan, sources)
+    except AnalysisError as exc:
+        print(f"coverage: {exc}", file=sys.stderr)
+        return 2
+    blocks = []
+    for name, table in tables:
+        text = markdown(table) if args.format == "md" else readable(table)
+        heading = (f"### {name}\n\n" if args.format == "md" else f"== {name} ==\n") if len(tables) > 1 else ""
+        blocks.append(heading + text)
+    print("\n\n".join(blocks))
     if args.out:
-        table.write_parquet(args.out)
+        pl.concat([t for _, t in tables], how="diagonal_relaxed").write_parquet(args.out)
     return 0
 
 
