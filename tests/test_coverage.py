@@ -116,6 +116,13 @@ def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
     (gemma-4's multimodal shape, ADR 0225) all but EAGLE3 on Qwen3.6, pre-registered 2026-12-04b, and since 2026-12-04e
     that one too: its start failed on an SGLang 0.5.17 defect the plan now names (ADR 0194 addendum 3)."""
     sglang = table.filter(pl.col("engine") == "sglang")
+    # a token-mode companion (ADR 0244) is a row of its own, not breadth: on an H200 it has not run (H100s only)
+    variants = sglang.filter(pl.col("method").str.ends_with(f" ({coverage.REAL_DRAFT_TOKEN})"))
+    assert variants.select("target_model", "method", "status").rows() == [
+        ("config/models/qwen3-30b-a3b", f"eagle3 ({coverage.REAL_DRAFT_TOKEN})", coverage.NOT_RUN)
+    ]
+    assert variants["configs"][0] == "config/h200-moe-token-mode.yaml, config/h200-schemes-depth-moe-sglang-rt.yaml"
+    sglang = sglang.join(variants, on=list(coverage.ROW_KEY), how="anti")
     assert set(sglang["status"]) <= {coverage.MEASURED, coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN}
     got = row(table, "qwen3.6-35b-a3b", "sglang", "eagle3")
     assert got["status"] in (coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN)
@@ -540,3 +547,26 @@ def test_cli_prints_one_section_per_gpu_class_and_writes_them_with_their_class(t
     assert [ln for ln in text.splitlines() if ln.startswith("### ")] == ["### NVIDIA H100 80GB HBM3", "### NVIDIA H200"]
     written = pl.read_parquet(out)
     assert dict(written.group_by("board_class").len().rows()) == {c: t.height for c, t in two_classes.items()}
+
+
+def test_sglang_token_modes_are_two_rows_on_the_h100_each_its_own_runs(two_classes):
+    """ADR 0244: SGLang's fixed token and its real-draft-token commits are two configurations. On the H100 the MoE
+    EAGLE3 arms of both modes ran in two runs each (fixed: 2026-12-05e's family and 05f's A/B arm; real-draft-token:
+    05f's other arm and 05h's family); each row's B = 32, L = 1 range holds its own mode's runs only."""
+    runs = {
+        name: _raw_cells(H100_EVIDENCE / name / "results")
+        for name in ("session-2026-12-05e/depth-moe-sglang", "session-2026-12-05f/moe-token-mode",
+                     "session-2026-12-05h/depth-moe-sglang-rt")
+    }
+    by_mode: dict[str, set[str]] = {}
+    for name, df in runs.items():
+        points = df.filter(C("engine") == "sglang", C("method") == "eagle3", C("batch_size") == 32, C("configured_L") == 1)
+        for cfg in points["engine_config"]:
+            mode = json.loads(cfg).get(coverage.SGLANG_TOKEN_MODE_KEY, "fixed")
+            by_mode.setdefault(mode, set()).add(name)
+    assert {m: len(r) for m, r in by_mode.items()} == {"fixed": 2, coverage.REAL_DRAFT_TOKEN: 2}
+    h100 = two_classes["NVIDIA H100 80GB HBM3"]
+    fixed = row(h100, "qwen3-30b-a3b", "sglang", "eagle3")
+    rt = row(h100, "qwen3-30b-a3b", "sglang", f"eagle3 ({coverage.REAL_DRAFT_TOKEN})")
+    assert fixed["b32_lmin_runs"] == len(by_mode["fixed"]) and rt["b32_lmin_runs"] == len(by_mode[coverage.REAL_DRAFT_TOKEN])
+    assert fixed["b32_lmin_ratio_hi"] < 0.5 < 1.2 < rt["b32_lmin_ratio_lo"]  # a saving and a cost, never one range

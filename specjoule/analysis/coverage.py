@@ -1,6 +1,8 @@
 """Coverage: the scheme × family × engine matrix, derived from committed evidence and shipped configs (ADR 0196).
 
-One row per (target_family, target_model, engine, scheme). Its status comes from two places only:
+One row per (target_family, target_model, engine, scheme); an SGLang arm that commits the drafted tokens instead of
+SGLang's fixed token is a scheme of its own, ``<method> (real-draft-token)`` (ADR 0243, 0244: the modes are two
+configurations). Its status comes from two places only:
 
 - the evidence's records (``evidence.load``) and each run's committed verdicts (``<run>/checks.parquet``):
   ``measured``; ``measured, check failed: <check>`` when every measured cell of the row is named by a failed
@@ -47,6 +49,7 @@ from pathlib import Path
 import polars as pl
 
 from specjoule import axes, logtext, models, runner
+from specjoule import schemes as scheme_registry
 from specjoule.analysis import AnalysisError, evidence
 from specjoule.records import STATUS_MEASURED, STATUS_UNSUPPORTED
 
@@ -57,6 +60,8 @@ RATIO_BATCHES = (1, 32)
 L_ENDS = ("min", "max")
 SHIPPED_CONFIG_GLOBS = ("config/*.yaml", "validation/**/config/*.yaml")
 UNKNOWN_FAMILY = "?"
+SGLANG_TOKEN_MODE_KEY = "speculative_simulate_acc_token_mode"  # in an SGLang record's engine_config (ADR 0243)
+REAL_DRAFT_TOKEN = "real-draft-token"
 # A replicate window's cell is ``<name>--w<w>`` (CONTEXT: replicates); checks name the cell it repeats.
 _WINDOW_SUFFIX = re.compile(r"--w\d+$")
 
@@ -131,11 +136,22 @@ def load_evidence(sources: Sequence[str | Path]) -> pl.DataFrame:
     records = mark_failed_checks(evidence.load_many(sources))
     families = {m: family_of(m) for m in records["target_model"].unique().to_list()}
     filled = C("target_model").replace_strict(families, default=UNKNOWN_FAMILY, return_dtype=pl.String)
+    # the token mode the engine itself reported (ADR 0243); absent where the config left SGLang its default
+    mode = C("engine_config").str.json_path_match(f"$.{SGLANG_TOKEN_MODE_KEY}")
     return records.with_columns(
         pl.coalesce(C("target_family"), filled).alias("target_family"),
         C("status").fill_null(MEASURED).alias("status"),
         (C("mj_per_committed_token") / C("baseline_mj_per_committed_token")).alias("ratio"),
+        method_label(C("method"), C("engine"), mode).alias("method"),
     )
+
+
+def method_label(method: pl.Expr, engine: pl.Expr, token_mode: pl.Expr) -> pl.Expr:
+    """A row's scheme: the method, and for SGLang arms that commit the drafted tokens, the token mode beside it
+    (``eagle3 (real-draft-token)``). SGLang's default, ``fixed``, can make an MoE round read fewer experts (ADR 0244),
+    so the two modes are two configurations, never one range; vLLM has only the drafted tokens (no label)."""
+    rt = (engine == "sglang") & (token_mode == REAL_DRAFT_TOKEN)
+    return pl.when(rt).then(pl.format("{} ({})", method, token_mode)).otherwise(method)
 
 
 # -- the plan of the shipped configs ------------------------------------------------------------------------
@@ -174,16 +190,19 @@ def planned_cells(configs: Iterable[str], root: Path = REPO_ROOT) -> pl.DataFram
                         "config": path,
                         "campaign_id": c.campaign_id,
                         "cell_name": c.name,
+                        "token_mode": c.setup.scheme.options.get(scheme_registry.SIMULATE_TOKEN_OPTION),
                     }
                 )
     finally:
         config_log.setLevel(level)
-    schema = dict.fromkeys(
-        ("target_model", "engine", "method", "device", "plan_reason", "config", "campaign_id", "cell_name"), pl.String
-    )
+    columns = ("target_model", "engine", "method", "device", "plan_reason", "config", "campaign_id", "cell_name")
+    schema = dict.fromkeys((*columns, "token_mode"), pl.String)
     plan = pl.DataFrame(rows, schema=schema)
     families = {m: family_of(m) for m in plan["target_model"].unique().to_list()}
-    return plan.with_columns(C("target_model").replace_strict(families, return_dtype=pl.String).alias("target_family"))
+    return plan.with_columns(
+        C("target_model").replace_strict(families, return_dtype=pl.String).alias("target_family"),
+        method_label(C("method"), C("engine"), C("token_mode")).alias("method"),
+    ).drop("token_mode")
 
 
 # -- attempts that wrote no record ---------------------------------------------------------------------------
