@@ -3060,8 +3060,8 @@ def test_1206_h100_sglang_sliding_window_depth_family_is_whole_and_the_readme_ta
     steps = points["baseline_round_time_ms"].filter(points["batch_size"] == 32).unique().to_list()
     assert len(steps) == 1 and f"the {steps[0]:.2f} ms step" in text
     assert f"{min(b32):.1f}–{max(b32):.1f} ms at every L, {min(b32) / steps[0]:.1f}–{max(b32) / steps[0]:.1f} ×" in text
-    ratio_l3 = _ratios_to_mean_baseline(points.vstack(_verdict(SW_SGLANG_1206, "h200-schemes-depth-sw-sglang.yaml")[0]
-                                                      .filter(pl.col("role") != "point")))[(32, 3.0)]
+    records = aggregate.aggregate(packed.tree_files(SW_SGLANG_1206 / "results" / "cells", "*/*.parquet"))
+    ratio_l3 = _ratios_to_mean_baseline(records)[(32, 3.0)]
     assert f"L = 3 costs {100 * (ratio_l3 - 1):.1f} % more" in text
 
 
