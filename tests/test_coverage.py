@@ -118,10 +118,12 @@ def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
     sglang = table.filter(pl.col("engine") == "sglang")
     # a token-mode companion (ADR 0244) is a row of its own, not breadth: on an H200 it has not run (H100s only)
     variants = sglang.filter(pl.col("method").str.ends_with(f" ({coverage.REAL_DRAFT_TOKEN})"))
-    assert variants.select("target_model", "method", "status").rows() == [
-        ("config/models/qwen3-30b-a3b", f"eagle3 ({coverage.REAL_DRAFT_TOKEN})", coverage.NOT_RUN)
+    assert sorted(variants.select("target_model", "method", "status", "configs").rows()) == [
+        ("config/models/gemma-4-26b-a4b-mm", f"eagle3 ({coverage.REAL_DRAFT_TOKEN})", coverage.NOT_RUN,
+         "config/h200-schemes-depth-sw-sglang-rt.yaml"),
+        ("config/models/qwen3-30b-a3b", f"eagle3 ({coverage.REAL_DRAFT_TOKEN})", coverage.NOT_RUN,
+         "config/h200-moe-token-mode.yaml, config/h200-schemes-depth-moe-sglang-rt.yaml"),
     ]
-    assert variants["configs"][0] == "config/h200-moe-token-mode.yaml, config/h200-schemes-depth-moe-sglang-rt.yaml"
     sglang = sglang.join(variants, on=list(coverage.ROW_KEY), how="anti")
     assert set(sglang["status"]) <= {coverage.MEASURED, coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN}
     got = row(table, "qwen3.6-35b-a3b", "sglang", "eagle3")

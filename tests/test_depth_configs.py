@@ -228,3 +228,38 @@ def test_the_moe_depth_companion_differs_from_the_moe_depth_only_in_its_engine_i
     for c in points:
         twin = fixed_sglang[(c.batch_size, c.configured_L)]
         assert c.cell_id != twin.cell_id and sg.engine_kwargs(c.spec) == sg.engine_kwargs(twin.spec)
+
+
+SW_SGLANG_RT = "config/h200-schemes-depth-sw-sglang-rt.yaml"
+
+
+def test_the_sliding_window_companion_differs_from_its_family_only_in_its_name_seed_and_token_mode():
+    """Pre-registered 2026-12-06 after depth-sw-sglang's H100 run: the same family with real-draft-token commits,
+    judged by the same checks and read by the MoE companion's rule, so each round reads against the fixed mode's."""
+    rt, fixed = _load(SW_SGLANG_RT, SW_SGLANG)
+    for key in ("models", "acceptance", "paper_grade", "device", "engines", "engine_options", *DESIGN_KEYS):
+        assert rt[key] == fixed[key], key
+    assert {k: v for k, v in rt["protocol"].items() if k != "run_order_seed"} == {
+        k: v for k, v in fixed["protocol"].items() if k != "run_order_seed"
+    }
+    assert rt["protocol"]["run_order_seed"] != fixed["protocol"]["run_order_seed"] and rt["name"] != fixed["name"]
+    assert rt["schemes"] == {**fixed["schemes"],
+                             "eagle3": {**fixed["schemes"]["eagle3"], "options": {"simulate_token_mode": "real-draft-token"}}}
+    # the reading rule is the MoE companion's, word for word where it states the thresholds
+    rule = "the token mode changes the round if the two rounds differ by at least 10 %, does not if they are within 5 %"
+    for path in (SW_SGLANG_RT, MOE_RT):
+        assert rule in " ".join(line.lstrip("# ") for line in (REPO / path).read_text().splitlines() if line.startswith("#"))
+
+    _, table = config.plan(config.read_yaml(REPO / SW_SGLANG_RT), SW_SGLANG_RT)
+    _, registered = config.plan(config.read_yaml(REPO / SW_SGLANG), SW_SGLANG)
+    points = [c for c in table.cells if c.role == "point"]
+    assert len(table.cells) == 10 and not [c for c in table.cells if c.unsupported_reason]
+    assert {(c.batch_size, c.configured_L) for c in points} == {(b, L) for b in (1, 32) for L in (1.0, 3.0, 4.0)}
+    assert {sg.engine_env(c.spec, {"PYTHONPATH": "/x"})["SGLANG_SIMULATE_ACC_TOKEN_MODE"] for c in points} == {
+        "real-draft-token"
+    }
+    assert config.moe_token_mode_warnings(table) == [] and config.moe_token_mode_warnings(registered) != []
+    twins = {(c.batch_size, c.configured_L): c for c in registered.cells if c.role == "point"}
+    for c in points:
+        twin = twins[(c.batch_size, c.configured_L)]
+        assert c.cell_id != twin.cell_id and sg.engine_kwargs(c.spec) == sg.engine_kwargs(twin.spec)
