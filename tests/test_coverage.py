@@ -571,4 +571,4 @@ def test_sglang_token_modes_are_two_rows_on_the_h100_each_its_own_runs(two_class
     fixed = row(h100, "qwen3-30b-a3b", "sglang", "eagle3")
     rt = row(h100, "qwen3-30b-a3b", "sglang", f"eagle3 ({coverage.REAL_DRAFT_TOKEN})")
     assert fixed["b32_lmin_runs"] == len(by_mode["fixed"]) and rt["b32_lmin_runs"] == len(by_mode[coverage.REAL_DRAFT_TOKEN])
-    assert fixed["b32_lmin_ratio_hi"] < 0.5 < 1.2 < rt["b32_lmin_ratio_lo"]  # a saving and a cost, never one range
+    assert fixed["b32_lmin_ratio_hi"] < 1 < rt["b32_lmin_ratio_lo"]  # a saving and a cost, never one range
