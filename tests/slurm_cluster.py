@@ -49,6 +49,11 @@ LOCK_PATH = Path("/tmp/specjoule-slurm.lock")
 # `up` from the shell records what `down` must stop and restore.
 STATE_FILE = Path("/tmp/specjoule-slurm.json")
 BACKUP_SUFFIX = ".specjoule-backup"
+# The first line of every file this module installs. A file that starts with it is never a machine's own: it is what a
+# test cluster left when its process was killed before teardown, pointing at a slurmctld that is gone. Kept as "the
+# original", it was restored by the next teardown, and every `scontrol` then waited for that controller: each
+# Snakemake start too, whose SLURM executor plugin asks `scontrol show config` (about 10 s a start, 2026-12-06).
+WRITTEN_MARK = "# Written by tests/slurm_cluster.py"
 PARTITION = "debug"
 # Finished jobs stay in squeue this long. The executor's squeue status check needs
 # MinJobAge ≥ 3 × init-seconds-before-status-checks (40 s by default) or it falls back to sacct,
@@ -74,6 +79,14 @@ def _tail(path: Path, n: int = 30) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return f"(no {path})"
+
+
+def _written_by_a_test_cluster(path: Path) -> bool:
+    try:
+        with open(path) as fh:
+            return fh.readline().startswith(WRITTEN_MARK)
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _free_port() -> int:
@@ -213,7 +226,7 @@ class SlurmCluster:
                       if k in node)
         s = self.state_dir
         return f"""\
-# Written by tests/slurm_cluster.py: a single-node test cluster. Restored/removed on teardown.
+{WRITTEN_MARK}: a single-node test cluster. Restored/removed on teardown.
 ClusterName={self.cluster_name}
 SlurmctldHost={self.hostname}(127.0.0.1)
 SlurmctldPort={self.ctld_port}
@@ -255,10 +268,15 @@ PartitionName={PARTITION} Nodes={self.hostname} Default=YES MaxTime=INFINITE Sta
 """
 
     def _install(self, path: Path, text: str) -> None:
+        """Write one config file, keeping what teardown must put back: the machine's own file (backed up), else
+        nothing (removed). A killed test cluster's leftover (WRITTEN_MARK) is not the machine's: teardown removes it,
+        or restores the backup that cluster made of the machine's own file."""
         if str(path) not in self.conf_backups:
-            if path.exists():
-                backup = path.with_name(path.name + BACKUP_SUFFIX)
+            backup = path.with_name(path.name + BACKUP_SUFFIX)
+            if path.exists() and not _written_by_a_test_cluster(path):
                 shutil.copy2(path, backup)
+                self.conf_backups[str(path)] = str(backup)
+            elif backup.exists() and not _written_by_a_test_cluster(backup):
                 self.conf_backups[str(path)] = str(backup)
             else:
                 self.conf_backups[str(path)] = ""
@@ -272,7 +290,8 @@ PartitionName={PARTITION} Nodes={self.hostname} Default=YES MaxTime=INFINITE Sta
         self._install(SLURM_CONF, self.conf_text())
         # slurmd counts a GPU GRES only with a File; /dev/null books the request and binds
         # nothing (task/none: no device cgroup).
-        self._install(GRES_CONF, f"NodeName={self.hostname} Name=gpu Type=fake File=/dev/null\n")
+        self._install(GRES_CONF, f"{WRITTEN_MARK}: the test cluster's fake GPU.\n"
+                                 f"NodeName={self.hostname} Name=gpu Type=fake File=/dev/null\n")
 
     def _start_daemons(self) -> None:
         for name, cmd in (("slurmctld", ["slurmctld", "-D", "-i"]), ("slurmd", ["slurmd", "-D"])):
