@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+# as the SLURM test modules do, and before them (this file is collected first): an import without it would leave
+# their helper's asserts unrewritten and warn in every process that collects them
+pytest.register_assert_rewrite("slurm_cluster")
 import slurm_cluster as sc  # noqa: E402
 
 OWN = "ClusterName=site\nSlurmctldHost=head\n"  # a machine's own config: no WRITTEN_MARK
