@@ -200,6 +200,31 @@ def test_the_shipped_configs_that_hear_the_token_mode_warning_are_the_six_adr_02
 MOE_RT = "config/h200-schemes-depth-moe-sglang-rt.yaml"
 
 
+def _assert_a_token_mode_companion(rt_path: str, fixed_path: str, rt: dict, fixed: dict) -> None:
+    """What makes ``rt_path`` a real-draft-token companion of ``fixed_path``'s SGLang family (ADR 0244): the same
+    protocol but its run-order seed and name; ten cells, none unsupported, L 1/3/4 at B 1 and 32, every point's
+    engine told real-draft-token; no token-mode warning where the registered family hears one; cells of its own, whose
+    engines get the same arguments as their fixed-mode twins."""
+    assert {k: v for k, v in rt["protocol"].items() if k != "run_order_seed"} == {
+        k: v for k, v in fixed["protocol"].items() if k != "run_order_seed"
+    }
+    assert rt["protocol"]["run_order_seed"] != fixed["protocol"]["run_order_seed"] and rt["name"] != fixed["name"]
+    _, table = config.plan(config.read_yaml(REPO / rt_path), rt_path)
+    _, registered = config.plan(config.read_yaml(REPO / fixed_path), fixed_path)
+    points = [c for c in table.cells if c.role == "point"]
+    assert len(table.cells) == 10 and not [c for c in table.cells if c.unsupported_reason]
+    assert {(c.batch_size, c.configured_L) for c in points} == {(b, L) for b in (1, 32) for L in (1.0, 3.0, 4.0)}
+    assert {sg.engine_env(c.spec, {"PYTHONPATH": "/x"})["SGLANG_SIMULATE_ACC_TOKEN_MODE"] for c in points} == {
+        "real-draft-token"
+    }
+    # it names its mode: no warning; the family it accompanies left the mode unset and hears one
+    assert config.moe_token_mode_warnings(table) == [] and config.moe_token_mode_warnings(registered) != []
+    twins = {(c.batch_size, c.configured_L): c for c in registered.cells if c.engine == "sglang" and c.role == "point"}
+    for c in points:
+        twin = twins[(c.batch_size, c.configured_L)]
+        assert c.cell_id != twin.cell_id and sg.engine_kwargs(c.spec) == sg.engine_kwargs(twin.spec)
+
+
 def test_the_moe_depth_companion_differs_from_the_moe_depth_only_in_its_engine_its_seed_and_the_token_mode():
     """ADR 0244's follow-up (pre-registered 2026-12-05g): depth-moe's SGLang family with real-draft-token commits,
     judged by the same checks, so each of its rounds reads against the fixed-mode family's."""
@@ -207,27 +232,9 @@ def test_the_moe_depth_companion_differs_from_the_moe_depth_only_in_its_engine_i
     for key in ("models", "acceptance", "paper_grade", "device", *DESIGN_KEYS):
         assert rt[key] == moe[key], key
     assert rt["engines"] == ["sglang"] and rt["engine_options"] == {"sglang": moe["engine_options"]["sglang"]}
-    assert {k: v for k, v in rt["protocol"].items() if k != "run_order_seed"} == {
-        k: v for k, v in moe["protocol"].items() if k != "run_order_seed"
-    }
-    assert rt["protocol"]["run_order_seed"] != moe["protocol"]["run_order_seed"] and rt["name"] != moe["name"]
     assert rt["schemes"]["baseline"] == moe["schemes"]["baseline"]
     assert rt["schemes"]["eagle3"] == {**moe["schemes"]["eagle3"], "options": {"simulate_token_mode": "real-draft-token"}}
-
-    _, table = config.plan(config.read_yaml(REPO / MOE_RT), MOE_RT)
-    _, fixed = config.plan(config.read_yaml(REPO / MOE), MOE)
-    points = [c for c in table.cells if c.role == "point"]
-    assert len(table.cells) == 10 and not [c for c in table.cells if c.unsupported_reason]
-    assert {(c.batch_size, c.configured_L) for c in points} == {(b, L) for b in (1, 32) for L in (1.0, 3.0, 4.0)}
-    assert {sg.engine_env(c.spec, {"PYTHONPATH": "/x"})["SGLANG_SIMULATE_ACC_TOKEN_MODE"] for c in points} == {
-        "real-draft-token"
-    }
-    assert config.moe_token_mode_warnings(table) == []  # it names its mode: no warning
-    # its own cells, not the fixed family's under another name; the engines' arguments are the same
-    fixed_sglang = {(c.batch_size, c.configured_L): c for c in fixed.cells if c.engine == "sglang" and c.role == "point"}
-    for c in points:
-        twin = fixed_sglang[(c.batch_size, c.configured_L)]
-        assert c.cell_id != twin.cell_id and sg.engine_kwargs(c.spec) == sg.engine_kwargs(twin.spec)
+    _assert_a_token_mode_companion(MOE_RT, MOE, rt, moe)
 
 
 SW_SGLANG_RT = "config/h200-schemes-depth-sw-sglang-rt.yaml"
@@ -239,27 +246,10 @@ def test_the_sliding_window_companion_differs_from_its_family_only_in_its_name_s
     rt, fixed = _load(SW_SGLANG_RT, SW_SGLANG)
     for key in ("models", "acceptance", "paper_grade", "device", "engines", "engine_options", *DESIGN_KEYS):
         assert rt[key] == fixed[key], key
-    assert {k: v for k, v in rt["protocol"].items() if k != "run_order_seed"} == {
-        k: v for k, v in fixed["protocol"].items() if k != "run_order_seed"
-    }
-    assert rt["protocol"]["run_order_seed"] != fixed["protocol"]["run_order_seed"] and rt["name"] != fixed["name"]
     assert rt["schemes"] == {**fixed["schemes"],
                              "eagle3": {**fixed["schemes"]["eagle3"], "options": {"simulate_token_mode": "real-draft-token"}}}
     # the reading rule is the MoE companion's, word for word where it states the thresholds
     rule = "the token mode changes the round if the two rounds differ by at least 10 %, does not if they are within 5 %"
     for path in (SW_SGLANG_RT, MOE_RT):
         assert rule in " ".join(line.lstrip("# ") for line in (REPO / path).read_text().splitlines() if line.startswith("#"))
-
-    _, table = config.plan(config.read_yaml(REPO / SW_SGLANG_RT), SW_SGLANG_RT)
-    _, registered = config.plan(config.read_yaml(REPO / SW_SGLANG), SW_SGLANG)
-    points = [c for c in table.cells if c.role == "point"]
-    assert len(table.cells) == 10 and not [c for c in table.cells if c.unsupported_reason]
-    assert {(c.batch_size, c.configured_L) for c in points} == {(b, L) for b in (1, 32) for L in (1.0, 3.0, 4.0)}
-    assert {sg.engine_env(c.spec, {"PYTHONPATH": "/x"})["SGLANG_SIMULATE_ACC_TOKEN_MODE"] for c in points} == {
-        "real-draft-token"
-    }
-    assert config.moe_token_mode_warnings(table) == [] and config.moe_token_mode_warnings(registered) != []
-    twins = {(c.batch_size, c.configured_L): c for c in registered.cells if c.role == "point"}
-    for c in points:
-        twin = twins[(c.batch_size, c.configured_L)]
-        assert c.cell_id != twin.cell_id and sg.engine_kwargs(c.spec) == sg.engine_kwargs(twin.spec)
+    _assert_a_token_mode_companion(SW_SGLANG_RT, SW_SGLANG, rt, fixed)
