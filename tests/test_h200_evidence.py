@@ -3142,3 +3142,64 @@ def test_1206_the_counters_table_is_the_windows_gpm_means():
     share = (s["dram_bw_util_pct"].min() / v["dram_bw_util_pct"].max(), s["dram_bw_util_pct"].max() / v["dram_bw_util_pct"].min())
     assert f"DRAM bandwidth in use is {share[0]:.2f}–{share[1]:.2f} of vLLM's" in _readme_text(SESSION_1206_H100)
     assert s["tensor_active_pct"].max() < v["tensor_active_pct"].min()
+
+
+SESSION_1206B_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06b"
+SW_RT_1206B = SESSION_1206B_H100 / "depth-sw-sglang-rt"
+GPU_1206B = "GPU-af312e7f-d262-b58b-7d1c-7d4bc4503b69"
+SESSION_1206B = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06b"
+
+
+def _token_mode_reading(apart: float) -> str:
+    """The rule registered in the -rt configs' headers: >= 10 % apart changes the round, <= 5 % does not."""
+    return "changes" if abs(apart) >= 0.10 else "does not change" if abs(apart) <= 0.05 else "not decided"
+
+
+def test_1206b_h100_config_is_the_preregistered_one():
+    _assert_shipped_copy(SW_RT_1206B, "h200-schemes-depth-sw-sglang-rt.yaml")
+
+
+def test_1206b_h100_sliding_window_rt_family_is_whole_and_the_readme_table_is_the_records():
+    points = _h100_depth_family(SW_RT_1206B, SESSION_1206B_H100, "h200-schemes-depth-sw-sglang-rt.yaml", GPU_1206B,
+                                "gemma4_26b_a4b_mm")
+    assert set(points["git_commit"]) == {"cd02142b4d86452cd5c49503b4f7efd3c26f8769"}
+    # the one registered change against the fixed family: every EAGLE3 engine committed the drafted tokens
+    assert {json.loads(c)["speculative_simulate_acc_token_mode"] for c in points["engine_config"]} == {"real-draft-token"}
+    assert {json.loads(c)["attention_backend"] for c in points["engine_config"]} == {"triton"}
+    assert sorted(_engine_starts(SW_RT_1206B), reverse=True) == [107.1, 60.6, 43.1, 42.5, 40.3]
+    assert "107.1 s cold, then 60.6, 43.1, 42.5 and 40.3 s" in _readme_text(SESSION_1206B_H100)
+
+
+def test_1206b_the_token_mode_reading_is_the_registered_rule_on_both_families_records():
+    """Each round against the fixed family's (2026-12-06, another H100 of the class), read by the header's rule; the
+    README's table and its verdict follow from the records, and the rule is the one the header registered."""
+    header = (ROOT / "config" / "h200-schemes-depth-sw-sglang-rt.yaml").read_text()
+    assert "changes the round if the two rounds differ by at least 10 %, does not if they are within 5 %" in " ".join(
+        ln.lstrip("# ") for ln in header.splitlines() if ln.startswith("#")).replace("  ", " ")
+    rt, fixed = (aggregate.aggregate(packed.tree_files(f / "results" / "cells", "*/*.parquet")).filter(
+        pl.col("role") == "point") for f in (SW_RT_1206B, SW_SGLANG_1206))
+    assert set(rt["gpu_names"].explode()) == set(fixed["gpu_names"].explode()) == {"NVIDIA H100 80GB HBM3"}
+    assert set(rt["gpu_uuid"]) != set(fixed["gpu_uuid"])  # one board class, two boards
+    rounds = {k: {(b, L): r for b, L, r in f.select("batch_size", "configured_L", "round_time_ms").iter_rows()}
+              for k, f in (("rt", rt), ("fixed", fixed))}
+    lines = (SESSION_1206B_H100 / "README.md").read_text().splitlines()
+    readings = set()
+    for (b, L), r in sorted(rounds["rt"].items()):
+        apart = r / rounds["fixed"][(b, L)] - 1
+        readings.add(_token_mode_reading(apart))
+        row = (f"| {b} | {L:.0f} | {r:.2f} | {rounds['fixed'][(b, L)]:.2f} | {100 * apart:+.1f} % | "
+               f"{_token_mode_reading(apart)} |").replace("-", "−")
+        assert row in lines, row
+    assert readings == {"does not change"}
+    assert "the token mode does not set SGLang's round at any B or L" in _readme_text(SESSION_1206B_H100)
+
+
+def test_1206b_session_readme_device_time_adds_up():
+    """The calls table's budget steps chain from 1,800 s to the last reply, and the README's total is the sum."""
+    text = _readme_text(SESSION_1206B)
+    steps = [tuple(int(x.replace(",", "")) for x in m) for m in re.findall(r"([\d,]+) → ([\d,]+) left", text)]
+    assert steps[0][0] == 1800 and all(a[1] == b[0] for a, b in zip(steps, steps[1:]))
+    lefts = [int(x.replace(",", "")) for x in re.findall(r"\| ([\d,]+) left \|", text)]
+    assert lefts == sorted(lefts, reverse=True) and lefts[0] <= steps[-1][1]
+    assert f"Device time used: {1800 - lefts[-1]:,} of 1,800 s" in text
+    assert f"`give_back` (nothing in PLAN.md fit {lefts[-1]} s) | {lefts[-1]} left |" in text
