@@ -3203,3 +3203,41 @@ def test_1206b_session_readme_device_time_adds_up():
     assert lefts == sorted(lefts, reverse=True) and lefts[0] <= steps[-1][1]
     assert f"Device time used: {1800 - lefts[-1]:,} of 1,800 s" in text
     assert f"`give_back` (nothing in PLAN.md fit {lefts[-1]} s) | {lefts[-1]} left |" in text
+
+
+def test_1206b_the_round_profile_table_is_the_committed_analysis_and_the_trimmed_traces_still_read():
+    """The README's profile table is rounds.parquet (whole traces) with the median of rounds_detail's wall times; each
+    trimmed trace reads three rounds by the same rules, its verify time near the whole trace's mean; and the reading's
+    phrases follow: at B = 32 the verify pass is most of the round and does not move with L or the token mode."""
+    lines = (SESSION_1206B_H100 / "README.md").read_text().splitlines()
+    rows = {}
+    for folder, label in (("rounds", "fixed"), ("rounds-rt", "real-draft-token")):
+        table = pl.read_parquet(SESSION_1206B_H100 / folder / "rounds.parquet")
+        detail = pl.read_parquet(SESSION_1206B_H100 / folder / "rounds_detail.parquet")
+        wall = dict(detail.group_by("profile_dir").agg(pl.col("wall_ms").median()).iter_rows())
+        for r in table.iter_rows(named=True):
+            assert r["engine"] == "sglang" and r["rounds_counted"] == r["rounds_profiled"] == 24
+            arm = "baseline" if r["scheme"] == "baseline" else f"EAGLE3 L = {r['configured_L']:.0f}, {label}"
+            row = (f"| `{folder}/` | {r['batch_size']} | {arm} | {r['draft_ms_per_round']:.2f} | "
+                   f"{r['verify_ms_per_round']:.2f} | {r['other_gpu_ms_per_round']:.2f} | {r['host_ms_per_round']:.2f} | "
+                   f"{wall[r['profile_dir']]:.2f} | {r['round_ms_unprofiled']:.2f} | {100 * r['gpu_busy_fraction']:.0f} % |")
+            assert row in lines, row
+            rows[(folder, r["batch_size"], r["scheme"], r["configured_L"])] = r
+            trimmed, _ = rounds_analysis.analyze_profile(
+                SESSION_1206B_H100 / folder / r["campaign_id"] / r["cell_name"])
+            assert trimmed["rounds_profiled"] == 3
+            key = "verify_ms_per_round" if r["scheme"] != "baseline" else "other_gpu_ms_per_round"
+            assert trimmed[key] == pytest.approx(r[key], rel=0.05)
+    assert len(rows) == 6
+    l3, l1 = rows[("rounds", 32, "eagle3", 3.0)], rows[("rounds", 32, "eagle3", 1.0)]
+    real, base = rows[("rounds-rt", 32, "eagle3", 3.0)], rows[("rounds", 32, "baseline", None)]
+    assert l3["verify_ms_per_round"] / base["other_gpu_ms_per_round"] == pytest.approx(2.9, abs=0.05)
+    phases = ("draft_ms_per_round", "verify_ms_per_round", "other_gpu_ms_per_round", "host_ms_per_round")
+    assert l3["verify_ms_per_round"] > 0.8 * sum(l3[k] for k in phases)  # the round is its verify pass
+    for other in (l1, real):
+        assert abs(other["verify_ms_per_round"] / l3["verify_ms_per_round"] - 1) < 0.01
+    text = _readme_text(SESSION_1206B_H100)
+    assert (f"{l3['verify_ms_per_round']:.1f} ms of GPU time a round, 2.9 × the baseline's "
+            f"{base['other_gpu_ms_per_round']:.2f} ms decode step") in text
+    assert (f"({l1['verify_ms_per_round']:.2f} ms at L = 1, {l3['verify_ms_per_round']:.2f} ms at L = 3" in text
+            and f"nor with the token mode ({real['verify_ms_per_round']:.2f} ms)" in text)
