@@ -116,14 +116,15 @@ class TraceBuilder:
     def label(self, name: str, ts: float, dur: float, cat: str = "user_annotation") -> None:
         self.events.append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": TID, "ts": ts, "dur": dur})
 
-    def launch(self, api: str, ts: float, kernels: list[tuple[float, float]], dur: float = 20.0,
-               cat: str = "kernel") -> None:
+    def launch(self, api: str, ts: float, kernels: list[tuple[float, float]] | list[tuple[float, float, str]],
+               dur: float = 20.0, cat: str = "kernel") -> None:
         c = next(self.corr)
         self.events.append({"ph": "X", "cat": "cuda_runtime", "name": api, "pid": PID, "tid": TID, "ts": ts,
                             "dur": dur, "args": {"correlation": c, "cbid": 1}})
-        for start, length in kernels:
-            self.events.append({"ph": "X", "cat": cat, "name": "k", "pid": DEV, "tid": STREAM, "ts": start,
-                                "dur": length, "args": {"correlation": c, "stream": STREAM, "device": DEV}})
+        for start, length, *name in kernels:  # a kernel's name is optional: "k" is of no kernel class
+            self.events.append({"ph": "X", "cat": cat, "name": name[0] if name else "k", "pid": DEV, "tid": STREAM,
+                                "ts": start, "dur": length,
+                                "args": {"correlation": c, "stream": STREAM, "device": DEV}})
 
     def sync(self, ts: float, dur: float) -> None:
         self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": PID,
@@ -456,3 +457,187 @@ def test_committed_sglang_tables_resummarize_without_the_row_the_batch_structure
         assert cell["draft_kernel_launches_per_round"] is None  # not in the detail: unknown, not the old mean
     with pytest.raises(rounds.TraceError, match="not 2 batch"):
         rounds.admission_rows(24, 2, 24.0)
+
+
+# -- kernel classes (ADR 0249) ------------------------------------------------------------------------------
+
+# Names as the traces hold them: the H100 SGLang 0.5.17 Gemma 4 26B-A4B EAGLE3 profiles of session 2026-12-06b
+# and the committed vLLM 0.26 / SGLang 0.5.17 H200 traces under validation/ (long C++ signatures cut short where
+# the cut leaves the part a pattern reads).
+REAL_KERNEL_NAMES = [
+    ("_fwd_kernel", "attention"),  # SGLang Triton extend attention (the verify pass)
+    ("_fwd_grouped_kernel_stage1", "attention"),  # SGLang Triton decode attention
+    ("_fwd_kernel_stage2", "attention"),
+    ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90"
+     "<2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >", "attention"),  # FlashAttention 3: CUTLASS, not GEMM
+    ("kernel_cutlass_kernel_vllmvllm_flash_attncuteflash_fwd_sm90FlashAttentionForwardSm90_object_at__tensor000o21112",
+     "attention"),
+    ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>",
+     "attention"),
+    ("void (anonymous namespace)::store_kvcache<4096l, 4096l, 4, true, long>((anonymous namespace)::StoreKVCacheParams)",
+     "attention"),
+    ("void (anonymous namespace)::fused_rope_kernel<true, 256l, true, __nv_bfloat16, __nv_bfloat16, long, 32u>",
+     "attention"),
+    ("fused_moe_kernel", "moe"),
+    ("void moe_align_block_size_kernel<int>(int const*, int*, int*, int*, int, int, unsigned long, int*, bool, bool)",
+     "moe"),
+    ("void count_and_sort_expert_tokens_kernel<int>(int const*, int*, int*, unsigned long, bool)", "moe"),
+    ("void vllm::moe::topkGating<8, 128, 4, 16, 32, int, __nv_bfloat16, (vllm::moe::ScoringFunc)0>", "moe"),
+    ("_gemma4_routing_kernel", "moe"),
+    ("triton_per_fused_copy__mul_sum_0", "moe"),  # SGLang's torch.compiled expert combine
+    ("_fwd_kernel_ep_scatter_1", "moe"),  # an expert scatter, not SGLang's _fwd_kernel attention
+    ("nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_TNT", "gemm"),
+    ("void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, false, float>",
+     "gemm"),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(cutlass_80_simt_sgemm_64x64_8x5_tn_align1::"
+     "Params)", "gemm"),
+    ("_gemma_qkv_rmsnorm_kernel", "norm"),  # "gemm" is in "gemma": a norm all the same
+    ("_gemma_dual_rmsnorm_residual_kernel", "norm"),
+    ("void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*)", "norm"),
+    ("triton_red_fused_add_moe_forward_mul_rms_norm_0", "norm"),  # inductor's add + norm after the experts
+    ("void (anonymous namespace)::fused_qknorm_warp<128l, true, __nv_bfloat16>((anonymous namespace)::QKNormParams)",
+     "norm"),
+    ("Memcpy DtoD (Device -> Device)", "copy"),
+    ("Memset (Device)", "copy"),
+    ("memcpy32_post", "copy"),
+    ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_"
+     "cuda(at::TensorIteratorBase&)", "copy"),
+    ("_draft_topk1_partial_argmax_kernel", "other"),  # the EAGLE drafter's sampling: a top-k, not MoE routing
+    ("void (anonymous namespace)::act_and_mul_kernel<__nv_bfloat16, ((anonymous namespace)::ActivationKind)1, true>",
+     "other"),  # a gated activation: dense MLP or experts, the name does not say
+    ("triton_poi_fused_mul_silu_slice_0", "other"),
+    ("softcap_inplace_logits_kernel", "other"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>, unsigned int>",
+     "other"),
+]
+
+
+@pytest.mark.parametrize("name, expected", REAL_KERNEL_NAMES, ids=[f"{c}:{n[:40]}" for n, c in REAL_KERNEL_NAMES])
+def test_real_kernel_names_fall_in_their_class(name, expected):
+    assert rounds.kernel_class(name) == expected
+
+
+def test_every_class_of_the_table_is_a_column_of_the_tables():
+    table = [cls for cls, _ in rounds.KERNEL_CLASSES]
+    assert sorted({*table, "other"}) == sorted(rounds.KERNEL_CLASS_NAMES) and len(set(table)) == len(table)
+    assert {c for _, c in REAL_KERNEL_NAMES} == set(rounds.KERNEL_CLASS_NAMES)  # each class has a real name above
+    assert rounds.kernel_class("_gemma_softcap_kernel") == "other"  # "gemm" in "gemma" alone makes no GEMM
+
+
+ATTENTION = "kernel_unified_attention_2d"
+MOE = "fused_moe_kernel"
+GEMM = "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"
+NORM = "void vllm::rms_norm_kernel<c10::BFloat16, 8, 4, true>(c10::BFloat16*, c10::BFloat16 const*, long)"
+ACTIVATION = "triton_poi_fused_mul_silu_slice_0"
+ARGMAX = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>, long> >"
+
+# ms per round of each (phase, class) in kernel_class_round's layout; every pair not here is 0
+KERNEL_CLASS_SPLIT = {
+    ("verify", "attention"): 1.0, ("verify", "moe"): 2.0, ("verify", "gemm"): 0.5, ("verify", "norm"): 0.25,
+    ("verify", "other"): 0.125,
+    ("sample", "other"): 0.2,
+    ("draft", "gemm"): 0.3, ("draft", "attention"): 0.1, ("draft", "copy"): 0.05,
+    ("other", "copy"): 0.04, ("other", "attention"): 0.06,
+}
+
+
+def kernel_class_round(b: TraceBuilder, t: float) -> None:
+    """A vLLM V1 round whose kernels carry real names: the target's graph holds one kernel of each class."""
+    b.label("execute_context_0(0)_generation_2(8)", t, 8_000)
+    b.label("gpu_model_runner: forward", t + 1_000, 3_000)
+    b.launch("cudaGraphLaunch", t + 1_100, [(t + 1_200, 1_000, ATTENTION), (t + 2_200, 2_000, MOE),
+                                            (t + 4_200, 500, GEMM), (t + 4_700, 250, NORM),
+                                            (t + 4_950, 125, ACTIVATION)])
+    b.label("gpu_model_runner: sample", t + 9_000, 500)
+    b.launch("cudaLaunchKernel", t + 9_100, [(t + 9_200, 200, ARGMAX)])
+    b.label("gpu_model_runner: draft", t + 10_000, 5_000)
+    b.launch("cudaGraphLaunch", t + 10_100, [(t + 10_200, 300, GEMM), (t + 10_500, 100, "_fwd_kernel_stage2")])
+    b.launch("cudaMemcpyAsync", t + 11_000, [(t + 11_100, 50, "Memcpy DtoD (Device -> Device)")], cat="gpu_memcpy")
+    # under no phase: the other phase, yet of a kernel class
+    b.launch("cudaMemsetAsync", t + 26_000, [(t + 26_100, 40, "Memset (Device)")], cat="gpu_memset")
+    b.launch("cudaLaunchKernel", t + 27_000, [(t + 27_100, 60, "_compute_slot_mapping_kernel")])
+
+
+def kernel_class_trace(folder: Path, n: int = 3) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    b = TraceBuilder()
+    for i in range(n):
+        kernel_class_round(b, 10_000 + PERIOD * i)
+    b.label("execute_context_1(512)_generation_0(0)", 10_000 + PERIOD * n, 5_000)  # the next batch's prefill
+    return b.write(folder / "gpu.json")
+
+
+def _sums_to_phase(kernels: pl.DataFrame, row: dict) -> None:
+    for phase, column in rounds.PHASE_GPU_COLUMNS.items():
+        rows = kernels.filter(pl.col("phase") == phase)
+        assert rows["kernel_class"].to_list() == list(rounds.KERNEL_CLASS_NAMES)
+        assert rows["gpu_ms_per_round"].sum() == pytest.approx(row[column], abs=1e-9)
+        if row[column]:
+            assert rows["share_of_phase"].sum() == pytest.approx(1.0)
+
+
+def test_kernel_classes_split_each_phase_as_the_layout_says(tmp_path):
+    kernel_class_trace(tmp_path / "cell")
+    table, _, kernels = rounds.analyze_dir_tables(tmp_path)
+    row = table.row(0, named=True)
+    assert row["rounds_profiled"] == 2
+    assert kernels.height == len(rounds.PHASE_GPU_COLUMNS) * len(rounds.KERNEL_CLASS_NAMES)
+    split = {(r["phase"], r["kernel_class"]): r["gpu_ms_per_round"] for r in kernels.iter_rows(named=True)}
+    assert split == pytest.approx({k: KERNEL_CLASS_SPLIT.get(k, 0.0) for k in split})
+    verify = sum(v for (p, _), v in KERNEL_CLASS_SPLIT.items() if p == "verify")
+    shares = kernels.filter(pl.col("phase") == "verify").select("kernel_class", "share_of_phase").rows()
+    assert dict(shares) == pytest.approx({c: KERNEL_CLASS_SPLIT.get(("verify", c), 0.0) / verify
+                                          for c in rounds.KERNEL_CLASS_NAMES})
+    assert row["verify_ms_per_round"] == pytest.approx(verify)
+    _sums_to_phase(kernels, row)
+    assert set(kernels["profile_dir"]) == {row["profile_dir"]}  # the key back to rounds.parquet
+
+
+@pytest.mark.parametrize("folder", [
+    REPO / "validation" / "h200-2026-12" / "session-2026-12-03b" / "rounds"
+    / "sglang-qwen3_30b_a3b-closed-b1-random-s0-cg1" / "eagle3--mv4",
+    REPO / "validation" / "h200-2026-12" / "session-2026-12-02d" / "rounds"
+    / "vllm-gemma4_26b_a4b-closed-b1-random-s0-cg1" / "eagle3--mv4",
+], ids=lambda p: p.parent.name.split("-")[0])
+def test_real_moe_traces_split_their_verify_into_every_class_and_leave_little_in_other(folder):
+    """The committed H200 MoE traces (SGLang 0.5.17 Qwen3-30B-A3B, vLLM 0.26 Gemma 4 26B-A4B; EAGLE3, B = 1): the
+    target's verify pass runs attention, experts, dense GEMMs and norms; what no pattern names (activations, the
+    logits' softcap) is under a tenth of it."""
+    tables = rounds.profile_tables(folder)
+    kernels = pl.DataFrame(tables.kernels)
+    _sums_to_phase(kernels, tables.row)
+    verify = dict(kernels.filter(pl.col("phase") == "verify").select("kernel_class", "share_of_phase").rows())
+    assert all(verify[c] > 0.02 for c in ("attention", "moe", "gemm", "norm"))
+    assert verify["other"] < 0.1
+
+
+def test_a_draft_not_separable_has_null_classes_and_a_cpu_trace_none(tmp_path):
+    b = TraceBuilder()
+    for i in range(4):
+        _dflash_round(b, 10_000.0 * i, with_run_batch=False)
+    b.write((tmp_path / "d").mkdir() or tmp_path / "d" / "d.json")
+    tables = rounds.profile_tables(tmp_path / "d")
+    draft = [k for k in tables.kernels if k["phase"] == "draft"]
+    assert len(draft) == len(rounds.KERNEL_CLASS_NAMES)
+    assert all(k["gpu_ms_per_round"] is None and k["share_of_phase"] is None for k in draft)
+    assert rounds.profile_tables(FIXTURE).kernels == []
+
+
+def test_cli_writes_the_kernel_table_beside_the_others_and_prints_it(tmp_path, capsys):
+    kernel_class_trace(tmp_path / "runs" / "cell")
+    assert rounds.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out" / "rounds.parquet")]) == 0
+    table = pl.read_parquet(tmp_path / "out" / "rounds.parquet")
+    kernels = pl.read_parquet(tmp_path / "out" / "rounds_kernels.parquet")
+    assert kernels.columns == [*rounds.KERNEL_TABLE_KEY, "phase", "kernel_class", "gpu_ms_per_round",
+                               "share_of_phase"]
+    assert not {"phase", "kernel_class", "share_of_phase"} & set(table.columns)  # rounds.parquet gains no column
+    _sums_to_phase(kernels, table.row(0, named=True))
+    out = capsys.readouterr().out
+    header, *lines = out.split("\n\n")[1].strip().split("\n")
+    assert header.split("\t")[-7:] == ["phase_ms", *rounds.KERNEL_CLASS_NAMES]
+    # one line per phase with GPU time; verify: 3.875 ms = attention 1, moe 2, gemm 0.5, norm 0.25, other 0.125
+    assert [line.split("\t")[5:] for line in lines][0] == ["verify", "3.875", "1.000", "2.000", "0.500", "0.250",
+                                                           "0.000", "0.125"]
+    assert [line.split("\t")[5] for line in lines] == ["verify", "draft", "sample", "other"]
+    assert rounds.main([str(FIXTURE), "--out", str(tmp_path / "cpu" / "rounds.parquet")]) == 0
+    assert not (tmp_path / "cpu" / "rounds_kernels.parquet").exists()  # a CPU trace has no kernels to split

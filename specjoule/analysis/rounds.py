@@ -1,6 +1,6 @@
 """Where a speculation round's time goes, from the engine's own torch profiler trace (ADR 0095).
 
-    python -m specjoule.analysis.rounds TRACE_DIR            # → TRACE_DIR/rounds.parquet (+ rounds_detail.parquet)
+    python -m specjoule.analysis.rounds TRACE_DIR   # → TRACE_DIR/rounds.parquet (+ _detail, _kernels .parquet)
     python -m specjoule.analysis.rounds trim SRC DST [--rounds N] [--around-admission]   # a small copy of a trace
     python -m specjoule.analysis.rounds resummarize ROUNDS_DIR [--out P]   # an older SGLang table, admission out
 
@@ -33,6 +33,15 @@ time during which no kernel or copy ran on the GPU (union of device intervals, c
 waits for the host. On a CPU trace there are no kernels: phases are the labelled spans' wall time, host time the
 rest, and the GPU columns are null (``profile_method`` says which).
 
+**Kernel classes** (ADR 0249). Each phase's GPU time is split by what its kernels do, told from the kernel's name
+alone: ``KERNEL_CLASSES`` is an ordered table of (class, regex), the first match wins (``norm``, ``moe``,
+``attention`` with its KV-cache write and rotary embedding, ``gemm``, ``copy`` for memcpy/memset and torch's copy
+kernels); a name no pattern finds is ``other`` (activations, logits, sampling, bookkeeping). The patterns were read
+off the kernel names of the project's vLLM 0.26 and SGLang 0.5.17 traces (H100/H200: Qwen3, Qwen3-30B-A3B,
+GLM-4.7-Flash, MiMo, Gemma 4 26B-A4B) and, for kernels those lack (flashinfer attention, vLLM's Triton attention),
+the engines' sources. ``rounds_kernels.parquet``: one row per cell × phase × class; a phase's classes sum to its
+``*_ms_per_round`` column.
+
 The profiler records every op on the host, so profiled rounds are longer than unprofiled ones; ``profile.json``
 carries the unprofiled reference (same engine, same batches, no profiler) and NVML utilization for both, and the
 table reports both round times and their ratio (``profiler_inflation``).
@@ -41,6 +50,7 @@ table reports both round times and their ratio (``profiler_inflation``).
 from __future__ import annotations
 
 import bisect
+import functools
 import gzip
 import json
 import re
@@ -83,6 +93,63 @@ SGLANG_DECODE = re.compile(r"^step\[DECODE bs=(\d+)\]")
 # PREBUILT, SPLIT_PREFILL, DLLM_EXTEND, or one a later version adds) is admission or no decode, and ends the round.
 SGLANG_STEP = re.compile(r"^step\[([A-Z][A-Z0-9_]*) bs=\d+")
 SGLANG_ROUND_MODES = frozenset({"DECODE", "TARGET_VERIFY", "DRAFT_EXTEND", "DRAFT_EXTEND_V2"})
+
+# Kernel classes: what a device event does, read from its name alone (ADR 0249). First match wins, so the order is
+# part of the table: norm before gemm (Gemma's ``_gemma_qkv_rmsnorm_kernel`` contains "gemm"; torch.compile's
+# ``triton_red_fused_add_moe_forward_mul_rms_norm_0`` is the residual add + norm after the experts), moe before
+# attention and gemm (vLLM's ``_fwd_kernel_ep_scatter_1`` is an expert scatter; MoE GEMMs may be CUTLASS), attention
+# before gemm (FlashAttention 3 is ``cutlass::device_kernel<flash::FlashAttnFwdSm90…>``). A bare ``topk`` is no MoE
+# pattern: SGLang's EAGLE drafter samples with ``_draft_topk1_partial_argmax_kernel``.
+KERNEL_CLASSES: tuple[tuple[str, re.Pattern], ...] = (
+    # flashinfer RMSNormKernel / FusedAddRMSNormKernel, vLLM rms_norm_kernel, Gemma's q/k and dual norms, SGLang's
+    # fused_qknorm_warp, inductor's fused add + norm kernels, LayerNorm
+    ("norm", re.compile(r"rms_?norm|layer_?norm|qk_?norm", re.IGNORECASE)),
+    # fused_moe_kernel, moe_align_block_size, moe_sum(_reduce), count_and_sort_expert_tokens, vllm::moe::topkGating,
+    # grouped_topk, the routers (_gemma4_routing_kernel, _router_triton_kernel), the expert-parallel scatter/gather,
+    # and SGLang's torch.compiled expert combine: fused_moe.py moe_sum_reduce_torch_compile, which Inductor names
+    # triton_{per,poi}_fused_copy__mul_sum_0 (taken for small token counts: the B = 32 baseline decode step has it)
+    (
+        "moe",
+        re.compile(
+            r"moe|expert|topkGating|topk_?softmax|grouped_topk|rout(er|ing)|_ep_(scatter|gather)"
+            r"|^triton_\w+_fused_copy__mul_sum_\d+$",
+            re.IGNORECASE,
+        ),
+    ),
+    # The attention itself: FlashAttention (cutlass and CuTe builds, combine), flashinfer's prefill/decode and
+    # state merges, vLLM's Triton kernel_unified_attention, SGLang's Triton extend ``_fwd_kernel`` and decode
+    # ``_fwd_grouped_kernel_stage1`` / ``_fwd_kernel_stage2``; and what exists only for it: the KV-cache write
+    # (reshape_and_cache, concat_and_cache_mla, store_kvcache, set_kv_buffer), its index/split/slot metadata, the
+    # rotary embedding of q and k.
+    (
+        "attention",
+        re.compile(
+            r"attn|attention|flash_fwd|fmha|With(Paged|Ragged)?KVCache|MergeStates?"
+            r"|^_fwd_(grouped_)?kernel(_stage[12]|_alibi)?$"
+            r"|reshape_and_cache|concat_and_cache|store_kvcache|set_kv_buffer|kv_indices|kv_splits|slot_mapping"
+            r"|prepare_varlen"
+            r"|rope|rotary",
+            re.IGNORECASE,
+        ),
+    ),
+    # cuBLAS(Lt) nvjet_* and its split-K reduction, CUTLASS, sm90_xmma, gemv; "gemm" but not "gemma"
+    ("gemm", re.compile(r"nvjet|cublas|cutlass|xmma|gemm(?!a)|gemv|matmul", re.IGNORECASE)),
+    # data movement: the profiler's memcpy/memset events ("Memcpy DtoD …", "Memset (Device)"), the driver's
+    # memcpy32_post, torch's copy and cat kernels
+    ("copy", re.compile(r"memcpy|memset|copy_kernel_cuda|CatArrayBatchedCopy", re.IGNORECASE)),
+)
+# the order of the tables' rows and columns, not of the matching
+KERNEL_CLASS_NAMES = ("attention", "moe", "gemm", "norm", "copy", "other")
+
+
+@functools.lru_cache(maxsize=8192)
+def kernel_class(name: str) -> str:
+    """The class of a kernel (or copy) name in ``KERNEL_CLASSES``: the first pattern found in it, else ``other``."""
+    for cls, pattern in KERNEL_CLASSES:
+        if pattern.search(name):
+            return cls
+    return "other"
+
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 FLOW_PHASES = (
@@ -133,7 +200,7 @@ class Trace:
     marker_kind: str
     phase_spans: dict[tuple, list[tuple[Span, str]]]  # thread → (span, phase), by start
     launches: list[tuple[float, float, str, tuple, int | None]]  # runtime calls: (ts, dur, name, thread, correlation)
-    device: list[tuple[float, float, int | None]]  # kernels and copies: (ts, end, correlation)
+    device: list[tuple[float, float, int | None, str]]  # kernels and copies: (ts, end, correlation, kernel class)
     phase_sources: frozenset[str]  # which event kinds marked phases: "labels", "python_frames"
     draft_by_step_order: bool = False  # SGLang DFLASH: drafter steps told from the target's by their order
     non_decode_starts: list[float] = field(default_factory=list)  # SGLang: starts of non-decode steps, sorted
@@ -162,7 +229,7 @@ def parse(data: dict[str, Any]) -> Trace:
         cat, name = e.get("cat", ""), e.get("name", "")
         ts, dur = float(e.get("ts", 0.0)), float(e.get("dur", 0.0))
         if cat in DEVICE_CATS:
-            device.append((ts, ts + dur, (e.get("args") or {}).get("correlation")))
+            device.append((ts, ts + dur, (e.get("args") or {}).get("correlation"), kernel_class(name)))
             continue
         if cat in RUNTIME_CATS:
             launches.append((ts, dur, name, _thread(e), (e.get("args") or {}).get("correlation")))
@@ -318,6 +385,7 @@ class RoundStats:
     kernel_launches: dict[str, int] = field(default_factory=dict)
     syncs: int = 0
     sync_wait_ms: float = 0.0
+    class_gpu_ms: dict[tuple[str, str], float] = field(default_factory=dict)  # (phase, kernel class) → ms
 
     @property
     def wall_ms(self) -> float:
@@ -361,17 +429,19 @@ def round_stats(trace: Trace) -> list[RoundStats]:
             r.sync_wait_ms += dur / 1000.0
         if corr is not None:
             phase_by_corr[corr] = (r, key)
-    for a, b, corr in trace.device:
+    for a, b, corr, cls in trace.device:
         hit = phase_by_corr.get(corr) if corr is not None else None
         if hit is not None:
-            hit[0].gpu_ms[hit[1]] += (b - a) / 1000.0
+            r, phase = hit
+            r.gpu_ms[phase] += (b - a) / 1000.0
+            r.class_gpu_ms[(phase, cls)] = r.class_gpu_ms.get((phase, cls), 0.0) + (b - a) / 1000.0
     # device events are sorted by start: only those starting within one longest event before a round can reach it
-    dev_starts = [a for a, _, _ in trace.device]
-    longest = max((b - a for a, b, _ in trace.device), default=0.0)
+    dev_starts = [d[0] for d in trace.device]
+    longest = max((d[1] - d[0] for d in trace.device), default=0.0)
     for r in rounds:
         lo = bisect.bisect_left(dev_starts, r.start - longest)
         hi = bisect.bisect_left(dev_starts, r.end)
-        r.busy_ms = _union_within([(a, b) for a, b, _ in trace.device[lo:hi]], r.start, r.end) / 1000.0
+        r.busy_ms = _union_within([(d[0], d[1]) for d in trace.device[lo:hi]], r.start, r.end) / 1000.0
     return rounds
 
 
@@ -434,7 +504,40 @@ def detail_rows(rounds: list[RoundStats]) -> list[dict[str, Any]]:
     ]
 
 
+# the rounds.parquet column each phase's GPU time is in
+PHASE_GPU_COLUMNS = {
+    "verify": "verify_ms_per_round",
+    "draft": "draft_ms_per_round",
+    "sample": "sample_ms_per_round",
+    "other": "other_gpu_ms_per_round",
+}
+
+
+def kernel_class_rows(rounds: list[RoundStats], row: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per phase × kernel class (``rounds_kernels.parquet``): the class's GPU ms per round, a mean over the
+    counted rounds as the phase's column in ``row`` is, and its share of that phase. A phase's classes sum to its
+    column; where the column is null (a draft not separable in the trace) its classes are too. A trace without
+    kernels (a CPU run) has no rows."""
+    if not str(row.get("profile_method")).endswith("+gpu_kernels"):
+        return []
+    out = []
+    for phase in (*PHASES, "other"):
+        phase_ms = row[PHASE_GPU_COLUMNS[phase]]
+        for cls in KERNEL_CLASS_NAMES:
+            ms = None if phase_ms is None else _mean(r.class_gpu_ms.get((phase, cls), 0.0) for r in rounds)
+            share = ms / phase_ms if ms is not None and phase_ms else None
+            out.append({"phase": phase, "kernel_class": cls, "gpu_ms_per_round": ms, "share_of_phase": share})
+    return out
+
+
 def analyze_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One trace's row of ``rounds.parquet`` and its rows of ``rounds_detail.parquet``."""
+    row, rounds = trace_rounds(path)
+    return row, detail_rows(rounds)
+
+
+def trace_rounds(path: str | Path) -> tuple[dict[str, Any], list[RoundStats]]:
+    """One trace's row of ``rounds.parquet`` and the counted rounds it summarizes."""
     trace = parse(read_trace(path))
     if trace.marker_kind == "none":
         raise TraceError(
@@ -466,7 +569,7 @@ def analyze_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
     # requests × decode steps over the whole trace: the engine counts one draft per request per verify step,
     # so this equals the profiled batches' draft counter (a cross-check of trace against counters)
     row["decode_request_steps"] = trace.generation_requests if trace.marker_kind == "vllm_step" else None
-    return row, detail_rows(rounds)
+    return row, rounds
 
 
 IDENTITY = (
@@ -487,8 +590,39 @@ IDENTITY = (
 )
 
 
+# what keys a cell's rows in rounds_kernels.parquet: a row of rounds.parquet is one profile_dir
+KERNEL_TABLE_KEY = (
+    "campaign_id",
+    "cell_name",
+    "engine",
+    "scheme",
+    "method",
+    "k",
+    "batch_size",
+    "acceptance_name",
+    "configured_L",
+    "engine_overrides",
+    "profile_dir",
+)
+
+
+@dataclass(frozen=True)
+class ProfileTables:
+    """One profiled cell's rows: of ``rounds.parquet``, ``rounds_detail.parquet`` and ``rounds_kernels.parquet``."""
+
+    row: dict[str, Any]
+    detail: list[dict[str, Any]]
+    kernels: list[dict[str, Any]]
+
+
 def analyze_profile(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One profiled cell's row (and its per-round rows) from ``profile.json`` and its trace(s)."""
+    tables = profile_tables(folder)
+    return tables.row, tables.detail
+
+
+def profile_tables(folder: Path) -> ProfileTables:
+    """One profiled cell's rows of the three tables from ``profile.json`` and its trace(s)."""
     meta_path = folder / "profile.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     traces = [folder / f for f in meta.get("trace_files") or []] or sorted(
@@ -506,7 +640,7 @@ def analyze_profile(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
     row["engine_overrides"] = (
         json.dumps(meta["engine_overrides"], sort_keys=True) if meta.get("engine_overrides") else None
     )
-    stats, rounds = analyze_trace(traces[0])
+    stats, rounds = trace_rounds(traces[0])
     row.update(stats)
     ref, prof = meta.get("reference") or {}, meta.get("profiled") or {}
     row["round_ms_unprofiled"] = ref.get("round_ms")
@@ -519,7 +653,12 @@ def analyze_profile(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]
     row["nvml_power_w_unprofiled"] = (ref.get("nvml") or {}).get("power_w")
     row["trace_file"] = str(traces[0].relative_to(folder)) if traces[0].is_relative_to(folder) else str(traces[0])
     row["profile_dir"] = str(folder)
-    return row, [{"profile_dir": str(folder), **d} for d in rounds]
+    key = {k: row[k] for k in KERNEL_TABLE_KEY}
+    return ProfileTables(
+        row,
+        [{"profile_dir": str(folder), **d} for d in detail_rows(rounds)],
+        [{**key, **k} for k in kernel_class_rows(rounds, row)],
+    )
 
 
 def profile_folders(root: Path) -> list[Path]:
@@ -529,18 +668,27 @@ def profile_folders(root: Path) -> list[Path]:
 
 
 def analyze_dir(root: str | Path, detail: bool = False) -> pl.DataFrame | tuple[pl.DataFrame, pl.DataFrame]:
+    table, details, _ = analyze_dir_tables(root)
+    return (table, details) if detail else table
+
+
+def analyze_dir_tables(root: str | Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """``rounds.parquet``, ``rounds_detail.parquet`` and ``rounds_kernels.parquet`` of every profile under root
+    (a table without rows is an empty frame)."""
     root = Path(root)
     if not root.is_dir():
         raise TraceError(f"{root}: not a directory")
-    rows, details = [], []
+    rows, details, kernels = [], [], []
     for folder in profile_folders(root):
-        row, d = analyze_profile(folder)
-        rows.append(row)
-        details.extend(d)
-    df = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
-    if detail:
-        return df, (pl.DataFrame(details, infer_schema_length=None) if details else pl.DataFrame())
-    return df
+        tables = profile_tables(folder)
+        rows.append(tables.row)
+        details.extend(tables.detail)
+        kernels.extend(tables.kernels)
+    return _frame(rows), _frame(details), _frame(kernels)
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
 
 TABLE_COLUMNS = (
@@ -571,6 +719,24 @@ def format_table(df: pl.DataFrame) -> str:
     lines = ["\t".join(cols)]
     for row in df.select(cols).iter_rows():
         lines.append("\t".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
+    return "\n".join(lines)
+
+
+def format_kernel_table(kernels: pl.DataFrame) -> str:
+    """``rounds_kernels.parquet`` one line per cell and phase with GPU time: the phase's ms per round, then each
+    kernel class's."""
+    cell = ["engine", "scheme", "acceptance_name", "batch_size", "engine_overrides"]
+    lines = ["\t".join([*cell, "phase", "phase_ms", *KERNEL_CLASS_NAMES])]
+    if not kernels.height:
+        return lines[0]
+    for (_, phase), rows in kernels.group_by(["profile_dir", "phase"], maintain_order=True):
+        ms = dict(zip(rows["kernel_class"], rows["gpu_ms_per_round"]))
+        total = sum(v for v in ms.values() if v is not None)
+        if not total:
+            continue  # a phase without GPU time (SGLang's sample, a null draft): nothing to split
+        first = rows.row(0, named=True)
+        values = [*(first[c] for c in cell), phase, total, *(ms.get(c) for c in KERNEL_CLASS_NAMES)]
+        lines.append("\t".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in values))
     return "\n".join(lines)
 
 
@@ -761,7 +927,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="default TRACE_DIR/rounds.parquet")
     a = ap.parse_args(argv)
     try:
-        df, detail = analyze_dir(a.trace_dir, detail=True)
+        df, detail, kernels = analyze_dir_tables(a.trace_dir)
     except TraceError as exc:
         print(f"rounds: {exc}", file=sys.stderr)
         return 2
@@ -771,7 +937,12 @@ def main(argv: list[str] | None = None) -> int:
     write_parquet_atomic(df, out)
     if detail.height:
         write_parquet_atomic(detail, out.with_name(out.stem + "_detail.parquet"))
+    if kernels.height:
+        write_parquet_atomic(kernels, out.with_name(out.stem + "_kernels.parquet"))
     print(format_table(df))
+    if kernels.height:
+        print()
+        print(format_kernel_table(kernels))
     print(f"rounds: {df.height} profile(s) → {out}", file=sys.stderr)
     return 0
 
