@@ -3243,3 +3243,35 @@ def test_1206b_the_round_profile_table_is_the_committed_analysis_and_the_trimmed
             f"{base['other_gpu_ms_per_round']:.2f} ms decode step") in text
     assert (f"({l1['verify_ms_per_round']:.2f} ms at L = 1, {l3['verify_ms_per_round']:.2f} ms at L = 3" in text
             and f"nor with the token mode ({real['verify_ms_per_round']:.2f} ms)" in text)
+
+
+def test_1206b_the_kernel_class_table_is_rounds_kernels_and_attention_is_most_of_the_extra_verify_time():
+    """The README's class table is rounds_kernels.parquet (ADR 0249), each phase's classes add up to its rounds.parquet
+    column, and the reading's numbers follow: at B = 32 attention is most of what verifying costs over a decode step."""
+    lines = (SESSION_1206B_H100 / "README.md").read_text().splitlines()
+    classes = ("attention", "moe", "gemm", "norm", "copy", "other")
+    ms = {}
+    for folder in ("rounds", "rounds-rt"):
+        kernels = pl.read_parquet(SESSION_1206B_H100 / folder / "rounds_kernels.parquet")
+        table = pl.read_parquet(SESSION_1206B_H100 / folder / "rounds.parquet")
+        for r in table.iter_rows(named=True):
+            for phase, column in rounds_analysis.PHASE_GPU_COLUMNS.items():
+                part = kernels.filter(pl.col("profile_dir") == r["profile_dir"], pl.col("phase") == phase)
+                assert sorted(part["kernel_class"]) == sorted(classes)
+                assert part["gpu_ms_per_round"].sum() == pytest.approx(r[column], rel=1e-9, abs=1e-12)
+                if folder == "rounds":
+                    ms[(r["batch_size"], r["cell_name"], phase)] = dict(part.select("kernel_class", "gpu_ms_per_round").iter_rows())
+    for b in (32, 1):
+        for cell, phase, label in (("baseline--open", "other", "baseline decode step"),
+                                   ("eagle3--mv3", "verify", "EAGLE3 L = 3 verify pass"),
+                                   ("eagle3--mv3", "draft", "EAGLE3 L = 3 drafter")):
+            m = ms[(b, cell, phase)]
+            row = f"| {b} | {label} | {sum(m.values()):.2f} | " + " | ".join(f"{m[c]:.2f}" for c in classes) + " |"
+            assert row in lines, row
+    step, verify = ms[(32, "baseline--open", "other")], ms[(32, "eagle3--mv3", "verify")]
+    extra = sum(verify.values()) - sum(step.values())
+    share = (verify["attention"] - step["attention"]) / extra
+    assert share > 0.5
+    text = _readme_text(SESSION_1206B_H100)
+    assert f"costs {extra:.2f} ms more GPU time a round, and **attention is {100 * share:.0f} % of it**" in text
+    assert f"({verify['attention'] / step['attention']:.1f} ×)" in text and f"({verify['moe'] / step['moe']:.1f} ×" in text

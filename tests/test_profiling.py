@@ -151,6 +151,26 @@ def test_real_cpu_engine_profiles_rounds_that_match_its_counters(tmp_path, capsy
     assert row["draft_ms_per_round"] > 0 and row["verify_ms_per_round"] > 0 and row["host_ms_per_round"] >= 0
     assert row["round_ms_unprofiled"] is not None and row["round_ms_unprofiled"] > 0
     assert "draft_ms_per_round" in capsys.readouterr().out
+    assert not (out / "rounds_kernels.parquet").exists()  # a CPU trace has no kernels to class (ADR 0249)
     with tarfile.open(bundle) as tar:
         names = tar.getnames()
     assert "rounds/rounds.parquet" in names and any(n.endswith(meta["trace_files"][0]) for n in names)
+
+
+def test_the_device_tools_analysis_writes_the_kernel_class_table_of_gpu_traces(tmp_path, capsys):
+    """profile_rounds.py's analysis of a GPU trace (a committed SGLang profile, trimmed) writes rounds_kernels.parquet
+    beside the other tables, whose classes add up to each phase's GPU time, and prints it."""
+    import shutil
+
+    import polars as pl
+
+    src = REPO / "validation" / "h100-2026-12" / "session-2026-12-06b" / "rounds-rt"
+    out = tmp_path / "rounds"
+    shutil.copytree(src, out, ignore=shutil.ignore_patterns("*.parquet"))
+    assert _script().analyze(out) == 0
+    table = pl.read_parquet(out / "rounds.parquet").row(0, named=True)
+    kernels = pl.read_parquet(out / "rounds_kernels.parquet")
+    verify = kernels.filter(pl.col("phase") == "verify")
+    assert verify["gpu_ms_per_round"].sum() == pytest.approx(table["verify_ms_per_round"], rel=1e-9)
+    assert verify.sort("gpu_ms_per_round")["kernel_class"][-1] == "attention"
+    assert "phase_ms" in capsys.readouterr().out
