@@ -345,6 +345,20 @@ def test_1202_readme_ratio_table_is_the_records(families_1202):
             assert f"{ratio:.3f}×" in line, (b, ratio, line)
 
 
+def test_every_committed_round_profile_with_a_trace_reads_from_its_profile_json():
+    """Each committed profile folder that holds a trace names it in profile.json's trace_files, so the CLI reads the
+    folder as committed (2026-12-02's named the uncommitted whole trace until 2026-12-06b); the trimmed copies read
+    their few rounds. Folders committed without a trace (2026-12-04d/e: tables only) are not asked to."""
+    folders = [p.parent for p in ROOT.glob("validation/*/session-*/rounds*/*/*/profile.json")
+               if any((p.parent / "trace").glob("*.json*"))]
+    assert len(folders) >= 10
+    for folder in folders:
+        meta = json.loads((folder / "profile.json").read_text())
+        assert all((folder / t).is_file() for t in meta["trace_files"]), folder
+        row, _ = rounds_analysis.analyze_profile(folder)
+        assert row["rounds_profiled"] >= 1, folder
+
+
 def test_1202_sweep_table_in_the_readme_is_the_records(families_1202):
     moe, _ = families_1202
     dense, checks = _verdict(SESSION_1202 / "sweep-qwen3-8b", "h200-sweep-qwen3-8b.yaml")
@@ -3258,9 +3272,9 @@ def test_1206b_the_kernel_class_table_is_rounds_kernels_and_attention_is_most_of
             for phase, column in rounds_analysis.PHASE_GPU_COLUMNS.items():
                 part = kernels.filter(pl.col("profile_dir") == r["profile_dir"], pl.col("phase") == phase)
                 assert sorted(part["kernel_class"]) == sorted(classes)
-                assert part["gpu_ms_per_round"].sum() == pytest.approx(r[column], rel=1e-9, abs=1e-12)
+                assert part["kernel_ms_per_round"].sum() == pytest.approx(r[column], rel=1e-9, abs=1e-12)
                 if folder == "rounds":
-                    ms[(r["batch_size"], r["cell_name"], phase)] = dict(part.select("kernel_class", "gpu_ms_per_round").iter_rows())
+                    ms[(r["batch_size"], r["cell_name"], phase)] = dict(part.select("kernel_class", "kernel_ms_per_round").iter_rows())
     for b in (32, 1):
         for cell, phase, label in (("baseline--open", "other", "baseline decode step"),
                                    ("eagle3--mv3", "verify", "EAGLE3 L = 3 verify pass"),

@@ -171,6 +171,6 @@ def test_the_device_tools_analysis_writes_the_kernel_class_table_of_gpu_traces(t
     table = pl.read_parquet(out / "rounds.parquet").row(0, named=True)
     kernels = pl.read_parquet(out / "rounds_kernels.parquet")
     verify = kernels.filter(pl.col("phase") == "verify")
-    assert verify["gpu_ms_per_round"].sum() == pytest.approx(table["verify_ms_per_round"], rel=1e-9)
-    assert verify.sort("gpu_ms_per_round")["kernel_class"][-1] == "attention"
+    assert verify["kernel_ms_per_round"].sum() == pytest.approx(table["verify_ms_per_round"], rel=1e-9)
+    assert verify.sort("kernel_ms_per_round")["kernel_class"][-1] == "attention"
     assert "phase_ms" in capsys.readouterr().out

@@ -571,7 +571,7 @@ def _sums_to_phase(kernels: pl.DataFrame, row: dict) -> None:
     for phase, column in rounds.PHASE_GPU_COLUMNS.items():
         rows = kernels.filter(pl.col("phase") == phase)
         assert rows["kernel_class"].to_list() == list(rounds.KERNEL_CLASS_NAMES)
-        assert rows["gpu_ms_per_round"].sum() == pytest.approx(row[column], abs=1e-9)
+        assert rows["kernel_ms_per_round"].sum() == pytest.approx(row[column], abs=1e-9)
         if row[column]:
             assert rows["share_of_phase"].sum() == pytest.approx(1.0)
 
@@ -582,7 +582,7 @@ def test_kernel_classes_split_each_phase_as_the_layout_says(tmp_path):
     row = table.row(0, named=True)
     assert row["rounds_profiled"] == 2
     assert kernels.height == len(rounds.PHASE_GPU_COLUMNS) * len(rounds.KERNEL_CLASS_NAMES)
-    split = {(r["phase"], r["kernel_class"]): r["gpu_ms_per_round"] for r in kernels.iter_rows(named=True)}
+    split = {(r["phase"], r["kernel_class"]): r["kernel_ms_per_round"] for r in kernels.iter_rows(named=True)}
     assert split == pytest.approx({k: KERNEL_CLASS_SPLIT.get(k, 0.0) for k in split})
     verify = sum(v for (p, _), v in KERNEL_CLASS_SPLIT.items() if p == "verify")
     shares = kernels.filter(pl.col("phase") == "verify").select("kernel_class", "share_of_phase").rows()
@@ -619,7 +619,7 @@ def test_a_draft_not_separable_has_null_classes_and_a_cpu_trace_none(tmp_path):
     tables = rounds.profile_tables(tmp_path / "d")
     draft = [k for k in tables.kernels if k["phase"] == "draft"]
     assert len(draft) == len(rounds.KERNEL_CLASS_NAMES)
-    assert all(k["gpu_ms_per_round"] is None and k["share_of_phase"] is None for k in draft)
+    assert all(k["kernel_ms_per_round"] is None and k["share_of_phase"] is None for k in draft)
     assert rounds.profile_tables(FIXTURE).kernels == []
 
 
@@ -628,7 +628,7 @@ def test_cli_writes_the_kernel_table_beside_the_others_and_prints_it(tmp_path, c
     assert rounds.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out" / "rounds.parquet")]) == 0
     table = pl.read_parquet(tmp_path / "out" / "rounds.parquet")
     kernels = pl.read_parquet(tmp_path / "out" / "rounds_kernels.parquet")
-    assert kernels.columns == [*rounds.KERNEL_TABLE_KEY, "phase", "kernel_class", "gpu_ms_per_round",
+    assert kernels.columns == [*rounds.KERNEL_TABLE_KEY, "phase", "kernel_class", "kernel_ms_per_round",
                                "share_of_phase"]
     assert not {"phase", "kernel_class", "share_of_phase"} & set(table.columns)  # rounds.parquet gains no column
     _sums_to_phase(kernels, table.row(0, named=True))

@@ -526,7 +526,7 @@ def kernel_class_rows(rounds: list[RoundStats], row: dict[str, Any]) -> list[dic
         for cls in KERNEL_CLASS_NAMES:
             ms = None if phase_ms is None else _mean(r.class_gpu_ms.get((phase, cls), 0.0) for r in rounds)
             share = ms / phase_ms if ms is not None and phase_ms else None
-            out.append({"phase": phase, "kernel_class": cls, "gpu_ms_per_round": ms, "share_of_phase": share})
+            out.append({"phase": phase, "kernel_class": cls, "kernel_ms_per_round": ms, "share_of_phase": share})
     return out
 
 
@@ -730,7 +730,7 @@ def format_kernel_table(kernels: pl.DataFrame) -> str:
     if not kernels.height:
         return lines[0]
     for (_, phase), rows in kernels.group_by(["profile_dir", "phase"], maintain_order=True):
-        ms = dict(zip(rows["kernel_class"], rows["gpu_ms_per_round"]))
+        ms = dict(zip(rows["kernel_class"], rows["kernel_ms_per_round"]))
         total = sum(v for v in ms.values() if v is not None)
         if not total:
             continue  # a phase without GPU time (SGLang's sample, a null draft): nothing to split
