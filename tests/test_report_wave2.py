@@ -743,3 +743,39 @@ def test_sglang_draft_model_caveat_quotes_its_rounds_and_the_profile_against_vll
     old = pl.read_parquet(root / "session-2026-12-01b" / "results" / "records.parquet")
     old_text = render._sglang_draft_model(old)
     assert old_text and "GPU busy" not in old_text and "ms baseline step." in old_text
+
+
+def test_sglang_triton_verify_caveat_quotes_its_rounds_and_the_committed_profile():
+    """Issue 17 item 6 (ADR 0249): wherever SGLang's speculative arms ran on the Triton attention backend, the report
+    says their verify pass is the engine's Triton extend path, with the arms' measured rounds from the records and
+    the H100 profile's numbers as committed; arms on another backend, and draft-model arms, get nothing."""
+    import polars as pl
+
+    from specjoule.report import render
+
+    root = Path(__file__).resolve().parent.parent / "validation" / "h100-2026-12"
+    recs = pl.read_parquet(root / "session-2026-12-06" / "depth-sw-sglang" / "results" / "records.parquet")
+    text = render._sglang_triton_verify(recs)
+    arms, base = recs.filter(pl.col("method") == "eagle3"), recs.filter(pl.col("method") == "baseline")
+    assert text and text.startswith("SGLang 0.5.17's eagle3 arms ran on its Triton attention backend")
+    rounds = arms["round_time_ms"]
+    assert f"rounds took {rounds.min():.1f}–{rounds.max():.1f} ms against a {base['round_time_ms'].median():.1f} ms" in text
+    # the quoted profile is the committed one (rounds_kernels.parquet of 2026-12-06b)
+    kernels = pl.read_parquet(root / "session-2026-12-06b" / "rounds" / "rounds_kernels.parquet")
+    verify = kernels.filter(pl.col("batch_size") == 32, pl.col("cell_name") == "eagle3--mv3", pl.col("phase") == "verify")
+    step = kernels.filter(pl.col("batch_size") == 32, pl.col("cell_name") == "baseline--open", pl.col("phase") == "other")
+    v, s = (dict(f.select("kernel_class", "kernel_ms_per_round").iter_rows()) for f in (verify, step))
+    share = (v["attention"] - s["attention"]) / (sum(v.values()) - sum(s.values()))
+    p = render.TRITON_VERIFY_PROFILE
+    assert (p["verify_ms"], p["step_ms"]) == (round(sum(v.values()), 2), round(sum(s.values()), 2))
+    assert (p["attention_ms"], p["step_attention_ms"], p["attention_share"]) == (
+        round(v["attention"], 2), round(s["attention"], 2), round(share, 2))
+    assert f"took {sum(v.values()):.1f} ms of GPU time a round against a {sum(s.values()):.1f} ms decode step" in text
+    assert f"attention was {share:.0%} of the difference" in text
+    # on FA3 (the MoE depth family on SGLang) and for draft-model arms: no such caveat
+    fa3 = pl.read_parquet(root / "session-2026-12-05e" / "depth-moe-sglang" / "results" / "records.parquet")
+    assert render._sglang_triton_verify(fa3) is None
+    assert render._sglang_triton_verify(base) is None
+    standalone = pl.read_parquet(root.parent / "h200-2026-12" / "session-2026-12-04g" / "spread-sglang-r0" / "results"
+                                 / "records.parquet")
+    assert render._sglang_triton_verify(standalone) is None

@@ -1056,6 +1056,9 @@ def caveats(inp: ReportInputs) -> list[Caveat]:
     sglang_draft = _sglang_draft_model(r)
     if sglang_draft:
         out.append(Caveat("warn", sglang_draft))
+    triton_verify = _sglang_triton_verify(r)
+    if triton_verify:
+        out.append(Caveat("warn", triton_verify))
     if c.get("device") == "cuda" and c.get("cuda_graphs") == [False]:
         out.append(
             Caveat(
@@ -1135,6 +1138,45 @@ def _sglang_draft_model(r: pl.DataFrame) -> str | None:
         "a 16.2 ms round is GPU work, as on vLLM, and about 7.6 ms is the host's, against about 32 ms on vLLM 0.26's "
         "synchronous path. These ratios measure SGLang's implementation of draft-model speculation as well as the "
         "method, less so than vLLM's."
+    )
+
+
+#: The committed profile the Triton-verify caveat quotes (ADR 0249): SGLang 0.5.17, H100, gemma-4-26B-A4B, EAGLE3 k 3.
+TRITON_VERIFY_PROFILE = {
+    "B": 32,
+    "L": 3,
+    "verify_ms": 24.08,
+    "step_ms": 8.27,
+    "attention_ms": 11.95,
+    "step_attention_ms": 1.91,
+    "attention_share": 0.64,
+}
+
+
+def _sglang_triton_verify(r: pl.DataFrame) -> str | None:
+    """SGLang's speculative arms on its Triton attention backend (the one 0.5.17 asserts for Gemma-4, ADR 0225) verify
+    through the extend kernel with a custom mask, not the decode kernel; the H100 profile (ADR 0249) puts most of
+    the verify pass's extra time in that attention. Wherever such an arm was measured the report says so, with its
+    measured rounds against its baseline's step: the ratios measure that path as well as the method."""
+    if "engine_config" not in r.columns:
+        return None
+    sglang = r.filter((pl.col("engine") == "sglang") & pl.col("engine_config").is_not_null())
+    triton = sglang.filter(sglang["engine_config"].str.json_path_match("$.attention_backend") == "triton")
+    arms = triton.filter(~pl.col("method").is_in(["baseline", "draft_model"]) & pl.col("method").is_not_null())
+    if arms.height == 0:
+        return None
+    base = triton.filter(pl.col("method") == "baseline")
+    versions = ", ".join(sorted(set(arms["engine_version"].drop_nulls()))) if "engine_version" in arms.columns else ""
+    methods = ", ".join(sorted(set(arms["method"])))
+    p = TRITON_VERIFY_PROFILE
+    return (
+        f"SGLang{' ' + versions if versions else ''}'s {methods} arms ran on its Triton attention backend, which "
+        "verifies the drafted tokens through its extend kernel with a custom mask rather than its decode kernel."
+        f"{_measured_round_words(arms, base)} Profiled on an H100 with SGLang 0.5.17 (gemma-4-26B-A4B, EAGLE3 k 3, "
+        f"B = {p['B']}, L = {p['L']}; ADR 0249), the verify pass took {p['verify_ms']:.1f} ms of GPU time a round "
+        f"against a {p['step_ms']:.1f} ms decode step, and attention was {p['attention_share']:.0%} of the "
+        f"difference ({p['attention_ms']:.1f} against {p['step_attention_ms']:.1f} ms). These ratios measure "
+        "SGLang's Triton verify path as well as the method."
     )
 
 
