@@ -8,6 +8,7 @@ stays fired), and the records' known latency error must not reach the analysis a
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -3289,3 +3290,33 @@ def test_1206b_the_kernel_class_table_is_rounds_kernels_and_attention_is_most_of
     text = _readme_text(SESSION_1206B_H100)
     assert f"costs {extra:.2f} ms more GPU time a round, and **attention is {100 * share:.0f} % of it**" in text
     assert f"({verify['attention'] / step['attention']:.1f} ×)" in text and f"({verify['moe'] / step['moe']:.1f} ×" in text
+
+
+def test_adr_0249_class_table_is_every_committed_trace_read_again():
+    """ADR 0249 addendum 2's table: each committed round profile with a trace, its verify pass by kernel class, as the
+    analysis reads the trimmed traces today; and the attention backends its reading names, from the committed files."""
+    adr = (ROOT / "docs" / "adr" / "0249-round-time-split-by-kernel-class.md").read_text().splitlines()
+    folders = [p for p in sorted((ROOT / "validation").glob("*/session-*/rounds*")) if any(p.glob("*/*/trace/*.json*"))]
+    rows = 0
+    for folder in folders:
+        table, _, kernels = rounds_analysis.analyze_dir_tables(folder)
+        board = "H100" if "h100" in folder.parent.parent.name else "H200"
+        for r in table.sort("campaign_id", "cell_name").iter_rows(named=True):
+            if not r["verify_ms_per_round"]:
+                continue
+            ms = dict(kernels.filter(pl.col("profile_dir") == r["profile_dir"], pl.col("phase") == "verify")
+                      .select("kernel_class", "kernel_ms_per_round").iter_rows())
+            line = (f"| `{folder.parent.name.removeprefix('session-')}/{folder.name}` | {board} | {r['engine']} "
+                    f"{r['engine_version']} | {r['campaign_id'].split('-')[1]} | {r['cell_name']} | {r['batch_size']} | "
+                    f"{r['rounds_profiled']} | {r['verify_ms_per_round']:.2f} | {ms['attention']:.2f} | {ms['moe']:.2f} | "
+                    f"{ms['gemm']:.2f} | {ms['norm'] + ms['copy'] + ms['other']:.2f} |")
+            assert line in adr, line
+            rows += 1
+    assert rows == 14
+    sglang = {p.parent.parent.name: json.loads(p.read_text())["engine_config"]["attention_backend"]
+              for p in (ROOT / "validation").glob("*/session-*/rounds/sglang-*/*/profile.json")
+              if "attention_backend" in (json.loads(p.read_text()).get("engine_config") or {})}
+    assert sglang["sglang-gemma4_26b_a4b_mm-closed-b32-random-s0-cg1"] == "triton"
+    assert sglang["sglang-qwen3_8b-closed-b32-random-s0-cg1"] == sglang["sglang-qwen3_30b_a3b-closed-b1-random-s0-cg1"] == "fa3"
+    vllm_gemma = next((ROOT / "validation" / "h200-2026-12" / "session-2026-12-02d" / "rounds").glob("*/*/engine.log.gz"))
+    assert "Using FLASH_ATTN attention backend" in gzip.decompress(vllm_gemma.read_bytes()).decode()
