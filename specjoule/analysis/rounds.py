@@ -572,7 +572,8 @@ def trace_rounds(path: str | Path) -> tuple[dict[str, Any], list[RoundStats]]:
     return row, rounds
 
 
-IDENTITY = (
+# the cell a profile is of, as profile.json names it
+CELL_KEY = (
     "campaign_id",
     "cell_name",
     "engine",
@@ -582,28 +583,11 @@ IDENTITY = (
     "batch_size",
     "acceptance_name",
     "configured_L",
-    "device",
-    "engine_version",
-    "profile_output_len",
-    "hostname",
-    "host_cpu_model",
 )
-
+IDENTITY = (*CELL_KEY, "device", "engine_version", "profile_output_len", "hostname", "host_cpu_model")
 
 # what keys a cell's rows in rounds_kernels.parquet: a row of rounds.parquet is one profile_dir
-KERNEL_TABLE_KEY = (
-    "campaign_id",
-    "cell_name",
-    "engine",
-    "scheme",
-    "method",
-    "k",
-    "batch_size",
-    "acceptance_name",
-    "configured_L",
-    "engine_overrides",
-    "profile_dir",
-)
+KERNEL_TABLE_KEY = (*CELL_KEY, "engine_overrides", "profile_dir")
 
 
 @dataclass(frozen=True)
