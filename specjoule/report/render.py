@@ -1165,17 +1165,21 @@ def _sglang_triton_verify(r: pl.DataFrame) -> str | None:
     arms = triton.filter(~pl.col("method").is_in(["baseline", "draft_model"]) & pl.col("method").is_not_null())
     if arms.height == 0:
         return None
-    base = triton.filter(pl.col("method") == "baseline")
+    # the rounds at the largest batch measured, against that batch's step: a range over batch sizes would mix steps
+    widest = arms["batch_size"].max()
+    at_widest = arms.filter(pl.col("batch_size") == widest)
+    base = triton.filter((pl.col("method") == "baseline") & (pl.col("batch_size") == widest))
+    measured = _measured_round_words(at_widest, base).replace(" Here its rounds", f" Here at B = {widest} its rounds")
     versions = ", ".join(sorted(set(arms["engine_version"].drop_nulls()))) if "engine_version" in arms.columns else ""
     methods = ", ".join(sorted(set(arms["method"])))
     p = TRITON_VERIFY_PROFILE
     return (
         f"SGLang{' ' + versions if versions else ''}'s {methods} arms ran on its Triton attention backend, which "
         "verifies the drafted tokens through its extend kernel with a custom mask rather than its decode kernel."
-        f"{_measured_round_words(arms, base)} Profiled on an H100 with SGLang 0.5.17 (gemma-4-26B-A4B, EAGLE3 k 3, "
+        f"{measured} Profiled on an H100 with SGLang 0.5.17 (gemma-4-26B-A4B, EAGLE3 k 3, "
         f"B = {p['B']}, L = {p['L']}; ADR 0249), the verify pass took {p['verify_ms']:.1f} ms of GPU time a round "
-        f"against a {p['step_ms']:.1f} ms decode step, and attention was {p['attention_share']:.0%} of the "
-        f"difference ({p['attention_ms']:.1f} against {p['step_attention_ms']:.1f} ms). These ratios measure "
+        f"against the decode step's {p['step_ms']:.1f} ms, and attention was {100 * p['attention_share']:.0f} % of "
+        f"the difference ({p['attention_ms']:.2f} against {p['step_attention_ms']:.2f} ms). These ratios measure "
         "SGLang's Triton verify path as well as the method."
     )
 
