@@ -762,6 +762,10 @@ def test_sglang_triton_verify_caveat_quotes_its_rounds_and_the_committed_profile
     rounds = arms.filter(pl.col("batch_size") == 32)["round_time_ms"]
     step = base.filter(pl.col("batch_size") == 32)["round_time_ms"].median()
     assert f"Here at B = 32 its rounds took {rounds.min():.1f}–{rounds.max():.1f} ms against a {step:.1f} ms" in text
+    # a busy fraction that is one value at two decimals is written once, not as a range "0.98–0.98"
+    busy, base_busy = (f.filter(pl.col("batch_size") == 32)["gpu_busy_fraction"] for f in (arms, base))
+    assert f"{busy.min():.2f}" == f"{busy.max():.2f}" and f"{base_busy.min():.2f}" == f"{base_busy.max():.2f}"
+    assert f"the GPU busy {busy.min():.2f} of those windows against {base_busy.min():.2f} for the baselines" in text
     # the quoted profile is the committed one (rounds_kernels.parquet of 2026-12-06b)
     kernels = pl.read_parquet(root / "session-2026-12-06b" / "rounds" / "rounds_kernels.parquet")
     verify = kernels.filter(pl.col("batch_size") == 32, pl.col("cell_name") == "eagle3--mv3", pl.col("phase") == "verify")

@@ -1232,16 +1232,16 @@ def _measured_round_words(arms: pl.DataFrame, base: pl.DataFrame) -> str:
 
 def _busy_words(arms: pl.DataFrame, base: pl.DataFrame) -> str:
     """The arms' NVML busy fraction beside the baselines' (", the GPU busy 0.22–0.38 of those windows against
-    0.91–0.99 for the baselines"), or nothing where it was not recorded."""
+    0.91–0.99 for the baselines"; one value where the range is one), or nothing where it was not recorded."""
     if "gpu_busy_fraction" not in arms.columns:
         return ""
     busy = arms["gpu_busy_fraction"].drop_nulls()
     if busy.len() == 0:
         return ""
-    words = f", the GPU busy {busy.min():.2f}–{busy.max():.2f} of those windows"
+    words = f", the GPU busy {_span(busy, '.2f')} of those windows"
     base_busy = base["gpu_busy_fraction"].drop_nulls()  # base and arms are rows of one records table
     if base_busy.len():
-        words += f" against {base_busy.min():.2f}–{base_busy.max():.2f} for the baselines"
+        words += f" against {_span(base_busy, '.2f')} for the baselines"
     return words + " (NVML utilization)"
 
 
