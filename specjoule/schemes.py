@@ -207,10 +207,11 @@ BLOCK_METHODS: tuple[str, ...] = tuple(m for m in METHODS if SCHEMES[m].is_block
 # commits the drafted tokens it accepts and the target's argmax after (v1/sample/rejection_sampler.py): it has
 # real-draft-token only. Left out, each engine keeps its default, and cell ids stay as they were.
 SIMULATE_TOKEN_OPTION = "simulate_token_mode"
-SIMULATE_TOKEN_MODES: tuple[str, ...] = ("fixed", "real-draft-token")
+FIXED_TOKEN, REAL_DRAFT_TOKEN = "fixed", "real-draft-token"
+SIMULATE_TOKEN_MODES: tuple[str, ...] = (FIXED_TOKEN, REAL_DRAFT_TOKEN)
 ENGINE_SIMULATE_TOKEN_MODES: dict[str, tuple[str, ...]] = {
     "sglang": SIMULATE_TOKEN_MODES,
-    "vllm": ("real-draft-token",),
+    "vllm": (REAL_DRAFT_TOKEN,),
 }
 
 

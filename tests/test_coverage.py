@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from specjoule import cells, config, logtext, runner
+from specjoule import cells, config, logtext, runner, schemes
 from specjoule.analysis import AnalysisError, coverage, packed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,11 +117,11 @@ def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
     that one too: its start failed on an SGLang 0.5.17 defect the plan now names (ADR 0194 addendum 3)."""
     sglang = table.filter(pl.col("engine") == "sglang")
     # a token-mode companion (ADR 0244) is a row of its own, not breadth: on an H200 it has not run (H100s only)
-    variants = sglang.filter(pl.col("method").str.ends_with(f" ({coverage.REAL_DRAFT_TOKEN})"))
+    variants = sglang.filter(pl.col("method").str.ends_with(f" ({schemes.REAL_DRAFT_TOKEN})"))
     assert sorted(variants.select("target_model", "method", "status", "configs").rows()) == [
-        ("config/models/gemma-4-26b-a4b-mm", f"eagle3 ({coverage.REAL_DRAFT_TOKEN})", coverage.NOT_RUN,
+        ("config/models/gemma-4-26b-a4b-mm", f"eagle3 ({schemes.REAL_DRAFT_TOKEN})", coverage.NOT_RUN,
          "config/h200-schemes-depth-sw-sglang-rt.yaml"),
-        ("config/models/qwen3-30b-a3b", f"eagle3 ({coverage.REAL_DRAFT_TOKEN})", coverage.NOT_RUN,
+        ("config/models/qwen3-30b-a3b", f"eagle3 ({schemes.REAL_DRAFT_TOKEN})", coverage.NOT_RUN,
          "config/h200-moe-token-mode.yaml, config/h200-schemes-depth-moe-sglang-rt.yaml"),
     ]
     sglang = sglang.join(variants, on=list(coverage.ROW_KEY), how="anti")
@@ -574,9 +574,9 @@ def test_sglang_token_modes_are_two_rows_on_the_h100_each_its_own_runs(two_class
         for cfg in points["engine_config"]:
             mode = json.loads(cfg).get(coverage.SGLANG_TOKEN_MODE_KEY, "fixed")
             by_mode.setdefault(mode, set()).add(name)
-    assert {m: len(r) for m, r in by_mode.items()} == {"fixed": 2, coverage.REAL_DRAFT_TOKEN: 2}
+    assert {m: len(r) for m, r in by_mode.items()} == {"fixed": 2, schemes.REAL_DRAFT_TOKEN: 2}
     h100 = two_classes["NVIDIA H100 80GB HBM3"]
     fixed = row(h100, "qwen3-30b-a3b", "sglang", "eagle3")
-    rt = row(h100, "qwen3-30b-a3b", "sglang", f"eagle3 ({coverage.REAL_DRAFT_TOKEN})")
-    assert fixed["b32_lmin_runs"] == len(by_mode["fixed"]) and rt["b32_lmin_runs"] == len(by_mode[coverage.REAL_DRAFT_TOKEN])
+    rt = row(h100, "qwen3-30b-a3b", "sglang", f"eagle3 ({schemes.REAL_DRAFT_TOKEN})")
+    assert fixed["b32_lmin_runs"] == len(by_mode["fixed"]) and rt["b32_lmin_runs"] == len(by_mode[schemes.REAL_DRAFT_TOKEN])
     assert fixed["b32_lmin_ratio_hi"] < 1 < rt["b32_lmin_ratio_lo"]  # a saving and a cost, never one range

@@ -2999,6 +2999,11 @@ def test_1205h_h100_real_draft_token_companion_is_whole_and_the_readme_table_is_
     assert "110.1 s cold, then 67.3, 51.2, 47.2 and 44.8 s" in _readme_text(SESSION_1205H_H100)
 
 
+def _token_mode_reading(apart: float) -> str:
+    """The rule registered in the -rt configs' headers: >= 10 % apart changes the round, <= 5 % does not."""
+    return "changes" if abs(apart) >= 0.10 else "does not change" if abs(apart) <= 0.05 else "not decided"
+
+
 def test_1205h_the_registered_reading_rule_re_derived_from_both_families_records():
     """The header's rule (fixed 2026-12-05g): per B and L, rounds >= 10 % apart change, <= 5 % do not, between
     undecided, against 2026-12-05e's fixed-mode family on another H100; the A/B reproduces within 10 % of ADR 0244's
@@ -3016,14 +3021,14 @@ def test_1205h_the_registered_reading_rule_re_derived_from_both_families_records
     for b, L, mine, theirs in pairs.select("batch_size", "configured_L", "round_time_ms",
                                            "round_time_ms_fixed").iter_rows():
         apart, other_way = abs(mine - theirs) / theirs, abs(mine - theirs) / mine
-        verdict = "changes" if apart >= 0.10 else "no change" if apart <= 0.05 else "undecided"
+        verdict = _token_mode_reading(apart)
         # "with this round as the denominator instead, every verdict below is the same"
-        assert verdict == ("changes" if other_way >= 0.10 else "no change" if other_way <= 0.05 else "undecided")
+        assert verdict == _token_mode_reading(other_way)
         verdicts[(b, int(L))] = verdict
         row = next(ln for ln in lines if ln.startswith(f"| {b} | EAGLE3 L = {L:.0f} |"))
         assert f"| {theirs:.2f} | {100 * apart:.1f} % |" in row, row
     assert verdicts == {(32, 1): "changes", (1, 3): "changes", (1, 4): "changes",
-                        (1, 1): "undecided", (32, 3): "undecided", (32, 4): "undecided"}
+                        (1, 1): "not decided", (32, 3): "not decided", (32, 4): "not decided"}
     assert "**B = 32, L = 1: the token mode changes the round**" in readme
     assert "**B = 1, L = 3 and L = 4: changes**" in readme
     assert "**B = 1, L = 1 (8.1 %) and B = 32, L = 3 (6.7 %) and L = 4 (6.3 %): not decided**" in readme
@@ -3165,11 +3170,6 @@ GPU_1206B = "GPU-af312e7f-d262-b58b-7d1c-7d4bc4503b69"
 SESSION_1206B = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06b"
 
 
-def _token_mode_reading(apart: float) -> str:
-    """The rule registered in the -rt configs' headers: >= 10 % apart changes the round, <= 5 % does not."""
-    return "changes" if abs(apart) >= 0.10 else "does not change" if abs(apart) <= 0.05 else "not decided"
-
-
 def test_1206b_h100_config_is_the_preregistered_one():
     _assert_shipped_copy(SW_RT_1206B, "h200-schemes-depth-sw-sglang-rt.yaml")
 
@@ -3270,7 +3270,7 @@ def test_1206b_the_kernel_class_table_is_rounds_kernels_and_attention_is_most_of
         kernels = pl.read_parquet(SESSION_1206B_H100 / folder / "rounds_kernels.parquet")
         table = pl.read_parquet(SESSION_1206B_H100 / folder / "rounds.parquet")
         for r in table.iter_rows(named=True):
-            for phase, column in rounds_analysis.PHASE_GPU_COLUMNS.items():
+            for phase, column in rounds_analysis.PHASE_COLUMNS.items():
                 part = kernels.filter(pl.col("profile_dir") == r["profile_dir"], pl.col("phase") == phase)
                 assert sorted(part["kernel_class"]) == sorted(classes)
                 assert part["kernel_ms_per_round"].sum() == pytest.approx(r[column], rel=1e-9, abs=1e-12)

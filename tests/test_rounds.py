@@ -568,7 +568,7 @@ def kernel_class_trace(folder: Path, n: int = 3) -> Path:
 
 
 def _sums_to_phase(kernels: pl.DataFrame, row: dict) -> None:
-    for phase, column in rounds.PHASE_GPU_COLUMNS.items():
+    for phase, column in rounds.PHASE_COLUMNS.items():
         rows = kernels.filter(pl.col("phase") == phase)
         assert rows["kernel_class"].to_list() == list(rounds.KERNEL_CLASS_NAMES)
         assert rows["kernel_ms_per_round"].sum() == pytest.approx(row[column], abs=1e-9)
@@ -581,7 +581,7 @@ def test_kernel_classes_split_each_phase_as_the_layout_says(tmp_path):
     table, _, kernels = rounds.analyze_dir_tables(tmp_path)
     row = table.row(0, named=True)
     assert row["rounds_profiled"] == 2
-    assert kernels.height == len(rounds.PHASE_GPU_COLUMNS) * len(rounds.KERNEL_CLASS_NAMES)
+    assert kernels.height == len(rounds.PHASE_COLUMNS) * len(rounds.KERNEL_CLASS_NAMES)
     split = {(r["phase"], r["kernel_class"]): r["kernel_ms_per_round"] for r in kernels.iter_rows(named=True)}
     assert split == pytest.approx({k: KERNEL_CLASS_SPLIT.get(k, 0.0) for k in split})
     verify = sum(v for (p, _), v in KERNEL_CLASS_SPLIT.items() if p == "verify")

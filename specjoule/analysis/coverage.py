@@ -61,7 +61,6 @@ L_ENDS = ("min", "max")
 SHIPPED_CONFIG_GLOBS = ("config/*.yaml", "validation/**/config/*.yaml")
 UNKNOWN_FAMILY = "?"
 SGLANG_TOKEN_MODE_KEY = "speculative_simulate_acc_token_mode"  # in an SGLang record's engine_config (ADR 0243)
-REAL_DRAFT_TOKEN = "real-draft-token"
 # A replicate window's cell is ``<name>--w<w>`` (CONTEXT: replicates); checks name the cell it repeats.
 _WINDOW_SUFFIX = re.compile(r"--w\d+$")
 
@@ -150,7 +149,7 @@ def method_label(method: pl.Expr, engine: pl.Expr, token_mode: pl.Expr) -> pl.Ex
     """A row's scheme: the method, and for SGLang arms that commit the drafted tokens, the token mode beside it
     (``eagle3 (real-draft-token)``). SGLang's default, ``fixed``, can make an MoE round read fewer experts (ADR 0244),
     so the two modes are two configurations, never one range; vLLM has only the drafted tokens (no label)."""
-    rt = (engine == "sglang") & (token_mode == REAL_DRAFT_TOKEN)
+    rt = (engine == "sglang") & (token_mode == scheme_registry.REAL_DRAFT_TOKEN)
     return pl.when(rt).then(pl.format("{} ({})", method, token_mode)).otherwise(method)
 
 

@@ -448,6 +448,15 @@ def round_stats(trace: Trace) -> list[RoundStats]:
 # -- one profiled cell -------------------------------------------------------------------------------
 
 
+# each phase's column of rounds.parquet: its GPU ms per round (on a CPU trace, its labelled spans' wall ms)
+PHASE_COLUMNS = {
+    "verify": "verify_ms_per_round",
+    "draft": "draft_ms_per_round",
+    "sample": "sample_ms_per_round",
+    "other": "other_gpu_ms_per_round",
+}
+
+
 def _mean(xs: Iterable[float | None]) -> float | None:
     vals = [x for x in xs if x is not None]
     return sum(vals) / len(vals) if vals else None
@@ -461,8 +470,8 @@ def summarize(rounds: list[RoundStats], has_device: bool, sources: frozenset[str
     labels = "labels" if "labels" in sources else ("python_frames" if sources else "no_phase_marks")
     if has_device:
         out["profile_method"] = f"{labels}+gpu_kernels"
-        for p in (*PHASES, "other"):
-            out[f"{p if p != 'other' else 'other_gpu'}_ms_per_round"] = _mean(r.gpu_ms[p] for r in rounds)
+        for p, column in PHASE_COLUMNS.items():
+            out[column] = _mean(r.gpu_ms[p] for r in rounds)
         out["gpu_ms_per_round"] = _mean(r.busy_ms for r in rounds)
         out["host_ms_per_round"] = _mean(r.wall_ms - r.busy_ms for r in rounds)
         total_wall = sum(r.wall_ms for r in rounds)
@@ -470,8 +479,8 @@ def summarize(rounds: list[RoundStats], has_device: bool, sources: frozenset[str
     else:
         out["profile_method"] = f"{labels}+cpu_wall"
         for p in PHASES:
-            out[f"{p}_ms_per_round"] = _mean(r.span_ms[p] for r in rounds)
-        out["other_gpu_ms_per_round"] = out["gpu_ms_per_round"] = out["gpu_busy_fraction"] = None
+            out[PHASE_COLUMNS[p]] = _mean(r.span_ms[p] for r in rounds)
+        out[PHASE_COLUMNS["other"]] = out["gpu_ms_per_round"] = out["gpu_busy_fraction"] = None
         out["host_ms_per_round"] = _mean(r.wall_ms - sum(r.span_ms.values()) for r in rounds)
     for p in PHASES:
         out[f"{p}_span_ms_per_round"] = _mean(r.span_ms[p] for r in rounds)
@@ -504,15 +513,6 @@ def detail_rows(rounds: list[RoundStats]) -> list[dict[str, Any]]:
     ]
 
 
-# the rounds.parquet column each phase's GPU time is in
-PHASE_GPU_COLUMNS = {
-    "verify": "verify_ms_per_round",
-    "draft": "draft_ms_per_round",
-    "sample": "sample_ms_per_round",
-    "other": "other_gpu_ms_per_round",
-}
-
-
 def kernel_class_rows(rounds: list[RoundStats], row: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per phase × kernel class (``rounds_kernels.parquet``): the class's GPU ms per round, a mean over the
     counted rounds as the phase's column in ``row`` is, and its share of that phase. A phase's classes sum to its
@@ -522,7 +522,7 @@ def kernel_class_rows(rounds: list[RoundStats], row: dict[str, Any]) -> list[dic
         return []
     out = []
     for phase in (*PHASES, "other"):
-        phase_ms = row[PHASE_GPU_COLUMNS[phase]]
+        phase_ms = row[PHASE_COLUMNS[phase]]
         for cls in KERNEL_CLASS_NAMES:
             ms = None if phase_ms is None else _mean(r.class_gpu_ms.get((phase, cls), 0.0) for r in rounds)
             share = ms / phase_ms if ms is not None and phase_ms else None
@@ -649,11 +649,6 @@ def profile_folders(root: Path) -> list[Path]:
     """Folders holding a ``profile.json``, or (no such folder anywhere) the root itself if it holds a trace."""
     found = sorted({p.parent for p in root.rglob("profile.json")})
     return found or [root]
-
-
-def analyze_dir(root: str | Path, detail: bool = False) -> pl.DataFrame | tuple[pl.DataFrame, pl.DataFrame]:
-    table, details, _ = analyze_dir_tables(root)
-    return (table, details) if detail else table
 
 
 def analyze_dir_tables(root: str | Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:

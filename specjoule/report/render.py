@@ -1165,11 +1165,9 @@ def _sglang_triton_verify(r: pl.DataFrame) -> str | None:
     arms = triton.filter(~pl.col("method").is_in(["baseline", "draft_model"]) & pl.col("method").is_not_null())
     if arms.height == 0:
         return None
+    base = triton.filter(pl.col("method") == "baseline")
     # the rounds at the largest batch measured, against that batch's step: a range over batch sizes would mix steps
-    widest = arms["batch_size"].max()
-    at_widest = arms.filter(pl.col("batch_size") == widest)
-    base = triton.filter((pl.col("method") == "baseline") & (pl.col("batch_size") == widest))
-    measured = _measured_round_words(at_widest, base).replace(" Here its rounds", f" Here at B = {widest} its rounds")
+    measured = _measured_round_words(arms, base, batch=arms["batch_size"].max())
     versions = ", ".join(sorted(set(arms["engine_version"].drop_nulls()))) if "engine_version" in arms.columns else ""
     methods = ", ".join(sorted(set(arms["method"])))
     p = TRITON_VERIFY_PROFILE
@@ -1218,14 +1216,18 @@ def _scheduling_words(arms: pl.DataFrame) -> str:
     return "synchronous scheduling" if on == {False} else "synchronous or async scheduling (by arm)"
 
 
-def _measured_round_words(arms: pl.DataFrame, base: pl.DataFrame) -> str:
+def _measured_round_words(arms: pl.DataFrame, base: pl.DataFrame, batch: int | None = None) -> str:
     """The arms' measured rounds against their baselines' step, with the busy fraction where recorded (" Here its
-    rounds took 28.3–47.5 ms against a 3.1 ms baseline step, the GPU busy …."), or nothing without both."""
+    rounds took 28.3–47.5 ms against a 3.1 ms baseline step, the GPU busy …."), or nothing without both. ``batch``:
+    only that batch size's arms and baselines (" Here at B = 32 its rounds …"), so one step is read against its own."""
+    if batch is not None:
+        arms, base = (f.filter(pl.col("batch_size") == batch) for f in (arms, base))
     rounds, steps = arms["round_time_ms"].drop_nulls(), base["round_time_ms"].drop_nulls()
     if not (rounds.len() and steps.len()):
         return ""
+    where = f" at B = {batch}" if batch is not None else ""
     return (
-        f" Here its rounds took {rounds.min():.1f}–{rounds.max():.1f} ms against a {steps.median():.1f} ms "
+        f" Here{where} its rounds took {rounds.min():.1f}–{rounds.max():.1f} ms against a {steps.median():.1f} ms "
         f"baseline step{_busy_words(arms, base)}."
     )
 
