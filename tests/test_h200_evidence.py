@@ -3312,7 +3312,7 @@ def test_adr_0249_class_table_is_every_committed_trace_read_again():
                     f"{ms['gemm']:.2f} | {ms['norm'] + ms['copy'] + ms['other']:.2f} |")
             assert line in adr, line
             rows += 1
-    assert rows == 14
+    assert rows == 15
     sglang = {p.parent.parent.name: json.loads(p.read_text())["engine_config"]["attention_backend"]
               for p in (ROOT / "validation").glob("*/session-*/rounds/sglang-*/*/profile.json")
               if "attention_backend" in (json.loads(p.read_text()).get("engine_config") or {})}

@@ -150,3 +150,53 @@ def test_the_report_shows_both_tables_side_by_side():
     html = html_for(both)
     assert 'id="loops-open_loop"' in html and 'id="loops-closed_loop"' in html
     assert "sign changes: saving in the open loop, cost at matched concurrency" in html
+
+
+MATCHED_H100 = REPO / "validation" / "h100-2026-12" / "session-2026-12-06c" / "openloop-matched-conc3"
+
+
+def _on_board(records: pl.DataFrame, uuid: str, name: str) -> pl.DataFrame:
+    return records.with_columns(pl.lit(uuid).alias("gpu_uuid"), pl.lit([name]).alias("gpu_names"))
+
+
+def test_each_side_names_its_boards_and_a_sign_read_across_boards_says_so():
+    recs = _records()
+    one = _on_board(recs, "GPU-aaaaaaaa-1111", "NVIDIA H100 80GB HBM3")
+    (same,) = loops.loop_comparison(one, _checks())
+    assert same.sides["open_loop"].boards == same.sides["closed_loop"].boards == ("NVIDIA H100 80GB HBM3 (GPU-aaaaaaaa)",)
+    assert not any("different boards" in s["verdict"] for s in same.signs)
+    apart = pl.concat([_on_board(recs.filter(pl.col("workload") == "poisson3"), "GPU-bbbbbbbb-2222", "NVIDIA H200"),
+                       one.filter(pl.col("workload") == "conc3")])
+    (comp,) = loops.loop_comparison(apart, _checks())
+    assert comp.sides["open_loop"].board_words == "on NVIDIA H200 (GPU-bbbbbbbb)"
+    assert all(s["verdict"].endswith("(the sides ran on different boards: each ratio is to its own campaign's baseline)")
+               for s in comp.signs)
+    md = loops.to_markdown([comp])
+    assert "on NVIDIA H200 (GPU-bbbbbbbb)\n" in md and "on NVIDIA H100 80GB HBM3 (GPU-aaaaaaaa)\n" in md
+    assert loops.loop_comparison(recs, _checks())[0].sides["open_loop"].board_words == "board not recorded"
+
+
+def test_committed_matched_concurrency_on_an_h100_changes_l1s_sign(capsys):
+    """Issue 19 item 5 (validation/h100-2026-12/session-2026-12-06c): the blog's arms at 3 clients. L = 1 costs
+    3.96 × the baseline's energy per token at equal concurrency where the open loop (H200, 2026-12-01) showed a
+    0.762 × "saving" at 28.3 running requests; mv6's steady_state failed (a quarter at 2.63 running) and stays so."""
+    rec = pl.read_parquet(MATCHED_H100 / "results" / "records.parquet")
+    chk = pl.read_parquet(MATCHED_H100 / "results" / "checks.parquet")
+    by = {r["cell_name"]: r for r in rec.iter_rows(named=True)}
+    base = sum(by[c]["energy_j"] / by[c]["committed_tokens"] for c in ("baseline--open", "baseline--close")) / 2
+    assert by["draft--mv1"]["energy_j"] / by["draft--mv1"]["committed_tokens"] / base == pytest.approx(3.958, abs=0.001)
+    assert by["draft--mv6"]["energy_j"] / by["draft--mv6"]["committed_tokens"] / base == pytest.approx(0.655, abs=0.001)
+    assert {r["concurrency"] for r in by.values()} == {3}
+    assert all(abs(r["mean_running_requests"] - 3) < 0.25 for r in by.values())
+    steady = chk.filter(pl.col("check") == "steady_state").row(0, named=True)
+    assert (steady["status"], steady["cell_names"], steady["threshold"]) == ("fail", ["draft--mv6"], 0.1)
+    assert min(by["draft--mv6"]["running_requests_segments"]) == pytest.approx(2.63, abs=0.005)
+    assert chk.filter(pl.col("status") == "fail")["check"].to_list() == ["steady_state"]
+    o = OPENLOOP / "results"
+    loops.main([str(o / "records.parquet"), str(o / "checks.parquet"), "--also",
+                str(MATCHED_H100 / "results" / "records.parquet"), str(MATCHED_H100 / "results" / "checks.parquet")])
+    md = capsys.readouterr().out
+    assert md == (MATCHED_H100 / "open-vs-matched.md").read_text()
+    assert ("draft · mv1: open loop 0.762×, matched concurrency 3.958× — sign changes: saving in the open loop, "
+            "cost at matched concurrency") in md
+    assert "| draft · mv6 | conc3 | 3 clients | 1 | 2.78 | 302.7 | 461.9 | 0.655× | saving | batch_shape pass, steady_state fail |" in md

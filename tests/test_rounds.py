@@ -641,3 +641,35 @@ def test_cli_writes_the_kernel_table_beside_the_others_and_prints_it(tmp_path, c
     assert [line.split("\t")[5] for line in lines] == ["verify", "draft", "sample", "other"]
     assert rounds.main([str(FIXTURE), "--out", str(tmp_path / "cpu" / "rounds.parquet")]) == 0
     assert not (tmp_path / "cpu" / "rounds_kernels.parquet").exists()  # a CPU trace has no kernels to split
+
+
+# Two committed H200 vLLM traces with Python stack frames: in one the engine's labels mark every phase, in the
+# other (Model Runner V2's EAGLE3 on 0.26.0) only the frames do.
+LABELLED_WITH_FRAMES = next((REPO / "validation" / "h200-2026-12" / "session-2026-12-02" / "rounds").glob(
+    "vllm-qwen3_30b_a3b-*/eagle3--mv4/trace/*.json.gz"))
+FRAMES_ONLY = next((REPO / "validation" / "h200-2026-12" / "session-2026-12-02c" / "rounds").glob(
+    "vllm-qwen3_8b-*/eagle3--mv4/trace/*.json.gz"))
+
+
+def _frames(path: Path) -> int:
+    return sum(e.get("cat") == "python_function" for e in rounds.read_trace(path)["traceEvents"])
+
+
+def test_trim_without_python_frames_reads_as_the_trim_with_them(tmp_path):
+    with_frames, without = tmp_path / "with.json.gz", tmp_path / "without.json.gz"
+    rounds.trim(LABELLED_WITH_FRAMES, with_frames, rounds=3)
+    counts = rounds.trim(LABELLED_WITH_FRAMES, without, rounds=3, drop_python_frames=True)
+    assert _frames(with_frames) > 1000 and _frames(without) == 0
+    assert counts["events_out"] == sum(1 for _ in rounds.read_trace(with_frames)["traceEvents"]) - _frames(with_frames)
+    assert rounds.analyze_trace(without)[0] == rounds.analyze_trace(with_frames)[0]
+
+
+def test_trim_keeps_python_frames_where_only_they_mark_the_phases(tmp_path, capsys):
+    out = tmp_path / "t.json.gz"
+    with pytest.raises(rounds.TraceError, match=r"reads otherwise \(.*verify_ms_per_round.*\): keep them"):
+        rounds.trim(FRAMES_ONLY, out, rounds=3, drop_python_frames=True)
+    assert not out.exists()
+    assert rounds.main(["trim", str(FRAMES_ONLY), str(out), "--rounds", "3", "--drop-python-frames"]) == 2
+    assert "keep them" in capsys.readouterr().err and not out.exists()
+    rounds.trim(FRAMES_ONLY, out, rounds=3)  # kept, it reads
+    assert _frames(out) > 0 and rounds.analyze_trace(out)[0]["verify_ms_per_round"]

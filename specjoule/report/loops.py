@@ -60,6 +60,11 @@ class Side:
     title: str
     rows: list[dict[str, Any]] = field(default_factory=list)  # one per arm (baseline first)
     not_measured: str | None = None  # set when the side has no cells, saying why
+    boards: tuple[str, ...] = ()  # "name (GPU-xxxxxxxx)" of every board its cells ran on
+
+    @property
+    def board_words(self) -> str:
+        return f"on {', '.join(self.boards)}" if self.boards else "board not recorded"
 
 
 @dataclass
@@ -126,6 +131,19 @@ def _with_columns(records: pl.DataFrame) -> pl.DataFrame:
         "cuda_graphs": pl.Boolean,
     }
     return records.with_columns(pl.lit(None, t).alias(c) for c, t in need.items() if c not in records.columns)
+
+
+def _boards(cells: pl.DataFrame) -> tuple[str, ...]:
+    """Each board a side's cells ran on: its name and the UUID's first block (a record names both)."""
+    if "gpu_uuid" not in cells.columns:
+        return ()
+    names = cells["gpu_names"] if "gpu_names" in cells.columns else pl.Series([None] * cells.height)
+    out = set()
+    for uuid, name in zip(cells["gpu_uuid"].to_list(), names.to_list()):
+        if uuid:
+            first = name[0] if isinstance(name, (list, pl.Series)) and len(name) else name
+            out.add(f"{first} ({uuid[:12]})" if first else uuid[:12])
+    return tuple(sorted(out))
 
 
 def _side_rows(cells: pl.DataFrame, checks: pl.DataFrame | None) -> list[dict[str, Any]]:
@@ -202,6 +220,7 @@ def loop_comparison(
             side = Side(kind, SIDE_TITLES[kind])
             if cells.height:
                 side.rows = _side_rows(cells, checks)
+                side.boards = _boards(cells)
             else:
                 side.not_measured = _not_measured(kind, config, preregistered)
             sides[kind] = side
@@ -222,6 +241,9 @@ def _signs(sides: dict[str, Side]) -> list[dict[str, Any]]:
             slot = by_arm.setdefault(row["_arm_key"], {OPEN: [], CLOSED: []})
             if row["ratio"] is not None:
                 slot[kind].append(row["ratio"])
+    # Each ratio is to its own campaign's baseline, so the sign reads across boards; the mJ/token do not.
+    measured = [side.boards for side in sides.values() if not side.not_measured]
+    apart = len(measured) == 2 and measured[0] != measured[1]
     out = []
     for key, ratios in by_arm.items():
         o = sum(ratios[OPEN]) / len(ratios[OPEN]) if ratios[OPEN] else None
@@ -232,6 +254,8 @@ def _signs(sides: dict[str, Side]) -> list[dict[str, Any]]:
             verdict = f"same sign ({_sign(o)} both ways)"
         else:
             verdict = f"sign changes: {_sign(o)} in the open loop, {_sign(m)} at matched concurrency"
+        if apart and o is not None and m is not None:
+            verdict += " (the sides ran on different boards: each ratio is to its own campaign's baseline)"
         out.append({"arm": labels[key], "open_ratio": o, "matched_ratio": m, "verdict": verdict})
     return sorted(out, key=lambda r: r["arm"])
 
@@ -274,6 +298,8 @@ def to_markdown(comparisons: list[FamilyComparison]) -> str:
         lines.append(f"### {comp.label}\n")
         for side in comp.sides.values():
             lines.append(f"**{side.title}**\n")
+            if not side.not_measured:
+                lines.append(f"{side.board_words}\n")
             if side.not_measured:
                 lines.append(f"{side.not_measured}\n")
                 continue
@@ -291,18 +317,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("checks", nargs="?", help="checks.parquet of the same campaigns")
     ap.add_argument("--config", help="the config that ran them (names its pre-registered workloads)")
     ap.add_argument("--preregistered", help="a config that pre-registers the missing side")
+    ap.add_argument(
+        "--also",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("RECORDS", "CHECKS"),
+        help="another run's records and checks (e.g. the other side, from another evidence folder)",
+    )
     a = ap.parse_args(argv)
     config = None
     if a.config:
         import yaml
 
         config = yaml.safe_load(Path(a.config).read_text())
-    checks = pl.read_parquet(a.checks) if a.checks else None
-    print(to_markdown(loop_comparison(pl.read_parquet(a.records), checks, config, a.preregistered)), end="")
-
-
-if __name__ == "__main__":
-    main()
+    records = pl.concat([pl.read_parquet(a.records), *(pl.read_parquet(r) for r, _ in a.also)], how="diagonal_relaxed")
+    check_files = ([a.checks] if a.checks else []) + [c for _, c in a.also]
+    checks = pl.concat([pl.read_parquet(c) for c in check_files], how="diagonal_relaxed") if check_files else None
+    print(to_markdown(loop_comparison(records, checks, config, a.preregistered)), end="")
 
 
 def section(records: pl.DataFrame, checks: pl.DataFrame | None, config: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -327,7 +359,7 @@ def section(records: pl.DataFrame, checks: pl.DataFrame | None, config: dict[str
                             "rows": side_table_rows(s),
                             "row_classes": [],
                             "note": "ratio = the arm's mJ per committed token / its own campaign's baseline; "
-                            "mean running requests sampled in the window",
+                            f"mean running requests sampled in the window; {s.board_words}",
                         },
                     }
                     for s in comp.sides.values()
@@ -336,3 +368,7 @@ def section(records: pl.DataFrame, checks: pl.DataFrame | None, config: dict[str
             }
         )
     return out
+
+
+if __name__ == "__main__":
+    main()
