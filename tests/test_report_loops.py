@@ -200,3 +200,28 @@ def test_committed_matched_concurrency_on_an_h100_changes_l1s_sign(capsys):
     assert ("draft · mv1: open loop 0.762×, matched concurrency 3.958× — sign changes: saving in the open loop, "
             "cost at matched concurrency") in md
     assert "| draft · mv6 | conc3 | 3 clients | 1 | 2.78 | 302.7 | 461.9 | 0.655× | saving | batch_shape pass, steady_state fail |" in md
+
+
+def test_adr_0111_addendum_turnover_is_the_committed_records_read_again():
+    """ADR 0111's 2026-12-06c table: each cell's turnover, (in flight − running) / requests per second, in ms and in
+    the cell's own round (or step), from the committed H100 records."""
+    adr = (REPO / "docs" / "adr" / "0111-closed-loop-fixed-concurrency.md").read_text()
+    rec = {r["cell_name"]: r for r in
+           pl.read_parquet(MATCHED_H100 / "results" / "records.parquet").iter_rows(named=True)}
+    for r in rec.values():
+        assert r["mean_inflight"] == pytest.approx(3, abs=0.001) and r["waiting_requests_mean"] == 0
+
+    def turnover(name: str) -> tuple[float, float]:
+        r = rec[name]
+        ms = (r["mean_inflight"] - r["mean_running_requests"]) / r["realized_request_rate"] * 1000
+        return ms, ms / r["round_time_ms"]
+
+    (bo, bo_n), (bc, bc_n) = turnover("baseline--open"), turnover("baseline--close")
+    assert f"| {bo:.1f} / {bc:.1f} ms | {bo_n:.1f} / {bc_n:.1f} |" in adr
+    for name, label in (("draft--mv6", "draft L = 6"), ("draft--mv1", "draft L = 1")):
+        ms, n = turnover(name)
+        r = rec[name]
+        assert (f"| {label} | {r['mean_running_requests']:.3f} | {r['realized_request_rate']:.3f} | "
+                f"{r['round_time_ms']:.2f} ms | {ms:.1f} ms | {n:.1f} |") in adr
+    # longer rounds, longer turnovers: the ordering the addendum reads
+    assert turnover("draft--mv1")[0] > turnover("draft--mv6")[0] > 2 * max(bo, bc)
