@@ -225,3 +225,12 @@ def test_adr_0111_addendum_turnover_is_the_committed_records_read_again():
                 f"{r['round_time_ms']:.2f} ms | {ms:.1f} ms | {n:.1f} |") in adr
     # longer rounds, longer turnovers: the ordering the addendum reads
     assert turnover("draft--mv1")[0] > turnover("draft--mv6")[0] > 2 * max(bo, bc)
+
+
+def test_a_side_without_board_columns_is_not_called_apart():
+    recs = _records()
+    one = _on_board(recs.filter(pl.col("workload") == "poisson3"), "GPU-bbbbbbbb-2222", "NVIDIA H200")
+    (comp,) = loops.loop_comparison(pl.concat([one, recs.filter(pl.col("workload") == "conc3")], how="diagonal"),
+                                    _checks())
+    assert comp.sides["closed_loop"].board_words == "board not recorded"
+    assert comp.signs and not any("different boards" in s["verdict"] for s in comp.signs)

@@ -876,8 +876,8 @@ def _without_python_frames(data: dict[str, Any], events: list[dict[str, Any]], s
     bare_events = [e for e in events if e.get("cat") not in _FRAME]
     bare = {**data, "traceEvents": bare_events}
     readings = []
-    for copy in (framed, bare):
-        trace = parse(copy)
+    for trace_data in (framed, bare):
+        trace = parse(trace_data)
         readings.append(summarize(round_stats(trace), bool(trace.device), trace.phase_sources))
     moved = sorted(k for k in readings[0] if readings[0][k] != readings[1].get(k))
     if moved:

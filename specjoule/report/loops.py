@@ -141,7 +141,7 @@ def _boards(cells: pl.DataFrame) -> tuple[str, ...]:
     out = set()
     for uuid, name in zip(cells["gpu_uuid"].to_list(), names.to_list()):
         if uuid:
-            first = name[0] if isinstance(name, (list, pl.Series)) and len(name) else name
+            first = (name[0] if name else None) if isinstance(name, list) else name
             out.add(f"{first} ({uuid[:12]})" if first else uuid[:12])
     return tuple(sorted(out))
 
@@ -242,7 +242,8 @@ def _signs(sides: dict[str, Side]) -> list[dict[str, Any]]:
             if row["ratio"] is not None:
                 slot[kind].append(row["ratio"])
     # Each ratio is to its own campaign's baseline, so the sign reads across boards; the mJ/token do not.
-    measured = [side.boards for side in sides.values() if not side.not_measured]
+    # (a side whose records name no board is not known to be apart)
+    measured = [side.boards for side in sides.values() if side.boards]
     apart = len(measured) == 2 and measured[0] != measured[1]
     out = []
     for key, ratios in by_arm.items():
@@ -298,11 +299,10 @@ def to_markdown(comparisons: list[FamilyComparison]) -> str:
         lines.append(f"### {comp.label}\n")
         for side in comp.sides.values():
             lines.append(f"**{side.title}**\n")
-            if not side.not_measured:
-                lines.append(f"{side.board_words}\n")
             if side.not_measured:
                 lines.append(f"{side.not_measured}\n")
                 continue
+            lines.append(f"{side.board_words}\n")
             lines += markdown_table(COLUMNS, side_table_rows(side))
             lines.append("")
         lines.append("**Sign of each arm's ratio, open loop vs matched concurrency**\n")
