@@ -3320,3 +3320,94 @@ def test_adr_0249_class_table_is_every_committed_trace_read_again():
     assert sglang["sglang-qwen3_8b-closed-b32-random-s0-cg1"] == sglang["sglang-qwen3_30b_a3b-closed-b1-random-s0-cg1"] == "fa3"
     vllm_gemma = next((ROOT / "validation" / "h200-2026-12" / "session-2026-12-02d" / "rounds").glob("*/*/engine.log.gz"))
     assert "Using FLASH_ATTN attention backend" in gzip.decompress(vllm_gemma.read_bytes()).decode()
+
+
+SESSION_1206C_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06c"
+OLM_1206C = SESSION_1206C_H100 / "openloop-matched-conc3"
+GPU_1206C = "GPU-d9bac83a-04a2-38b8-42b3-a3ce2c91483a"
+SESSION_1206C = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06c"
+
+
+def test_1206c_configs_are_the_preregistered_one_and_its_analysis_copy_adds_only_the_allowance():
+    _assert_shipped_copy(OLM_1206C, "h200-openloop-matched.yaml")
+    registered = yaml.safe_load((OLM_1206C / "h200-openloop-matched.yaml").read_text())
+    analysed = yaml.safe_load((OLM_1206C / "config-analysis.yaml").read_text())
+    assert analysed["checks"].pop("allow_failed_checks") is True and "allow_failed_checks" not in registered["checks"]
+    assert analysed == registered
+
+
+def test_1206c_h100_matched_concurrency_family_is_whole_and_the_readme_table_is_the_records():
+    df, checks = _verdict(OLM_1206C, "h200-openloop-matched.yaml")
+    assert set(checks.filter(pl.col("status") == "fail")["check"]) == {"steady_state"}
+    assert df.height == 4 and set(df["campaign_id"]) == {"vllm-qwen3b-conc3-b256-random-s0-cg1"}
+    assert set(df["gpu_uuid"]) == {GPU_1206C} and set(df["git_commit"]) == {"c58bf69f04361a0b5f97568294c07d13fffa8854"}
+    assert set(df["workload_kind"]) == {"closed_loop"} and set(df["concurrency"]) == {3}
+    assert set(df["window_s"].round(0)) == {60.0} and set(df["energy_counter_updates"]) == {600}
+    assert sorted(_engine_starts(OLM_1206C), reverse=True) == [150.0, 125.1, 103.2, 98.1]
+    text = _readme_text(SESSION_1206C_H100)
+    assert "4 cells on 4 engine starts: 150.0 s cold, then 125.1, 103.2, 98.1 s" in text
+    by = {r["cell_name"]: r for r in df.iter_rows(named=True)}
+    o, c = by["baseline--open"], by["baseline--close"]
+    mj = {k: r["energy_j"] / r["committed_tokens"] * 1000 for k, r in by.items()}
+    base = (mj["baseline--open"] + mj["baseline--close"]) / 2
+    lines = (SESSION_1206C_H100 / "README.md").read_text().splitlines()
+
+    def tok_s(r):
+        return r["committed_tokens"] / r["window_s"]
+
+    assert (f"| baseline (open / close) | {o['mean_running_requests']:.2f} / {c['mean_running_requests']:.2f} | "
+            f"{tok_s(o):.1f} / {tok_s(c):.1f} | {o['realized_request_rate']:.2f} / {c['realized_request_rate']:.2f} | "
+            f"{1000 * o['tpot_mean_s']:.2f} ({1000 * o['tpot_p99_s']:.2f}) / {1000 * c['tpot_mean_s']:.2f} "
+            f"({1000 * c['tpot_p99_s']:.2f}) ms | {o['mean_power_w']:.1f} / {c['mean_power_w']:.1f} W | "
+            f"{mj['baseline--open']:.1f} / {mj['baseline--close']:.1f} | — | "
+            f"{(o['round_time_ms'] + c['round_time_ms']) / 2:.2f} ms step |") in lines
+    for name, label, tail in (("draft--mv1", "draft L = 1", ""), ("draft--mv6", "draft L = 6", " (`steady_state` failed)")):
+        r = by[name]
+        assert (f"| {label} | {r['mean_running_requests']:.2f} | {tok_s(r):.1f} | {r['realized_request_rate']:.2f} | "
+                f"{1000 * r['tpot_mean_s']:.2f} ({1000 * r['tpot_p99_s']:.2f}) ms | {r['mean_power_w']:.1f} W | "
+                f"{mj[name]:,.4g} | **{mj[name] / base:.3f}×**{tail} | {r['round_time_ms']:.2f} ms |") in lines
+    drift = checks.filter(pl.col("check") == "baseline_drift").row(0, named=True)
+    assert f"`baseline_drift` ({100 * drift['value']:.2f} %: {mj['baseline--open']:.2f} and {mj['baseline--close']:.2f} mJ/token)" in text
+    steady = [f"{q:.2f}" for q in by["draft--mv6"]["running_requests_segments"]]
+    assert f"{', '.join(steady[:2])}, **{steady[2]}**, {steady[3]} against the 3 clients" in text
+
+
+def test_1206c_session_readme_device_time_adds_up():
+    text = _readme_text(SESSION_1206C)
+    budgets = [int(x.replace(",", "")) for m in re.findall(r"(?:([\d,]+) → )?([\d,]+) left", text) for x in m if x]
+    assert budgets[0] == 1800 and budgets == sorted(budgets, reverse=True) and budgets[-1] == 194
+    assert f"Device time used: {1800 - budgets[-1]:,} of 1,800 s" in text
+    assert "**machine: GPU-d9bac83a-04a2-38b8-42b3-a3ce2c91483a, NVIDIA H100 80GB HBM3" in text
+
+
+def test_1206c_the_vllm_round_beside_sglangs_is_both_sessions_rounds_tables():
+    """The README's two-engine table: vLLM's whole-trace profile (this session) and SGLang's (2026-12-06b), the same
+    cell of the same shape on two H100s; the verify pass's attention is most of what lies between them."""
+    v = pl.read_parquet(SESSION_1206C_H100 / "rounds" / "rounds.parquet").row(0, named=True)
+    s = pl.read_parquet(SESSION_1206B_H100 / "rounds" / "rounds.parquet").filter(
+        pl.col("batch_size") == 32, pl.col("configured_L") == 3).row(0, named=True)
+    assert (v["engine"], v["batch_size"], v["configured_L"], v["rounds_profiled"]) == ("vllm", 32, 3.0, 22)
+
+    def verify_classes(folder: Path) -> dict[str, float]:
+        k = pl.read_parquet(folder / "rounds" / "rounds_kernels.parquet").filter(
+            pl.col("phase") == "verify", pl.col("batch_size") == 32, pl.col("acceptance_name") == "mv3")
+        return dict(k.select("kernel_class", "kernel_ms_per_round").iter_rows())
+
+    kv, ks = verify_classes(SESSION_1206C_H100), verify_classes(SESSION_1206B_H100)
+    lines = (SESSION_1206C_H100 / "README.md").read_text().splitlines()
+    assert f"| round, unprofiled | {v['round_ms_unprofiled']:.2f} ms | {s['round_ms_unprofiled']:.2f} ms |" in lines
+    assert f"| GPU work a round | {v['gpu_ms_per_round']:.2f} ms | {s['gpu_ms_per_round']:.2f} ms |" in lines
+    assert f"| draft | {v['draft_ms_per_round']:.2f} ms | {s['draft_ms_per_round']:.2f} ms |" in lines
+    assert (f"| verify | {v['verify_ms_per_round']:.2f} ms: attention {kv['attention']:.2f}, MoE {kv['moe']:.2f}, "
+            f"GEMM {kv['gemm']:.2f} | {s['verify_ms_per_round']:.2f} ms: attention {ks['attention']:.2f}, "
+            f"MoE {ks['moe']:.2f}, GEMM {ks['gemm']:.2f} |") in lines
+    gap = s["verify_ms_per_round"] - v["verify_ms_per_round"]
+    assert ks["attention"] - kv["attention"] > 0.75 * gap
+    assert f"{ks['attention'] - kv['attention']:.1f} of the {gap:.1f} ms between the verify passes" in _readme_text(
+        SESSION_1206C_H100)
+    adr = " ".join((ROOT / "docs" / "adr" / "0249-round-time-split-by-kernel-class.md").read_text().split())
+    assert (f"a {s['verify_ms_per_round']:.2f} ms verify pass (attention {ks['attention']:.2f}, MoE {ks['moe']:.2f}, "
+            f"GEMM {ks['gemm']:.2f} ms, whole trace). Of the {gap:.1f} ms between the two verify passes, attention is "
+            f"{ks['attention'] - kv['attention']:.1f} ms ({ks['attention']:.2f} against {kv['attention']:.2f}") in adr
+    trace = next((SESSION_1206C_H100 / "rounds").glob("*/*/trace/trace.json.gz"))
+    assert not any(e.get("cat") == "python_function" for e in rounds_analysis.read_trace(trace)["traceEvents"])
