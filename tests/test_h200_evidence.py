@@ -3368,6 +3368,9 @@ def test_1206c_h100_matched_concurrency_family_is_whole_and_the_readme_table_is_
                 f"{mj[name]:,.4g} | **{mj[name] / base:.3f}×**{tail} | {r['round_time_ms']:.2f} ms |") in lines
     drift = checks.filter(pl.col("check") == "baseline_drift").row(0, named=True)
     assert f"`baseline_drift` ({100 * drift['value']:.2f} %: {mj['baseline--open']:.2f} and {mj['baseline--close']:.2f} mJ/token)" in text
+    fail, flag, passed, na = re.search(r"(\d+) fail, (\d+) flag, (\d+) pass, (\d+) not_applicable",
+                                       (OLM_1206C / "results" / "checks.md").read_text()).groups()
+    assert f"**1 fail**, {flag} flag, {passed} pass, {na} not applicable." in text and fail == "1"
     steady = [f"{q:.2f}" for q in by["draft--mv6"]["running_requests_segments"]]
     assert f"{', '.join(steady[:2])}, **{steady[2]}**, {steady[3]} against the 3 clients" in text
 
