@@ -234,3 +234,12 @@ def test_a_side_without_board_columns_is_not_called_apart():
                                     _checks())
     assert comp.sides["closed_loop"].board_words == "board not recorded"
     assert comp.signs and not any("different boards" in s["verdict"] for s in comp.signs)
+
+
+def test_the_cli_names_a_missing_file_and_exits_2(tmp_path, capsys):
+    o = OPENLOOP / "results"
+    with pytest.raises(SystemExit) as exc:
+        loops.main([str(o / "records.parquet"), str(o / "checks.parquet"), "--also", str(tmp_path / "r.parquet"),
+                    str(o / "checks.parquet")])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == f"loops: no such file: --also 1 = {tmp_path / 'r.parquet'}\n"

@@ -326,6 +326,13 @@ def main(argv: list[str] | None = None) -> None:
         help="another run's records and checks (e.g. the other side, from another evidence folder)",
     )
     a = ap.parse_args(argv)
+    named = [("records", a.records), ("checks", a.checks), ("--config", a.config), ("--preregistered", a.preregistered)]
+    named += [(f"--also {i + 1}", f) for i, pair in enumerate(a.also) for f in pair]
+    missing = [
+        f"{what} = {path}" for what, path in named if path and what != "--preregistered" and not Path(path).is_file()
+    ]
+    if missing:
+        ap.exit(2, f"loops: no such file: {'; '.join(missing)}\n")
     config = None
     if a.config:
         import yaml
