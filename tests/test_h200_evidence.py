@@ -3414,3 +3414,23 @@ def test_1206c_the_vllm_round_beside_sglangs_is_both_sessions_rounds_tables():
             f"{ks['attention'] - kv['attention']:.1f} ms ({ks['attention']:.2f} against {kv['attention']:.2f}") in adr
     trace = next((SESSION_1206C_H100 / "rounds").glob("*/*/trace/trace.json.gz"))
     assert not any(e.get("cat") == "python_function" for e in rounds_analysis.read_trace(trace)["traceEvents"])
+
+
+def test_the_h100_index_lists_every_session_its_folders_configs_and_boards():
+    """validation/h100-2026-12/README.md: one row per session folder; each folder it names exists, each config it names
+    is a copy in that session, and the board is the one its records name."""
+    root = ROOT / "validation" / "h100-2026-12"
+    rows = [ln.split(" | ") for ln in (root / "README.md").read_text().splitlines() if ln.startswith("| `session-")]
+    listed = [r[0].strip("| `") for r in rows]
+    assert listed == sorted(p.name for p in root.glob("session-*"))
+    for session, board, folders, configs, ran, *_ in rows:
+        here = root / session.strip("| `")
+        fails = sum(int(re.search(r"(\d+) fail,", md.read_text()).group(1)) for md in here.glob("*/results/checks.md"))
+        assert int(re.search(r"(\d+) (?:checks )?failed", ran).group(1)) == fails, (session, ran)
+        names = re.findall(r"`([^`]+)/`", folders)
+        assert names and all((here / n).is_dir() for n in names), (session, folders)
+        for cfg in re.findall(r"`([^`]+\.yaml)`", configs):
+            assert list(here.glob(f"*/{cfg}")), (session, cfg)
+        uuids = {u for n in names if (here / n / "results" / "records.parquet").is_file()
+                 for u in pl.read_parquet(here / n / "results" / "records.parquet")["gpu_uuid"]}
+        assert uuids and {u[:12] for u in uuids} == {board}, (session, uuids)
