@@ -3414,6 +3414,11 @@ def test_1206c_the_vllm_round_beside_sglangs_is_both_sessions_rounds_tables():
             f"{ks['attention'] - kv['attention']:.1f} ms ({ks['attention']:.2f} against {kv['attention']:.2f}") in adr
     trace = next((SESSION_1206C_H100 / "rounds").glob("*/*/trace/trace.json.gz"))
     assert not any(e.get("cat") == "python_function" for e in rounds_analysis.read_trace(trace)["traceEvents"])
+    # "Triton's extend kernel against FLASH_ATTN": the backend each engine's own record names
+    log = gzip.decompress(next((SESSION_1206C_H100 / "rounds").glob("*/*/engine.log.gz")).read_bytes()).decode()
+    assert "Using FLASH_ATTN attention backend" in log
+    sglang = json.loads(next((SESSION_1206B_H100 / "rounds").glob("*-b32-*/eagle3--mv3/profile.json")).read_text())
+    assert sglang["engine_config"]["attention_backend"] == "triton"
 
 
 def test_the_h100_index_lists_every_session_its_folders_configs_and_boards():
