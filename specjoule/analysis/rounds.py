@@ -887,6 +887,18 @@ def _without_python_frames(data: dict[str, Any], events: list[dict[str, Any]], s
     return bare_events
 
 
+def write_tables(df: pl.DataFrame, detail: pl.DataFrame, kernels: pl.DataFrame, out: Path) -> str:
+    """``rounds.parquet`` at ``out`` and, where they have rows, its ``_detail`` and ``_kernels`` tables beside it (a
+    CPU trace has no kernels to class), each written atomically; returns the tables as printed."""
+    from specjoule.analysis import write_parquet_atomic
+
+    write_parquet_atomic(df, out)
+    for table, suffix in ((detail, "_detail"), (kernels, "_kernels")):
+        if table.height:
+            write_parquet_atomic(table, out.with_name(out.stem + suffix + ".parquet"))
+    return format_table(df) + (f"\n\n{format_kernel_table(kernels)}" if kernels.height else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -946,17 +958,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rounds: {exc}", file=sys.stderr)
         return 2
     out = Path(a.out) if a.out else Path(a.trace_dir) / "rounds.parquet"
-    from specjoule.analysis import write_parquet_atomic
-
-    write_parquet_atomic(df, out)
-    if detail.height:
-        write_parquet_atomic(detail, out.with_name(out.stem + "_detail.parquet"))
-    if kernels.height:
-        write_parquet_atomic(kernels, out.with_name(out.stem + "_kernels.parquet"))
-    print(format_table(df))
-    if kernels.height:
-        print()
-        print(format_kernel_table(kernels))
+    print(write_tables(df, detail, kernels, out))
     print(f"rounds: {df.height} profile(s) → {out}", file=sys.stderr)
     return 0
 

@@ -77,12 +77,7 @@ def analyze(out: Path) -> int:
         return 0
     try:
         df, detail, kernels = rounds.analyze_dir_tables(out)
-        df.write_parquet(out / "rounds.parquet")
-        detail.write_parquet(out / "rounds_detail.parquet")
-        print(rounds.format_table(df))
-        if kernels.height:  # a CPU trace has no kernels to class (ADR 0249)
-            kernels.write_parquet(out / "rounds_kernels.parquet")
-            print(rounds.format_kernel_table(kernels))
+        print(rounds.write_tables(df, detail, kernels, out / "rounds.parquet"))
     except rounds.TraceError as exc:  # the traces stay for a later look; say why there is no table
         print(f"profile_rounds: analysis: {exc}", file=sys.stderr)
         return 1
