@@ -3312,7 +3312,7 @@ def test_adr_0249_class_table_is_every_committed_trace_read_again():
                     f"{ms['gemm']:.2f} | {ms['norm'] + ms['copy'] + ms['other']:.2f} |")
             assert line in adr, line
             rows += 1
-    assert rows == 15
+    assert rows == 16
     sglang = {p.parent.parent.name: json.loads(p.read_text())["engine_config"]["attention_backend"]
               for p in (ROOT / "validation").glob("*/session-*/rounds/sglang-*/*/profile.json")
               if "attention_backend" in (json.loads(p.read_text()).get("engine_config") or {})}
@@ -3439,3 +3439,113 @@ def test_the_h100_index_lists_every_session_its_folders_configs_and_boards():
         uuids = {u for n in names if (here / n / "results" / "records.parquet").is_file()
                  for u in pl.read_parquet(here / n / "results" / "records.parquet")["gpu_uuid"]}
         assert uuids and {u[:12] for u in uuids} == {board}, (session, uuids)
+
+
+SESSION_1206D_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06d"
+OLP_1206D = SESSION_1206D_H100 / "openloop-matched-poisson3"
+GPU_1206D = "GPU-6ae773d5-6017-d3d1-34a0-bed90cb74add"
+SESSION_1206D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06d"
+
+
+def test_1206d_configs_are_the_preregistered_one_and_its_analysis_copy_adds_only_the_allowance():
+    _assert_shipped_copy(OLP_1206D, "h200-openloop-matched.yaml")
+    registered = yaml.safe_load((OLP_1206D / "h200-openloop-matched.yaml").read_text())
+    analysed = yaml.safe_load((OLP_1206D / "config-analysis.yaml").read_text())
+    assert analysed["checks"].pop("allow_failed_checks") is True and "allow_failed_checks" not in registered["checks"]
+    assert analysed == registered
+
+
+def test_1206d_h100_open_loop_family_is_whole_and_the_readme_table_is_the_records():
+    df, checks = _verdict(OLP_1206D, "h200-openloop-matched.yaml")
+    assert set(checks.filter(pl.col("status") == "fail")["check"]) == {"batch_shape"}
+    assert df.height == 4 and set(df["campaign_id"]) == {"vllm-qwen3b-poisson3-b256-random-s0-cg1"}
+    assert set(df["gpu_uuid"]) == {GPU_1206D} and set(df["git_commit"]) == {"33573709d418a1e78a4c9b0b903144a4d1915b08"}
+    assert set(df["workload_kind"]) == {"open_loop"} and set(df["request_rate"]) == {3.0}
+    assert set(df["arrival_schedule"]) == {"scaled"} and len(set((df["realized_request_rate"] * df["window_s"]).round(0))) == 1
+    assert set(df["window_s"].round(0)) == {60.0} and set(df["energy_counter_updates"]) <= {600, 601}
+    assert sorted(_engine_starts(OLP_1206D), reverse=True) == [173.0, 163.6, 128.2, 117.5]
+    text = _readme_text(SESSION_1206D_H100)
+    assert "4 cells on 4 engine starts: 173.0 s cold, then 163.6, 128.2, 117.5 s" in text
+    by = {r["cell_name"]: r for r in df.iter_rows(named=True)}
+    o, c = by["baseline--open"], by["baseline--close"]
+    mj = {k: r["energy_j"] / r["committed_tokens"] * 1000 for k, r in by.items()}
+    base = (mj["baseline--open"] + mj["baseline--close"]) / 2
+    lines = (SESSION_1206D_H100 / "README.md").read_text().splitlines()
+
+    def tok_s(r):
+        return r["committed_tokens"] / r["window_s"]
+
+    assert (f"| baseline (open / close) | {o['mean_running_requests']:.2f} / {c['mean_running_requests']:.2f} | "
+            f"{tok_s(o):.1f} / {tok_s(c):.1f} | {o['realized_request_rate']:.2f} / {c['realized_request_rate']:.2f} | "
+            f"{1000 * o['tpot_mean_s']:.2f} ({1000 * o['tpot_p99_s']:.2f}) / {1000 * c['tpot_mean_s']:.2f} "
+            f"({1000 * c['tpot_p99_s']:.2f}) ms | {o['mean_power_w']:.1f} / {c['mean_power_w']:.1f} W | "
+            f"{mj['baseline--open']:.1f} / {mj['baseline--close']:.1f} | — | "
+            f"{(o['round_time_ms'] + c['round_time_ms']) / 2:.2f} ms step |") in lines
+    for name, label in (("draft--mv1", "draft L = 1"), ("draft--mv6", "draft L = 6")):
+        r = by[name]
+        assert (f"| {label} | {r['mean_running_requests']:.2f} | {tok_s(r):.1f} | {r['realized_request_rate']:.2f} | "
+                f"{1000 * r['tpot_mean_s']:.2f} ({1000 * r['tpot_p99_s']:.2f}) ms | {r['mean_power_w']:.1f} W | "
+                f"{mj[name]:,.4g} | **{mj[name] / base:.3f}×** (`batch_shape` failed) | {r['round_time_ms']:.2f} ms |") in lines
+    drift = checks.filter(pl.col("check") == "baseline_drift").row(0, named=True)
+    assert f"`baseline_drift` ({100 * drift['value']:.2f} %: {mj['baseline--open']:.2f} and {mj['baseline--close']:.2f} mJ/token)" in text
+    fail, flag, passed, na = re.search(r"(\d+) fail, (\d+) flag, (\d+) pass, (\d+) not_applicable",
+                                       (OLP_1206D / "results" / "checks.md").read_text()).groups()
+    assert f"**1 fail**, {flag} flag, {passed} pass, {na} not applicable." in text and fail == "1"
+    running = {k: r["mean_running_requests"] for k, r in by.items()}
+    bmean = (running["baseline--open"] + running["baseline--close"]) / 2
+    assert (f"L = 1 ran {running['draft--mv1']:.2f} requests at once and L = 6 {running['draft--mv6']:.2f} against the "
+            f"baseline's {bmean:.2f}") in text
+    arrivals = round(o["realized_request_rate"] * o["window_s"])
+    assert f"{arrivals} in 60 s, the same for every arm" in text
+
+
+def test_1206d_the_sign_reading_names_both_h100_boards_and_their_baselines():
+    text = _readme_text(SESSION_1206D_H100)
+    conc = pl.read_parquet(OLM_1206C / "results" / "records.parquet")
+    open_ = pl.read_parquet(OLP_1206D / "results" / "records.parquet")
+
+    def base(df):
+        b = df.filter(pl.col("cell_name").str.starts_with("baseline"))
+        return float((b["energy_j"] / b["committed_tokens"]).mean() * 1000)
+
+    here, there = base(open_), base(conc)
+    assert f"({here:.1f} mJ/token here, {there:.1f} there, {100 * abs(there - here) / here:.1f} % apart)" in text
+    assert GPU_1206C[:12] in text and set(conc["gpu_uuid"]) == {GPU_1206C} != set(open_["gpu_uuid"])
+    assert "**the sign changes on one board class, across two boards.**" in text
+
+
+def test_1206d_session_readme_device_time_adds_up():
+    text = _readme_text(SESSION_1206D)
+    budgets = [int(x.replace(",", "")) for m in re.findall(r"(?:([\d,]+) → )?([\d,]+) left", text) for x in m if x]
+    assert budgets[0] == 1800 and budgets == sorted(budgets, reverse=True) and budgets[-1] == 412
+    assert f"Device time used: {1800 - budgets[-1]:,} of 1,800 s" in text
+    assert f"**machine: {GPU_1206D}, NVIDIA H100 80GB HBM3" in text
+
+
+def test_1206d_the_dspark_round_is_gpu_work_and_the_readme_table_is_the_rounds_tables():
+    """The README's table: vLLM's DSpark round (whole trace, this session's H100) beside vLLM's DFlash round of the
+    same target (2026-12-02c, an H200); both drafters one CUDA graph of 17 kernels a round."""
+    d = pl.read_parquet(SESSION_1206D_H100 / "rounds" / "rounds.parquet").row(0, named=True)
+    f = pl.read_parquet(SESSION_1202C / "rounds" / "rounds.parquet").filter(pl.col("cell_name") == "dflash--mv16").row(
+        0, named=True)
+    assert (d["engine"], d["scheme"], d["batch_size"], d["configured_L"], d["rounds_profiled"]) == ("vllm", "dspark", 1, 8.0, 24)
+    lines = (SESSION_1206D_H100 / "README.md").read_text().splitlines()
+    assert f"| round, unprofiled | {d['round_ms_unprofiled']:.2f} ms | {f['round_ms_unprofiled']:.2f} ms |" in lines
+    assert f"| GPU work a round | {d['gpu_ms_per_round']:.2f} ms | {f['gpu_ms_per_round']:.2f} ms |" in lines
+    k = dict(pl.read_parquet(SESSION_1206D_H100 / "rounds" / "rounds_kernels.parquet").filter(pl.col("phase") == "verify")
+             .select("kernel_class", "kernel_ms_per_round").iter_rows())
+    assert (f"| draft | {d['draft_ms_per_round']:.2f} ms ({100 * d['draft_ms_per_round'] / d['gpu_ms_per_round']:.0f} % of "
+            f"the GPU work) | {f['draft_ms_per_round']:.2f} ms "
+            f"({100 * f['draft_ms_per_round'] / f['gpu_ms_per_round']:.0f} %) |") in lines
+    assert (f"| verify | {d['verify_ms_per_round']:.2f} ms ({100 * d['verify_ms_per_round'] / d['gpu_ms_per_round']:.0f} %): "
+            f"GEMM {k['gemm']:.2f}, attention {k['attention']:.2f} | {f['verify_ms_per_round']:.2f} ms "
+            f"({100 * f['verify_ms_per_round'] / f['gpu_ms_per_round']:.0f} %) |") in lines
+    assert (d["draft_graph_launches_per_round"], d["draft_kernel_launches_per_round"]) == (
+        f["draft_graph_launches_per_round"], f["draft_kernel_launches_per_round"]) == (1.0, 17.0)
+    assert f"| NVML utilization, unprofiled | {d['nvml_util_unprofiled']:.2f} | {f['nvml_util_unprofiled']:.2f} |" in lines
+    # "GPU work, not host time": the kernels fill the unprofiled round to within 2 %
+    assert d["gpu_ms_per_round"] / d["round_ms_unprofiled"] > 0.98
+    trace = next((SESSION_1206D_H100 / "rounds").glob("*/*/trace/trace.json.gz"))
+    assert any(e.get("cat") == "python_function" for e in rounds_analysis.read_trace(trace)["traceEvents"])
+    profile = json.loads(next((SESSION_1206D_H100 / "rounds").glob("*/*/profile.json")).read_text())
+    assert profile["trace_files"] == ["trace/trace.json.gz"]

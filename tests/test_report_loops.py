@@ -202,6 +202,38 @@ def test_committed_matched_concurrency_on_an_h100_changes_l1s_sign(capsys):
     assert "| draft · mv6 | conc3 | 3 clients | 1 | 2.78 | 302.7 | 461.9 | 0.655× | saving | batch_shape pass, steady_state fail |" in md
 
 
+OPEN_H100 = REPO / "validation" / "h100-2026-12" / "session-2026-12-06d" / "openloop-matched-poisson3"
+
+
+def test_committed_open_loop_on_an_h100_beside_the_matched_h100_family_changes_l1s_sign(capsys):
+    """Issue 19 item 5 on one board class (2026-12-06d open loop, 2026-12-06c fixed concurrency, two H100s): at
+    3 requests/s every arm commits the offered load, L = 1 batches 25 requests against the baseline's 3 and "saves"
+    30 %; held at 3 clients it costs 3.96 ×. The sides ran on two boards, and the sign line says so."""
+    rec = pl.read_parquet(OPEN_H100 / "results" / "records.parquet")
+    chk = pl.read_parquet(OPEN_H100 / "results" / "checks.parquet")
+    by = {r["cell_name"]: r for r in rec.iter_rows(named=True)}
+    mj = {k: r["energy_j"] / r["committed_tokens"] for k, r in by.items()}
+    base = (mj["baseline--open"] + mj["baseline--close"]) / 2
+    assert mj["draft--mv1"] / base == pytest.approx(0.696, abs=0.001)
+    assert mj["draft--mv6"] / base == pytest.approx(0.548, abs=0.001)
+    assert {r["workload_kind"] for r in by.values()} == {"open_loop"} and {r["request_rate"] for r in by.values()} == {3.0}
+    # the confound the matched side removes: L = 1 ran eight times the baseline's batch, at the same tokens per second
+    assert by["draft--mv1"]["mean_running_requests"] > 8 * by["baseline--open"]["mean_running_requests"]
+    rates = [r["committed_tokens"] / r["window_s"] for r in by.values()]
+    assert max(rates) / min(rates) < 1.01
+    shape = chk.filter(pl.col("check") == "batch_shape").row(0, named=True)
+    assert shape["status"] == "fail" and set(shape["cell_names"]) == {"draft--mv1", "draft--mv6"}
+    assert chk.filter(pl.col("status") == "fail")["check"].to_list() == ["batch_shape"]
+    assert set(rec["gpu_uuid"]) != set(pl.read_parquet(MATCHED_H100 / "results" / "records.parquet")["gpu_uuid"])
+    loops.main([str(OPEN_H100 / "results" / "records.parquet"), str(OPEN_H100 / "results" / "checks.parquet"), "--also",
+                str(MATCHED_H100 / "results" / "records.parquet"), str(MATCHED_H100 / "results" / "checks.parquet")])
+    md = capsys.readouterr().out
+    assert md == (OPEN_H100 / "open-vs-matched.md").read_text()
+    assert ("draft · mv1: open loop 0.696×, matched concurrency 3.958× — sign changes: saving in the open loop, cost at "
+            "matched concurrency (the sides ran on different boards") in md
+    assert "draft · mv6: open loop 0.548×, matched concurrency 0.655× — same sign (saving both ways)" in md
+
+
 def test_adr_0111_addendum_turnover_is_the_committed_records_read_again():
     """ADR 0111's 2026-12-06c table: each cell's turnover, (in flight − running) / requests per second, in ms and in
     the cell's own round (or step), from the committed H100 records."""
