@@ -64,8 +64,8 @@ VLLM_BUNDLE_BYTES = 302_368_136
 VLLM_BUNDLE_PARTS = 10  # 8 from 2026-12-02e (ADR 0213 addendum 2), 9 from 2026-12-03e (3), 10 from 2026-12-04d (5), 11 from 2026-12-04g (7), 12 from 2026-12-05e (8), 10 from 2026-12-05g (9: packed runs, ADR 0246)
 #: The SGLang 0.5.17 + pipeline bundle (2026-12-02b's build, `--out .bundle/sglang`) and its parts: 6 until 2026-12-03d,
 #: when the repository left 216 KB beside 6 (tools/device/README.md, "What is left").
-SGLANG_BUNDLE_BYTES = 248_515_692  # 2026-12-03e's build, the largest seen (2026-12-02b's: 248,510,604)
-SGLANG_BUNDLE_PARTS = 8  # 7 until 2026-12-04b (ADR 0213 addendum 4), 8 until 2026-12-04f (6), 9 until 2026-12-05e (8), 10 until 2026-12-05g (9)
+SGLANG_BUNDLE_BYTES = 248_533_688  # 2026-12-05h's rebuild from the lock, the largest seen (2026-12-03e's: 248,515,692)
+SGLANG_BUNDLE_PARTS = 9  # 7 until 2026-12-04b (ADR 0213 addendum 4), 8 until 2026-12-04f (6), 9 until 2026-12-05e (8), 10 until 2026-12-05g (9), 8 until 2026-12-06d (11)
 
 #: Packages a bundle never ships, whatever a requirement says: the engine must run against the node's own torch,
 #: CUDA libraries and array stack (shadowing torch 2.11.0+cu130 with a registry build, or numpy under a torch
