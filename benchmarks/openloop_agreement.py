@@ -23,6 +23,14 @@ N / (N / rate + its mean end-to-end latency)) and none of its requests failed. A
 
     python benchmarks/openloop_agreement.py --repeats 2          # starts the server, rates 2,8,16,32 req/s
     python benchmarks/openloop_agreement.py --url http://127.0.0.1:8000 --rates 4 --window 10   # attach
+    python benchmarks/openloop_agreement.py --prompt-form-probe 40 --rates ''   # what the request's form costs
+
+The two clients' requests differ in form: the project sends token ids and asks for them back per chunk
+(``return_token_ids``: its tally counts committed tokens from them), the reference sends the text its random
+dataset decoded and asks for text. ``--prompt-form-probe N`` sends N requests of each form one at a time to the idle
+server, in rotating order, through the project's client, and prints each form's mean TTFT and TPOT: what the form
+costs the server, apart from any client. ``--like-reference`` makes the project's runs send the reference's form
+(text prompts, no token ids back), so that the ratios compare clients, not request forms.
 """
 
 from __future__ import annotations
@@ -195,9 +203,124 @@ def run_reference(url: str, spec: dict, out_dir: Path) -> dict[str, Any]:
     return reference_metrics(out) | {"wall_s": time.monotonic() - t0, "n": n}
 
 
-def run_project(url: str, spec: dict) -> dict[str, Any]:
+class RequestForm:
+    """The project's engine adapter, its requests rewritten into another form: ``text`` sends the prompt as the text
+    the tokenizer decodes from its ids (what the reference's random dataset sends), ``ids_back=False`` drops
+    ``return_token_ids`` (the reference does not ask for them; each chunk then counts one token)."""
+
+    def __init__(self, engine: VllmServerEngine, text: bool, ids_back: bool) -> None:
+        from tokenizers import Tokenizer
+
+        self.engine, self.text, self.ids_back = engine, text, ids_back
+        self.url = engine.url
+        self._tokenizer = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json")) if text else None
+
+    @property
+    def name(self) -> str:
+        return f"{'text' if self.text else 'ids'} prompt, {'ids' if self.ids_back else 'text'} back"
+
+    def stream_request(self, prompt: list[int], output_len: int) -> tuple[str, dict]:
+        path, body = self.engine.stream_request(prompt, output_len)
+        if self.text:
+            body["prompt"] = self._tokenizer.decode(list(prompt))
+        if not self.ids_back:
+            body.pop("return_token_ids", None)
+        return path, body
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the adapter's own
+        return getattr(self.engine, name)
+
+
+def prompt_form_probe(url: str, spec: dict, n: int) -> list[dict[str, Any]]:
+    """``n`` requests of each form (ids or text prompt × ids back or not), one at a time on the idle server, the
+    forms rotating so that drift falls on all of them (``form_stats`` reads them; the first form is the project's own,
+    ids prompt and ids back)."""
+    import asyncio
+
     engine = VllmServerEngine(spec, url=url)
+    engine.start()
+    pool = corpora.load_pool(spec).token_ids
+    forms = [RequestForm(engine, text, back) for text in (False, True) for back in (True, False)]
+    output_len = int(spec["workload"]["output_len"])
+    seen: dict[str, list[Any]] = {f.name: [] for f in forms}
+
+    async def go() -> None:
+        clients = [loadgen.StreamClient(f, output_len, timeout_s=60.0, limit=1) for f in forms]
+        for c in clients:
+            await c.__aenter__()
+        try:
+            for i in range(n * len(forms) + 4):  # 4 warm-up requests first, not counted
+                k = i % len(forms)
+                rec = loadgen.Sent(i, 0.0, 0.0)
+                await clients[(k + i // len(forms)) % len(forms)].send(pool[i % len(pool)], rec)
+                if i >= 4 and rec.result is not None and rec.result.ok:
+                    seen[forms[(k + i // len(forms)) % len(forms)].name].append(rec.result)
+        finally:
+            for c in clients:
+                await c.__aexit__(None, None, None)
+
+    asyncio.run(go())
+    return form_stats(
+        {name: [r.ttft_s for r in res if r.ttft_s is not None] for name, res in seen.items()},
+        {name: [r.tpot_s for r in res if r.tpot_s is not None] for name, res in seen.items()},
+    )
+
+
+def form_stats(
+    ttft: dict[str, list[float]], tpot: dict[str, list[float]], resamples: int = 2000, seed: int = 0
+) -> list[dict[str, Any]]:
+    """Per request form (the first is the project's own): n, mean and median TTFT, mean TPOT, and the difference of
+    the median TTFT to the first form's with a 95 % bootstrap interval (medians: on a shared host a few requests
+    wait a scheduler quantum, ~0.1 s, and carry the means)."""
+    import random
+
+    rng = random.Random(seed)
+    names = list(ttft)
+    own = ttft[names[0]]
+    rows = []
+    for name in names:
+        xs = ttft[name]
+        diff = statistics.median(xs) - statistics.median(own)
+        boot = sorted(
+            statistics.median(rng.choices(xs, k=len(xs))) - statistics.median(rng.choices(own, k=len(own)))
+            for _ in range(resamples)
+        )
+        lo, hi = boot[int(0.025 * resamples)], boot[int(0.975 * resamples) - 1]
+        rows.append(
+            {
+                "form": name,
+                "n": len(xs),
+                "ttft_mean": statistics.fmean(xs),
+                "ttft_median": statistics.median(xs),
+                "tpot_mean": statistics.fmean(tpot[name]) if tpot.get(name) else None,
+                "ttft_median_minus_own_ms": (diff * 1e3, lo * 1e3, hi * 1e3),
+                "ttft_samples": xs,
+            }
+        )
+    return rows
+
+
+def probe_table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| request form | n | TTFT mean ms | TTFT median ms | TPOT mean ms | median TTFT − the first form's, ms (95 % "
+        "bootstrap interval) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        d, lo, hi = r["ttft_median_minus_own_ms"]
+        tpot = "—" if r["tpot_mean"] is None else f"{r['tpot_mean'] * 1e3:.2f}"
+        lines.append(
+            f"| {r['form']} | {r['n']} | {r['ttft_mean'] * 1e3:.2f} | {r['ttft_median'] * 1e3:.2f} | {tpot} "
+            f"| {d:+.2f} ({lo:+.2f} to {hi:+.2f}) |"
+        )
+    return "\n".join(lines)
+
+
+def run_project(url: str, spec: dict, like_reference: bool = False) -> dict[str, Any]:
+    engine: Any = VllmServerEngine(spec, url=url)
     engine.start()  # attach: waits for /health, reads the server's config
+    if like_reference:
+        engine = RequestForm(engine, text=True, ids_back=False)
     pool = corpora.load_pool(spec).token_ids
     t0 = time.monotonic()
     loop = loadgen.Loop(engine, NoneMeter(), pool, spec, drain=True)
@@ -279,6 +402,7 @@ def agreement(
     seed: int = 0,
     max_num_seqs: int = 64,
     repeats: int = 1,
+    like_reference: bool = False,
     log=print,
 ) -> list[dict[str, Any]]:
     """Per rate, ``repeats`` pairs of runs, the order alternating from pair to pair and from rate to rate (one
@@ -294,7 +418,9 @@ def agreement(
                 for who in pair:
                     log(f"rate {rate:g}/s: {who} ({len(runs[who]) + 1} of {repeats}) …")
                     runs[who].append(
-                        run_project(url, spec) if who == "project" else run_reference(url, spec, Path(tmp))
+                        run_project(url, spec, like_reference)
+                        if who == "project"
+                        else run_reference(url, spec, Path(tmp))
                     )
                     order.append(who[0].upper())
             rows.append(_row(rate, "".join(order), runs["project"], runs["reference"]))
@@ -379,8 +505,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-num-seqs", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=1, help="pairs of runs per rate (ABBA order for two)")
     ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--like-reference", action="store_true", help="the project sends the reference's request form")
+    ap.add_argument("--prompt-form-probe", type=int, default=0, metavar="N", help="N idle requests of each form first")
     args = ap.parse_args(argv)
-    rates = [float(x) for x in args.rates.split(",")]
+    rates = [float(x) for x in args.rates.split(",") if x.strip()]
     kw = dict(
         prompt_len=args.prompt_len,
         output_len=args.output_len,
@@ -390,9 +518,10 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         max_num_seqs=args.max_num_seqs,
         repeats=args.repeats,
+        like_reference=args.like_reference,
     )
     spec = cell_spec(
-        rates[0],
+        rates[0] if rates else 1.0,
         args.prompt_len,
         args.output_len,
         args.warmup,
@@ -409,8 +538,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"starting the server (log {log_file}) …", flush=True)
         print(f"server ready after {server.start():.1f} s at {server.url}", flush=True)
         url = server.url
+    probe: list[dict[str, Any]] = []
     try:
         cost = poll_cost(url)
+        if args.prompt_form_probe:
+            print(f"prompt-form probe: {args.prompt_form_probe} idle requests of each form …", flush=True)
+            probe = prompt_form_probe(url, spec, args.prompt_form_probe)
         rows = agreement(url, rates, **kw, log=lambda m: print(m, flush=True))
     finally:
         if server is not None:
@@ -422,9 +555,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{cost['wall_s_per_poll'] * 1e3:.1f} ms wall; at the sampler's pace (one read, then "
         f"{loadgen.SAMPLE_RUNNING_S} s) {cost['cpu_share_at_sampler_rate'] * 100:.1f} % of one core"
     )
-    print(table(rows))
+    if probe:
+        print(probe_table(probe))
+    if rows:
+        print(("the project in the reference's request form\n" if args.like_reference else "") + table(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps({"poll_cost": cost, "rows": rows}, indent=1, default=str))
+        Path(args.json).write_text(
+            json.dumps({"poll_cost": cost, "prompt_form_probe": probe, "rows": rows}, indent=1, default=str)
+        )
     return 0
 
 

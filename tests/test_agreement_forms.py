@@ -1,0 +1,60 @@
+"""The agreement benchmark's request forms (benchmarks/openloop_agreement.py, ADR 0113 addendum 2): the project's
+client in the reference's form sends the same prompt as text and does not ask for token ids back; the probe's
+statistics compare medians with a bootstrap interval. No server: the adapter builds requests without one."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from specjoule.engines.vllm import VllmServerEngine
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+import openloop_agreement as agreement  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return agreement.cell_spec(2.0, 32, 32, 1.0, 4.0, 1.0, 0, 8)
+
+
+def test_the_reference_form_sends_the_same_prompt_as_text_and_asks_no_token_ids(spec):
+    engine = VllmServerEngine(spec, url="http://127.0.0.1:9")  # never started: requests are built, not sent
+    ids = list(range(1000, 1032))
+    own_path, own = engine.stream_request(ids, 32)
+    form = agreement.RequestForm(engine, text=True, ids_back=False)
+    path, body = form.stream_request(ids, 32)
+    assert path == own_path and form.url == engine.url and form.name == "text prompt, text back"
+    assert isinstance(body["prompt"], str) and own["prompt"] == ids and own["return_token_ids"] is True
+    assert "return_token_ids" not in body
+    tok = Tokenizer.from_file(str(agreement.TOKENIZER_DIR / "tokenizer.json"))
+    assert body["prompt"] == tok.decode(ids)
+    # everything else is the project's request, unchanged
+    assert {k: v for k, v in body.items() if k != "prompt"} == {
+        k: v for k, v in own.items() if k not in ("prompt", "return_token_ids")}
+    same = agreement.RequestForm(engine, text=False, ids_back=True)
+    assert same.stream_request(ids, 32) == (own_path, own) and same.name == "ids prompt, ids back"
+    assert type(same.new_tally()) is type(engine.new_tally())  # the adapter's own tally
+
+
+def test_form_stats_reads_medians_and_a_shift_only_when_the_samples_carry_one():
+    base = [0.010 + 0.0001 * i for i in range(60)]
+    slow = [x + 0.002 for x in base]  # every request 2 ms later
+    tail = base[:54] + [0.12] * 6  # the same requests, six of them a scheduler quantum late
+    rows = agreement.form_stats({"own": base, "slow": slow, "tail": tail},
+                                {"own": [0.003], "slow": [0.003], "tail": [0.003]})
+    by = {r["form"]: r for r in rows}
+    assert [r["form"] for r in rows] == ["own", "slow", "tail"] and by["own"]["n"] == 60
+    d, lo, hi = by["slow"]["ttft_median_minus_own_ms"]
+    assert d == pytest.approx(2.0) and lo > 0 < hi
+    # the tail moves the mean by 10 ms and the median by less than 0.5 ms, inside its interval
+    assert statistics.fmean(tail) - statistics.fmean(base) > 0.005
+    d, lo, hi = by["tail"]["ttft_median_minus_own_ms"]
+    assert abs(d) < 0.5 and lo <= 0 <= hi
+    table = agreement.probe_table(rows)
+    assert table.count("\n") == 4 and "| slow | 60 |" in table and "+2.00 (" in table
