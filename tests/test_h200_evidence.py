@@ -3328,12 +3328,39 @@ GPU_1206C = "GPU-d9bac83a-04a2-38b8-42b3-a3ce2c91483a"
 SESSION_1206C = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06c"
 
 
-def test_1206c_configs_are_the_preregistered_one_and_its_analysis_copy_adds_only_the_allowance():
-    _assert_shipped_copy(OLM_1206C, "h200-openloop-matched.yaml")
-    registered = yaml.safe_load((OLM_1206C / "h200-openloop-matched.yaml").read_text())
-    analysed = yaml.safe_load((OLM_1206C / "config-analysis.yaml").read_text())
-    assert analysed["checks"].pop("allow_failed_checks") is True and "allow_failed_checks" not in registered["checks"]
-    assert analysed == registered
+def _loop_family_readme_table(df: pl.DataFrame, checks: pl.DataFrame, folder: Path, session: Path,
+                              tails: dict[str, str]) -> dict[str, dict]:
+    """A loop family's README table (baseline open / close, then each arm with its ratio to the mean baseline and the
+    tail the README writes after it), its checks sentence and its baseline_drift sentence, all from the records and
+    the checks re-derived from them. Returns the records by cell name."""
+    by = {r["cell_name"]: r for r in df.iter_rows(named=True)}
+    o, c = by["baseline--open"], by["baseline--close"]
+    mj = {k: r["energy_j"] / r["committed_tokens"] * 1000 for k, r in by.items()}
+    base = (mj["baseline--open"] + mj["baseline--close"]) / 2
+    lines = (session / "README.md").read_text().splitlines()
+    text = _readme_text(session)
+
+    def tok_s(r):
+        return r["committed_tokens"] / r["window_s"]
+
+    assert (f"| baseline (open / close) | {o['mean_running_requests']:.2f} / {c['mean_running_requests']:.2f} | "
+            f"{tok_s(o):.1f} / {tok_s(c):.1f} | {o['realized_request_rate']:.2f} / {c['realized_request_rate']:.2f} | "
+            f"{1000 * o['tpot_mean_s']:.2f} ({1000 * o['tpot_p99_s']:.2f}) / {1000 * c['tpot_mean_s']:.2f} "
+            f"({1000 * c['tpot_p99_s']:.2f}) ms | {o['mean_power_w']:.1f} / {c['mean_power_w']:.1f} W | "
+            f"{mj['baseline--open']:.1f} / {mj['baseline--close']:.1f} | — | "
+            f"{(o['round_time_ms'] + c['round_time_ms']) / 2:.2f} ms step |") in lines
+    for name, tail in tails.items():
+        r = by[name]
+        label = f"draft L = {name.removeprefix('draft--mv')}"
+        assert (f"| {label} | {r['mean_running_requests']:.2f} | {tok_s(r):.1f} | {r['realized_request_rate']:.2f} | "
+                f"{1000 * r['tpot_mean_s']:.2f} ({1000 * r['tpot_p99_s']:.2f}) ms | {r['mean_power_w']:.1f} W | "
+                f"{mj[name]:,.4g} | **{mj[name] / base:.3f}×**{tail} | {r['round_time_ms']:.2f} ms |") in lines
+    drift = checks.filter(pl.col("check") == "baseline_drift").row(0, named=True)
+    assert f"`baseline_drift` ({100 * drift['value']:.2f} %: {mj['baseline--open']:.2f} and {mj['baseline--close']:.2f} mJ/token)" in text
+    fail, flag, passed, na = re.search(r"(\d+) fail, (\d+) flag, (\d+) pass, (\d+) not_applicable",
+                                       (folder / "results" / "checks.md").read_text()).groups()
+    assert f"**{fail} fail**, {flag} flag, {passed} pass, {na} not applicable." in text
+    return by
 
 
 def test_1206c_h100_matched_concurrency_family_is_whole_and_the_readme_table_is_the_records():
@@ -3346,31 +3373,9 @@ def test_1206c_h100_matched_concurrency_family_is_whole_and_the_readme_table_is_
     assert sorted(_engine_starts(OLM_1206C), reverse=True) == [150.0, 125.1, 103.2, 98.1]
     text = _readme_text(SESSION_1206C_H100)
     assert "4 cells on 4 engine starts: 150.0 s cold, then 125.1, 103.2, 98.1 s" in text
-    by = {r["cell_name"]: r for r in df.iter_rows(named=True)}
-    o, c = by["baseline--open"], by["baseline--close"]
-    mj = {k: r["energy_j"] / r["committed_tokens"] * 1000 for k, r in by.items()}
-    base = (mj["baseline--open"] + mj["baseline--close"]) / 2
-    lines = (SESSION_1206C_H100 / "README.md").read_text().splitlines()
-
-    def tok_s(r):
-        return r["committed_tokens"] / r["window_s"]
-
-    assert (f"| baseline (open / close) | {o['mean_running_requests']:.2f} / {c['mean_running_requests']:.2f} | "
-            f"{tok_s(o):.1f} / {tok_s(c):.1f} | {o['realized_request_rate']:.2f} / {c['realized_request_rate']:.2f} | "
-            f"{1000 * o['tpot_mean_s']:.2f} ({1000 * o['tpot_p99_s']:.2f}) / {1000 * c['tpot_mean_s']:.2f} "
-            f"({1000 * c['tpot_p99_s']:.2f}) ms | {o['mean_power_w']:.1f} / {c['mean_power_w']:.1f} W | "
-            f"{mj['baseline--open']:.1f} / {mj['baseline--close']:.1f} | — | "
-            f"{(o['round_time_ms'] + c['round_time_ms']) / 2:.2f} ms step |") in lines
-    for name, label, tail in (("draft--mv1", "draft L = 1", ""), ("draft--mv6", "draft L = 6", " (`steady_state` failed)")):
-        r = by[name]
-        assert (f"| {label} | {r['mean_running_requests']:.2f} | {tok_s(r):.1f} | {r['realized_request_rate']:.2f} | "
-                f"{1000 * r['tpot_mean_s']:.2f} ({1000 * r['tpot_p99_s']:.2f}) ms | {r['mean_power_w']:.1f} W | "
-                f"{mj[name]:,.4g} | **{mj[name] / base:.3f}×**{tail} | {r['round_time_ms']:.2f} ms |") in lines
-    drift = checks.filter(pl.col("check") == "baseline_drift").row(0, named=True)
-    assert f"`baseline_drift` ({100 * drift['value']:.2f} %: {mj['baseline--open']:.2f} and {mj['baseline--close']:.2f} mJ/token)" in text
-    fail, flag, passed, na = re.search(r"(\d+) fail, (\d+) flag, (\d+) pass, (\d+) not_applicable",
-                                       (OLM_1206C / "results" / "checks.md").read_text()).groups()
-    assert f"**1 fail**, {flag} flag, {passed} pass, {na} not applicable." in text and fail == "1"
+    by = _loop_family_readme_table(df, checks, OLM_1206C, SESSION_1206C_H100,
+                                   {"draft--mv1": "", "draft--mv6": " (`steady_state` failed)"})
+    assert "**1 fail**" in text
     steady = [f"{q:.2f}" for q in by["draft--mv6"]["running_requests_segments"]]
     assert f"{', '.join(steady[:2])}, **{steady[2]}**, {steady[3]} against the 3 clients" in text
 
@@ -3447,10 +3452,11 @@ GPU_1206D = "GPU-6ae773d5-6017-d3d1-34a0-bed90cb74add"
 SESSION_1206D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06d"
 
 
-def test_1206d_configs_are_the_preregistered_one_and_its_analysis_copy_adds_only_the_allowance():
-    _assert_shipped_copy(OLP_1206D, "h200-openloop-matched.yaml")
-    registered = yaml.safe_load((OLP_1206D / "h200-openloop-matched.yaml").read_text())
-    analysed = yaml.safe_load((OLP_1206D / "config-analysis.yaml").read_text())
+@pytest.mark.parametrize("folder", [OLM_1206C, OLP_1206D], ids=["1206c-conc3", "1206d-poisson3"])
+def test_openloop_matched_configs_are_the_preregistered_one_and_the_analysis_copy_adds_only_the_allowance(folder):
+    _assert_shipped_copy(folder, "h200-openloop-matched.yaml")
+    registered = yaml.safe_load((folder / "h200-openloop-matched.yaml").read_text())
+    analysed = yaml.safe_load((folder / "config-analysis.yaml").read_text())
     assert analysed["checks"].pop("allow_failed_checks") is True and "allow_failed_checks" not in registered["checks"]
     assert analysed == registered
 
@@ -3466,31 +3472,11 @@ def test_1206d_h100_open_loop_family_is_whole_and_the_readme_table_is_the_record
     assert sorted(_engine_starts(OLP_1206D), reverse=True) == [173.0, 163.6, 128.2, 117.5]
     text = _readme_text(SESSION_1206D_H100)
     assert "4 cells on 4 engine starts: 173.0 s cold, then 163.6, 128.2, 117.5 s" in text
-    by = {r["cell_name"]: r for r in df.iter_rows(named=True)}
-    o, c = by["baseline--open"], by["baseline--close"]
-    mj = {k: r["energy_j"] / r["committed_tokens"] * 1000 for k, r in by.items()}
-    base = (mj["baseline--open"] + mj["baseline--close"]) / 2
-    lines = (SESSION_1206D_H100 / "README.md").read_text().splitlines()
-
-    def tok_s(r):
-        return r["committed_tokens"] / r["window_s"]
-
-    assert (f"| baseline (open / close) | {o['mean_running_requests']:.2f} / {c['mean_running_requests']:.2f} | "
-            f"{tok_s(o):.1f} / {tok_s(c):.1f} | {o['realized_request_rate']:.2f} / {c['realized_request_rate']:.2f} | "
-            f"{1000 * o['tpot_mean_s']:.2f} ({1000 * o['tpot_p99_s']:.2f}) / {1000 * c['tpot_mean_s']:.2f} "
-            f"({1000 * c['tpot_p99_s']:.2f}) ms | {o['mean_power_w']:.1f} / {c['mean_power_w']:.1f} W | "
-            f"{mj['baseline--open']:.1f} / {mj['baseline--close']:.1f} | — | "
-            f"{(o['round_time_ms'] + c['round_time_ms']) / 2:.2f} ms step |") in lines
-    for name, label in (("draft--mv1", "draft L = 1"), ("draft--mv6", "draft L = 6")):
-        r = by[name]
-        assert (f"| {label} | {r['mean_running_requests']:.2f} | {tok_s(r):.1f} | {r['realized_request_rate']:.2f} | "
-                f"{1000 * r['tpot_mean_s']:.2f} ({1000 * r['tpot_p99_s']:.2f}) ms | {r['mean_power_w']:.1f} W | "
-                f"{mj[name]:,.4g} | **{mj[name] / base:.3f}×** (`batch_shape` failed) | {r['round_time_ms']:.2f} ms |") in lines
-    drift = checks.filter(pl.col("check") == "baseline_drift").row(0, named=True)
-    assert f"`baseline_drift` ({100 * drift['value']:.2f} %: {mj['baseline--open']:.2f} and {mj['baseline--close']:.2f} mJ/token)" in text
-    fail, flag, passed, na = re.search(r"(\d+) fail, (\d+) flag, (\d+) pass, (\d+) not_applicable",
-                                       (OLP_1206D / "results" / "checks.md").read_text()).groups()
-    assert f"**1 fail**, {flag} flag, {passed} pass, {na} not applicable." in text and fail == "1"
+    failed = " (`batch_shape` failed)"
+    by = _loop_family_readme_table(df, checks, OLP_1206D, SESSION_1206D_H100,
+                                   {"draft--mv1": failed, "draft--mv6": failed})
+    assert "**1 fail**" in text
+    o = by["baseline--open"]
     running = {k: r["mean_running_requests"] for k, r in by.items()}
     bmean = (running["baseline--open"] + running["baseline--close"]) / 2
     assert (f"L = 1 ran {running['draft--mv1']:.2f} requests at once and L = 6 {running['draft--mv6']:.2f} against the "
