@@ -28,8 +28,8 @@ N / (N / rate + its mean end-to-end latency)) and none of its requests failed. A
 The two clients' requests differ in form: the project sends token ids and asks for them back per chunk
 (``return_token_ids``: its tally counts committed tokens from them), the reference sends the text its random
 dataset decoded and asks for text. ``--prompt-form-probe N`` sends N requests of each form one at a time to the idle
-server, in rotating order, through the project's client, and prints each form's mean TTFT and TPOT: what the form
-costs the server, apart from any client. ``--like-reference`` makes the project's runs send the reference's form
+server, in rotating order, through the project's client, and prints each form's TTFT and TPOT and its median TTFT
+against the project's form with a bootstrap interval: what the form costs the server, apart from any client. ``--like-reference`` makes the project's runs send the reference's form
 (text prompts, no token ids back), so that the ratios compare clients, not request forms.
 """
 
@@ -250,11 +250,11 @@ def prompt_form_probe(url: str, spec: dict, n: int) -> list[dict[str, Any]]:
             await c.__aenter__()
         try:
             for i in range(n * len(forms) + 4):  # 4 warm-up requests first, not counted
-                k = i % len(forms)
+                j = (i + i // len(forms)) % len(forms)  # each cycle of len(forms) requests starts one form later
                 rec = loadgen.Sent(i, 0.0, 0.0)
-                await clients[(k + i // len(forms)) % len(forms)].send(pool[i % len(pool)], rec)
+                await clients[j].send(pool[i % len(pool)], rec)
                 if i >= 4 and rec.result is not None and rec.result.ok:
-                    seen[forms[(k + i // len(forms)) % len(forms)].name].append(rec.result)
+                    seen[forms[j].name].append(rec.result)
         finally:
             for c in clients:
                 await c.__aexit__(None, None, None)
@@ -508,7 +508,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--like-reference", action="store_true", help="the project sends the reference's request form")
     ap.add_argument("--prompt-form-probe", type=int, default=0, metavar="N", help="N idle requests of each form first")
     args = ap.parse_args(argv)
-    rates = [float(x) for x in args.rates.split(",") if x.strip()]
+    try:
+        rates = [float(x) for x in args.rates.split(",") if x.strip()]
+    except ValueError:
+        ap.error(f"--rates {args.rates!r}: requests/s, comma-separated numbers")
+    if any(r <= 0 for r in rates):
+        ap.error(f"--rates {args.rates!r}: every rate must be above 0")
+    if args.prompt_form_probe < 0:
+        ap.error(f"--prompt-form-probe {args.prompt_form_probe}: a number of requests per form, 0 or more")
+    if not rates and not args.prompt_form_probe:
+        ap.error("--rates '' and no --prompt-form-probe: nothing to measure")
     kw = dict(
         prompt_len=args.prompt_len,
         output_len=args.output_len,

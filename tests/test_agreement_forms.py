@@ -58,3 +58,16 @@ def test_form_stats_reads_medians_and_a_shift_only_when_the_samples_carry_one():
     assert abs(d) < 0.5 and lo <= 0 <= hi
     table = agreement.probe_table(rows)
     assert table.count("\n") == 4 and "| slow | 60 |" in table and "+2.00 (" in table
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--rates", ""], "--rates '' and no --prompt-form-probe: nothing to measure"),
+    (["--rates", "2,x"], "--rates '2,x': requests/s, comma-separated numbers"),
+    (["--rates", "4,0"], "--rates '4,0': every rate must be above 0"),
+    (["--prompt-form-probe", "-3"], "--prompt-form-probe -3: a number of requests per form, 0 or more"),
+])
+def test_bad_arguments_are_refused_before_any_server_starts(argv, says, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        agreement.main(argv)
+    err = capsys.readouterr()
+    assert exit_.value.code == 2 and says in err.err and "starting the server" not in err.out
