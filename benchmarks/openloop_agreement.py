@@ -36,6 +36,7 @@ against the project's form with a bootstrap interval: what the form costs the se
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -245,19 +246,17 @@ def prompt_form_probe(url: str, spec: dict, n: int) -> list[dict[str, Any]]:
     seen: dict[str, list[Any]] = {f.name: [] for f in forms}
 
     async def go() -> None:
-        clients = [loadgen.StreamClient(f, output_len, timeout_s=60.0, limit=1) for f in forms]
-        for c in clients:
-            await c.__aenter__()
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [
+                await stack.enter_async_context(loadgen.StreamClient(f, output_len, timeout_s=60.0, limit=1))
+                for f in forms
+            ]
             for i in range(n * len(forms) + 4):  # 4 warm-up requests first, not counted
                 j = (i + i // len(forms)) % len(forms)  # each cycle of len(forms) requests starts one form later
                 rec = loadgen.Sent(i, 0.0, 0.0)
                 await clients[j].send(pool[i % len(pool)], rec)
                 if i >= 4 and rec.result is not None and rec.result.ok:
                     seen[forms[j].name].append(rec.result)
-        finally:
-            for c in clients:
-                await c.__aexit__(None, None, None)
 
     asyncio.run(go())
     return form_stats(

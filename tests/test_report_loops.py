@@ -176,6 +176,22 @@ def test_each_side_names_its_boards_and_a_sign_read_across_boards_says_so():
     assert loops.loop_comparison(recs, _checks())[0].sides["open_loop"].board_words == "board not recorded"
 
 
+def _ratios_to_mean_baseline(records: pl.DataFrame) -> dict[str, float]:
+    """Each cell's energy per committed token over its campaign's mean of the opening and closing baselines."""
+    by = {r["cell_name"]: r["energy_j"] / r["committed_tokens"] for r in records.iter_rows(named=True)}
+    base = (by["baseline--open"] + by["baseline--close"]) / 2
+    return {name: mj / base for name, mj in by.items()}
+
+
+def _committed_side_by_side(capsys, open_dir: Path, matched_dir: Path, committed: Path) -> str:
+    """The loops CLI over two evidence folders (``--also``), which must print the committed comparison byte for byte."""
+    loops.main([str(open_dir / "results" / "records.parquet"), str(open_dir / "results" / "checks.parquet"), "--also",
+                str(matched_dir / "results" / "records.parquet"), str(matched_dir / "results" / "checks.parquet")])
+    md = capsys.readouterr().out
+    assert md == committed.read_text()
+    return md
+
+
 def test_committed_matched_concurrency_on_an_h100_changes_l1s_sign(capsys):
     """Issue 19 item 5 (validation/h100-2026-12/session-2026-12-06c): the blog's arms at 3 clients. L = 1 costs
     3.96 × the baseline's energy per token at equal concurrency where the open loop (H200, 2026-12-01) showed a
@@ -183,20 +199,16 @@ def test_committed_matched_concurrency_on_an_h100_changes_l1s_sign(capsys):
     rec = pl.read_parquet(MATCHED_H100 / "results" / "records.parquet")
     chk = pl.read_parquet(MATCHED_H100 / "results" / "checks.parquet")
     by = {r["cell_name"]: r for r in rec.iter_rows(named=True)}
-    base = sum(by[c]["energy_j"] / by[c]["committed_tokens"] for c in ("baseline--open", "baseline--close")) / 2
-    assert by["draft--mv1"]["energy_j"] / by["draft--mv1"]["committed_tokens"] / base == pytest.approx(3.958, abs=0.001)
-    assert by["draft--mv6"]["energy_j"] / by["draft--mv6"]["committed_tokens"] / base == pytest.approx(0.655, abs=0.001)
+    ratio = _ratios_to_mean_baseline(rec)
+    assert ratio["draft--mv1"] == pytest.approx(3.958, abs=0.001)
+    assert ratio["draft--mv6"] == pytest.approx(0.655, abs=0.001)
     assert {r["concurrency"] for r in by.values()} == {3}
     assert all(abs(r["mean_running_requests"] - 3) < 0.25 for r in by.values())
     steady = chk.filter(pl.col("check") == "steady_state").row(0, named=True)
     assert (steady["status"], steady["cell_names"], steady["threshold"]) == ("fail", ["draft--mv6"], 0.1)
     assert min(by["draft--mv6"]["running_requests_segments"]) == pytest.approx(2.63, abs=0.005)
     assert chk.filter(pl.col("status") == "fail")["check"].to_list() == ["steady_state"]
-    o = OPENLOOP / "results"
-    loops.main([str(o / "records.parquet"), str(o / "checks.parquet"), "--also",
-                str(MATCHED_H100 / "results" / "records.parquet"), str(MATCHED_H100 / "results" / "checks.parquet")])
-    md = capsys.readouterr().out
-    assert md == (MATCHED_H100 / "open-vs-matched.md").read_text()
+    md = _committed_side_by_side(capsys, OPENLOOP, MATCHED_H100, MATCHED_H100 / "open-vs-matched.md")
     assert ("draft · mv1: open loop 0.762×, matched concurrency 3.958× — sign changes: saving in the open loop, "
             "cost at matched concurrency") in md
     assert "| draft · mv6 | conc3 | 3 clients | 1 | 2.78 | 302.7 | 461.9 | 0.655× | saving | batch_shape pass, steady_state fail |" in md
@@ -212,10 +224,9 @@ def test_committed_open_loop_on_an_h100_beside_the_matched_h100_family_changes_l
     rec = pl.read_parquet(OPEN_H100 / "results" / "records.parquet")
     chk = pl.read_parquet(OPEN_H100 / "results" / "checks.parquet")
     by = {r["cell_name"]: r for r in rec.iter_rows(named=True)}
-    mj = {k: r["energy_j"] / r["committed_tokens"] for k, r in by.items()}
-    base = (mj["baseline--open"] + mj["baseline--close"]) / 2
-    assert mj["draft--mv1"] / base == pytest.approx(0.696, abs=0.001)
-    assert mj["draft--mv6"] / base == pytest.approx(0.548, abs=0.001)
+    ratio = _ratios_to_mean_baseline(rec)
+    assert ratio["draft--mv1"] == pytest.approx(0.696, abs=0.001)
+    assert ratio["draft--mv6"] == pytest.approx(0.548, abs=0.001)
     assert {r["workload_kind"] for r in by.values()} == {"open_loop"} and {r["request_rate"] for r in by.values()} == {3.0}
     # the confound the matched side removes: L = 1 ran eight times the baseline's batch, at the same tokens per second
     assert by["draft--mv1"]["mean_running_requests"] > 8 * by["baseline--open"]["mean_running_requests"]
@@ -225,10 +236,7 @@ def test_committed_open_loop_on_an_h100_beside_the_matched_h100_family_changes_l
     assert shape["status"] == "fail" and set(shape["cell_names"]) == {"draft--mv1", "draft--mv6"}
     assert chk.filter(pl.col("status") == "fail")["check"].to_list() == ["batch_shape"]
     assert set(rec["gpu_uuid"]) != set(pl.read_parquet(MATCHED_H100 / "results" / "records.parquet")["gpu_uuid"])
-    loops.main([str(OPEN_H100 / "results" / "records.parquet"), str(OPEN_H100 / "results" / "checks.parquet"), "--also",
-                str(MATCHED_H100 / "results" / "records.parquet"), str(MATCHED_H100 / "results" / "checks.parquet")])
-    md = capsys.readouterr().out
-    assert md == (OPEN_H100 / "open-vs-matched.md").read_text()
+    md = _committed_side_by_side(capsys, OPEN_H100, MATCHED_H100, OPEN_H100 / "open-vs-matched.md")
     assert ("draft · mv1: open loop 0.696×, matched concurrency 3.958× — sign changes: saving in the open loop, cost at "
             "matched concurrency (the sides ran on different boards") in md
     assert "draft · mv6: open loop 0.548×, matched concurrency 0.655× — same sign (saving both ways)" in md
