@@ -3312,7 +3312,7 @@ def test_adr_0249_class_table_is_every_committed_trace_read_again():
                     f"{ms['gemm']:.2f} | {ms['norm'] + ms['copy'] + ms['other']:.2f} |")
             assert line in adr, line
             rows += 1
-    assert rows == 16
+    assert rows == 17
     sglang = {p.parent.parent.name: json.loads(p.read_text())["engine_config"]["attention_backend"]
               for p in (ROOT / "validation").glob("*/session-*/rounds/sglang-*/*/profile.json")
               if "attention_backend" in (json.loads(p.read_text()).get("engine_config") or {})}
@@ -3535,3 +3535,117 @@ def test_1206d_the_dspark_round_is_gpu_work_and_the_readme_table_is_the_rounds_t
     assert any(e.get("cat") == "python_function" for e in rounds_analysis.read_trace(trace)["traceEvents"])
     profile = json.loads(next((SESSION_1206D_H100 / "rounds").glob("*/*/profile.json")).read_text())
     assert profile["trace_files"] == ["trace/trace.json.gz"]
+
+
+SESSION_1206E_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06e"
+SESSION_1206E = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06e"
+GPU_1206E = "GPU-02cac770-5c36-a4cf-3e68-0a0931e0a480"
+CONTROLS_1206E = {  # folder, config, model, kind key, forced runner, the records' commit
+    "dense": ("capture-dense-v1", "h200-capture-bias-dense-v1.yaml", "qwen3_8b", "v1",
+              "63f8cc0f81ab582b8b12703285dd803bc67c6eea"),
+    "moe": ("capture-moe-v2", "h200-capture-bias-moe-v2.yaml", "qwen3_30b_a3b", "v2",
+            "645cd5a7f1640834c1d479903f19c3131b8cbe05"),
+}
+
+
+def _bias_at(results: Path) -> dict[tuple[bool, float], dict]:
+    from specjoule.report import figures as rf
+
+    inputs = rf.FigureInputs(records=pl.read_parquet(results / "records.parquet"),
+                             curves=pl.read_parquet(results / "curves.parquet"))
+    return {(r["moe"], float(r["arm"][-1])): r for r in rf.capture_bias_table(inputs).iter_rows(named=True)}
+
+
+@pytest.mark.parametrize("kind", sorted(CONTROLS_1206E))
+def test_1206e_runner_control_is_whole_on_one_board_with_the_forced_runner_and_the_readme_table_is_the_records(kind):
+    folder, config, model, runner, commit = CONTROLS_1206E[kind]
+    here = SESSION_1206E_H100 / folder
+    _assert_shipped_copy(here, config)
+    df, checks = _verdict(here, config)
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    assert df.height == 8 and set(df["model_pair"]) == {model} and set(df["cuda_graphs"]) == {True, False}
+    assert set(df["gpu_uuid"]) == {GPU_1206E} and set(df["git_commit"]) == {commit}
+    assert {json.loads(c)["model_runner"] for c in df["engine_config"]} == {runner}
+    for mode in (True, False):  # each mode carries both of its baselines
+        roles = df.filter(pl.col("cuda_graphs") == mode)["role"].to_list()
+        assert sorted(roles) == ["closing_baseline", "opening_baseline", "point", "point"]
+    records = pl.read_parquet(here / "results" / "records.parquet")
+    ratio = {(r["cuda_graphs"], r["cell_name"]): r["energy_ratio"]
+             for r in pl.read_parquet(here / "results" / "curves.parquet").iter_rows(named=True)}
+    lines = (SESSION_1206E_H100 / "README.md").read_text().splitlines()
+    start = lines.index(next(ln for ln in lines if ln.startswith(f"## `{folder}/`")))
+    section = lines[start:start + 40]
+    header = (here / "results" / "checks.md").read_text()
+    n = {k: int(re.search(rf"(\d+) {k}", header).group(1)) for k in ("fail", "flag", "pass", "not_applicable")}
+    said = " ".join(" ".join(section).split())
+    assert n["fail"] == 0 and f"**0 fail**, {n['flag']} flag" in said
+    assert f"{n['pass']} pass, {n['not_applicable']} not applicable" in said
+    for r in records.iter_rows(named=True):
+        rt = ratio.get((r["cuda_graphs"], r["cell_name"]))
+        line = (f"| {'on' if r['cuda_graphs'] else 'off'} | {r['cell_name']} | {r['mj_per_committed_token']:.1f} | "
+                f"{'—' if rt is None else f'{rt:.3f}'} | {r['round_time_ms']:.2f} ms | "
+                f"{100 * r['gpu_busy_fraction']:.0f} % | {r['mean_power_w']:.1f} W | {r['engine_start_s']:.1f} s |")
+        assert line in section, line
+
+
+def test_1206e_the_verdict_follows_the_registered_rules_from_the_committed_biases():
+    """Each control's bias at L = 4 (capture_bias_table over its records) is nearer its own kind's reference (the
+    H200 pairs' committed biases) than the other kind's, and inside its kind's paper band: the model kind, not the
+    runner. The README's table and the report's constant are those numbers."""
+    from specjoule.report import figures as rf
+
+    refs = _bias_at(CAPTURE_1204B / "results")  # dense on V2 and MoE on V1, H200s
+    ref = {moe: refs[(moe, 4.0)]["bias_pp"] for moe in (False, True)}
+    assert round(ref[False], 1) == -1.9 and round(ref[True], 1) == 31.3
+    text = _readme_text(SESSION_1206E_H100)
+    for kind, moe in (("dense", False), ("moe", True)):
+        folder, *_ = CONTROLS_1206E[kind]
+        bias = _bias_at(SESSION_1206E_H100 / folder / "results")
+        b4 = bias[(moe, 4.0)]["bias_pp"]
+        own, other = abs(b4 - ref[moe]), abs(b4 - ref[not moe])
+        assert own < other, (kind, b4)
+        lo, hi, _ = rf.PAPER_CAPTURE_BIAS_PP[moe]
+        assert b4 < hi and (not moe or b4 > lo), (kind, b4)  # dense: under the band's top; MoE: inside it
+        assert render.CAPTURE_RUNNER_CONTROLS[kind]["bias_pp"] == round(b4, 1)
+        for L in (1.0, 4.0):
+            r = bias[(moe, L)]
+            assert f"| {L:.0f} | {r['saving_on']:.1f} | {r['saving_off']:.1f} | {r['bias_pp']:+.1f} |" in text, (kind, L)
+        assert f"{own:.1f} pp from the" in text and f"{other:.1f}" in text
+    assert "**The verdict: the runner does not explain the contrast; the model kind does.**" in text
+    (caveat,) = render.capture_runner_caveats(pl.read_parquet(CAPTURE_1204B / "results" / "records.parquet"))
+    assert "Qwen3-8B on V1 -0.4 pp, Qwen3-30B-A3B on V2 +22.9 pp" in caveat.text
+
+
+def test_1206e_session_readme_device_time_adds_up():
+    text = _readme_text(SESSION_1206E)
+    budgets = [int(x.replace(",", "")) for m in re.findall(r"(?:([\d,]+) → )?([\d,]+) left", text) for x in m if x]
+    assert budgets[0] == 1800 and budgets == sorted(budgets, reverse=True) and budgets[-1] == 74
+    assert f"Device time used: {1800 - budgets[-1]:,} of 1,800 s" in text
+    assert f"**machine: {GPU_1206E}, NVIDIA H100 80GB HBM3" in text
+    commands = (SESSION_1206E / "device-logs" / "commands.txt").read_text()
+    assert f"Device time used: {1800 - budgets[-1]:,} of 1,800 s." in commands
+
+
+def test_1206e_the_ngram_round_is_host_time_in_two_graph_regimes_and_the_readme_is_the_rounds_tables():
+    rounds = SESSION_1206E_H100 / "rounds"
+    r = pl.read_parquet(rounds / "rounds.parquet").row(0, named=True)
+    assert (r["engine"], r["scheme"], r["batch_size"], r["configured_L"], r["rounds_profiled"]) == ("vllm", "ngram", 1, 6.0, 34)
+    assert r["draft_ms_per_round"] == 0 and r["gpu_busy_fraction"] < 0.5 and r["host_ms_per_round"] > r["gpu_ms_per_round"]
+    lines = (SESSION_1206E_H100 / "README.md").read_text().splitlines()
+    assert f"| round, unprofiled | {r['round_ms_unprofiled']:.2f} ms |" in lines
+    assert (f"| GPU work a round | {r['gpu_ms_per_round']:.2f} ms (verify {r['verify_ms_per_round']:.2f}, sample "
+            f"{r['sample_ms_per_round']:.2f}, other {r['other_gpu_ms_per_round']:.2f}; no draft kernels) |") in lines
+    assert (f"| host time a round, profiled | {r['host_ms_per_round']:.2f} ms (GPU busy {r['gpu_busy_fraction']:.2f}; "
+            f"NVML utilization {r['nvml_util_unprofiled']:.2f} unprofiled) |") in lines
+    detail = pl.read_parquet(rounds / "rounds_detail.parquet")
+    full, piecewise = detail.filter(pl.col("graph_launches") == 1), detail.filter(pl.col("graph_launches") > 1)
+    assert full.height + piecewise.height == detail.height == 34
+    assert piecewise["wall_ms"].min() > full["wall_ms"].max()  # two regimes, apart
+    assert abs(piecewise["busy_ms"].mean() / full["busy_ms"].mean() - 1) < 0.05  # the same GPU work
+    assert (f"| drafted rounds (6 tokens verified, one full CUDA graph) | {full.height} rounds, "
+            f"{full['wall_ms'].mean():.2f} ms wall, {full['busy_ms'].mean():.2f} ms GPU |") in lines
+    assert (f"| undrafted steps (1, 3 or 5 tokens, the piecewise graphs: {piecewise['graph_launches'].max()} launches) | "
+            f"{piecewise.height} rounds, {piecewise['wall_ms'].mean():.2f} ms wall, "
+            f"{piecewise['busy_ms'].mean():.2f} ms GPU |") in lines
+    profile = json.loads(next(rounds.glob("*/*/profile.json")).read_text())
+    assert profile["trace_files"] == ["trace/trace.json.gz"] and profile["git_commit"].startswith("63f8cc0")

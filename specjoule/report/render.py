@@ -824,6 +824,17 @@ def graphs_off_caveats(records: pl.DataFrame) -> list[Caveat]:
     ]
 
 
+# The runner controls of the capture bias (ADR 0092, amended 2026-12-06e): each model measured on the other runner
+# on one H100, both graph modes with both baselines; the bias at L = 4 in percentage points. A test holds these equal
+# to capture_bias_table over the committed evidence.
+CAPTURE_RUNNER_CONTROLS = {
+    "session": "2026-12-06e",
+    "board": "H100",
+    "dense": {"model": "Qwen3-8B", "runner": "V1", "bias_pp": -0.4},
+    "moe": {"model": "Qwen3-30B-A3B", "runner": "V2", "bias_pp": 22.9},
+}
+
+
 def capture_runner_caveats(records: pl.DataFrame) -> list[Caveat]:
     """A warn caveat where models measured with CUDA graphs both off and on ran on different model runners
     (``engine_config.model_runner``): vLLM 0.26 picks Model Runner V2 for a dense architecture and V1 for an MoE one
@@ -847,10 +858,19 @@ def capture_runner_caveats(records: pl.DataFrame) -> list[Caveat]:
                 "warn",
                 f"{engine}: the models measured with CUDA graphs off and on ran on different model runners ({each}; "
                 "the engine picks it by architecture): a difference between their capture biases is also the "
-                "runners' difference, not the model kind's alone",
+                "runners' difference, not the model kind's alone. The pre-registered controls ran each model on "
+                "the other runner ("
+                + _runner_controls_text()
+                + "): there, each bias stayed by its model kind, not by its runner",
             )
         )
     return out
+
+
+def _runner_controls_text() -> str:
+    c = CAPTURE_RUNNER_CONTROLS
+    each = ", ".join(f"{c[k]['model']} on {c[k]['runner']} {c[k]['bias_pp']:+.1f} pp" for k in ("dense", "moe"))
+    return f"{c['session']}, one {c['board']}, at L = 4: {each}; one window per arm"
 
 
 def expert_routing_caveats(curves: pl.DataFrame, dummy_pairs: Sequence[str] = ()) -> list[Caveat]:
