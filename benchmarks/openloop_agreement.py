@@ -24,6 +24,8 @@ N / (N / rate + its mean end-to-end latency)) and none of its requests failed. A
     python benchmarks/openloop_agreement.py --repeats 2          # starts the server, rates 2,8,16,32 req/s
     python benchmarks/openloop_agreement.py --url http://127.0.0.1:8000 --rates 4 --window 10   # attach
     python benchmarks/openloop_agreement.py --prompt-form-probe 40 --rates ''   # what the request's form costs
+    python benchmarks/openloop_agreement.py --config config/h200-openloop-matched.yaml --model qwen3b \
+        --prompt-len 512 --output-len 256 --rates 2,8,32 --window 20 --repeats 2 --like-reference   # on a GPU node
 
 The two clients' requests differ in form: the project sends token ids and asks for them back per chunk
 (``return_token_ids``: its tally counts committed tokens from them), the reference sends the text its random
@@ -58,6 +60,7 @@ from specjoule.engines.vllm import VllmServerEngine, engine_kwargs, server_comma
 from specjoule.meter.none import NoneMeter  # noqa: E402
 
 TOKENIZER_DIR = REPO / "specjoule" / "data"
+DEMO_CONFIG = REPO / "config" / "config.yaml"
 SERVED = "specjoule"
 # What `vllm bench serve` runs: the CLI's subcommand calls exactly this (vllm/entrypoints/cli/benchmark/serve.py).
 REFERENCE_MAIN = (
@@ -77,9 +80,18 @@ def cell_spec(
     cooldown_s: float,
     seed: int,
     max_num_seqs: int,
+    base_config: Path = DEMO_CONFIG,
+    model: str | None = None,
 ) -> dict:
-    """The spec of a real open-loop cell (the demo's target, corpus random, the scaled schedule)."""
-    raw = config.read_yaml(REPO / "config" / "config.yaml")
+    """The spec of a real open-loop cell (corpus random, the scaled schedule) on ``base_config``'s target: the
+    demo's by default; ``model`` picks one of a config's model pairs (a GPU config's, for a run on its device)."""
+    raw = config.read_yaml(base_config)
+    if model is not None:
+        models = raw.get("models") or {}
+        if model not in models:
+            raise ValueError(f"--model {model!r}: {base_config} has no such key under models (it has {sorted(models)})")
+        raw["models"] = {model: models[model]}
+    raw["engines"] = ["vllm"]  # the reference is `vllm bench serve`
     raw.update(
         schemes={"baseline": {"method": "baseline"}},
         batch_sizes=[max_num_seqs],
@@ -402,6 +414,8 @@ def agreement(
     max_num_seqs: int = 64,
     repeats: int = 1,
     like_reference: bool = False,
+    base_config: Path = DEMO_CONFIG,
+    model: str | None = None,
     log=print,
 ) -> list[dict[str, Any]]:
     """Per rate, ``repeats`` pairs of runs, the order alternating from pair to pair and from rate to rate (one
@@ -409,7 +423,9 @@ def agreement(
     rows = []
     with tempfile.TemporaryDirectory(prefix="agreement-") as tmp:
         for i, rate in enumerate(rates):
-            spec = cell_spec(rate, prompt_len, output_len, warmup_s, window_s, cooldown_s, seed, max_num_seqs)
+            spec = cell_spec(
+                rate, prompt_len, output_len, warmup_s, window_s, cooldown_s, seed, max_num_seqs, base_config, model
+            )
             runs: dict[str, list[dict]] = {"project": [], "reference": []}
             order: list[str] = []
             for j in range(repeats):
@@ -493,6 +509,10 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--config", type=Path, default=DEMO_CONFIG, help="the config whose target serves (default: the demo's)"
+    )
+    ap.add_argument("--model", help="which of the config's model pairs (default: its first cell's)")
     ap.add_argument("--url", help="attach to a running server started like server_cmd() (default: start one)")
     ap.add_argument("--rates", default="2,8,16,32", help="requests/s, comma-separated")
     ap.add_argument("--prompt-len", type=int, default=32)
@@ -517,6 +537,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--prompt-form-probe {args.prompt_form_probe}: a number of requests per form, 0 or more")
     if not rates and not args.prompt_form_probe:
         ap.error("--rates '' and no --prompt-form-probe: nothing to measure")
+    if not args.config.is_file():
+        ap.error(f"--config {str(args.config)!r}: no such file")
     kw = dict(
         prompt_len=args.prompt_len,
         output_len=args.output_len,
@@ -527,17 +549,24 @@ def main(argv: list[str] | None = None) -> int:
         max_num_seqs=args.max_num_seqs,
         repeats=args.repeats,
         like_reference=args.like_reference,
+        base_config=args.config,
+        model=args.model,
     )
-    spec = cell_spec(
-        rates[0] if rates else 1.0,
-        args.prompt_len,
-        args.output_len,
-        args.warmup,
-        args.window,
-        args.cooldown,
-        args.seed,
-        args.max_num_seqs,
-    )
+    try:
+        spec = cell_spec(
+            rates[0] if rates else 1.0,
+            args.prompt_len,
+            args.output_len,
+            args.warmup,
+            args.window,
+            args.cooldown,
+            args.seed,
+            args.max_num_seqs,
+            args.config,
+            args.model,
+        )
+    except (ValueError, config.ConfigError) as err:
+        ap.error(str(err))
     server = None
     url = args.url
     if url is None:

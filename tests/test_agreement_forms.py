@@ -71,3 +71,36 @@ def test_bad_arguments_are_refused_before_any_server_starts(argv, says, capsys):
         agreement.main(argv)
     err = capsys.readouterr()
     assert exit_.value.code == 2 and says in err.err and "starting the server" not in err.out
+
+
+def test_a_gpu_configs_model_pair_serves_its_target_on_its_device():
+    """--config/--model: the benchmark serves a GPU config's target (its device, model and engine options), vLLM only,
+    with the project's tokenizer for the reference's random dataset; the demo's cell stays the default."""
+    gpu = REPO / "config" / "h200-openloop-matched.yaml"
+    spec = agreement.cell_spec(3.0, 512, 256, 5.0, 30.0, 5.0, 0, 64, gpu, "qwen3b")
+    assert (spec["engine"], spec["device"]) == ("vllm", "cuda")
+    assert spec["target"]["model"] == "config/models/qwen2.5-3b" and spec["workload"]["rate"] == 3.0
+    cmd = agreement.server_cmd(spec)
+    assert cmd[cmd.index("--model") + 1].endswith("config/models/qwen2.5-3b")
+    assert cmd[cmd.index("--tokenizer") + 1] == str(agreement.TOKENIZER_DIR)
+    assert cmd[cmd.index("--gpu-memory-utilization") + 1] == "0.85"
+    demo = agreement.cell_spec(2.0, 32, 32, 1.0, 4.0, 1.0, 0, 8)
+    assert demo["device"] == "cpu" and demo["target"]["model"] != spec["target"]["model"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--config", "config/no-such.yaml"], "--config 'config/no-such.yaml': no such file"),
+        (["--config", "config/h200-openloop-matched.yaml", "--model", "qwen9b"], "--model 'qwen9b'"),
+    ],
+    ids=["missing-config", "unknown-model"],
+)
+def test_a_bad_config_or_model_is_refused_before_any_server_starts(argv, named, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        agreement.main([*argv, "--rates", "2"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert named in err
+    if "--model" in named:
+        assert "['qwen3b']" in err  # the keys it has
