@@ -3638,14 +3638,21 @@ def test_1206e_the_ngram_round_is_host_time_in_two_graph_regimes_and_the_readme_
     assert (f"| host time a round, profiled | {r['host_ms_per_round']:.2f} ms (GPU busy {r['gpu_busy_fraction']:.2f}; "
             f"NVML utilization {r['nvml_util_unprofiled']:.2f} unprofiled) |") in lines
     detail = pl.read_parquet(rounds / "rounds_detail.parquet")
-    full, piecewise = detail.filter(pl.col("graph_launches") == 1), detail.filter(pl.col("graph_launches") > 1)
+    full, piecewise = detail.filter(pl.col("scheduled_tokens") == 6), detail.filter(pl.col("scheduled_tokens") < 6)
     assert full.height + piecewise.height == detail.height == 34
-    assert piecewise["wall_ms"].min() > full["wall_ms"].max()  # two regimes, apart
-    assert abs(piecewise["busy_ms"].mean() / full["busy_ms"].mean() - 1) < 0.05  # the same GPU work
-    assert (f"| drafted rounds (6 tokens verified, one full CUDA graph) | {full.height} rounds, "
+    assert set(piecewise["scheduled_tokens"]) == {1, 3, 5}
+    # the narrower steps are the ones off the full graph, and they are slower for the same GPU work
+    assert set(full["graph_launches"]) == {1} and set(piecewise["graph_launches"]) == {37}
+    assert piecewise["wall_ms"].min() > full["wall_ms"].max()
+    assert abs(piecewise["busy_ms"].mean() / full["busy_ms"].mean() - 1) < 0.05
+    assert (f"| drafted rounds (6 tokens scheduled, one full CUDA graph) | {full.height} rounds, "
             f"{full['wall_ms'].mean():.2f} ms wall, {full['busy_ms'].mean():.2f} ms GPU |") in lines
-    assert (f"| undrafted steps (1, 3 or 5 tokens, the piecewise graphs: {piecewise['graph_launches'].max()} launches) | "
+    assert (f"| undrafted steps (1, 3 or 5 tokens scheduled, the piecewise graphs: 37 launches) | "
             f"{piecewise.height} rounds, {piecewise['wall_ms'].mean():.2f} ms wall, "
             f"{piecewise['busy_ms'].mean():.2f} ms GPU |") in lines
+    assert r["rounds_narrower_than_widest"] == piecewise.height
+    assert r["widest_round_ms_profiled"] == pytest.approx(full["wall_ms"].mean())
+    assert (f"| the widest rounds' host time, profiled | {r['widest_host_ms_per_round']:.2f} ms "
+            f"(`widest_host_ms_per_round`; `rounds_narrower_than_widest` {piecewise.height}) |") in lines
     profile = json.loads(next(rounds.glob("*/*/profile.json")).read_text())
     assert profile["trace_files"] == ["trace/trace.json.gz"] and profile["git_commit"].startswith("63f8cc0")

@@ -214,6 +214,31 @@ def test_partial_batches_are_not_rounds(tmp_path):
     assert row["rounds_profiled"] == 2  # 4→4 and 4→4; the third 4 is followed by a 3
 
 
+def test_rounds_narrower_than_the_widest_are_counted_and_the_widest_rounds_timed_apart(tmp_path):
+    """vLLM's step annotation says how many tokens a decode step scheduled: steps whose request carried fewer drafts
+    than k (an n-gram proposer without a match) are narrower rounds, counted, and the widest rounds keep their own
+    wall and host time (ADR 0249 addendum 5)."""
+    b = TraceBuilder()
+    t, layout = 0.0, [(1, 11_000.0), (1, 11_000.0), (3, 12_000.0), (6, 6_000.0), (6, 6_000.0), (6, 6_000.0)]
+    for tokens, wall in layout:
+        b.label(f"execute_context_0(0)_generation_1({tokens})", t, 500)
+        b.launch("cudaGraphLaunch", t + 100, [(t + 200, 3_000)])  # the same 3 ms of GPU work in every round
+        t += wall
+    b.label("execute_context_1(512)_generation_0(0)", t, 1_000)  # the next prefill closes the last round
+    row, detail = rounds.analyze_trace(b.write(tmp_path / "t.json"))
+    assert [d["scheduled_tokens"] for d in detail] == [tok for tok, _ in layout[:-1]]
+    assert row["rounds_profiled"] == 5 and row["rounds_narrower_than_widest"] == 3
+    assert row["widest_round_ms_profiled"] == pytest.approx(6.0)
+    assert row["widest_host_ms_per_round"] == pytest.approx(3.0)
+    assert row["round_ms_profiled"] == pytest.approx((11 + 11 + 12 + 6 + 6) / 5)  # the mixed mean stays as it was
+    # a baseline (every step one token) has no narrower round
+    base = TraceBuilder()
+    for i in range(4):
+        base.label("execute_context_0(0)_generation_2(2)", 5_000.0 * i, 500)
+    row, _ = rounds.analyze_trace(base.write(tmp_path / "b.json"))
+    assert row["rounds_narrower_than_widest"] == 0 and row["widest_round_ms_profiled"] == pytest.approx(5.0)
+
+
 def test_sglang_labels_mark_rounds_and_phases(tmp_path):
     """SGLang 0.5.17: 'draft' opens each decode round (spec_stage_span), the target forward is
     'step[TARGET_VERIFY bs=B]', the drafter's extend after verify is 'draft_extend'; the accept step has no label."""
@@ -233,6 +258,8 @@ def test_sglang_labels_mark_rounds_and_phases(tmp_path):
     assert row["verify_ms_per_round"] == pytest.approx(3.0)
     assert row["sample_ms_per_round"] == pytest.approx(0.0) and row["other_gpu_ms_per_round"] == pytest.approx(0.1)
     assert row["host_ms_per_round"] == pytest.approx(15.0 - 5.1)
+    # SGLang's markers do not say what a step scheduled: no width columns, null rather than 0
+    assert row["rounds_narrower_than_widest"] is None and row["widest_round_ms_profiled"] is None
 
 
 def _dflash_round(b: TraceBuilder, t: float, with_run_batch: bool = True) -> None:

@@ -42,6 +42,12 @@ GLM-4.7-Flash, MiMo, Gemma 4 26B-A4B) and, for kernels those lack (flashinfer at
 the engines' sources. ``rounds_kernels.parquet``: one row per cell × phase × class; a phase's classes sum to its
 ``*_ms_per_round`` column.
 
+**Round width** (vLLM). A decode step's annotation also says how many tokens it scheduled (requests × (1 + the
+drafts they carry)): ``rounds_detail.parquet``'s ``scheduled_tokens``. A round that scheduled fewer than the widest
+counted round carried fewer drafts than k (e.g. an n-gram proposer that found no match) and can run another CUDA
+graph mode; ``rounds_narrower_than_widest`` counts them, and ``widest_round_ms_profiled`` /
+``widest_host_ms_per_round`` are the widest rounds' own means (ADR 0249 addendum 5). Null for SGLang traces.
+
 The profiler records every op on the host, so profiled rounds are longer than unprofiled ones; ``profile.json``
 carries the unprofiled reference (same engine, same batches, no profiler) and NVML utilization for both, and the
 table reports both round times and their ratio (``profiler_inflation``).
@@ -204,6 +210,7 @@ class Trace:
     phase_sources: frozenset[str]  # which event kinds marked phases: "labels", "python_frames"
     draft_by_step_order: bool = False  # SGLang DFLASH: drafter steps told from the target's by their order
     non_decode_starts: list[float] = field(default_factory=list)  # SGLang: starts of non-decode steps, sorted
+    step_tokens: dict[float, int] = field(default_factory=dict)  # vLLM: a decode step's start → tokens it scheduled
 
 
 def _thread(e: dict) -> tuple:
@@ -219,6 +226,7 @@ def _phase_of(name: str, cat: str) -> str | None:
 
 def parse(data: dict[str, Any]) -> Trace:
     vllm, draft, verify, decode, run_batch, non_decode = [], [], [], [], [], []
+    step_tokens: dict[float, int] = {}
     generation = 0
     phase_spans: dict[tuple, list[tuple[Span, str]]] = {}
     launches, device = [], []
@@ -240,6 +248,7 @@ def parse(data: dict[str, Any]) -> Trace:
                 generation += int(m.group(2))
                 if int(m.group(1)) == 0 and int(m.group(2)) > 0:
                     vllm.append((span, int(m.group(2))))
+                    step_tokens[span.start] = int(m.group(3))
                 else:  # a prefill (or empty) step ends the decode round before it
                     vllm.append((span, 0))
             elif SGLANG_DRAFT.match(name):
@@ -282,6 +291,7 @@ def parse(data: dict[str, Any]) -> Trace:
                 frozenset(sources),
                 draft_by_step_order=by_order and kind == "sglang_verify",
                 non_decode_starts=sorted(non_decode),
+                step_tokens=step_tokens if kind == "vllm_step" else {},
             )
     return Trace([], generation, "none", phase_spans, launches, device, frozenset(sources))
 
@@ -386,6 +396,7 @@ class RoundStats:
     syncs: int = 0
     sync_wait_ms: float = 0.0
     class_gpu_ms: dict[tuple[str, str], float] = field(default_factory=dict)  # (phase, kernel class) → ms
+    scheduled_tokens: int | None = None  # vLLM: the tokens its decode step scheduled (requests × (1 + drafts))
 
     @property
     def wall_ms(self) -> float:
@@ -393,7 +404,7 @@ class RoundStats:
 
 
 def round_stats(trace: Trace) -> list[RoundStats]:
-    rounds = [RoundStats(a, b, n) for a, b, n in decode_rounds(trace)]
+    rounds = [RoundStats(a, b, n, scheduled_tokens=trace.step_tokens.get(a)) for a, b, n in decode_rounds(trace)]
     if not rounds:
         return []
     starts = [r.start for r in rounds]
@@ -492,7 +503,28 @@ def summarize(rounds: list[RoundStats], has_device: bool, sources: frozenset[str
             )
     out["syncs_per_round"] = _mean(float(r.syncs) for r in rounds) if n else None
     out["sync_wait_ms_per_round"] = _mean(r.sync_wait_ms for r in rounds) if n else None
+    out.update(_widest_rounds(rounds, has_device))
     return out
+
+
+def _widest_rounds(rounds: list[RoundStats], has_device: bool) -> dict[str, Any]:
+    """vLLM: how many counted rounds scheduled fewer tokens than the widest (a step whose requests carried fewer
+    drafts than k; such a step can leave the full CUDA graph, ADR 0249 addendum 5), and the widest rounds' own wall
+    and host time, so that a mean over mixed rounds is not read as the drafted round's. Null where the trace does
+    not say what each step scheduled (SGLang)."""
+    tokens = [r.scheduled_tokens for r in rounds]
+    if not rounds or any(t is None for t in tokens):
+        return dict.fromkeys(("rounds_narrower_than_widest", "widest_round_ms_profiled", "widest_host_ms_per_round"))
+    widest = [r for r in rounds if r.scheduled_tokens == max(t for t in tokens if t is not None)]
+
+    def host(r: RoundStats) -> float:
+        return r.wall_ms - (r.busy_ms if has_device else sum(r.span_ms.values()))
+
+    return {
+        "rounds_narrower_than_widest": len(rounds) - len(widest),
+        "widest_round_ms_profiled": _mean(r.wall_ms for r in widest),
+        "widest_host_ms_per_round": _mean(host(r) for r in widest),
+    }
 
 
 def detail_rows(rounds: list[RoundStats]) -> list[dict[str, Any]]:
@@ -508,6 +540,7 @@ def detail_rows(rounds: list[RoundStats]) -> list[dict[str, Any]]:
             "kernel_launches": sum(r.kernel_launches.values()),
             "syncs": r.syncs,
             "sync_wait_ms": r.sync_wait_ms,
+            "scheduled_tokens": r.scheduled_tokens,
         }
         for i, r in enumerate(rounds)
     ]
