@@ -503,6 +503,11 @@ def _readme_text(folder: Path) -> str:
     return " ".join((folder / "README.md").read_text().split())
 
 
+def _budgets_left(text: str) -> list[int]:
+    """A session README's device budgets in the order its calls table gives them ("A → B left" or "N left")."""
+    return [int(x.replace(",", "")) for m in re.findall(r"(?:([\d,]+) → )?([\d,]+) left", text) for x in m if x]
+
+
 def test_1202c_config_is_the_preregistered_one():
     name = "h200-schemes-glm-mla.yaml"
     _assert_shipped_copy(SESSION_1202C / "glm-mla", name, RUN_CONFIGS)
@@ -3213,7 +3218,7 @@ def test_1206b_session_readme_device_time_adds_up():
     """The calls table's budgets, read in order ("A → B left" or "N left"), start at 1,800 s and only fall; each
     machine's share and the total are the README's; every give-back names what was left."""
     text = _readme_text(SESSION_1206B)
-    budgets = [int(x.replace(",", "")) for m in re.findall(r"(?:([\d,]+) → )?([\d,]+) left", text) for x in m if x]
+    budgets = _budgets_left(text)
     assert budgets[0] == 1800 and budgets == sorted(budgets, reverse=True)
     first_give_back, last = 618, budgets[-1]
     assert f"`give_back` (nothing in PLAN.md fit {first_give_back} s) | {first_give_back} left |" in text
@@ -3380,14 +3385,6 @@ def test_1206c_h100_matched_concurrency_family_is_whole_and_the_readme_table_is_
     assert f"{', '.join(steady[:2])}, **{steady[2]}**, {steady[3]} against the 3 clients" in text
 
 
-def test_1206c_session_readme_device_time_adds_up():
-    text = _readme_text(SESSION_1206C)
-    budgets = [int(x.replace(",", "")) for m in re.findall(r"(?:([\d,]+) → )?([\d,]+) left", text) for x in m if x]
-    assert budgets[0] == 1800 and budgets == sorted(budgets, reverse=True) and budgets[-1] == 194
-    assert f"Device time used: {1800 - budgets[-1]:,} of 1,800 s" in text
-    assert "**machine: GPU-d9bac83a-04a2-38b8-42b3-a3ce2c91483a, NVIDIA H100 80GB HBM3" in text
-
-
 def test_1206c_the_vllm_round_beside_sglangs_is_both_sessions_rounds_tables():
     """The README's two-engine table: vLLM's whole-trace profile (this session) and SGLang's (2026-12-06b), the same
     cell of the same shape on two H100s; the verify pass's attention is most of what lies between them."""
@@ -3500,14 +3497,6 @@ def test_1206d_the_sign_reading_names_both_h100_boards_and_their_baselines():
     assert "**the sign changes on one board class, across two boards.**" in text
 
 
-def test_1206d_session_readme_device_time_adds_up():
-    text = _readme_text(SESSION_1206D)
-    budgets = [int(x.replace(",", "")) for m in re.findall(r"(?:([\d,]+) → )?([\d,]+) left", text) for x in m if x]
-    assert budgets[0] == 1800 and budgets == sorted(budgets, reverse=True) and budgets[-1] == 412
-    assert f"Device time used: {1800 - budgets[-1]:,} of 1,800 s" in text
-    assert f"**machine: {GPU_1206D}, NVIDIA H100 80GB HBM3" in text
-
-
 def test_1206d_the_dspark_round_is_gpu_work_and_the_readme_table_is_the_rounds_tables():
     """The README's table: vLLM's DSpark round (whole trace, this session's H100) beside vLLM's DFlash round of the
     same target (2026-12-02c, an H200); both drafters one CUDA graph of 17 kernels a round."""
@@ -3616,16 +3605,6 @@ def test_1206e_the_verdict_follows_the_registered_rules_from_the_committed_biase
     assert "Qwen3-8B on V1 -0.4 pp, Qwen3-30B-A3B on V2 +22.9 pp" in caveat.text
 
 
-def test_1206e_session_readme_device_time_adds_up():
-    text = _readme_text(SESSION_1206E)
-    budgets = [int(x.replace(",", "")) for m in re.findall(r"(?:([\d,]+) → )?([\d,]+) left", text) for x in m if x]
-    assert budgets[0] == 1800 and budgets == sorted(budgets, reverse=True) and budgets[-1] == 74
-    assert f"Device time used: {1800 - budgets[-1]:,} of 1,800 s" in text
-    assert f"**machine: {GPU_1206E}, NVIDIA H100 80GB HBM3" in text
-    commands = (SESSION_1206E / "device-logs" / "commands.txt").read_text()
-    assert f"Device time used: {1800 - budgets[-1]:,} of 1,800 s." in commands
-
-
 def test_1206e_the_ngram_round_is_host_time_in_two_graph_regimes_and_the_readme_is_the_rounds_tables():
     rounds = SESSION_1206E_H100 / "rounds"
     r = pl.read_parquet(rounds / "rounds.parquet").row(0, named=True)
@@ -3656,3 +3635,20 @@ def test_1206e_the_ngram_round_is_host_time_in_two_graph_regimes_and_the_readme_
             f"(`widest_host_ms_per_round`; `rounds_narrower_than_widest` {piecewise.height}) |") in lines
     profile = json.loads(next(rounds.glob("*/*/profile.json")).read_text())
     assert profile["trace_files"] == ["trace/trace.json.gz"] and profile["git_commit"].startswith("63f8cc0")
+
+
+@pytest.mark.parametrize(
+    ("session", "gpu", "left"),
+    [(SESSION_1206C, GPU_1206C, 194), (SESSION_1206D, GPU_1206D, 412), (SESSION_1206E, GPU_1206E, 74)],
+    ids=["1206c", "1206d", "1206e"],
+)
+def test_one_machine_sessions_device_time_adds_up(session, gpu, left):
+    """The calls table's budgets start at 1,800 s, only fall and end at the last reply; the README's and the command
+    log's totals are their difference; the machine is the one call 1 reported."""
+    text = _readme_text(session)
+    budgets = _budgets_left(text)
+    assert budgets[0] == 1800 and budgets == sorted(budgets, reverse=True) and budgets[-1] == left
+    assert f"Device time used: {1800 - left:,} of 1,800 s" in text
+    assert f"**machine: {gpu}, NVIDIA H100 80GB HBM3" in text
+    commands = (session / "device-logs" / "commands.txt").read_text()
+    assert f"Device time used: {1800 - left:,} of 1,800 s." in commands

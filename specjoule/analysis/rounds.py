@@ -515,7 +515,8 @@ def _widest_rounds(rounds: list[RoundStats], has_device: bool) -> dict[str, Any]
     tokens = [r.scheduled_tokens for r in rounds]
     if not rounds or any(t is None for t in tokens):
         return dict.fromkeys(("rounds_narrower_than_widest", "widest_round_ms_profiled", "widest_host_ms_per_round"))
-    widest = [r for r in rounds if r.scheduled_tokens == max(t for t in tokens if t is not None)]
+    width = max(t for t in tokens if t is not None)
+    widest = [r for r in rounds if r.scheduled_tokens == width]
 
     def host(r: RoundStats) -> float:
         return r.wall_ms - (r.busy_ms if has_device else sum(r.span_ms.values()))

@@ -838,7 +838,8 @@ CAPTURE_RUNNER_CONTROLS = {
 def capture_runner_caveats(records: pl.DataFrame) -> list[Caveat]:
     """A warn caveat where models measured with CUDA graphs both off and on ran on different model runners
     (``engine_config.model_runner``): vLLM 0.26 picks Model Runner V2 for a dense architecture and V1 for an MoE one
-    (2026-12-04b), so the CUDA graphs figure's dense/MoE contrast of the capture bias is also a runner contrast."""
+    (2026-12-04b), so the CUDA graphs figure's dense/MoE contrast of the capture bias is also a runner contrast. The
+    caveat quotes the pre-registered controls (``CAPTURE_RUNNER_CONTROLS``), which a report's own records cannot show."""
     if not {"cuda_graphs", "model_pair", "engine", "engine_config"} <= set(records.columns):
         return []
     runner = pl.col("engine_config").str.json_path_match("$.model_runner")
