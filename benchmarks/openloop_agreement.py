@@ -565,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
             args.config,
             args.model,
         )
-    except (ValueError, config.ConfigError) as err:
+    except ValueError as err:  # an unknown --model, or config.ConfigError (a ValueError) from the config
         ap.error(str(err))
     server = None
     url = args.url

@@ -3368,16 +3368,30 @@ def _loop_family_readme_table(df: pl.DataFrame, checks: pl.DataFrame, folder: Pa
     return by
 
 
+def _h100_loop_family(
+    folder: Path, session: Path, failed: set[str], campaign: str, gpu: str, commit: str, starts: list[float]
+) -> tuple[pl.DataFrame, pl.DataFrame, str]:
+    """A whole H100 loop family of h200-openloop-matched.yaml: its re-derived checks fail exactly ``failed``, its 4
+    records are one campaign on one board at one commit, 60 s windows, and the README quotes its engine starts.
+    Returns the records, the checks and the README's text."""
+    df, checks = _verdict(folder, "h200-openloop-matched.yaml")
+    assert set(checks.filter(pl.col("status") == "fail")["check"]) == failed
+    assert df.height == 4 and set(df["campaign_id"]) == {campaign}
+    assert set(df["gpu_uuid"]) == {gpu} and set(df["git_commit"]) == {commit}
+    assert set(df["window_s"].round(0)) == {60.0} and set(df["energy_counter_updates"]) <= {600, 601}
+    assert sorted(_engine_starts(folder), reverse=True) == starts
+    text = _readme_text(session)
+    later = ", ".join(f"{x:.1f}" for x in starts[1:])
+    assert f"4 cells on 4 engine starts: {starts[0]:.1f} s cold, then {later} s" in text
+    return df, checks, text
+
+
 def test_1206c_h100_matched_concurrency_family_is_whole_and_the_readme_table_is_the_records():
-    df, checks = _verdict(OLM_1206C, "h200-openloop-matched.yaml")
-    assert set(checks.filter(pl.col("status") == "fail")["check"]) == {"steady_state"}
-    assert df.height == 4 and set(df["campaign_id"]) == {"vllm-qwen3b-conc3-b256-random-s0-cg1"}
-    assert set(df["gpu_uuid"]) == {GPU_1206C} and set(df["git_commit"]) == {"c58bf69f04361a0b5f97568294c07d13fffa8854"}
+    df, checks, text = _h100_loop_family(OLM_1206C, SESSION_1206C_H100, {"steady_state"},
+                                         "vllm-qwen3b-conc3-b256-random-s0-cg1", GPU_1206C,
+                                         "c58bf69f04361a0b5f97568294c07d13fffa8854", [150.0, 125.1, 103.2, 98.1])
     assert set(df["workload_kind"]) == {"closed_loop"} and set(df["concurrency"]) == {3}
-    assert set(df["window_s"].round(0)) == {60.0} and set(df["energy_counter_updates"]) == {600}
-    assert sorted(_engine_starts(OLM_1206C), reverse=True) == [150.0, 125.1, 103.2, 98.1]
-    text = _readme_text(SESSION_1206C_H100)
-    assert "4 cells on 4 engine starts: 150.0 s cold, then 125.1, 103.2, 98.1 s" in text
+    assert set(df["energy_counter_updates"]) == {600}
     by = _loop_family_readme_table(df, checks, OLM_1206C, SESSION_1206C_H100,
                                    {"draft--mv1": "", "draft--mv6": " (`steady_state` failed)"})
     assert "**1 fail**" in text
@@ -3459,16 +3473,11 @@ def test_openloop_matched_configs_are_the_preregistered_one_and_the_analysis_cop
 
 
 def test_1206d_h100_open_loop_family_is_whole_and_the_readme_table_is_the_records():
-    df, checks = _verdict(OLP_1206D, "h200-openloop-matched.yaml")
-    assert set(checks.filter(pl.col("status") == "fail")["check"]) == {"batch_shape"}
-    assert df.height == 4 and set(df["campaign_id"]) == {"vllm-qwen3b-poisson3-b256-random-s0-cg1"}
-    assert set(df["gpu_uuid"]) == {GPU_1206D} and set(df["git_commit"]) == {"33573709d418a1e78a4c9b0b903144a4d1915b08"}
+    df, checks, text = _h100_loop_family(OLP_1206D, SESSION_1206D_H100, {"batch_shape"},
+                                         "vllm-qwen3b-poisson3-b256-random-s0-cg1", GPU_1206D,
+                                         "33573709d418a1e78a4c9b0b903144a4d1915b08", [173.0, 163.6, 128.2, 117.5])
     assert set(df["workload_kind"]) == {"open_loop"} and set(df["request_rate"]) == {3.0}
     assert set(df["arrival_schedule"]) == {"scaled"} and len(set((df["realized_request_rate"] * df["window_s"]).round(0))) == 1
-    assert set(df["window_s"].round(0)) == {60.0} and set(df["energy_counter_updates"]) <= {600, 601}
-    assert sorted(_engine_starts(OLP_1206D), reverse=True) == [173.0, 163.6, 128.2, 117.5]
-    text = _readme_text(SESSION_1206D_H100)
-    assert "4 cells on 4 engine starts: 173.0 s cold, then 163.6, 128.2, 117.5 s" in text
     failed = " (`batch_shape` failed)"
     by = _loop_family_readme_table(df, checks, OLP_1206D, SESSION_1206D_H100,
                                    {"draft--mv1": failed, "draft--mv6": failed})

@@ -183,6 +183,13 @@ def _ratios_to_mean_baseline(records: pl.DataFrame) -> dict[str, float]:
     return {name: mj / base for name, mj in by.items()}
 
 
+def _committed_family(folder: Path) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, dict], dict[str, float]]:
+    """A committed loop family's records and checks, its records by cell, and each cell's ratio to the mean baseline."""
+    rec = pl.read_parquet(folder / "results" / "records.parquet")
+    chk = pl.read_parquet(folder / "results" / "checks.parquet")
+    return rec, chk, {r["cell_name"]: r for r in rec.iter_rows(named=True)}, _ratios_to_mean_baseline(rec)
+
+
 def _committed_side_by_side(capsys, open_dir: Path, matched_dir: Path, committed: Path) -> str:
     """The loops CLI over two evidence folders (``--also``), which must print the committed comparison byte for byte."""
     loops.main([str(open_dir / "results" / "records.parquet"), str(open_dir / "results" / "checks.parquet"), "--also",
@@ -196,10 +203,7 @@ def test_committed_matched_concurrency_on_an_h100_changes_l1s_sign(capsys):
     """Issue 19 item 5 (validation/h100-2026-12/session-2026-12-06c): the blog's arms at 3 clients. L = 1 costs
     3.96 × the baseline's energy per token at equal concurrency where the open loop (H200, 2026-12-01) showed a
     0.762 × "saving" at 28.3 running requests; mv6's steady_state failed (a quarter at 2.63 running) and stays so."""
-    rec = pl.read_parquet(MATCHED_H100 / "results" / "records.parquet")
-    chk = pl.read_parquet(MATCHED_H100 / "results" / "checks.parquet")
-    by = {r["cell_name"]: r for r in rec.iter_rows(named=True)}
-    ratio = _ratios_to_mean_baseline(rec)
+    rec, chk, by, ratio = _committed_family(MATCHED_H100)
     assert ratio["draft--mv1"] == pytest.approx(3.958, abs=0.001)
     assert ratio["draft--mv6"] == pytest.approx(0.655, abs=0.001)
     assert {r["concurrency"] for r in by.values()} == {3}
@@ -221,10 +225,7 @@ def test_committed_open_loop_on_an_h100_beside_the_matched_h100_family_changes_l
     """Issue 19 item 5 on one board class (2026-12-06d open loop, 2026-12-06c fixed concurrency, two H100s): at
     3 requests/s every arm commits the offered load, L = 1 batches 25 requests against the baseline's 3 and "saves"
     30 %; held at 3 clients it costs 3.96 ×. The sides ran on two boards, and the sign line says so."""
-    rec = pl.read_parquet(OPEN_H100 / "results" / "records.parquet")
-    chk = pl.read_parquet(OPEN_H100 / "results" / "checks.parquet")
-    by = {r["cell_name"]: r for r in rec.iter_rows(named=True)}
-    ratio = _ratios_to_mean_baseline(rec)
+    rec, chk, by, ratio = _committed_family(OPEN_H100)
     assert ratio["draft--mv1"] == pytest.approx(0.696, abs=0.001)
     assert ratio["draft--mv6"] == pytest.approx(0.548, abs=0.001)
     assert {r["workload_kind"] for r in by.values()} == {"open_loop"} and {r["request_rate"] for r in by.values()} == {3.0}
