@@ -29,7 +29,10 @@ N / (N / rate + its mean end-to-end latency)) and none of its requests failed. A
 
 The two clients' requests differ in form: the project sends token ids and asks for them back per chunk
 (``return_token_ids``: its tally counts committed tokens from them), the reference sends the text its random
-dataset decoded and asks for text. ``--prompt-form-probe N`` sends N requests of each form one at a time to the idle
+dataset decoded and asks for text: text that re-encodes to the prompt's own length (its decode, re-encode, truncate
+or extend loop, ``gen_prompt_decode_to_target_len``), which ``text_prompt`` builds the same way from the project's
+ids, folded into the tokenizer's 8,192 entries first (a plain decode drops every id beyond them: a GPU config's
+512-token prompt became ~30 tokens). ``--prompt-form-probe N`` sends N requests of each form one at a time to the idle
 server, in rotating order, through the project's client, and prints each form's TTFT and TPOT and its median TTFT
 against the project's form with a bootstrap interval: what the form costs the server, apart from any client. ``--like-reference`` makes the project's runs send the reference's form
 (text prompts, no token ids back), so that the ratios compare clients, not request forms.
@@ -41,12 +44,14 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -216,9 +221,37 @@ def run_reference(url: str, spec: dict, out_dir: Path) -> dict[str, Any]:
     return reference_metrics(out) | {"wall_s": time.monotonic() - t0, "n": n}
 
 
+def text_prompt(tokenizer: Any, ids: list[int], retries: int = 10) -> str:
+    """The text the reference's random dataset would send for ``ids`` (``gen_prompt_decode_to_target_len`` of vLLM's
+    ``benchmarks/datasets/datasets.py``): decode, re-encode (no special tokens), truncate to ``len(ids)`` or extend
+    with random ids of the vocabulary, at most ``retries`` times, so that the text re-encodes to the prompt's own
+    length. The extra ids come from a ``random.Random`` seeded by the ids themselves: the same prompt, the same text.
+    A few settle 1 or 2 tokens long, as the reference's do (it counts them as ``token_mismatch``; 2 of the GPU config's
+    96 512-token prompts, 5 of the demo's): truncation splits a character, whose bytes decode to U+FFFD, which
+    re-encodes to 3 byte tokens again."""
+    vocab = tokenizer.get_vocab_size()
+    # The pool's ids are the target's (a GPU config's reach 151,935) and the project's tokenizer has 8,192 entries:
+    # it decodes every id beyond them to nothing. Fold them into its vocabulary, where the reference draws its ids.
+    tokens = [int(i) % vocab for i in ids]
+    target = len(tokens)
+    rng = random.Random(zlib.crc32(",".join(map(str, tokens)).encode()))
+    remain = retries
+    while True:
+        text = tokenizer.decode(tokens)
+        tokens = tokenizer.encode(text, add_special_tokens=False).ids
+        if remain <= 0 or len(tokens) == target:
+            return text
+        if len(tokens) < target:
+            tokens.extend(rng.randrange(vocab) for _ in range(target - len(tokens)))
+        else:
+            tokens = tokens[:target]
+        remain -= 1
+
+
 class RequestForm:
-    """The project's engine adapter, its requests rewritten into another form: ``text`` sends the prompt as the text
-    the tokenizer decodes from its ids (what the reference's random dataset sends), ``ids_back=False`` drops
+    """The project's engine adapter, its requests rewritten into another form: ``text`` sends the prompt as text that
+    re-encodes to the prompt's own length, built the reference's random dataset's way (``text_prompt``; a plain
+    decode would not: ids beyond the tokenizer's 8,192-entry vocabulary decode to nothing), ``ids_back=False`` drops
     ``return_token_ids`` (the reference does not ask for them; each chunk then counts one token)."""
 
     def __init__(self, engine: VllmServerEngine, text: bool, ids_back: bool) -> None:
@@ -227,6 +260,7 @@ class RequestForm:
         self.engine, self.text, self.ids_back = engine, text, ids_back
         self.url = engine.url
         self._tokenizer = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json")) if text else None
+        self._texts: dict[tuple[int, ...], str] = {}  # one text per prompt: a run does not re-tokenize
 
     @property
     def name(self) -> str:
@@ -235,7 +269,10 @@ class RequestForm:
     def stream_request(self, prompt: list[int], output_len: int) -> tuple[str, dict]:
         path, body = self.engine.stream_request(prompt, output_len)
         if self.text:
-            body["prompt"] = self._tokenizer.decode(list(prompt))
+            key = tuple(prompt)
+            if key not in self._texts:
+                self._texts[key] = text_prompt(self._tokenizer, list(prompt))
+            body["prompt"] = self._texts[key]
         if not self.ids_back:
             body.pop("return_token_ids", None)
         return path, body

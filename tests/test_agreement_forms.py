@@ -1,6 +1,7 @@
 """The agreement benchmark's request forms (benchmarks/openloop_agreement.py, ADR 0113 addendum 2): the project's
-client in the reference's form sends the same prompt as text and does not ask for token ids back; the probe's
-statistics compare medians with a bootstrap interval. No server: the adapter builds requests without one."""
+client in the reference's form sends the same prompt as text that re-encodes to its own length and does not ask
+for token ids back; the probe's statistics compare medians with a bootstrap interval. No server: the adapter builds
+requests without one."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
+from specjoule import corpora
 from specjoule.engines.vllm import VllmServerEngine
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,13 +35,55 @@ def test_the_reference_form_sends_the_same_prompt_as_text_and_asks_no_token_ids(
     assert isinstance(body["prompt"], str) and own["prompt"] == ids and own["return_token_ids"] is True
     assert "return_token_ids" not in body
     tok = Tokenizer.from_file(str(agreement.TOKENIZER_DIR / "tokenizer.json"))
-    assert body["prompt"] == tok.decode(ids)
+    # the text re-encodes to the prompt's own length, the reference's way; these ids' plain decode re-encodes to 34
+    assert _reencoded(tok, body["prompt"]) == len(ids) == 32
+    assert _reencoded(tok, tok.decode(ids)) == 34 and body["prompt"] != tok.decode(ids)
+    # where the plain decode already re-encodes to the prompt's length, the text is that decode
+    words = tok.encode("The quick brown fox jumps over the lazy dog and keeps running far away").ids
+    assert _reencoded(tok, tok.decode(words)) == len(words) == 19
+    assert form.stream_request(words, 32)[1]["prompt"] == tok.decode(words)
     # everything else is the project's request, unchanged
     assert {k: v for k, v in body.items() if k != "prompt"} == {
         k: v for k, v in own.items() if k not in ("prompt", "return_token_ids")}
     same = agreement.RequestForm(engine, text=False, ids_back=True)
     assert same.stream_request(ids, 32) == (own_path, own) and same.name == "ids prompt, ids back"
     assert type(same.new_tally()) is type(engine.new_tally())  # the adapter's own tally
+
+
+def _reencoded(tok: Tokenizer, text: str) -> int:
+    return len(tok.encode(text, add_special_tokens=False).ids)
+
+
+def test_the_reference_form_re_encodes_a_gpu_configs_prompts_to_their_own_length():
+    """A GPU config's pool holds the target's ids (up to 151,935), beyond the project tokenizer's 8,192 entries: a
+    plain decode dropped them (a 512-token prompt became ~30 tokens). The form folds them into the vocabulary and
+    decodes, re-encodes, truncates or extends the reference's way: every text the form sends re-encodes to 512 tokens
+    but for a few that settle 1 or 2 long, as the reference's do (a split character's bytes re-encode to 3 tokens),
+    and the same prompt gives the same text. The demo's pool (ids inside the vocabulary) likewise."""
+    tok = Tokenizer.from_file(str(agreement.TOKENIZER_DIR / "tokenizer.json"))
+    vocab = tok.get_vocab_size()
+    gpu = agreement.cell_spec(2.0, 512, 256, 5.0, 20.0, 5.0, 0, 64, REPO / "config" / "h200-openloop-matched.yaml",
+                              "qwen3b")
+    demo = agreement.cell_spec(2.0, 512, 256, 5.0, 20.0, 5.0, 0, 64)
+    pool = [list(p) for p in corpora.load_pool(gpu).token_ids]
+    assert vocab == 8192 and any(max(p) >= vocab for p in pool) and {len(p) for p in pool} == {512}
+    assert max(_reencoded(tok, tok.decode(p)) for p in pool[:20]) < 100  # what a plain decode sent
+
+    engine = VllmServerEngine(gpu, url="http://127.0.0.1:9")  # never started
+    form = agreement.RequestForm(engine, text=True, ids_back=False)
+    texts = [form.stream_request(p, 256)[1]["prompt"] for p in pool[:20]]
+    assert [_reencoded(tok, t) for t in texts] == [512] * 20
+    assert len(form._texts) == 20 and [form.stream_request(p, 256)[1]["prompt"] for p in pool[:20]] == texts
+    again = agreement.RequestForm(engine, text=True, ids_back=False)  # a fresh cache: the same texts
+    assert [again.stream_request(p, 256)[1]["prompt"] for p in pool[:20]] == texts
+    assert agreement.text_prompt(tok, pool[0]) == agreement.text_prompt(tok, [i % vocab for i in pool[0]])
+
+    demo_pool = [list(p) for p in corpora.load_pool(demo).token_ids]
+    assert max(max(p) for p in demo_pool) < vocab
+    for prompts in (pool, demo_pool):
+        lengths = [_reencoded(tok, agreement.text_prompt(tok, p)) for p in prompts]
+        assert min(lengths) == 512 and max(lengths) <= 514
+        assert sum(n == 512 for n in lengths) >= 0.9 * len(prompts)
 
 
 def test_form_stats_reads_medians_and_a_shift_only_when_the_samples_carry_one():
