@@ -112,9 +112,10 @@ def test_gemma_eagle3_on_sglang_is_unsupported_with_each_configs_reason(table):
 
 
 def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
-    """Every (target, scheme) SGLang row of the shipped configs is measured or unsupported: since 2026-12-03f
+    """Every (target, scheme) SGLang row of the shipped configs but one is measured or unsupported: since 2026-12-03f
     (gemma-4's multimodal shape, ADR 0225) all but EAGLE3 on Qwen3.6, pre-registered 2026-12-04b, and since 2026-12-04e
-    that one too: its start failed on an SGLang 0.5.17 defect the plan now names (ADR 0194 addendum 3)."""
+    that one too: its start failed on an SGLang 0.5.17 defect the plan now names (ADR 0194 addendum 3). The one is
+    SGLang's n-gram, never run on a GPU, pre-registered 2026-12-06f."""
     sglang = table.filter(pl.col("engine") == "sglang")
     # a token-mode companion (ADR 0244) is a row of its own, not breadth: on an H200 it has not run (H100s only)
     variants = sglang.filter(pl.col("method").str.ends_with(f" ({schemes.REAL_DRAFT_TOKEN})"))
@@ -125,6 +126,11 @@ def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
          "config/h200-moe-token-mode.yaml, config/h200-schemes-depth-moe-sglang-rt.yaml"),
     ]
     sglang = sglang.join(variants, on=list(coverage.ROW_KEY), how="anti")
+    # the one scheme never run on SGLang on a GPU, its host-side n-gram, pre-registered 2026-12-06f
+    unrun = sglang.filter(pl.col("status") == coverage.NOT_RUN)
+    assert unrun.select("target_model", "method", "configs").rows() == [
+        ("config/models/qwen2.5-3b", "ngram", "config/h200-schemes-ngram-sglang.yaml")]
+    sglang = sglang.filter(pl.col("status") != coverage.NOT_RUN)
     assert set(sglang["status"]) <= {coverage.MEASURED, coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN}
     got = row(table, "qwen3.6-35b-a3b", "sglang", "eagle3")
     assert got["status"] in (coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specjoule import config
+from specjoule import cells, config
 from specjoule.engines import sglang as sg
 
 REPO = Path(__file__).resolve().parents[1]
@@ -253,3 +253,30 @@ def test_the_sliding_window_companion_differs_from_its_family_only_in_its_name_s
     for path in (SW_SGLANG_RT, MOE_RT):
         assert rule in " ".join(line.lstrip("# ") for line in (REPO / path).read_text().splitlines() if line.startswith("#"))
     _assert_a_token_mode_companion(SW_SGLANG_RT, SW_SGLANG, rt, fixed)
+
+
+NGRAM_SGLANG = "config/h200-schemes-ngram-sglang.yaml"
+
+
+def test_the_sglang_ngram_config_is_validation_bs_ngram_arm_on_both_engines_and_plans_its_header():
+    """Pre-registered 2026-12-06f: SGLang's host-side n-gram, never run on a GPU, with vLLM's on the same board. The
+    arm, model, workload and thresholds are h200-validation-b's; each engine family carries its own baselines; the
+    header's planned seconds and starts are the plan's."""
+    ngram, b = _load(NGRAM_SGLANG, "config/h200-validation-b.yaml")
+    assert ngram["engines"] == ["sglang", "vllm"] and ngram["models"]["qwen3b"]["target"] == b["models"]["qwen3b"]["target"]
+    assert ngram["schemes"]["ngram"] == {**b["schemes"]["ngram"]} and set(ngram["schemes"]) == {"baseline", "ngram"}
+    for key in ("batch_sizes", "corpora", "seeds", "cuda_graphs", "workloads", "meter"):
+        assert ngram[key] == b[key], key
+    for key, value in b["checks"].items():
+        if key != "engine_config_may_differ":
+            assert ngram["checks"][key] == value, key
+    table = cells.build(config.load(REPO / NGRAM_SGLANG))
+    assert not any(c.unsupported_reason for c in table.cells)
+    header = (REPO / NGRAM_SGLANG).read_text()
+    for engine in ("sglang", "vllm"):
+        groups = [g for g in table.engine_groups().values() if g.cells[0].engine == engine]
+        planned = round(sum(table.group_estimated_s(g, warm_cache=False) for g in groups))
+        roles = {c.role for g in groups for c in g.cells}
+        assert {"opening_baseline", "closing_baseline", "point"} <= roles, engine
+        gate = round(1.2 * planned)
+        assert f"{engine}-qwen3b-closed-cg1 {planned} s ({len(groups)} engine starts) gate {gate} s" in " ".join(header.split())
