@@ -35,7 +35,9 @@ ids, folded into the tokenizer's 8,192 entries first (a plain decode drops every
 512-token prompt became ~30 tokens). ``--prompt-form-probe N`` sends N requests of each form one at a time to the idle
 server, in rotating order, through the project's client, and prints each form's TTFT and TPOT and its median TTFT
 against the project's form with a bootstrap interval: what the form costs the server, apart from any client. ``--like-reference`` makes the project's runs send the reference's form
-(text prompts, no token ids back), so that the ratios compare clients, not request forms.
+(text prompts, no token ids back), so that the ratios compare clients, not request forms; ``--reference-arrivals``
+makes them send at the reference's own arrival instants (``reference_offsets``: the same numpy draws), so that they
+compare clients, not two draws of one arrival law.
 """
 
 from __future__ import annotations
@@ -364,7 +366,25 @@ def probe_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run_project(url: str, spec: dict, like_reference: bool = False) -> dict[str, Any]:
+def reference_offsets(rate: float, n: int, seed: int, burstiness: float = 1.0) -> list[float]:
+    """The arrival offsets ``vllm bench serve`` sends ``n`` requests at (``get_request`` of vLLM 0.26.0's
+    ``benchmarks/serve.py``, constant rate): its ``main`` seeds numpy's global generator with ``--seed`` and the random
+    dataset draws from a generator of its own, so the gaps are that seed's first ``n`` Gamma(burstiness, 1 / (rate ×
+    burstiness)) draws, one at a time, cumulated and scaled so that the n-th arrival lands at n / rate. The project's
+    ``scaled`` schedule has the same law and count from another generator; with these offsets both clients send at
+    the same instants, so what differs between them is the client."""
+    import numpy as np
+
+    if rate <= 0 or burstiness <= 0 or n <= 0:
+        raise ValueError(f"rate {rate}, burstiness {burstiness} and n {n} must be positive")
+    draws = np.random.RandomState(seed)  # the stream np.random.seed(seed) gives the global generator
+    gaps = [float(draws.gamma(shape=burstiness, scale=1.0 / (rate * burstiness))) for _ in range(n)]
+    cum = [float(c) for c in np.cumsum(gaps)]
+    scale = (n / rate) / cum[-1]
+    return [c * scale for c in cum]
+
+
+def run_project(url: str, spec: dict, like_reference: bool = False, reference_arrivals: bool = False) -> dict[str, Any]:
     engine: Any = VllmServerEngine(spec, url=url)
     engine.start()  # attach: waits for /health, reads the server's config
     if like_reference:
@@ -372,6 +392,8 @@ def run_project(url: str, spec: dict, like_reference: bool = False) -> dict[str,
     pool = corpora.load_pool(spec).token_ids
     t0 = time.monotonic()
     loop = loadgen.Loop(engine, NoneMeter(), pool, spec, drain=True)
+    if reference_arrivals:  # the reference's instants in place of the scaled schedule's (same count, same law)
+        loop.arrivals = reference_offsets(loop.rate, len(loop.arrivals), int(spec["seed"]), loop.burstiness)
     outcome = loop.run()
     done = [s for s in loop.sent if s.result is not None and s.result.ok]
     first = min(s.sent for s in loop.sent)
@@ -451,6 +473,7 @@ def agreement(
     max_num_seqs: int = 64,
     repeats: int = 1,
     like_reference: bool = False,
+    reference_arrivals: bool = False,
     base_config: Path = DEMO_CONFIG,
     model: str | None = None,
     log=print,
@@ -470,7 +493,7 @@ def agreement(
                 for who in pair:
                     log(f"rate {rate:g}/s: {who} ({len(runs[who]) + 1} of {repeats}) …")
                     runs[who].append(
-                        run_project(url, spec, like_reference)
+                        run_project(url, spec, like_reference, reference_arrivals)
                         if who == "project"
                         else run_reference(url, spec, Path(tmp))
                     )
@@ -562,6 +585,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1, help="pairs of runs per rate (ABBA order for two)")
     ap.add_argument("--json", help="also write the rows here")
     ap.add_argument("--like-reference", action="store_true", help="the project sends the reference's request form")
+    ap.add_argument(
+        "--reference-arrivals",
+        action="store_true",
+        help="the project sends at the reference's arrival instants (its numpy draws), not its own schedule's",
+    )
     ap.add_argument("--prompt-form-probe", type=int, default=0, metavar="N", help="N idle requests of each form first")
     args = ap.parse_args(argv)
     try:
@@ -586,6 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         max_num_seqs=args.max_num_seqs,
         repeats=args.repeats,
         like_reference=args.like_reference,
+        reference_arrivals=args.reference_arrivals,
         base_config=args.config,
         model=args.model,
     )
@@ -632,7 +661,15 @@ def main(argv: list[str] | None = None) -> int:
     if probe:
         print(probe_table(probe))
     if rows:
-        print(("the project in the reference's request form\n" if args.like_reference else "") + table(rows))
+        said = [
+            name
+            for name, on in (
+                ("the reference's request form", args.like_reference),
+                ("the reference's arrivals", args.reference_arrivals),
+            )
+            if on
+        ]
+        print((f"the project with {' and '.join(said)}\n" if said else "") + table(rows))
     if args.json:
         Path(args.json).write_text(
             json.dumps({"poll_cost": cost, "prompt_form_probe": probe, "rows": rows}, indent=1, default=str)

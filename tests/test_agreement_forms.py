@@ -148,3 +148,65 @@ def test_a_bad_config_or_model_is_refused_before_any_server_starts(argv, named, 
     assert named in err
     if "--model" in named:
         assert "['qwen3b']" in err  # the keys it has
+
+
+def _installed_get_request():
+    """``get_request`` (and the rate helper it calls) of the installed vLLM's ``benchmarks/serve.py``, read with ``ast``
+    and run apart: importing vLLM costs ~11 s on this host, and the function needs only numpy, time and asyncio."""
+    import ast
+    import asyncio
+    import importlib.util
+    import time
+    import typing
+    from collections.abc import AsyncGenerator, Iterable
+
+    import numpy as np
+
+    spec = importlib.util.find_spec("vllm")  # finds the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("vLLM is not installed here")
+    source = (Path(next(iter(spec.submodule_search_locations))) / "benchmarks" / "serve.py").read_text()
+    tree = ast.parse(source)
+    wanted = {"get_request", "_get_current_request_rate"}
+    found = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in wanted]
+    assert {f.name for f in found} == wanted, "vLLM's get_request moved: read the reference's schedule again"
+    namespace = {"np": np, "time": time, "asyncio": asyncio, "Iterable": Iterable, "AsyncGenerator": AsyncGenerator,
+                 "Literal": typing.Literal, "SampleRequest": object}
+    exec(compile(ast.Module(body=found, type_ignores=[]), "vllm/benchmarks/serve.py", "exec"), namespace)  # noqa: S102
+    return namespace["get_request"], time, asyncio
+
+
+@pytest.mark.parametrize(("rate", "n", "seed"), [(8.0, 240, 0), (2.0, 60, 3)])
+def test_reference_offsets_are_the_instants_vllm_bench_serve_sends_at(rate, n, seed, monkeypatch):
+    """--reference-arrivals: the offsets are those the installed ``vllm bench serve`` sends its requests at (its
+    ``main`` seeds numpy's global generator; its ``get_request`` draws, cumulates and rescales), driven here on a fake
+    clock; and they are not the project's own ``scaled`` schedule (the same law from another generator)."""
+    import numpy as np
+
+    get_request, time_module, asyncio_module = _installed_get_request()
+    clock = [1000.0]
+    monkeypatch.setattr(time_module, "time", lambda: clock[0])
+
+    async def fake_sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    monkeypatch.setattr(asyncio_module, "sleep", fake_sleep)
+
+    async def instants() -> list[float]:
+        out = []
+        async for _request, _rate in get_request(list(range(n)), rate, 1.0):
+            out.append(clock[0] - 1000.0)
+        return out
+
+    np.random.seed(seed)  # what the reference's main does with --seed
+    import asyncio
+
+    sent = asyncio.new_event_loop().run_until_complete(instants())
+    monkeypatch.undo()
+    mine = agreement.reference_offsets(rate, n, seed)
+    assert len(sent) == len(mine) == n and sent[-1] == pytest.approx(n / rate)
+    assert mine == pytest.approx(sent, abs=1e-9)
+    scaled = agreement.loadgen.arrival_offsets(rate, n / rate, seed, "scaled")
+    assert len(scaled) == n and scaled[-1] == pytest.approx(mine[-1]) and scaled[:5] != pytest.approx(mine[:5])
+    with pytest.raises(ValueError, match="must be positive"):
+        agreement.reference_offsets(rate, 0, seed)
