@@ -149,6 +149,10 @@ def reference_metrics(out: dict) -> dict[str, Any]:
         "e2e_mean": (out.get("mean_e2el_ms") or float("nan")) / 1e3,
         "starved_share": starved_n / len(itls) if itls else None,
         "burst_gap_share": sum(g < BURST_GAP_S for g in gaps) / len(gaps) if gaps else None,
+        # the prompt length the server saw (the reference counts its prompts with the served tokenizer)
+        "mean_prompt_tokens": out["total_input_tokens"] / out["completed"]
+        if out.get("total_input_tokens") is not None and out.get("completed")
+        else None,
     }
 
 
@@ -263,6 +267,8 @@ class RequestForm:
         self.url = engine.url
         self._tokenizer = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json")) if text else None
         self._texts: dict[tuple[int, ...], str] = {}  # one text per prompt: a run does not re-tokenize
+        self._lengths: dict[tuple[int, ...], int] = {}
+        self.sent_prompt_tokens: list[int] = []  # per request sent: its prompt as the served tokenizer counts it
 
     @property
     def name(self) -> str:
@@ -274,7 +280,11 @@ class RequestForm:
             key = tuple(prompt)
             if key not in self._texts:
                 self._texts[key] = text_prompt(self._tokenizer, list(prompt))
+                self._lengths[key] = len(self._tokenizer.encode(self._texts[key], add_special_tokens=False).ids)
             body["prompt"] = self._texts[key]
+            self.sent_prompt_tokens.append(self._lengths[key])
+        else:
+            self.sent_prompt_tokens.append(len(prompt))
         if not self.ids_back:
             body.pop("return_token_ids", None)
         return path, body
@@ -403,9 +413,11 @@ def run_project(url: str, spec: dict, like_reference: bool = False, reference_ar
     window = outcome.t_end - outcome.t_start
     counters = outcome.delta.columns(False)
     record_latency = latency_from_requests(outcome.requests)
+    sent_lengths = getattr(engine, "sent_prompt_tokens", None) or [s.result.prompt_tokens for s in done]
     return {
         "req_tput": len(done) / duration,
         "tok_tput": sum(s.result.output_tokens for s in done) / duration,
+        "mean_prompt_tokens": statistics.fmean(sent_lengths),
         "ttft_mean": statistics.fmean(ttft),
         "tpot_mean": statistics.fmean(tpot),
         "ttft_p99": percentile(ttft, 0.99, "linear"),
@@ -538,12 +550,32 @@ def _row(rate: float, order: str, p_runs: list[dict], r_runs: list[dict]) -> dic
         "tpot_p99": ratio(p["tpot_p99"], r["tpot_p99"]),
         "rec_req_tput": ratio(p["rec_req_tput"], r["req_tput"]),
         "rec_tok_tput": ratio(p["rec_tok_tput"], r["tok_tput"]),
+        # the two clients' prompts as the server counts them: ratios of TTFT mean little where these differ
+        "prompt_tokens": ratio(p.get("mean_prompt_tokens"), r.get("mean_prompt_tokens")),
         **same,
         "project": p,
         "reference": r,
         "project_runs": p_runs,
         "reference_runs": r_runs,
     }
+
+
+PROMPT_TOKENS_TOLERANCE = 0.01
+
+
+def prompt_length_warnings(rows: list[dict[str, Any]]) -> list[str]:
+    """A line for each rate where the two clients' prompts, as the server counts them, differ by more than 1 %: there
+    the TTFT ratio compares two prefills, not two clients (2026-12-06f's text form sent ~30 tokens against 512)."""
+    out = []
+    for row in rows:
+        share = row.get("prompt_tokens")
+        if share is not None and abs(share - 1) > PROMPT_TOKENS_TOLERANCE:
+            p, r = row["project"]["mean_prompt_tokens"], row["reference"]["mean_prompt_tokens"]
+            out.append(
+                f"rate {row['rate']:g}/s: prompts differ, project {p:.1f} against reference {r:.1f} tokens "
+                f"({share:.3f}): its TTFT ratio compares two prefills, not two clients"
+            )
+    return out
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -670,6 +702,8 @@ def main(argv: list[str] | None = None) -> int:
             if on
         ]
         print((f"the project with {' and '.join(said)}\n" if said else "") + table(rows))
+        for line in prompt_length_warnings(rows):
+            print(line)
     if args.json:
         Path(args.json).write_text(
             json.dumps({"poll_cost": cost, "prompt_form_probe": probe, "rows": rows}, indent=1, default=str)

@@ -210,3 +210,37 @@ def test_reference_offsets_are_the_instants_vllm_bench_serve_sends_at(rate, n, s
     assert len(scaled) == n and scaled[-1] == pytest.approx(mine[-1]) and scaled[:5] != pytest.approx(mine[:5])
     with pytest.raises(ValueError, match="must be positive"):
         agreement.reference_offsets(rate, 0, seed)
+
+
+def test_the_prompt_lengths_the_server_saw_are_kept_and_a_mismatch_is_said():
+    """Each client's prompt length as the served tokenizer counts it (the reference's from its own result, the
+    project's from what it sent); a rate where they differ by more than 1 % gets a line saying its TTFT ratio compares
+    two prefills — what would have flagged 2026-12-06f's ~30-token text prompts against the reference's 512."""
+    base = {"request_throughput": 2.0, "output_throughput": 64.0, "mean_ttft_ms": 30.0, "mean_tpot_ms": 3.0,
+            "completed": 60, "duration": 30.0, "mean_e2el_ms": 120.0, "itls": []}
+    assert agreement.reference_metrics({**base, "total_input_tokens": 60 * 512})["mean_prompt_tokens"] == 512
+    assert agreement.reference_metrics(base)["mean_prompt_tokens"] is None  # an older result without the count
+
+    tok = Tokenizer.from_file(str(agreement.TOKENIZER_DIR / "tokenizer.json"))
+    gpu = agreement.cell_spec(2.0, 512, 256, 5.0, 20.0, 5.0, 0, 64, REPO / "config" / "h200-openloop-matched.yaml",
+                              "qwen3b")
+    pool = [list(p) for p in corpora.load_pool(gpu).token_ids]
+    engine = VllmServerEngine(gpu, url="http://127.0.0.1:9")  # never started
+    text, ids = (agreement.RequestForm(engine, text=t, ids_back=not t) for t in (True, False))
+    for p in pool[:3] + pool[:1]:
+        text.stream_request(p, 256)
+        ids.stream_request(p, 256)
+    assert ids.sent_prompt_tokens == [512] * 4
+    assert text.sent_prompt_tokens == [_reencoded(tok, agreement.text_prompt(tok, p)) for p in pool[:3] + pool[:1]]
+
+    run = {"req_tput": 2.0, "tok_tput": 64.0, "ttft_mean": 0.03, "tpot_mean": 0.003, "ttft_p99": 0.05,
+           "tpot_p99": 0.004, "rec_req_tput": 2.0, "rec_tok_tput": 64.0, "failed": 0}
+    ref = {**run, "n": 60, "e2e_mean": 1.0, "mean_prompt_tokens": 512.0}
+    same = agreement._row(2.0, "PR", [{**run, "mean_prompt_tokens": 512.0}], [ref])
+    short = agreement._row(8.0, "PR", [{**run, "mean_prompt_tokens": 30.2}], [ref])
+    assert same["prompt_tokens"] == 1.0 and short["prompt_tokens"] == pytest.approx(30.2 / 512)
+    warnings = agreement.prompt_length_warnings([same, short])
+    assert warnings == ["rate 8/s: prompts differ, project 30.2 against reference 512.0 tokens (0.059): its TTFT "
+                        "ratio compares two prefills, not two clients"]
+    inside, outside = (agreement._row(2.0, "PR", [{**run, "mean_prompt_tokens": 512.0 * f}], [ref]) for f in (1.009, 1.011))
+    assert agreement.prompt_length_warnings([inside]) == [] and len(agreement.prompt_length_warnings([outside])) == 1

@@ -202,6 +202,9 @@ def test_agreement_with_vllm_bench_serve_shortened(measured):
     assert p["completed"] + p["failed"] == 32 and ref["completed"] + ref["failed"] == 32, (p, ref)
     assert p["failed"] == 0 and ref["failed"] == 0, (p, ref)
     assert row["req_tput"] == pytest.approx(1.0, abs=0.1) and row["tok_tput"] == pytest.approx(1.0, abs=0.1)
+    # both clients' prompts the same length as the server counts them (the reference's from its own result)
+    assert row["prompt_tokens"] == pytest.approx(1.0, abs=0.01), (p["mean_prompt_tokens"], ref["mean_prompt_tokens"])
+    assert agreement.prompt_length_warnings([row]) == []
     assert row["ttft"] > 0 and row["ref_keeps_up"] in (True, False)
     # A client starved of CPU reads a whole stream at once and its per-token time collapses to about 0 (the record
     # then nulls TPOT, ADR 0113): the ratio may be 0 (or undefined) only when that client's streams were seen starved.
