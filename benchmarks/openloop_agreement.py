@@ -227,14 +227,14 @@ def run_reference(url: str, spec: dict, out_dir: Path) -> dict[str, Any]:
     return reference_metrics(out) | {"wall_s": time.monotonic() - t0, "n": n}
 
 
-def text_prompt(tokenizer: Any, ids: list[int], retries: int = 10) -> str:
+def text_prompt(tokenizer: Any, ids: list[int], retries: int = 10) -> tuple[str, int]:
     """The text the reference's random dataset would send for ``ids`` (``gen_prompt_decode_to_target_len`` of vLLM's
     ``benchmarks/datasets/datasets.py``): decode, re-encode (no special tokens), truncate to ``len(ids)`` or extend
     with random ids of the vocabulary, at most ``retries`` times, so that the text re-encodes to the prompt's own
     length. The extra ids come from a ``random.Random`` seeded by the ids themselves: the same prompt, the same text.
     A few settle 1 or 2 tokens long, as the reference's do (it counts them as ``token_mismatch``; 2 of the GPU config's
     96 512-token prompts, 5 of the demo's): truncation splits a character, whose bytes decode to U+FFFD, which
-    re-encodes to 3 byte tokens again."""
+    re-encodes to 3 byte tokens again. Returns the text and the tokens it re-encodes to (the loop's last encoding)."""
     vocab = tokenizer.get_vocab_size()
     # The pool's ids are the target's (a GPU config's reach 151,935) and the project's tokenizer has 8,192 entries:
     # it decodes every id beyond them to nothing. Fold them into its vocabulary, where the reference draws its ids.
@@ -246,7 +246,7 @@ def text_prompt(tokenizer: Any, ids: list[int], retries: int = 10) -> str:
         text = tokenizer.decode(tokens)
         tokens = tokenizer.encode(text, add_special_tokens=False).ids
         if remain <= 0 or len(tokens) == target:
-            return text
+            return text, len(tokens)
         if len(tokens) < target:
             tokens.extend(rng.randrange(vocab) for _ in range(target - len(tokens)))
         else:
@@ -266,8 +266,7 @@ class RequestForm:
         self.engine, self.text, self.ids_back = engine, text, ids_back
         self.url = engine.url
         self._tokenizer = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json")) if text else None
-        self._texts: dict[tuple[int, ...], str] = {}  # one text per prompt: a run does not re-tokenize
-        self._lengths: dict[tuple[int, ...], int] = {}
+        self._texts: dict[tuple[int, ...], tuple[str, int]] = {}  # per prompt, its text and length: tokenized once
         self.sent_prompt_tokens: list[int] = []  # per request sent: its prompt as the served tokenizer counts it
 
     @property
@@ -280,9 +279,8 @@ class RequestForm:
             key = tuple(prompt)
             if key not in self._texts:
                 self._texts[key] = text_prompt(self._tokenizer, list(prompt))
-                self._lengths[key] = len(self._tokenizer.encode(self._texts[key], add_special_tokens=False).ids)
-            body["prompt"] = self._texts[key]
-            self.sent_prompt_tokens.append(self._lengths[key])
+            body["prompt"], length = self._texts[key]
+            self.sent_prompt_tokens.append(length)
         else:
             self.sent_prompt_tokens.append(len(prompt))
         if not self.ids_back:
@@ -388,10 +386,9 @@ def reference_offsets(rate: float, n: int, seed: int, burstiness: float = 1.0) -
     if rate <= 0 or burstiness <= 0 or n <= 0:
         raise ValueError(f"rate {rate}, burstiness {burstiness} and n {n} must be positive")
     draws = np.random.RandomState(seed)  # the stream np.random.seed(seed) gives the global generator
-    gaps = [float(draws.gamma(shape=burstiness, scale=1.0 / (rate * burstiness))) for _ in range(n)]
-    cum = [float(c) for c in np.cumsum(gaps)]
-    scale = (n / rate) / cum[-1]
-    return [c * scale for c in cum]
+    return loadgen.scaled_to_rate(
+        [float(draws.gamma(shape=burstiness, scale=1.0 / (rate * burstiness))) for _ in range(n)], rate
+    )
 
 
 def run_project(url: str, spec: dict, like_reference: bool = False, reference_arrivals: bool = False) -> dict[str, Any]:

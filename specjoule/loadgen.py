@@ -87,15 +87,19 @@ def arrival_offsets(
             out.append(t)
     if schedule == "scaled":
         n = int(math.floor(rate * horizon_s + 1e-9))
-        if n == 0:
-            return []
-        cum, t = [], 0.0
-        for _ in range(n):
-            t += gap()
-            cum.append(t)
-        scale = (n / rate) / cum[-1]
-        return [c * scale for c in cum]
+        return scaled_to_rate([gap() for _ in range(n)], rate) if n else []
     raise ValueError(f"arrival schedule {schedule!r}: expected one of {', '.join(SCHEDULES)}")
+
+
+def scaled_to_rate(gaps: list[float], rate: float) -> list[float]:
+    """Arrival offsets from ``gaps``: cumulated in order, then scaled so that the last of the N lands at N / rate
+    (``vllm bench serve``'s normalisation, the ``scaled`` schedule's)."""
+    cum, t = [], 0.0
+    for g in gaps:
+        t += g
+        cum.append(t)
+    scale = (len(gaps) / rate) / cum[-1]
+    return [c * scale for c in cum]
 
 
 # ---------------------------------------------------------------------------------------------------------------

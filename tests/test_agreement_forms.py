@@ -81,7 +81,9 @@ def test_the_reference_form_re_encodes_a_gpu_configs_prompts_to_their_own_length
     demo_pool = [list(p) for p in corpora.load_pool(demo).token_ids]
     assert max(max(p) for p in demo_pool) < vocab
     for prompts in (pool, demo_pool):
-        lengths = [_reencoded(tok, agreement.text_prompt(tok, p)) for p in prompts]
+        made = [agreement.text_prompt(tok, p) for p in prompts]
+        lengths = [_reencoded(tok, text) for text, _ in made]
+        assert [n for _, n in made] == lengths  # the length it returns is the text's own
         assert min(lengths) == 512 and max(lengths) <= 514
         assert sum(n == 512 for n in lengths) >= 0.9 * len(prompts)
 
@@ -231,7 +233,7 @@ def test_the_prompt_lengths_the_server_saw_are_kept_and_a_mismatch_is_said():
         text.stream_request(p, 256)
         ids.stream_request(p, 256)
     assert ids.sent_prompt_tokens == [512] * 4
-    assert text.sent_prompt_tokens == [_reencoded(tok, agreement.text_prompt(tok, p)) for p in pool[:3] + pool[:1]]
+    assert text.sent_prompt_tokens == [_reencoded(tok, agreement.text_prompt(tok, p)[0]) for p in pool[:3] + pool[:1]]
 
     run = {"req_tput": 2.0, "tok_tput": 64.0, "ttft_mean": 0.03, "tpot_mean": 0.003, "ttft_p99": 0.05,
            "tpot_p99": 0.004, "rec_req_tput": 2.0, "rec_tok_tput": 64.0, "failed": 0}

@@ -3797,7 +3797,7 @@ def test_1206f_the_like_reference_run_sent_short_prompts_and_the_mended_form_doe
     assert f"had given {min(demo_plain)}–{max(demo_plain)} tokens, not 512" in adr
     ratios = [r["ttft"] for r in json.loads((SESSION_1206F_H100 / "agreement" / "agreement-text-form.json").read_text())["rows"]]
     assert "TTFT ratios (" + ", ".join(f"{x:.3f}" for x in ratios) + ")" in text
-    mended = {name: [encoded(agreement.text_prompt(tok, list(p))) for p in pool]
+    mended = {name: [encoded(agreement.text_prompt(tok, list(p))[0]) for p in pool]
               for name, pool in (("gpu", gpu_pool), ("demo", demo_pool))}
     exact = {name: sum(n == 512 for n in lens) for name, lens in mended.items()}
     assert (f"{exact['gpu']} of the GPU config's {len(gpu_pool)} prompts and {exact['demo']} of the demo's re-encode to "
