@@ -115,7 +115,8 @@ def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
     """Every (target, scheme) SGLang row of the shipped configs but one is measured or unsupported: since 2026-12-03f
     (gemma-4's multimodal shape, ADR 0225) all but EAGLE3 on Qwen3.6, pre-registered 2026-12-04b, and since 2026-12-04e
     that one too: its start failed on an SGLang 0.5.17 defect the plan now names (ADR 0194 addendum 3). The one is
-    SGLang's n-gram, never run on a GPU, pre-registered 2026-12-06f."""
+    SGLang's n-gram, pre-registered 2026-12-06f and never run on an H200 (it ran on an H100 on 2026-12-06g: the
+    test after this one)."""
     sglang = table.filter(pl.col("engine") == "sglang")
     # a token-mode companion (ADR 0244) is a row of its own, not breadth: on an H200 it has not run (H100s only)
     variants = sglang.filter(pl.col("method").str.ends_with(f" ({schemes.REAL_DRAFT_TOKEN})"))
@@ -126,7 +127,7 @@ def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
          "config/h200-moe-token-mode.yaml, config/h200-schemes-depth-moe-sglang-rt.yaml"),
     ]
     sglang = sglang.join(variants, on=list(coverage.ROW_KEY), how="anti")
-    # the one scheme never run on SGLang on a GPU, its host-side n-gram, pre-registered 2026-12-06f
+    # the one scheme never run on SGLang on an H200, its host-side n-gram, pre-registered 2026-12-06f
     unrun = sglang.filter(pl.col("status") == coverage.NOT_RUN)
     assert unrun.select("target_model", "method", "configs").rows() == [
         ("config/models/qwen2.5-3b", "ngram", "config/h200-schemes-ngram-sglang.yaml")]
@@ -147,6 +148,28 @@ def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
         got = row(table, target, "sglang", method)
         assert got["status"] == coverage.MEASURED and got["b1_lmin_L"] == 1 and got["b1_lmax_L"] == 4, got
     assert row(table, "gemma-4-26b-a4b-mm", "sglang", "eagle3")["target_family"] == "gqa_sliding"
+
+
+def test_sglang_ngram_is_measured_on_the_h100_only_and_its_ratios_are_the_runs_cells(two_classes):
+    """ADR 0250 addendum 1: SGLang's NGRAM ran on one H100 (2026-12-06g), so its row is measured in the H100 matrix,
+    with that run's ratios over the mean of each B's two baselines, and still not run in the H200 one; vLLM's n-gram
+    row is the reverse (measured on the H200 on 2026-12-01, its L = 6 refused there by the failed acceptance check)."""
+    run = H100_EVIDENCE / "session-2026-12-06g" / "ngram-sglang" / "results"
+    cells_ = _raw_cells(run)
+    h100, h200 = two_classes["NVIDIA H100 80GB HBM3"], two_classes["NVIDIA H200"]
+    got = row(h100, "qwen2.5-3b", "sglang", "ngram")
+    assert (got["status"], got["B"], got["L"], got["runs"]) == (coverage.MEASURED, "1,32", "1,6", 1)
+    for b in (1, 32):
+        base = cells_.filter(C("batch_size") == b, C("role") != "point")["mj_per_committed_token"].mean()
+        point = dict(cells_.filter(C("batch_size") == b, C("role") == "point")
+                     .select("configured_L", "mj_per_committed_token").iter_rows())
+        assert got[f"b{b}_lmin_ratio"] == pytest.approx(point[1.0] / base, rel=1e-9)
+        assert got[f"b{b}_lmax_ratio"] == pytest.approx(point[6.0] / base, rel=1e-9)
+    assert row(h200, "qwen2.5-3b", "sglang", "ngram")["status"] == coverage.NOT_RUN
+    assert row(h100, "qwen2.5-3b", "vllm", "ngram")["status"] == coverage.NOT_RUN
+    vllm_h200 = row(h200, "qwen2.5-3b", "vllm", "ngram")
+    assert vllm_h200["status"] == coverage.MEASURED and vllm_h200["L"] == "1"
+    assert "acceptance_length at B=1,32 L=6" in vllm_h200["check_failed"]
 
 
 def test_qwen36_on_sglang_is_whole_since_2026_12_03f_and_two_of_its_points_ran_on_two_boards(table):

@@ -3317,7 +3317,7 @@ def test_adr_0249_class_table_is_every_committed_trace_read_again():
                     f"{ms['gemm']:.2f} | {ms['norm'] + ms['copy'] + ms['other']:.2f} |")
             assert line in adr, line
             rows += 1
-    assert rows == 19
+    assert rows == 20
     sglang = {p.parent.parent.name: json.loads(p.read_text())["engine_config"]["attention_backend"]
               for p in (ROOT / "validation").glob("*/session-*/rounds/sglang-*/*/profile.json")
               if "attention_backend" in (json.loads(p.read_text()).get("engine_config") or {})}
@@ -3655,13 +3655,17 @@ def test_1206e_the_ngram_round_is_host_time_in_two_graph_regimes_and_the_readme_
 SESSION_1206F_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06f"
 SESSION_1206F = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06f"
 GPU_1206F = "GPU-2a7fed25-05e6-d08a-3613-d90701e44abf"
+SESSION_1206G_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06g"
+SESSION_1206G = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06g"
+GPU_1206G = "GPU-9ae71162-1dd3-a668-5bc5-8ac7b5f6b7a9"
+NGRAM_1206G = SESSION_1206G_H100 / "ngram-sglang"
 
 
 @pytest.mark.parametrize(
     ("session", "gpu", "left"),
     [(SESSION_1206C, GPU_1206C, 194), (SESSION_1206D, GPU_1206D, 412), (SESSION_1206E, GPU_1206E, 74),
-     (SESSION_1206F, GPU_1206F, 151)],
-    ids=["1206c", "1206d", "1206e", "1206f"],
+     (SESSION_1206F, GPU_1206F, 151), (SESSION_1206G, GPU_1206G, 491)],
+    ids=["1206c", "1206d", "1206e", "1206f", "1206g"],
 )
 def test_one_machine_sessions_device_time_adds_up(session, gpu, left):
     """The calls table's budgets start at 1,800 s, only fall and end at the last reply; the README's and the command
@@ -3804,3 +3808,105 @@ def test_1206f_the_like_reference_run_sent_short_prompts_and_the_mended_form_doe
             f"exactly 512 tokens, the rest to 513–514") in adr
     assert all(512 <= n <= 514 for lens in mended.values() for n in lens)
 
+
+
+def test_1206g_h100_config_is_the_preregistered_one():
+    _assert_shipped_copy(NGRAM_1206G, "h200-schemes-ngram-sglang.yaml")
+
+
+def test_1206g_sglang_ngram_family_is_whole_and_the_readme_table_is_the_records():
+    """ADR 0250 addendum 1: SGLang's half of the n-gram config, whole on one H100, its verdict re-derived, realized L
+    exact, and the README's table the records (each ratio over the mean of its B's two baselines, as the curves)."""
+    df, checks = _verdict(NGRAM_1206G, "h200-schemes-ngram-sglang.yaml")
+    assert df.height == 8 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    assert set(df["gpu_uuid"]) == {GPU_1206G} and set(df["engine"]) == {"sglang"}
+    assert df["gpu_names"].to_list() == [["NVIDIA H100 80GB HBM3"]] * 8
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    committed = pl.read_parquet(NGRAM_1206G / "results" / "checks.parquet")
+    assert committed.filter(pl.col("status") == "fail").height == 0
+    assert set(committed.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched", "model_residual"}
+    assert "0 fail, 3 flag, 39 pass, 12 not_applicable" in (NGRAM_1206G / "results" / "checks.md").read_text()
+    points = df.filter(pl.col("role") == "point")
+    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    # NGRAM proposes k = 5 tokens every round, accepted or not
+    b1_l1 = points.filter(pl.col("batch_size") == 1, pl.col("configured_L") == 1).row(0, named=True)
+    assert b1_l1["draft_tokens"] == 5 * 3570 and b1_l1["accepted_tokens"] == 0
+    text = _readme_text(SESSION_1206G_H100)
+    assert "(17,850 draft tokens in 3,570 rounds at B = 1, L = 1)" in text
+    drift = dict(checks.filter(pl.col("check") == "baseline_drift").select("campaign_id", "value").iter_rows())
+    b1, b32 = (drift[f"sglang-qwen3b-closed-b{b}-random-s0-cg1"] for b in (1, 32))
+    assert f"{100 * b1:.2f} % apart at B = 1, {100 * b32:.2f} % at B = 32" in text
+    ratios = _ratios_to_mean_baseline(df)
+    curves = pl.read_parquet(NGRAM_1206G / "results" / "curves.parquet")
+    for batch, L, ratio in curves.select("batch_size", "configured_L", "energy_ratio").iter_rows():
+        assert ratio == pytest.approx(ratios[(batch, L)], rel=1e-9)
+    lines = (SESSION_1206G_H100 / "README.md").read_text().splitlines()
+    for r in points.iter_rows(named=True):
+        row = next(ln for ln in lines if ln.startswith(f"| {r['batch_size']} | n-gram L = {r['configured_L']:.0f} |"))
+        assert (f"**{ratios[(r['batch_size'], r['configured_L'])]:.3f}×**" in row and f"| {r['round_time_ms']:.2f} |" in row
+                and f"| {r['mean_power_w']:.0f} |" in row and f"| {r['tokens_per_s']:,.0f} |" in row), row
+    assert sorted(set(df["engine_start_s"].round(1))) == [40.0, 41.1, 47.3, 86.7]
+    assert set(df.filter(pl.col("cell_name") == "baseline--open")["engine_start_s"].round(1)) == {86.7}  # the cold one
+    assert "86.7 s cold, then 47.3, 41.1 and 40.0 s" in text
+    # the reading: the zero-acceptance round against a decode step, from the records
+    rounds = {(b, n): t for b, n, t in df.select("batch_size", "cell_name", "round_time_ms").iter_rows()}
+    assert f"{rounds[(1, 'ngram--mv1')] - rounds[(1, 'baseline--open')]:.2f}" == "2.17"
+    assert f"{rounds[(32, 'ngram--mv1')] / rounds[(32, 'baseline--open')]:.1f}" == "2.2"
+    assert (f"{100 * (ratios[(1, 1.0)] - 1):.0f} % more", f"{100 * (ratios[(32, 1.0)] - 1):.0f} % more") == ("23 % more", "89 % more")
+    assert f"saves {100 * (1 - ratios[(1, 6.0)]):.0f} % and {100 * (1 - ratios[(32, 6.0)]):.0f} %" in text
+
+
+def test_1206g_vllm_side_of_the_reading_is_the_h200_runs_records_and_its_failed_l6_stays_failed():
+    """The README reads vLLM's n-gram arm of 2026-12-01 (an H200) beside this H100's SGLang arm, labelled: its L = 1
+    ratios from that run's records, and its L = 6 points as failed in that run's committed checks."""
+    df = aggregate.aggregate(packed.tree_files(CLOSED / "results" / "cells", "*/*.parquet"))
+    ngram = df.filter(pl.col("engine") == "vllm", (pl.col("method") == "ngram") | (pl.col("role") != "point"))
+    ratios = _ratios_to_mean_baseline(ngram)
+    text = _readme_text(SESSION_1206G_H100)
+    assert f"vLLM on the H200 L = 1 **{ratios[(1, 1.0)]:.3f}×** at B = 1 and **{ratios[(32, 1.0)]:.3f}×** at B = 32" in text
+    committed = (CLOSED / "results" / "checks.md").read_text()
+    for b in (1, 32):
+        assert f"| fail | acceptance_length | vllm-qwen3b-closed-b{b}-random-s0-cg1 | ngram--mv6 |" in committed
+    l6 = ngram.filter(pl.col("cell_name") == "ngram--mv6")["realized_L"]
+    assert f"realized L {l6.mean():.3f}" in text and (l6 < 6).all()
+
+
+def test_1206g_sglang_ngram_round_beside_vllms_is_the_committed_tables_and_the_reading_follows():
+    """The README's two-column table: SGLang's n-gram profile (this session, whole trace) beside vLLM's of the same
+    cell (2026-12-06e, another H100); the reading's numbers follow; the trimmed trace is what ADR 0249 reads."""
+    sglang = pl.read_parquet(SESSION_1206G_H100 / "rounds" / "rounds.parquet").row(0, named=True)
+    vllm = pl.read_parquet(SESSION_1206E_H100 / "rounds" / "rounds.parquet").row(0, named=True)
+    columns = (sglang, vllm)
+    assert [(c["engine"], c["scheme"], c["batch_size"], c["configured_L"]) for c in columns] == [
+        ("sglang", "ngram", 1, 6.0), ("vllm", "ngram", 1, 6.0)]
+    lines = (SESSION_1206G_H100 / "README.md").read_text().splitlines()
+    for label, key in (("round, unprofiled", "round_ms_unprofiled"), ("round, profiled", "round_ms_profiled"),
+                       ("GPU work", "gpu_ms_per_round"), ("verify", "verify_ms_per_round"),
+                       ("host, profiled", "host_ms_per_round")):
+        assert f"| {label} | " + " | ".join(f"{c[key]:.2f}" for c in columns) + " |" in lines, label
+    for label, key in (("GPU busy, profiled", "gpu_busy_fraction"), ("NVML utilization, unprofiled", "nvml_util_unprofiled")):
+        assert f"| {label} | " + " | ".join(f"{100 * c[key]:.0f} %" for c in columns) + " |" in lines, label
+    assert f"| CUDA graph launches | {sglang['graph_launches_per_round']:.0f} | {vllm['graph_launches_per_round']:.2f} |" in lines
+    assert (f"| host syncs (wait, ms) | {sglang['syncs_per_round']:.0f} ({sglang['sync_wait_ms_per_round']:.2f}) | "
+            f"{vllm['syncs_per_round']:.0f} ({vllm['sync_wait_ms_per_round']:.2f}) |") in lines
+    # no draft kernels (the lookup is on the host), one verify graph a round, about half the round idle on the GPU
+    assert sglang["draft_ms_per_round"] is None and sglang["verify_graph_launches_per_round"] == 1
+    assert 0.4 < sglang["gpu_busy_fraction"] < 0.7 and sglang["rounds_profiled"] == 24
+    text = _readme_text(SESSION_1206G_H100)
+    gap = sglang["verify_ms_per_round"] - vllm["verify_ms_per_round"]
+    assert f"SGLang's verify pass is {gap:.2f} ms longer" in text
+    kernels = {name: dict(pl.read_parquet(folder / "rounds" / "rounds_kernels.parquet").filter(pl.col("phase") == "verify")
+                          .select("kernel_class", "kernel_ms_per_round").iter_rows())
+               for name, folder in (("sglang", SESSION_1206G_H100), ("vllm", SESSION_1206E_H100))}
+    assert (f"attention {kernels['sglang']['attention']:.2f} against {kernels['vllm']['attention']:.2f} ms, "
+            f"GEMM {kernels['sglang']['gemm']:.2f} against {kernels['vllm']['gemm']:.2f} ms") in text
+    adr = " ".join((ROOT / "docs" / "adr" / "0249-round-time-split-by-kernel-class.md").read_text().split())
+    assert f"a verify pass {gap:.2f} ms shorter on the same 6 tokens" in adr
+    cell = SESSION_1206G_H100 / "rounds" / "sglang-qwen3b-closed-b1-random-s0-cg1" / "ngram--mv6"
+    profile = json.loads((cell / "profile.json").read_text())
+    assert profile["trace_files"] == ["trace/trace.json.gz"] and profile["git_commit"].startswith("8cc6e21")
+    assert profile["engine_config"]["speculative_algorithm"] == "NGRAM"
+    assert profile["engine_config"]["speculative_num_draft_tokens"] == 6
+    trimmed, _ = rounds_analysis.analyze_profile(cell)
+    assert trimmed["rounds_profiled"] == 3
+    assert not any(e.get("cat") == "python_function" for e in rounds_analysis.read_trace(cell / "trace" / "trace.json.gz")["traceEvents"])
