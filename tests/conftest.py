@@ -43,6 +43,12 @@ SESSION_FIXTURE_GROUPS = {
     "demo_run": ("tests/test_runner_cpu.py", "tests/test_analysis_pipeline.py", "tests/test_pipeline_e2e.py"),
     # apart from demo_run's (ADR 0245): in one group with it, its engine made the demo's worker phase 2's longest
     "draft_group_run": ("tests/test_acceptance_swap.py",),
+    # No engine in these two, but the same reason (test-fast, phase 1): a fixture set up once per worker that needs it.
+    # The committed H200 evidence read whole, about 1.3 s a read: on two workers, read twice in one of three runs.
+    "h200_evidence_records": ("tests/test_coverage.py", "tests/test_coverage_attempts.py"),
+    # The report fixture's scenarios and their figures (gpu, cpu, engines and *_figs; gpu_figs names the group): the
+    # other two modules take them by name too (request.getfixturevalue), 1-2 s of builds again on the other worker.
+    "gpu_figs": ("tests/test_figures.py", "tests/test_figure_drawer.py", "tests/test_figure_data_once.py"),
 }
 
 
@@ -114,8 +120,8 @@ LONGEST_SCOPES_S = {
     "tests/test_loop_cpu.py": 128,
     # Phase 1's longest files (no engine test in them, so phase 2 never sees them; ADR 0231: `pytest -n 2 --dist
     # loadfile -m "not engine and not slurm"`, 2026-12-03, load 2-3). xdist hands out files with the most tests first,
-    # which left the one-test fuzz file for the end of a worker.
-    "tests/test_figures.py": 75,
+    # which left the one-test fuzz file for the end of a worker. (test_figures.py is in the gpu_figs group.)
+    "session-fixture:gpu_figs": 75,
     # `make test`'s phase 1 runs the browser tests too; not listed, the file came last, alone on one worker
     # (fresh clone, 2026-12-05 18:16 UTC: 48 s, started 8 s before the other worker's queue ran out).
     "tests/test_report_browser.py": 48,
