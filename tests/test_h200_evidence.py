@@ -281,9 +281,14 @@ def test_1201d_readme_ratio_table_is_the_records(schemes_1201d):
             assert f"{ratio:.3f}×" in line, (method, ratio, line)
 
 
-def test_1201d_mtp_family_is_incomplete_and_says_so():
-    folder = SCHEMES_1201D / "mimo-mtp"
-    df, checks = _verdict(folder, "h200-schemes-mimo-mtp.yaml")
+@pytest.fixture(scope="module")
+def mtp_1201d() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The 12-01d MiMo MTP family's verdict: read here and, beside the 12-02b run of that family, below."""
+    return _verdict(SCHEMES_1201D / "mimo-mtp", "h200-schemes-mimo-mtp.yaml")
+
+
+def test_1201d_mtp_family_is_incomplete_and_says_so(mtp_1201d):
+    df, checks = mtp_1201d
     assert sorted(df["cell_name"]) == ["baseline--open", "mtp--mv3", "mtp--mv4"]
     assert checks.filter(pl.col("status") == "fail").height == 0
     drift = checks.filter(pl.col("check") == "baseline_drift")
@@ -404,7 +409,7 @@ def _readme_line(prefix: str) -> str:
     return next(ln for ln in (SESSION_1202B / "README.md").read_text().splitlines() if ln.startswith(prefix))
 
 
-def test_1202b_three_schemes_on_sglang_pass_every_check_and_the_readme_table_is_the_records():
+def test_1202b_three_schemes_on_sglang_pass_every_check_and_the_readme_table_is_the_records(schemes_1201d):
     df, checks = _verdict(SESSION_1202B / "sglang-schemes", "h200-schemes-sglang.yaml")
     assert df.height == 8 and set(df["engine"]) == {"sglang"}
     assert set(df["method"]) == {"baseline", "eagle3", "dflash", "dspark"}
@@ -416,7 +421,7 @@ def test_1202b_three_schemes_on_sglang_pass_every_check_and_the_readme_table_is_
     assert {m: sorted(w) for m, w in widths.items()} == {"eagle3": [4.0], "dflash": [16.0], "dspark": [8.0]}
     assert df["gpu_uuid"].n_unique() == 1 and (df["energy_j"] > 0).all()
     # the same cells on vLLM (session 2026-12-01d): the README quotes both engines' ratios from their own records
-    vllm, _ = _verdict(SCHEMES_1201D / "qwen3-8b", "h200-schemes-qwen3-8b.yaml")
+    vllm, _ = schemes_1201d  # _verdict(SCHEMES_1201D / "qwen3-8b", "h200-schemes-qwen3-8b.yaml"), read once
     rows = {"eagle3": "| EAGLE3 head (3) |", "dflash": "| DFlash block 16 (15) |", "dspark": "| DSpark block 8 (7) |"}
     for engine, data in (("SGLang", df), ("vLLM (12-01d)", vllm)):
         ratios = _ratios(data)
@@ -427,7 +432,7 @@ def test_1202b_three_schemes_on_sglang_pass_every_check_and_the_readme_table_is_
                 assert f"{ratios[(method, L)]:.3f}×" in line, (engine, method, L, line)
 
 
-def test_1202b_mtp_family_is_whole_and_reproduces_its_12_01d_ratios_on_another_board():
+def test_1202b_mtp_family_is_whole_and_reproduces_its_12_01d_ratios_on_another_board(mtp_1201d):
     df, checks = _verdict(SESSION_1202B / "mimo-mtp", "h200-schemes-mimo-mtp.yaml")
     assert sorted(df["cell_name"]) == ["baseline--close", "baseline--open", "mtp--mv1", "mtp--mv3", "mtp--mv4"]
     assert checks.filter(pl.col("status") == "fail").height == 0
@@ -437,7 +442,7 @@ def test_1202b_mtp_family_is_whole_and_reproduces_its_12_01d_ratios_on_another_b
     line = _readme_line("| MiMo-7B (this session) |")
     assert all(f"{ratios[('mtp', L)]:.3f}×" in line for L in (1.0, 3.0, 4.0)), line
     # 12-01d had only its opening baseline: its ratios are over that one
-    old, _ = _verdict(SCHEMES_1201D / "mimo-mtp", "h200-schemes-mimo-mtp.yaml")
+    old, _ = mtp_1201d
     old_ratios = _ratios(old)
     assert old["gpu_uuid"][0] != df["gpu_uuid"][0]
     for L in (3.0, 4.0):
