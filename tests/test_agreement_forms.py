@@ -201,9 +201,11 @@ def test_reference_offsets_are_the_instants_vllm_bench_serve_sends_at(rate, n, s
         return out
 
     np.random.seed(seed)  # what the reference's main does with --seed
-    import asyncio
-
-    sent = asyncio.new_event_loop().run_until_complete(instants())
+    loop = asyncio_module.new_event_loop()
+    try:
+        sent = loop.run_until_complete(instants())
+    finally:
+        loop.close()
     monkeypatch.undo()
     mine = agreement.reference_offsets(rate, n, seed)
     assert len(sent) == len(mine) == n and sent[-1] == pytest.approx(n / rate)

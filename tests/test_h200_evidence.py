@@ -2707,15 +2707,16 @@ def _h100_depth_family(evidence_dir: Path, session: Path, config_name: str, gpu_
                        pair: str, engine: str = "sglang",
                        summary: str = "0 fail, 4 flag, 38 pass, 12 not_applicable",
                        committed_flags: frozenset = frozenset({"engine_config_matched", "model_residual"}),
-                       ) -> pl.DataFrame:
-    """An H100 depth family (EAGLE3 L = 1, 3, 4 at B = 1 and 32, both baselines; SGLang unless ``engine`` says) whole,
-    its verdict re-derived (0 fail; the roofline's model_residual flags only in the committed one), and its README's
-    drift phrase and table rows the records: each ratio over the mean of its two baselines, as the curves compute
-    it, and the round column beside each ratio (the B = 32 below-the-floor readings rest on it). Returns the points."""
+                       arm: str = "EAGLE3", cells: int = 10) -> pl.DataFrame:
+    """An H100 depth family (EAGLE3 L = 1, 3, 4 at B = 1 and 32, both baselines, unless ``arm`` and ``cells`` say
+    another; SGLang unless ``engine`` says) whole, its verdict re-derived (0 fail; the roofline's model_residual flags
+    only in the committed one), and its README's drift phrase and table rows the records: each ratio over the mean of
+    its two baselines, as the curves compute it, and the round column beside each ratio (the B = 32 below-the-floor
+    readings rest on it). Returns the points."""
     df, checks = _verdict(evidence_dir, config_name)
-    assert df.height == 10 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    assert df.height == cells and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
     assert set(df["gpu_uuid"]) == {gpu_uuid}
-    assert df["gpu_names"].to_list() == [["NVIDIA H100 80GB HBM3"]] * 10  # the board class the README names
+    assert df["gpu_names"].to_list() == [["NVIDIA H100 80GB HBM3"]] * cells  # the board class the README names
     assert set(df["engine"]) == {engine} and set(df["batch_size"]) == {1, 32}
     assert checks.filter(pl.col("status") == "fail").height == 0
     assert set(checks.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched"}
@@ -2736,7 +2737,7 @@ def _h100_depth_family(evidence_dir: Path, session: Path, config_name: str, gpu_
     lines = (session / "README.md").read_text().splitlines()
     rounds = {(b, L): r for b, L, r in points.select("batch_size", "configured_L", "round_time_ms").iter_rows()}
     for (batch, L), ratio in ratios.items():
-        row = next(ln for ln in lines if ln.startswith(f"| {batch} | EAGLE3 L = {L:.0f} |"))
+        row = next(ln for ln in lines if ln.startswith(f"| {batch} | {arm} L = {L:.0f} |"))
         assert f"**{ratio:.3f}×**" in row and f"| {rounds[(batch, L)]:.2f} |" in row, row
     return points
 
@@ -3717,16 +3718,23 @@ def test_1206f_sglang_rounds_beside_vllms_are_the_committed_tables_and_the_readi
     assert f"the rounds differ by {round_gap:.2f} ms ({100 * round_gap / vllm_dspark['round_ms_unprofiled']:.0f} %)" in text
     ratio = mtp["verify_ms_per_round"] / vllm_mtp["verify_ms_per_round"]
     assert f"{ratio:.2f} × vLLM's on the H200" in text and abs(ratio / (4.8 / 3.35) - 1) < 0.02
-    for cell in ("sglang-mimo_7b-closed-b1-random-s0-cg1/mtp--mv4", "sglang-qwen3_8b-closed-b1-random-s0-cg1/dspark--mv8"):
-        profile = json.loads((SESSION_1206F_H100 / "rounds" / cell / "profile.json").read_text())
-        assert profile["trace_files"] == ["trace/trace.json.gz"] and profile["git_commit"].startswith("cb478a2")
-        assert profile["engine_config"]["attention_backend"] == "fa3"
-        trimmed, _ = rounds_analysis.analyze_profile(SESSION_1206F_H100 / "rounds" / cell)
-        assert trimmed["rounds_profiled"] == 3
-        trace = SESSION_1206F_H100 / "rounds" / cell / "trace" / "trace.json.gz"
-        assert not any(e.get("cat") == "python_function" for e in rounds_analysis.read_trace(trace)["traceEvents"])
-    assert json.loads((SESSION_1206F_H100 / "rounds" / "sglang-mimo_7b-closed-b1-random-s0-cg1" / "mtp--mv4" /
-                       "profile.json").read_text())["engine_config"]["speculative_algorithm"] == "EAGLE"  # NEXTN's alias
+    configs = {cell: _trimmed_profile(SESSION_1206F_H100 / "rounds" / cell, "cb478a2")["engine_config"]
+               for cell in ("sglang-mimo_7b-closed-b1-random-s0-cg1/mtp--mv4",
+                            "sglang-qwen3_8b-closed-b1-random-s0-cg1/dspark--mv8")}
+    assert {c["attention_backend"] for c in configs.values()} == {"fa3"}
+    assert configs["sglang-mimo_7b-closed-b1-random-s0-cg1/mtp--mv4"]["speculative_algorithm"] == "EAGLE"  # NEXTN's alias
+
+
+def _trimmed_profile(cell: Path, commit: str) -> dict:
+    """A committed round profile trimmed as the sessions since 2026-12-06b trim them: its one trace is
+    ``trace/trace.json.gz``, 3 rounds read again, without Python frames; made at ``commit``. Returns profile.json."""
+    profile = json.loads((cell / "profile.json").read_text())
+    assert profile["trace_files"] == ["trace/trace.json.gz"] and profile["git_commit"].startswith(commit)
+    trimmed, _ = rounds_analysis.analyze_profile(cell)
+    assert trimmed["rounds_profiled"] == 3
+    trace = rounds_analysis.read_trace(cell / "trace" / "trace.json.gz")
+    assert not any(e.get("cat") == "python_function" for e in trace["traceEvents"])
+    return profile
 
 
 def _agreement_goal_met(row: dict) -> bool:
@@ -3822,40 +3830,27 @@ def test_1206g_h100_config_is_the_preregistered_one():
 def test_1206g_sglang_ngram_family_is_whole_and_the_readme_table_is_the_records():
     """ADR 0250 addendum 1: SGLang's half of the n-gram config, whole on one H100, its verdict re-derived, realized L
     exact, and the README's table the records (each ratio over the mean of its B's two baselines, as the curves)."""
-    df, checks = _verdict(NGRAM_1206G, "h200-schemes-ngram-sglang.yaml")
-    assert df.height == 8 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
-    assert set(df["gpu_uuid"]) == {GPU_1206G} and set(df["engine"]) == {"sglang"}
-    assert df["gpu_names"].to_list() == [["NVIDIA H100 80GB HBM3"]] * 8
-    assert checks.filter(pl.col("status") == "fail").height == 0
-    committed = pl.read_parquet(NGRAM_1206G / "results" / "checks.parquet")
-    assert committed.filter(pl.col("status") == "fail").height == 0
-    assert set(committed.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched", "model_residual"}
-    assert "0 fail, 3 flag, 39 pass, 12 not_applicable" in (NGRAM_1206G / "results" / "checks.md").read_text()
-    points = df.filter(pl.col("role") == "point")
-    assert (points["realized_L"] - points["configured_L"]).abs().max() < 1e-9
+    points = _h100_depth_family(NGRAM_1206G, SESSION_1206G_H100, "h200-schemes-ngram-sglang.yaml", GPU_1206G, "qwen3b",
+                                summary="0 fail, 3 flag, 39 pass, 12 not_applicable", arm="n-gram", cells=8)
     # NGRAM proposes k = 5 tokens every round, accepted or not
     b1_l1 = points.filter(pl.col("batch_size") == 1, pl.col("configured_L") == 1).row(0, named=True)
     assert b1_l1["draft_tokens"] == 5 * 3570 and b1_l1["accepted_tokens"] == 0
     text = _readme_text(SESSION_1206G_H100)
     assert "(17,850 draft tokens in 3,570 rounds at B = 1, L = 1)" in text
-    drift = dict(checks.filter(pl.col("check") == "baseline_drift").select("campaign_id", "value").iter_rows())
-    b1, b32 = (drift[f"sglang-qwen3b-closed-b{b}-random-s0-cg1"] for b in (1, 32))
-    assert f"{100 * b1:.2f} % apart at B = 1, {100 * b32:.2f} % at B = 32" in text
-    ratios = _ratios_to_mean_baseline(df)
-    curves = pl.read_parquet(NGRAM_1206G / "results" / "curves.parquet")
-    for batch, L, ratio in curves.select("batch_size", "configured_L", "energy_ratio").iter_rows():
-        assert ratio == pytest.approx(ratios[(batch, L)], rel=1e-9)
+    # beside what the helper reads from each table row: the row's power and throughput
     lines = (SESSION_1206G_H100 / "README.md").read_text().splitlines()
     for r in points.iter_rows(named=True):
         row = next(ln for ln in lines if ln.startswith(f"| {r['batch_size']} | n-gram L = {r['configured_L']:.0f} |"))
-        assert (f"**{ratios[(r['batch_size'], r['configured_L'])]:.3f}×**" in row and f"| {r['round_time_ms']:.2f} |" in row
-                and f"| {r['mean_power_w']:.0f} |" in row and f"| {r['tokens_per_s']:,.0f} |" in row), row
-    assert sorted(set(df["engine_start_s"].round(1))) == [40.0, 41.1, 47.3, 86.7]
-    assert set(df.filter(pl.col("cell_name") == "baseline--open")["engine_start_s"].round(1)) == {86.7}  # the cold one
+        assert f"| {r['mean_power_w']:.0f} |" in row and f"| {r['tokens_per_s']:,.0f} |" in row, row
+    assert _engine_starts(NGRAM_1206G) == {40.0, 41.1, 47.3, 86.7}
+    records = pl.read_parquet(NGRAM_1206G / "results" / "records.parquet")
+    assert set(records.filter(pl.col("cell_name") == "baseline--open")["engine_start_s"].round(1)) == {86.7}  # cold
     assert "86.7 s cold, then 47.3, 41.1 and 40.0 s" in text
-    # the reading: the zero-acceptance round against a decode step, from the records
-    rounds = {(b, n): t for b, n, t in df.select("batch_size", "cell_name", "round_time_ms").iter_rows()}
-    step1, step32 = rounds[(1, "baseline--open")], rounds[(32, "baseline--open")]
+    # the reading: the zero-acceptance round against a decode step (the opening baseline's), from the records
+    curves = pl.read_parquet(NGRAM_1206G / "results" / "curves.parquet")  # the helper holds them to the records
+    ratios = {(b, L): r for b, L, r in curves.select("batch_size", "configured_L", "energy_ratio").iter_rows()}
+    rounds = {(b, n): t for b, n, t in points.select("batch_size", "cell_name", "round_time_ms").iter_rows()}
+    step1, step32 = (points.filter(pl.col("batch_size") == b)["opening_round_time_ms"].unique().item() for b in (1, 32))
     assert (f"round is {rounds[(1, 'ngram--mv1')] - step1:.2f} ms longer than a decode step at B = 1 "
             f"({rounds[(1, 'ngram--mv1')]:.2f} against {step1:.2f} ms) and {rounds[(32, 'ngram--mv1')] / step32:.1f} × one "
             f"at B = 32 ({rounds[(32, 'ngram--mv1')]:.2f} against {step32:.2f} ms") in text
@@ -3910,11 +3905,7 @@ def test_1206g_sglang_ngram_round_beside_vllms_is_the_committed_tables_and_the_r
             f"GEMM {kernels['sglang']['gemm']:.2f} against {kernels['vllm']['gemm']:.2f} ms") in text
     adr = " ".join((ROOT / "docs" / "adr" / "0249-round-time-split-by-kernel-class.md").read_text().split())
     assert f"a verify pass {gap:.2f} ms shorter on the same 6 tokens" in adr
-    cell = SESSION_1206G_H100 / "rounds" / "sglang-qwen3b-closed-b1-random-s0-cg1" / "ngram--mv6"
-    profile = json.loads((cell / "profile.json").read_text())
-    assert profile["trace_files"] == ["trace/trace.json.gz"] and profile["git_commit"].startswith("8cc6e21")
+    profile = _trimmed_profile(SESSION_1206G_H100 / "rounds" / "sglang-qwen3b-closed-b1-random-s0-cg1" / "ngram--mv6",
+                               "8cc6e21")
     assert profile["engine_config"]["speculative_algorithm"] == "NGRAM"
     assert profile["engine_config"]["speculative_num_draft_tokens"] == 6
-    trimmed, _ = rounds_analysis.analyze_profile(cell)
-    assert trimmed["rounds_profiled"] == 3
-    assert not any(e.get("cat") == "python_function" for e in rounds_analysis.read_trace(cell / "trace" / "trace.json.gz")["traceEvents"])
