@@ -150,26 +150,31 @@ def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
     assert row(table, "gemma-4-26b-a4b-mm", "sglang", "eagle3")["target_family"] == "gqa_sliding"
 
 
-def test_sglang_ngram_is_measured_on_the_h100_only_and_its_ratios_are_the_runs_cells(two_classes):
-    """ADR 0250 addendum 1: SGLang's NGRAM ran on one H100 (2026-12-06g), so its row is measured in the H100 matrix,
-    with that run's ratios over the mean of each B's two baselines, and still not run in the H200 one; vLLM's n-gram
-    row is the reverse (measured on the H200 on 2026-12-01, its L = 6 refused there by the failed acceptance check)."""
-    run = H100_EVIDENCE / "session-2026-12-06g" / "ngram-sglang" / "results"
-    cells_ = _raw_cells(run)
+def test_ngram_on_both_engines_is_measured_on_the_h100_and_its_ratios_are_the_runs_cells(two_classes):
+    """ADR 0250 addenda 1-2: SGLang's NGRAM ran on two H100s (2026-12-06g; 2026-12-06h beside vLLM's on one board),
+    so its H100 row is measured by two runs on two boards, each point the mean of the runs' ratios over the mean of
+    each B's two baselines; it is still not run in the H200 matrix. vLLM's n-gram row is measured in both matrices at
+    L = 1 only: its L = 6 failed the acceptance check on both boards, and the row names the failed check."""
+    runs = [_raw_cells(H100_EVIDENCE / "session-2026-12-06g" / "ngram-sglang" / "results"),
+            _raw_cells(H100_EVIDENCE / "session-2026-12-06h" / "ngram-both" / "results").filter(C("engine") == "sglang")]
     h100, h200 = two_classes["NVIDIA H100 80GB HBM3"], two_classes["NVIDIA H200"]
     got = row(h100, "qwen2.5-3b", "sglang", "ngram")
-    assert (got["status"], got["B"], got["L"], got["runs"]) == (coverage.MEASURED, "1,32", "1,6", 1)
+    assert (got["status"], got["B"], got["L"], got["runs"]) == (coverage.MEASURED, "1,32", "1,6", 2)
     for b in (1, 32):
-        base = cells_.filter(C("batch_size") == b, C("role") != "point")["mj_per_committed_token"].mean()
-        point = dict(cells_.filter(C("batch_size") == b, C("role") == "point")
-                     .select("configured_L", "mj_per_committed_token").iter_rows())
-        assert got[f"b{b}_lmin_ratio"] == pytest.approx(point[1.0] / base, rel=1e-9)
-        assert got[f"b{b}_lmax_ratio"] == pytest.approx(point[6.0] / base, rel=1e-9)
+        ratios = {1.0: [], 6.0: []}
+        for cells_ in runs:
+            base = cells_.filter(C("batch_size") == b, C("role") != "point")["mj_per_committed_token"].mean()
+            for L, mj in (cells_.filter(C("batch_size") == b, C("role") == "point")
+                          .select("configured_L", "mj_per_committed_token").iter_rows()):
+                ratios[L].append(mj / base)
+        assert got[f"b{b}_lmin_ratio"] == pytest.approx(statistics.mean(ratios[1.0]), rel=1e-9)
+        assert got[f"b{b}_lmax_ratio"] == pytest.approx(statistics.mean(ratios[6.0]), rel=1e-9)
+        assert (got[f"b{b}_lmin_n"], got[f"b{b}_lmin_boards"], got[f"b{b}_lmax_boards"]) == (2, 2, 2)
     assert row(h200, "qwen2.5-3b", "sglang", "ngram")["status"] == coverage.NOT_RUN
-    assert row(h100, "qwen2.5-3b", "vllm", "ngram")["status"] == coverage.NOT_RUN
-    vllm_h200 = row(h200, "qwen2.5-3b", "vllm", "ngram")
-    assert vllm_h200["status"] == coverage.MEASURED and vllm_h200["L"] == "1"
-    assert "acceptance_length at B=1,32 L=6" in vllm_h200["check_failed"]
+    for matrix, run in ((h100, "session-2026-12-06h/ngram-both"), (h200, "session-2026-12-01")):
+        vllm = row(matrix, "qwen2.5-3b", "vllm", "ngram")
+        assert vllm["status"] == coverage.MEASURED and vllm["L"] == "1"
+        assert run in vllm["check_failed"] and "acceptance_length at B=1,32 L=6" in vllm["check_failed"]
 
 
 def test_qwen36_on_sglang_is_whole_since_2026_12_03f_and_two_of_its_points_ran_on_two_boards(table):

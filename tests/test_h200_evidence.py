@@ -3665,13 +3665,17 @@ SESSION_1206G_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06g
 SESSION_1206G = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06g"
 GPU_1206G = "GPU-9ae71162-1dd3-a668-5bc5-8ac7b5f6b7a9"
 NGRAM_1206G = SESSION_1206G_H100 / "ngram-sglang"
+SESSION_1206H_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06h"
+SESSION_1206H = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06h"
+GPU_1206H = "GPU-5ee93b2f-7df6-abd4-cf6d-13f421529ad0"
+NGRAM_1206H = SESSION_1206H_H100 / "ngram-both"
 
 
 @pytest.mark.parametrize(
     ("session", "gpu", "left"),
     [(SESSION_1206C, GPU_1206C, 194), (SESSION_1206D, GPU_1206D, 412), (SESSION_1206E, GPU_1206E, 74),
-     (SESSION_1206F, GPU_1206F, 151), (SESSION_1206G, GPU_1206G, 491)],
-    ids=["1206c", "1206d", "1206e", "1206f", "1206g"],
+     (SESSION_1206F, GPU_1206F, 151), (SESSION_1206G, GPU_1206G, 491), (SESSION_1206H, GPU_1206H, 139)],
+    ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h"],
 )
 def test_one_machine_sessions_device_time_adds_up(session, gpu, left):
     """The calls table's budgets start at 1,800 s, only fall and end at the last reply; the README's and the command
@@ -3909,3 +3913,131 @@ def test_1206g_sglang_ngram_round_beside_vllms_is_the_committed_tables_and_the_r
                                "8cc6e21")
     assert profile["engine_config"]["speculative_algorithm"] == "NGRAM"
     assert profile["engine_config"]["speculative_num_draft_tokens"] == 6
+
+
+def test_1206h_h100_config_is_the_preregistered_one_and_the_marked_copy_only_allows_failed_checks():
+    _assert_shipped_copy(NGRAM_1206H, "h200-schemes-ngram-sglang.yaml")
+    shipped = yaml.safe_load((ROOT / "config" / "h200-schemes-ngram-sglang.yaml").read_text())
+    marked = yaml.safe_load((NGRAM_1206H / "marked" / "config-marked.yaml").read_text())
+    assert marked["checks"].pop("allow_failed_checks") is True and "allow_failed_checks" not in shipped["checks"]
+    assert marked == shipped
+    # the marked view reads the run's own records, cells and timelines (links), not copies
+    for name in ("records.parquet", "cells.parquet", "timelines.parquet"):
+        link = NGRAM_1206H / "marked" / "results" / name
+        assert link.is_symlink() and link.resolve() == (NGRAM_1206H / "results" / name).resolve()
+
+
+def _ngram_1206h_points() -> tuple[pl.DataFrame, dict[str, dict[tuple[int, float], float]]]:
+    """Both families' records and, per engine, each (B, L) ratio over the mean of that engine's two baselines."""
+    df = aggregate.aggregate(packed.tree_files(NGRAM_1206H / "results" / "cells", "*/*.parquet"))
+    return df, {e: _ratios_to_mean_baseline(df.filter(pl.col("engine") == e)) for e in ("sglang", "vllm")}
+
+
+def test_1206h_both_ngram_families_ran_whole_on_one_board_and_vllms_l6_fails_as_registered():
+    """ADR 0250 addendum 2: 16 cells on one H100, the verdict re-derived: only vLLM's L = 6 fails
+    (acceptance_length, both B), by the short drafts of its proposer; SGLang's tree drafts k every round.
+    Derive refuses the failed campaigns, so results/ has no curves; marked/ marks vLLM's rows only."""
+    df, checks = _verdict(NGRAM_1206H, "h200-schemes-ngram-sglang.yaml")
+    assert df.height == 16 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    assert set(df["gpu_uuid"]) == {GPU_1206H} and set(df["engine"]) == {"sglang", "vllm"}
+    failed = checks.filter(pl.col("status") == "fail")
+    assert sorted(zip(failed["check"], failed["campaign_id"])) == [
+        ("acceptance_length", f"vllm-qwen3b-closed-b{b}-random-s0-cg1") for b in (1, 32)]
+    assert set(checks.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched"}
+    committed = pl.read_parquet(NGRAM_1206H / "results" / "checks.parquet")
+    assert set(committed.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched", "model_residual"}
+    assert "2 fail, 6 flag, 76 pass, 24 not_applicable" in (NGRAM_1206H / "results" / "checks.md").read_text()
+    assert not (NGRAM_1206H / "results" / "curves.parquet").exists()
+    points = df.filter(pl.col("role") == "point")
+    sglang, vllm = (points.filter(pl.col("engine") == e) for e in ("sglang", "vllm"))
+    assert (sglang["realized_L"] == sglang["configured_L"]).all() and (sglang["draft_tokens"] == 5 * sglang["drafts"]).all()
+    l6 = vllm.filter(pl.col("configured_L") == 6)
+    assert (l6["realized_L"] - (1 + l6["draft_tokens"] / l6["drafts"])).abs().max() < 1e-9  # every draft accepted
+    assert ((6 - l6["realized_L"]) > 0.05).all()  # outside the registered tolerance: it fails
+    assert (vllm.filter(pl.col("configured_L") == 1)["realized_L"] == 1).all()
+    # the same realized L as on the H200 of 2026-12-01: the proposer's, not the board's
+    h200 = aggregate.aggregate(packed.tree_files(CLOSED / "results" / "cells", "*/*.parquet"))
+    h200_l6 = h200.filter(pl.col("engine") == "vllm", pl.col("cell_name") == "ngram--mv6")["realized_L"]
+    assert (l6["realized_L"] - h200_l6.mean()).abs().max() < 1e-3
+    text = _readme_text(SESSION_1206H_H100)
+    assert f"Realized L is {l6['realized_L'].mean():.4f} here and was {h200_l6.mean():.3f} on the H200" in text
+    b1_l6 = sglang.filter(pl.col("batch_size") == 1, pl.col("configured_L") == 6).row(0, named=True)
+    assert (f"({b1_l6['draft_tokens']:,} draft tokens in {b1_l6['drafts']:,} rounds at B = 1, L = 6, exactly 5 a round)"
+            in text)
+    marked = pl.read_parquet(NGRAM_1206H / "marked" / "results" / "curves.parquet")
+    _, ratios = _ngram_1206h_points()
+    for r in marked.iter_rows(named=True):
+        assert r["failed_checks"] == (["acceptance_length"] if r["engine"] == "vllm" else []), r
+        assert r["energy_ratio"] == pytest.approx(ratios[r["engine"]][(r["batch_size"], r["configured_L"])], rel=1e-9)
+    drift = dict(checks.filter(pl.col("check") == "baseline_drift").select("campaign_id", "value").iter_rows())
+    d = {(e, b): 100 * drift[f"{e}-qwen3b-closed-b{b}-random-s0-cg1"] for e in ("sglang", "vllm") for b in (1, 32)}
+    assert (f"SGLang {d[('sglang', 1)]:.2f} % apart at B = 1, {d[('sglang', 32)]:.2f} % at B = 32; vLLM "
+            f"{d[('vllm', 1)]:.2f} % at B = 1, {d[('vllm', 32)]:.2f} % at B = 32") in text
+    assert _engine_starts(NGRAM_1206H) == {102.8, 49.0, 45.7, 42.7, 90.7, 63.9, 51.6}
+    assert "102.8 s cold, then 49.0, 45.7 and 42.7 s" in text and "90.7 s cold, then 63.9 and 51.6 s" in text
+
+
+def test_1206h_readme_table_and_reading_are_the_records():
+    """Every row of the README's one-board table built from the records (mJ, ratio over the engine's mean baseline,
+    round, power, throughput; vLLM's L = 6 with its realized L and its fail), and the reading's numbers derived."""
+    df, ratios = _ngram_1206h_points()
+    rec = {(r["engine"], r["batch_size"], r["cell_name"]): r for r in df.iter_rows(named=True)}
+
+    def mj(x: float, batch: int) -> str:
+        return f"{x:,.1f}" if batch == 1 else f"{x:.2f}"
+
+    lines = (SESSION_1206H_H100 / "README.md").read_text().splitlines()
+    for b in (1, 32):
+        so, sc, vo, vc = (rec[(e, b, c)] for e in ("sglang", "vllm") for c in ("baseline--open", "baseline--close"))
+        expect = [f"| {b} | baseline (opening / closing) | {mj(so['mj_per_committed_token'], b)} / "
+                  f"{mj(sc['mj_per_committed_token'], b)} | — | {mj(vo['mj_per_committed_token'], b)} / "
+                  f"{mj(vc['mj_per_committed_token'], b)} | — | {so['round_time_ms']:.2f} / {vo['round_time_ms']:.2f} | "
+                  f"{so['mean_power_w']:.0f} / {vo['mean_power_w']:.0f} | {so['tokens_per_s']:,.0f} / {vo['tokens_per_s']:,.0f} |"]
+        for L in (1, 6):
+            s, v = rec[("sglang", b, f"ngram--mv{L}")], rec[("vllm", b, f"ngram--mv{L}")]
+            vr = ratios["vllm"][(b, float(L))]
+            v_cell = f"**{vr:.3f}×**" if L == 1 else f"{vr:.3f}× (L {v['realized_L']:.3f}, fail)"
+            expect.append(f"| {b} | n-gram L = {L} | {mj(s['mj_per_committed_token'], b)} | "
+                          f"**{ratios['sglang'][(b, float(L))]:.3f}×** | {mj(v['mj_per_committed_token'], b)} | {v_cell} | "
+                          f"{s['round_time_ms']:.2f} / {v['round_time_ms']:.2f} | {s['mean_power_w']:.0f} / "
+                          f"{v['mean_power_w']:.0f} | {s['tokens_per_s']:,.0f} / {v['tokens_per_s']:,.0f} |")
+        for row in expect:
+            assert row in lines, row
+    text = _readme_text(SESSION_1206H_H100)
+    s, v = ratios["sglang"], ratios["vllm"]
+    assert (f"SGLang's n-gram costs {100 * (s[(1, 1.0)] - 1):.0f} % more per token than decoding alone at B = 1 when "
+            f"nothing is accepted and {100 * (s[(32, 1.0)] - 1):.0f} % more at B = 32, and saves "
+            f"{100 * (1 - s[(1, 6.0)]):.0f} % and {100 * (1 - s[(32, 6.0)]):.0f} % when every draft is accepted") in text
+    assert f"vLLM's (marked) costs {100 * (v[(1, 1.0)] - 1):.0f} % and {100 * (v[(32, 1.0)] - 1):.0f} % more at L = 1" in text
+    base = {(e, b): np.mean([rec[(e, b, c)]["mj_per_committed_token"] for c in ("baseline--open", "baseline--close")])
+            for e in ("sglang", "vllm") for b in (1, 32)}
+    gap = {b: 100 * abs(base[("vllm", b)] / base[("sglang", b)] - 1) for b in (1, 32)}
+    assert (f"B = 1 {base[('sglang', 1)]:,.1f} against {base[('vllm', 1)]:,.1f} mJ a token, {gap[1]:.1f} % apart; "
+            f"B = 32 {base[('sglang', 32)]:.2f} against {base[('vllm', 32)]:.2f}, {gap[32]:.1f} %") in text
+    assert (f"**SGLang's ratio is {s[(1, 1.0)] / v[(1, 1.0)]:.3f} × vLLM's at B = 1 and "
+            f"{s[(32, 1.0)] / v[(32, 1.0)]:.3f} × at B = 32**") in text
+    r = {(e, b): rec[(e, b, "ngram--mv1")] for e in ("sglang", "vllm") for b in (1, 32)}
+    assert (f"longer than vLLM's by {r[('sglang', 1)]['round_time_ms'] - r[('vllm', 1)]['round_time_ms']:.2f} ms at B = 1 "
+            f"and {r[('sglang', 32)]['round_time_ms'] - r[('vllm', 32)]['round_time_ms']:.2f} ms at B = 32, while it "
+            f"draws less power ({r[('sglang', 1)]['mean_power_w']:.0f} against {r[('vllm', 1)]['mean_power_w']:.0f} W, "
+            f"{r[('sglang', 32)]['mean_power_w']:.0f} against {r[('vllm', 32)]['mean_power_w']:.0f} W)") in text
+    assert all(r[("sglang", b)]["mean_power_w"] < r[("vllm", b)]["mean_power_w"] for b in (1, 32))
+    windows = df["window_s"]
+    assert f"one window ({windows.min():.1f}–{windows.max():.1f} s, {df['energy_counter_updates'].min()}–" \
+           f"{df['energy_counter_updates'].max()} energy counter" in text
+
+
+def test_1206h_sglang_family_on_a_second_board_shifts_within_compare_evidences_tolerance():
+    """Issue 17 item 5: SGLang's four arms paired across the two H100s (2026-12-06g, 06h); the README's shifts are
+    compare_evidence's, each reproducing on the tolerance alone (one unit a side, no interval); vLLM pairs nothing."""
+    paired = compare_evidence.compare_sources(NGRAM_1206G / "results" / "cells", NGRAM_1206H / "results" / "cells")
+    assert paired.height == 4 and set(paired["engine"]) == {"sglang"}
+    assert paired["reproduces"].all() and paired["shift_ci_low"].is_null().all()
+    text = _readme_text(SESSION_1206H_H100)
+    shifts = {(b, L): x for b, L, x in paired.select("batch_size", "configured_L", "shift").iter_rows()}
+    assert (f"shifts **{100 * shifts[(1, 1.0)]:+.1f} %** (B = 1, L = 1), **{100 * shifts[(1, 6.0)]:+.1f} %** (B = 1, L = 6), "
+            f"**{100 * shifts[(32, 1.0)]:+.1f} %** (B = 32, L = 1) and **{100 * shifts[(32, 6.0)]:+.1f} %** (B = 32, L = 6)") in text
+    base = dict(paired.select("batch_size", "baseline_shift").unique().iter_rows())
+    assert f"baselines {100 * base[1]:.1f} % and {100 * base[32]:.1f} %".replace("-", "−") in text
+    assert max(abs(x) for x in shifts.values()) < 0.05
+
