@@ -3975,6 +3975,10 @@ def test_1206h_both_ngram_families_ran_whole_on_one_board_and_vllms_l6_fails_as_
             f"{d[('vllm', 1)]:.2f} % at B = 1, {d[('vllm', 32)]:.2f} % at B = 32") in text
     assert _engine_starts(NGRAM_1206H) == {102.8, 49.0, 45.7, 42.7, 90.7, 63.9, 51.6}
     assert "102.8 s cold, then 49.0, 45.7 and 42.7 s" in text and "90.7 s cold, then 63.9 and 51.6 s" in text
+    calls = _readme_text(SESSION_1206H)
+    budgets = _budgets_left(calls)  # calls 1-4 got no machine: the first eight budgets are their four "A → B" pairs
+    lost = budgets[0] - budgets[7]
+    assert f"Calls 1–4 got no machine ({lost} s)" in calls and f"of which {lost} s went to the four calls" in calls
 
 
 def test_1206h_readme_table_and_reading_are_the_records():
