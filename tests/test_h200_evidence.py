@@ -3927,13 +3927,14 @@ def test_1206h_h100_config_is_the_preregistered_one_and_the_marked_copy_only_all
         assert link.is_symlink() and link.resolve() == (NGRAM_1206H / "results" / name).resolve()
 
 
-def _ngram_1206h_points() -> tuple[pl.DataFrame, dict[str, dict[tuple[int, float], float]]]:
+@pytest.fixture(scope="module")
+def ngram_1206h() -> tuple[pl.DataFrame, dict[str, dict[tuple[int, float], float]]]:
     """Both families' records and, per engine, each (B, L) ratio over the mean of that engine's two baselines."""
     df = aggregate.aggregate(packed.tree_files(NGRAM_1206H / "results" / "cells", "*/*.parquet"))
     return df, {e: _ratios_to_mean_baseline(df.filter(pl.col("engine") == e)) for e in ("sglang", "vllm")}
 
 
-def test_1206h_both_ngram_families_ran_whole_on_one_board_and_vllms_l6_fails_as_registered():
+def test_1206h_both_ngram_families_ran_whole_on_one_board_and_vllms_l6_fails_as_registered(ngram_1206h):
     """ADR 0250 addendum 2: 16 cells on one H100, the verdict re-derived: only vLLM's L = 6 fails
     (acceptance_length, both B), by the short drafts of its proposer; SGLang's tree drafts k every round.
     Derive refuses the failed campaigns, so results/ has no curves; marked/ marks vLLM's rows only."""
@@ -3965,7 +3966,7 @@ def test_1206h_both_ngram_families_ran_whole_on_one_board_and_vllms_l6_fails_as_
     assert (f"({b1_l6['draft_tokens']:,} draft tokens in {b1_l6['drafts']:,} rounds at B = 1, L = 6, exactly 5 a round)"
             in text)
     marked = pl.read_parquet(NGRAM_1206H / "marked" / "results" / "curves.parquet")
-    _, ratios = _ngram_1206h_points()
+    _, ratios = ngram_1206h
     for r in marked.iter_rows(named=True):
         assert r["failed_checks"] == (["acceptance_length"] if r["engine"] == "vllm" else []), r
         assert r["energy_ratio"] == pytest.approx(ratios[r["engine"]][(r["batch_size"], r["configured_L"])], rel=1e-9)
@@ -3981,10 +3982,10 @@ def test_1206h_both_ngram_families_ran_whole_on_one_board_and_vllms_l6_fails_as_
     assert f"Calls 1–4 got no machine ({lost} s)" in calls and f"of which {lost} s went to the four calls" in calls
 
 
-def test_1206h_readme_table_and_reading_are_the_records():
+def test_1206h_readme_table_and_reading_are_the_records(ngram_1206h):
     """Every row of the README's one-board table built from the records (mJ, ratio over the engine's mean baseline,
     round, power, throughput; vLLM's L = 6 with its realized L and its fail), and the reading's numbers derived."""
-    df, ratios = _ngram_1206h_points()
+    df, ratios = ngram_1206h
     rec = {(r["engine"], r["batch_size"], r["cell_name"]): r for r in df.iter_rows(named=True)}
 
     def mj(x: float, batch: int) -> str:
