@@ -3863,11 +3863,17 @@ def test_1206g_sglang_ngram_family_is_whole_and_the_readme_table_is_the_records(
             f"and {100 * (1 - ratios[(32, 6.0)]):.0f} % when every draft is accepted") in text
 
 
-def test_1206g_vllm_side_of_the_reading_is_the_h200_runs_records_and_its_failed_l6_stays_failed():
+@pytest.fixture(scope="module")
+def closed_1201_cells() -> pl.DataFrame:
+    """2026-12-01's closed grid on an H200 (vLLM), its committed cell records aggregated: read beside the H100 n-gram
+    runs of 2026-12-06g and 06h."""
+    return aggregate.aggregate(packed.tree_files(CLOSED / "results" / "cells", "*/*.parquet"))
+
+
+def test_1206g_vllm_side_of_the_reading_is_the_h200_runs_records_and_its_failed_l6_stays_failed(closed_1201_cells):
     """The README reads vLLM's n-gram arm of 2026-12-01 (an H200) beside this H100's SGLang arm, labelled: its L = 1
     ratios from that run's records, and its L = 6 points as failed in that run's committed checks."""
-    df = aggregate.aggregate(packed.tree_files(CLOSED / "results" / "cells", "*/*.parquet"))
-    ngram = df.filter(pl.col("engine") == "vllm", (pl.col("method") == "ngram") | (pl.col("role") != "point"))
+    ngram = closed_1201_cells.filter(pl.col("engine") == "vllm", (pl.col("method") == "ngram") | (pl.col("role") != "point"))
     ratios = _ratios_to_mean_baseline(ngram)
     text = _readme_text(SESSION_1206G_H100)
     assert f"vLLM on the H200 L = 1 **{ratios[(1, 1.0)]:.3f}×** at B = 1 and **{ratios[(32, 1.0)]:.3f}×** at B = 32" in text
@@ -3934,7 +3940,8 @@ def ngram_1206h() -> tuple[pl.DataFrame, dict[str, dict[tuple[int, float], float
     return df, {e: _ratios_to_mean_baseline(df.filter(pl.col("engine") == e)) for e in ("sglang", "vllm")}
 
 
-def test_1206h_both_ngram_families_ran_whole_on_one_board_and_vllms_l6_fails_as_registered(ngram_1206h):
+def test_1206h_both_ngram_families_ran_whole_on_one_board_and_vllms_l6_fails_as_registered(ngram_1206h,
+                                                                                           closed_1201_cells):
     """ADR 0250 addendum 2: 16 cells on one H100, the verdict re-derived: only vLLM's L = 6 fails
     (acceptance_length, both B), by the short drafts of its proposer; SGLang's tree drafts k every round.
     Derive refuses the failed campaigns, so results/ has no curves; marked/ marks vLLM's rows only."""
@@ -3957,8 +3964,7 @@ def test_1206h_both_ngram_families_ran_whole_on_one_board_and_vllms_l6_fails_as_
     assert ((6 - l6["realized_L"]) > 0.05).all()  # outside the registered tolerance: it fails
     assert (vllm.filter(pl.col("configured_L") == 1)["realized_L"] == 1).all()
     # the same realized L as on the H200 of 2026-12-01: the proposer's, not the board's
-    h200 = aggregate.aggregate(packed.tree_files(CLOSED / "results" / "cells", "*/*.parquet"))
-    h200_l6 = h200.filter(pl.col("engine") == "vllm", pl.col("cell_name") == "ngram--mv6")["realized_L"]
+    h200_l6 = closed_1201_cells.filter(pl.col("engine") == "vllm", pl.col("cell_name") == "ngram--mv6")["realized_L"]
     assert (l6["realized_L"] - h200_l6.mean()).abs().max() < 1e-3
     text = _readme_text(SESSION_1206H_H100)
     assert f"Realized L is {l6['realized_L'].mean():.4f} here and was {h200_l6.mean():.3f} on the H200" in text
