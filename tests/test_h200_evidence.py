@@ -3669,13 +3669,18 @@ SESSION_1206H_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06h
 SESSION_1206H = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06h"
 GPU_1206H = "GPU-5ee93b2f-7df6-abd4-cf6d-13f421529ad0"
 NGRAM_1206H = SESSION_1206H_H100 / "ngram-both"
+SESSION_1206I_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06i"
+SESSION_1206I = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06i"
+GPU_1206I = "GPU-d42e35a8-9446-3ad9-fb04-c4476ca644cc"
+NGRAM_1206I = SESSION_1206I_H100 / "ngram-vllm"
 
 
 @pytest.mark.parametrize(
     ("session", "gpu", "left"),
     [(SESSION_1206C, GPU_1206C, 194), (SESSION_1206D, GPU_1206D, 412), (SESSION_1206E, GPU_1206E, 74),
-     (SESSION_1206F, GPU_1206F, 151), (SESSION_1206G, GPU_1206G, 491), (SESSION_1206H, GPU_1206H, 139)],
-    ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h"],
+     (SESSION_1206F, GPU_1206F, 151), (SESSION_1206G, GPU_1206G, 491), (SESSION_1206H, GPU_1206H, 139),
+     (SESSION_1206I, GPU_1206I, 195)],
+    ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i"],
 )
 def test_one_machine_sessions_device_time_adds_up(session, gpu, left):
     """The calls table's budgets start at 1,800 s, only fall and end at the last reply; the README's and the command
@@ -4052,3 +4057,144 @@ def test_1206h_sglang_family_on_a_second_board_shifts_within_compare_evidences_t
     assert f"baselines {100 * base[1]:.1f} % and {100 * base[32]:.1f} %".replace("-", "−") in text
     assert max(abs(x) for x in shifts.values()) < 0.05
 
+
+def test_1206i_h100_config_is_the_preregistered_one_and_the_marked_copy_only_allows_failed_checks():
+    _assert_shipped_copy(NGRAM_1206I, "h200-schemes-ngram-sglang.yaml")
+    shipped = yaml.safe_load((ROOT / "config" / "h200-schemes-ngram-sglang.yaml").read_text())
+    marked = yaml.safe_load((NGRAM_1206I / "marked" / "config-marked.yaml").read_text())
+    assert marked["checks"].pop("allow_failed_checks") is True and marked == shipped
+    for name in ("records.parquet", "cells.parquet", "timelines.parquet"):
+        link = NGRAM_1206I / "marked" / "results" / name
+        assert link.is_symlink() and link.resolve() == (NGRAM_1206I / "results" / name).resolve()
+
+
+@pytest.fixture(scope="module")
+def ngram_vllm_two_boards(ngram_1206h) -> dict[str, object]:
+    """vLLM's n-gram family on its two H100s: this session's records and ratios, 2026-12-06h's vLLM ratios, and
+    compare_evidence's pairing of the two runs' cells (06h first)."""
+    df = aggregate.aggregate(packed.tree_files(NGRAM_1206I / "results" / "cells", "*/*.parquet"))
+    paired = compare_evidence.compare_sources(NGRAM_1206H / "results" / "cells", NGRAM_1206I / "results" / "cells")
+    before_df, before = ngram_1206h
+    return {"df": df, "ratios": _ratios_to_mean_baseline(df), "before": before["vllm"],
+            "before_df": before_df.filter(pl.col("engine") == "vllm"), "paired": paired}
+
+
+def test_1206i_vllm_ngram_family_ran_whole_and_fails_as_registered_again(ngram_vllm_two_boards):
+    """ADR 0250 addendum 3: 8 cells on a second H100, the verdict re-derived (only acceptance_length at L = 6, both
+    B); the realized L is 2026-12-06h's to four digits; derive stops, marked/ marks every row."""
+    df, checks = _verdict(NGRAM_1206I, "h200-schemes-ngram-sglang.yaml")
+    assert df.height == 8 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    assert set(df["gpu_uuid"]) == {GPU_1206I} and set(df["engine"]) == {"vllm"}
+    failed = checks.filter(pl.col("status") == "fail")
+    assert sorted(zip(failed["check"], failed["campaign_id"])) == [
+        ("acceptance_length", f"vllm-qwen3b-closed-b{b}-random-s0-cg1") for b in (1, 32)]
+    assert "2 fail, 3 flag, 37 pass, 12 not_applicable" in (NGRAM_1206I / "results" / "checks.md").read_text()
+    assert not (NGRAM_1206I / "results" / "curves.parquet").exists()
+    l6 = df.filter(pl.col("configured_L") == 6)
+    before_l6 = ngram_vllm_two_boards["before_df"].filter(pl.col("configured_L") == 6)
+    assert (l6["realized_L"] - before_l6["realized_L"].mean()).abs().max() < 1e-4 and ((6 - l6["realized_L"]) > 0.05).all()
+    marked = pl.read_parquet(NGRAM_1206I / "marked" / "results" / "curves.parquet")
+    assert marked.height == 4 and marked["failed_checks"].to_list() == [["acceptance_length"]] * 4
+    for r in marked.iter_rows(named=True):
+        assert r["energy_ratio"] == pytest.approx(ngram_vllm_two_boards["ratios"][(r["batch_size"], r["configured_L"])])
+    drift = dict(checks.filter(pl.col("check") == "baseline_drift").select("campaign_id", "value").iter_rows())
+    text = _readme_text(SESSION_1206I_H100)
+    assert (f"{100 * drift['vllm-qwen3b-closed-b1-random-s0-cg1']:.2f} % apart at B = 1, "
+            f"{100 * drift['vllm-qwen3b-closed-b32-random-s0-cg1']:.2f} % at B = 32") in text
+    assert _engine_starts(NGRAM_1206I) == {80.9, 67.5, 55.0} and "80.9 s cold, then 67.5 and 55.0 s" in text
+    windows = df["window_s"]
+    assert (f"one window ({windows.min():.1f}–{windows.max():.1f} s, {df['energy_counter_updates'].min()}–"
+            f"{df['energy_counter_updates'].max()} energy counter updates)") in text
+
+
+def test_1206i_two_board_table_and_shifts_are_the_records_and_compare_evidence(ngram_vllm_two_boards):
+    """Every row of the README's two-board table from the two runs' records, its shift column compare_evidence's
+    (B = 1, L = 6 the one that does not reproduce), and the reading's round, busy and power numbers."""
+    df, ratios, before = ngram_vllm_two_boards["df"], ngram_vllm_two_boards["ratios"], ngram_vllm_two_boards["before"]
+    paired = ngram_vllm_two_boards["paired"]
+    assert paired.height == 4 and paired["shift_ci_low"].is_null().all()
+    shift = {(b, L): x for b, L, x in paired.select("batch_size", "configured_L", "shift").iter_rows()}
+    base_shift = dict(paired.select("batch_size", "baseline_shift").unique().iter_rows())
+    assert {k for k, ok in zip(shift, paired["reproduces"]) if not ok} == {(1, 6.0)}
+    now = {(r["batch_size"], r["cell_name"]): r for r in df.iter_rows(named=True)}
+    was = {(r["batch_size"], r["cell_name"]): r for r in ngram_vllm_two_boards["before_df"].iter_rows(named=True)}
+
+    def mj(x: float, batch: int) -> str:
+        return f"{x:,.1f}" if batch == 1 else f"{x:.2f}"
+
+    def pct(x: float) -> str:
+        return f"{100 * x:+.1f} %".replace("-", "−")
+
+    lines = (SESSION_1206I_H100 / "README.md").read_text().splitlines()
+    for b in (1, 32):
+        o, c, wo = now[(b, "baseline--open")], now[(b, "baseline--close")], was[(b, "baseline--open")]
+        expect = [f"| {b} | baseline (opening / closing) | {mj(o['mj_per_committed_token'], b)} / "
+                  f"{mj(c['mj_per_committed_token'], b)} | — | — | {pct(base_shift[b])} | {o['round_time_ms']:.2f} / "
+                  f"{wo['round_time_ms']:.2f} | {o['mean_power_w']:.0f} / {wo['mean_power_w']:.0f} | "
+                  f"{o['gpu_busy_fraction']:.2f} / {wo['gpu_busy_fraction']:.2f} |"]
+        for L in (1, 6):
+            n, w = now[(b, f"ngram--mv{L}")], was[(b, f"ngram--mv{L}")]
+            cell = f"**{ratios[(b, float(L))]:.3f}×**" if L == 1 else f"{ratios[(b, float(L))]:.3f}× (L {n['realized_L']:.3f}, fail)"
+            expect.append(f"| {b} | n-gram L = {L} | {mj(n['mj_per_committed_token'], b)} | {cell} | "
+                          f"{before[(b, float(L))]:.3f}× | **{pct(shift[(b, float(L))])}** | {n['round_time_ms']:.2f} / "
+                          f"{w['round_time_ms']:.2f} | {n['mean_power_w']:.0f} / {w['mean_power_w']:.0f} | "
+                          f"{n['gpu_busy_fraction']:.2f} / {w['gpu_busy_fraction']:.2f} |")
+            assert shift[(b, float(L))] == pytest.approx(ratios[(b, float(L))] / before[(b, float(L))] - 1, rel=1e-6)
+        for row in expect:
+            assert row in lines, row
+    text = _readme_text(SESSION_1206I_H100)
+    grew = {L: now[(1, f"ngram--mv{L}")]["round_time_ms"] - was[(1, f"ngram--mv{L}")]["round_time_ms"] for L in (1, 6)}
+    assert f"rounds {grew[1]:.2f} and {grew[6]:.2f} ms longer" in text and all(g > 0.4 for g in grew.values())
+    # a host-side round: the board's step agrees (2 %), the round grew, the GPU idled more of it and drew less
+    for b in (1, 32):
+        assert abs(now[(b, "baseline--open")]["round_time_ms"] / was[(b, "baseline--open")]["round_time_ms"] - 1) < 0.025
+    for L in (1, 6):
+        n, w = now[(1, f"ngram--mv{L}")], was[(1, f"ngram--mv{L}")]
+        assert n["gpu_busy_fraction"] < w["gpu_busy_fraction"] and n["mean_power_w"] < w["mean_power_w"]
+    assert {n["host_cpu_model"] for n in now.values()} == {w["host_cpu_model"] for w in was.values()}
+    adr = " ".join((ROOT / "docs" / "adr" / "0250-sglangs-ngram-beside-vllms-on-one-board.md").read_text().split())
+    assert (f"arms **{pct(shift[(1, 1.0)])}** (B = 1, L = 1), **{pct(shift[(1, 6.0)])}** (B = 1, L = 6), "
+            f"{pct(shift[(32, 1.0)])} and {pct(shift[(32, 6.0)])} (B = 32)") in adr
+
+
+def test_1206i_agreement_table_is_the_benchmarks_json_and_the_goal_reads_as_registered():
+    """The README's table is agreement-reference-arrivals.json (ratios, each client's TTFT runs, the reference's own
+    spread); ADR 0113's goal gives met at 2 requests/s only, and at 8 the two clients' runs interleave where on
+    2026-12-06f the project's lay below the reference's."""
+    rows = json.loads((SESSION_1206I_H100 / "agreement" / "agreement-reference-arrivals.json").read_text())["rows"]
+    lines = (SESSION_1206I_H100 / "README.md").read_text().splitlines()
+
+    def runs(r: dict, side: str) -> str:
+        return ", ".join(f"{run['ttft_mean'] * 1e3:,.1f}" for run in r[f"{side}_runs"])
+
+    for r in rows:
+        assert all(run["failed"] == 0 for run in r["project_runs"] + r["reference_runs"])
+        assert abs(r["prompt_tokens"] - 1) < 0.001  # the same prompts, as the served tokenizer counts them
+        line = (f"| {r['rate']:g} | {r['order']} | {r['req_tput']:.3f} | {r['tok_tput']:.3f} | {r['ttft']:.3f} | "
+                f"{r['tpot']:.3f} | {runs(r, 'project')} | {runs(r, 'reference')} | {r['reference_repeat_ttft_mean']:.3f} | "
+                f"{r['reference']['req_tput']:.2f} | {r['project']['mean_running']:.1f} |")
+        assert line in lines, line
+    by = {r["rate"]: r for r in rows}
+    assert {rate: _agreement_goal_met(r) for rate, r in by.items()} == {2.0: True, 8.0: False, 32.0: False}
+    eight = by[8.0]
+    assert abs(eight["req_tput"] - 1) <= 0.01 and abs(eight["tpot"] - 1) <= 0.05 and 0.05 < 1 - eight["ttft"] < 0.055
+    p, q = ([x["ttft_mean"] for x in eight[f"{side}_runs"]] for side in ("project", "reference"))
+    assert min(q) < max(p) and min(p) < max(q)  # interleaved
+    before = {r["rate"]: r for r in json.loads(
+        (SESSION_1206F_H100 / "agreement" / "agreement-ids-form.json").read_text())["rows"]}[8.0]
+    assert max(x["ttft_mean"] for x in before["project_runs"]) < min(x["ttft_mean"] for x in before["reference_runs"])
+    text = _readme_text(SESSION_1206I_H100)
+    assert f"(ratio {before['ttft']:.3f}, both of the project's runs below both of the reference's)" in text
+    own = {"reference": 1 - eight["reference_repeat_ttft_mean"], "project": max(p) / min(p) - 1}
+    assert (f"inside both clients' own run-to-run spread (the reference's {100 * own['reference']:.1f} %, the project's "
+            f"{100 * own['project']:.0f} %)") in text and 1 - eight["ttft"] < min(own.values())
+    adr = " ".join((ROOT / "docs" / "adr" / "0113-agreement-with-vllm-bench-serve.md").read_text().split())
+    assert f"misses it by 0.2 points ({eight['ttft']:.3f})" in adr
+
+
+def test_1206i_calls_without_a_machine_are_the_calls_table():
+    calls = _readme_text(SESSION_1206I)
+    budgets = _budgets_left(calls)  # calls 1-5 got no machine: the first ten budgets are their five "A → B" pairs
+    lost = budgets[0] - budgets[9]
+    assert lost == 376 and f"Calls 1–5 got no machine ({lost} s)" in calls
+    assert f"of which {lost} s went to the five calls that got no machine" in calls
