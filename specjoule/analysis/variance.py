@@ -7,7 +7,8 @@ Per campaign family (engine, model pair, workload, graph mode) and per metric (l
 token of every measured record; log energy ratio of every speculative point), the variance within a
 configuration is split over five nested random effects, coarsest first:
 
-- ``board``: the GPU (its UUID; on a GPU-less host, the host);
+- ``board``: the GPU (its UUID; on a GPU-less host, the host), and with it the host it sits in: a scheme whose
+  round is host time (n-gram) moves with the machine, not the GPU alone (ADR 0250 addendum 3);
 - ``run``: one run on that board (source and config hash: a re-run, another session);
 - ``engine_restart``: one engine launch (``engine_instance``; an opening and a closing baseline are two);
 - ``seed``: the prompt sample, inside its engine launch;
