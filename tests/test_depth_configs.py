@@ -280,3 +280,47 @@ def test_the_sglang_ngram_config_is_validation_bs_ngram_arm_on_both_engines_and_
         assert {"opening_baseline", "closing_baseline", "point"} <= roles, engine
         gate = round(1.2 * planned)
         assert f"{engine}-qwen3b-closed-cg1 {planned} s ({len(groups)} engine starts) gate {gate} s" in " ".join(header.split())
+
+
+NGRAM_L4 = "config/h200-schemes-ngram-l4.yaml"
+
+
+def test_the_ngram_l4_config_is_the_ngram_config_with_l4_for_l6_and_plans_its_header():
+    """Pre-registered 2026-12-06i (ADR 0250 addendum 4): h200-schemes-ngram-sglang.yaml with its high-acceptance arm at
+    L = 4 instead of 6 and nothing else changed (name aside); the header's planned seconds and starts are the plan's."""
+    l4, ngram = _load(NGRAM_L4, NGRAM_SGLANG)
+    assert l4["schemes"]["ngram"]["acceptance"] == ["mv1", "mv4"] and l4["acceptance"] == {
+        "mv1": {"minvar": 1.0}, "mv4": {"minvar": 4.0}}
+    for key in ("name", "schemes", "acceptance"):
+        l4.pop(key), ngram.pop(key)
+    assert l4 == ngram
+    table = cells.build(config.load(REPO / NGRAM_L4))
+    assert not any(c.unsupported_reason for c in table.cells)
+    header = " ".join((REPO / NGRAM_L4).read_text().split())
+    for engine in ("sglang", "vllm"):
+        groups = [g for g in table.engine_groups().values() if g.cells[0].engine == engine]
+        planned = round(sum(table.group_estimated_s(g, warm_cache=False) for g in groups))
+        assert f"{engine}-qwen3b-closed-cg1 {planned} s ({len(groups)} engine starts) gate {round(1.2 * planned)} s" in header
+
+
+def test_vllms_measured_draft_lengths_put_the_l4_arm_inside_the_tolerance_and_the_l6_arm_outside():
+    """Why L = 4: the committed L = 6 arms (two H100s, both B) say how long vLLM's n-gram drafts were (accepted per
+    position, every draft accepted there); under rates [1, 1, 1, 0, 0] those drafts commit the header's 3.976, inside
+    the registered tolerance, where L = 6's 5.906 is outside it."""
+    from specjoule.analysis import aggregate, packed
+
+    tolerance = config.load(REPO / NGRAM_L4)["checks"]["acceptance_length_tolerance"]
+    rates = [1.0, 1.0, 1.0, 0.0, 0.0]
+    expected = {}
+    for folder in ("validation/h100-2026-12/session-2026-12-06h/ngram-both", "validation/h100-2026-12/session-2026-12-06i/ngram-vllm"):
+        df = aggregate.aggregate(packed.tree_files(REPO / folder / "results" / "cells", "*/*.parquet"))
+        for r in df.filter(df["engine"] == "vllm", df["cell_name"] == "ngram--mv6").iter_rows(named=True):
+            at_least = [a / r["drafts"] for a in r["accepted_per_position"]]  # share of drafts at least i + 1 long
+            assert at_least == sorted(at_least, reverse=True) and r["realized_L"] == pytest.approx(1 + sum(at_least))
+            # a draft commits the leading accepted run of its drafted tokens: with 0/1 rates, the first r ones it has
+            accepted = sum(p for p, rate in zip(at_least, rates) if rate == 1.0)
+            expected[(folder, r["batch_size"])] = 1 + accepted
+    assert len(expected) == 4 and max(expected.values()) - min(expected.values()) < 1e-3
+    l4 = sum(expected.values()) / 4
+    assert abs(l4 - 4.0) < tolerance and f"expected at {l4:.3f}, inside the 0.05" in " ".join(
+        (REPO / NGRAM_L4).read_text().split())
