@@ -127,10 +127,11 @@ def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
          "config/h200-moe-token-mode.yaml, config/h200-schemes-depth-moe-sglang-rt.yaml"),
     ]
     sglang = sglang.join(variants, on=list(coverage.ROW_KEY), how="anti")
-    # the one scheme never run on SGLang on an H200, its host-side n-gram, pre-registered 2026-12-06f
+    # the one scheme never run on SGLang on an H200, its host-side n-gram, pre-registered 2026-12-06f (and again at
+    # L = 4 on 2026-12-06i, ADR 0250 addendum 4: the row names both configs)
     unrun = sglang.filter(pl.col("status") == coverage.NOT_RUN)
     assert unrun.select("target_model", "method", "configs").rows() == [
-        ("config/models/qwen2.5-3b", "ngram", "config/h200-schemes-ngram-sglang.yaml")]
+        ("config/models/qwen2.5-3b", "ngram", "config/h200-schemes-ngram-l4.yaml, config/h200-schemes-ngram-sglang.yaml")]
     sglang = sglang.filter(pl.col("status") != coverage.NOT_RUN)
     assert set(sglang["status"]) <= {coverage.MEASURED, coverage.UNSUPPORTED, coverage.UNSUPPORTED_PLAN}
     got = row(table, "qwen3.6-35b-a3b", "sglang", "eagle3")
