@@ -4,6 +4,7 @@ fixture stay on one xdist worker, and an `engine_alone` test runs while no other
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import subprocess
 import threading
@@ -18,16 +19,24 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+@functools.lru_cache(maxsize=1)
+def _test_trees() -> tuple[tuple[Path, ast.Module], ...]:
+    """Every test module's syntax tree, parsed once for this module's tests (each of them read all ~100 sources
+    again: 4 parametrized cases and the reader check, about 3 core-s of parsing and walking). Read only."""
+    return tuple((path, ast.parse(path.read_text())) for path in sorted((REPO / "tests").glob("test_*.py")))
+
+
+@functools.lru_cache(maxsize=1)
+def _argument_names_by_module() -> dict[str, frozenset[str]]:
+    """Per test module, the argument names of its functions (``def f(a, b)``: a, b), from its source."""
+    return {path.relative_to(REPO).as_posix(): frozenset(a.arg for node in ast.walk(tree)
+                                                         if isinstance(node, ast.FunctionDef) for a in node.args.args)
+            for path, tree in _test_trees()}
+
+
 def _modules_using(fixture: str) -> set[str]:
     """Test modules with a function that takes ``fixture`` as an argument, read from their source."""
-    found = set()
-    for path in sorted((REPO / "tests").glob("test_*.py")):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and fixture in {a.arg for a in node.args.args}:
-                found.add(path.relative_to(REPO).as_posix())
-                break
-    return found
+    return {module for module, names in _argument_names_by_module().items() if fixture in names}
 
 
 @pytest.mark.parametrize("fixture", sorted(conftest.SESSION_FIXTURE_GROUPS))
@@ -328,8 +337,8 @@ READER_MAY_NOT_CALL = ("subprocess", "runner", "agreement", "_snakemake", "_curv
 
 def _reader_functions() -> dict[str, ast.FunctionDef]:
     found = {}
-    for path in sorted((REPO / "tests").glob("test_*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+    for path, tree in _test_trees():
+        for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef) and any(
                     ast.unparse(d) == f"pytest.mark.{conftest.ENGINE_READER}" for d in node.decorator_list):
                 found[f"{path.name}::{node.name}"] = node
