@@ -94,6 +94,8 @@ def test_without_engine_tests_the_in_process_vllm_files_share_one_scope():
     files = conftest.in_process_vllm_files()
     # two that import it on this machine, each its own way (test_engine_faults: vLLM's probe; the swap: its rates)
     assert {"tests/test_acceptance_swap.py", "tests/test_engine_faults.py"} <= files
+    # and three that import only what vLLM imports (ADR 0252): torch, transformers, transformers through HFTokenizer
+    assert {"tests/test_pair.py", "tests/test_sglang_text_only.py", "tests/test_corpora.py"} <= files
     assert {conftest._scope_of_file(f, engines=False) for f in files} == {conftest.IN_PROCESS_VLLM_SCOPE}
     # with engine tests each stays where its session fixture (or its own file) puts it
     assert conftest._scope_of_file("tests/test_acceptance_swap.py") == "session-fixture:draft_group_run"
@@ -111,6 +113,12 @@ def test_without_engine_tests_the_in_process_vllm_files_share_one_scope():
     ("import pytest\npytestmark = pytest.mark.engine\ndef test_a():\n    import vllm\n", False),
     ("from specjoule.engines import vllm as V\ndef test_a():\n    V.engine_kwargs(s)\n", False),
     ("def test_a():\n    import vllm_like\n", False),
+    # torch and transformers, which vLLM imports (ADR 0252)
+    ("def test_a():\n    import torch\n", True),
+    ("def test_a():\n    from transformers import AutoProcessor\n", True),
+    ("def test_a():\n    tok = tk.HFTokenizer(path)\n", True),
+    ("@pytest.mark.engine\ndef test_a():\n    import torch\n", False),
+    ("def test_a():\n    import torchlike\n", False),
 ])
 def test_a_file_imports_vllm_outside_engine_tests_when_its_source_says_so(source, imports):
     assert conftest.imports_vllm_outside_engine_tests(source) is imports
