@@ -76,6 +76,7 @@ lint: venv
 
 # The tiers (issue 22). FAST (make test-fast) has no engine, SLURM or browser; it runs on TEST_WORKERS processes
 # (pytest-xdist, one file per worker, longest first, the files that import vLLM in-process on one worker: ADR 0239;
+# with them those that import torch or transformers, which vLLM imports: ADR 0252;
 # its times, and how much this host moves them, in the README).
 # `make test` runs in two phases, with the SLURM tests in a process of their own beside both (ADR 0218, 0220). Phase 1:
 # every test that starts no engine (FAST, the browser) on TEST_WORKERS processes, one file per worker (--dist

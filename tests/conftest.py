@@ -55,15 +55,21 @@ SESSION_FIXTURE_GROUPS = {
 # In a run of no engine test (`make test-fast`, phase 1 of `make test`) the files whose tests import vLLM in this
 # process share a worker instead: the import is 4-7 core-s and about 6,000 modules a process, whose teardown also
 # holds up the run's end (ADR 0239). Found in the sources (in_process_vllm_files), so the group cannot go stale.
+# With them the files that import torch or transformers in-process, which vLLM imports: on a worker of their own
+# the two cost about 5.5 core-s more, on vLLM's worker nothing (ADR 0252).
 IN_PROCESS_VLLM_SCOPE = "in-process-vllm"
-# specjoule's functions that import vLLM in the caller's process (probe: what it can do; the acceptance swap)
-VLLM_IMPORTING_CALLS = frozenset({"probe", "swap_synthetic_rates"})
+# The top-level packages whose import puts a file in the group: vLLM and the two it imports itself.
+IN_PROCESS_VLLM_MODULES = frozenset({"vllm", "torch", "transformers"})
+# specjoule's functions that import vLLM in the caller's process (probe: what it can do; the acceptance swap), or
+# transformers (HFTokenizer: a model's own tokenizer, through AutoTokenizer)
+VLLM_IMPORTING_CALLS = frozenset({"probe", "swap_synthetic_rates", "HFTokenizer"})
 ENGINE_MARKS = frozenset({"pytest.mark.engine", "pytest.mark.engine_alone"})
 
 
 def imports_vllm_outside_engine_tests(source: str) -> bool:
-    """A test file's source has a function (test, helper or fixture) that is not an engine test and imports vLLM
-    or calls one of VLLM_IMPORTING_CALLS; a file marked engine as a whole has none."""
+    """A test file's source has a function (test, helper or fixture) that is not an engine test and imports vLLM,
+    torch or transformers (IN_PROCESS_VLLM_MODULES) or calls one of VLLM_IMPORTING_CALLS; a file marked engine as a
+    whole has none."""
     import ast
 
     tree = ast.parse(source)
@@ -74,9 +80,9 @@ def imports_vllm_outside_engine_tests(source: str) -> bool:
         if not isinstance(node, ast.FunctionDef) or {ast.unparse(d) for d in node.decorator_list} & ENGINE_MARKS:
             continue
         for inner in ast.walk(node):
-            if isinstance(inner, ast.ImportFrom) and (inner.module or "").split(".")[0] == "vllm":
+            if isinstance(inner, ast.ImportFrom) and (inner.module or "").split(".")[0] in IN_PROCESS_VLLM_MODULES:
                 return True
-            if isinstance(inner, ast.Import) and any(a.name.split(".")[0] == "vllm" for a in inner.names):
+            if isinstance(inner, ast.Import) and any(a.name.split(".")[0] in IN_PROCESS_VLLM_MODULES for a in inner.names):
                 return True
             if isinstance(inner, ast.Call) and ast.unparse(inner.func).rsplit(".", 1)[-1] in VLLM_IMPORTING_CALLS:
                 return True
@@ -85,7 +91,8 @@ def imports_vllm_outside_engine_tests(source: str) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def in_process_vllm_files() -> frozenset[str]:
-    """The test files (repository-relative) whose tests outside the engine tier import vLLM in-process."""
+    """The test files (repository-relative) whose tests outside the engine tier import vLLM (or torch, or
+    transformers) in-process."""
     paths = sorted((REPO / "tests").glob("test_*.py")) + sorted((REPO / "tools" / "tests").glob("test_*.py"))
     return frozenset(p.relative_to(REPO).as_posix() for p in paths if imports_vllm_outside_engine_tests(p.read_text()))
 

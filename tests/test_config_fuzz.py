@@ -242,18 +242,20 @@ def _children() -> set[int]:
     """This process's live children. A process the plan started is one of them until it exits (its own children
     come through it, and an orphan is adopted by init, which psutil's recursive walk would not see either), so
     direct children say what the recursive walk said. Read from /proc/self/task/*/children where Linux has it: 0.1 ms
-    against psutil's 2 ms scan of every process, twice per example (about 4 of the test's 30 core-s)."""
-    if not Path(f"/proc/self/task/{os.getpid()}/children").exists():
+    against psutil's 2 ms scan of every process, twice per example (about 4 of the test's 30 core-s). With os.listdir
+    and open rather than pathlib: 0.23 against 0.5 ms a call in a process of 10 threads (2026-12-06)."""
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
         return {p.pid for p in psutil.Process().children(recursive=True)}
     while True:  # a thread may end between listing and reading (its children go to another): read until stable
-        tasks = sorted(Path("/proc/self/task").iterdir())
+        tasks = sorted(os.listdir("/proc/self/task"))
         found: set[int] = set()
         try:
-            for t in tasks:
-                found.update(int(pid) for pid in (t / "children").read_text().split())
+            for tid in tasks:
+                with open(f"/proc/self/task/{tid}/children") as fh:
+                    found.update(int(pid) for pid in fh.read().split())
         except FileNotFoundError:
             continue
-        if sorted(Path("/proc/self/task").iterdir()) == tasks:
+        if sorted(os.listdir("/proc/self/task")) == tasks:
             return found
 
 

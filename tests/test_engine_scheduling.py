@@ -4,6 +4,7 @@ fixture stay on one xdist worker, and an `engine_alone` test runs while no other
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import subprocess
 import threading
@@ -18,16 +19,24 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+@functools.lru_cache(maxsize=1)
+def _test_trees() -> tuple[tuple[Path, ast.Module], ...]:
+    """Every test module's syntax tree, parsed once for this module's tests (each of them read all ~100 sources
+    again: 4 parametrized cases and the reader check, about 3 core-s of parsing and walking). Read only."""
+    return tuple((path, ast.parse(path.read_text())) for path in sorted((REPO / "tests").glob("test_*.py")))
+
+
+@functools.lru_cache(maxsize=1)
+def _argument_names_by_module() -> dict[str, frozenset[str]]:
+    """Per test module, the argument names of its functions (``def f(a, b)``: a, b), from its source."""
+    return {path.relative_to(REPO).as_posix(): frozenset(a.arg for node in ast.walk(tree)
+                                                         if isinstance(node, ast.FunctionDef) for a in node.args.args)
+            for path, tree in _test_trees()}
+
+
 def _modules_using(fixture: str) -> set[str]:
     """Test modules with a function that takes ``fixture`` as an argument, read from their source."""
-    found = set()
-    for path in sorted((REPO / "tests").glob("test_*.py")):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and fixture in {a.arg for a in node.args.args}:
-                found.add(path.relative_to(REPO).as_posix())
-                break
-    return found
+    return {module for module, names in _argument_names_by_module().items() if fixture in names}
 
 
 @pytest.mark.parametrize("fixture", sorted(conftest.SESSION_FIXTURE_GROUPS))
@@ -85,6 +94,8 @@ def test_without_engine_tests_the_in_process_vllm_files_share_one_scope():
     files = conftest.in_process_vllm_files()
     # two that import it on this machine, each its own way (test_engine_faults: vLLM's probe; the swap: its rates)
     assert {"tests/test_acceptance_swap.py", "tests/test_engine_faults.py"} <= files
+    # and three that import only what vLLM imports (ADR 0252): torch, transformers, transformers through HFTokenizer
+    assert {"tests/test_pair.py", "tests/test_sglang_text_only.py", "tests/test_corpora.py"} <= files
     assert {conftest._scope_of_file(f, engines=False) for f in files} == {conftest.IN_PROCESS_VLLM_SCOPE}
     # with engine tests each stays where its session fixture (or its own file) puts it
     assert conftest._scope_of_file("tests/test_acceptance_swap.py") == "session-fixture:draft_group_run"
@@ -102,6 +113,12 @@ def test_without_engine_tests_the_in_process_vllm_files_share_one_scope():
     ("import pytest\npytestmark = pytest.mark.engine\ndef test_a():\n    import vllm\n", False),
     ("from specjoule.engines import vllm as V\ndef test_a():\n    V.engine_kwargs(s)\n", False),
     ("def test_a():\n    import vllm_like\n", False),
+    # torch and transformers, which vLLM imports (ADR 0252)
+    ("def test_a():\n    import torch\n", True),
+    ("def test_a():\n    from transformers import AutoProcessor\n", True),
+    ("def test_a():\n    tok = tk.HFTokenizer(path)\n", True),
+    ("@pytest.mark.engine\ndef test_a():\n    import torch\n", False),
+    ("def test_a():\n    import torchlike\n", False),
 ])
 def test_a_file_imports_vllm_outside_engine_tests_when_its_source_says_so(source, imports):
     assert conftest.imports_vllm_outside_engine_tests(source) is imports
@@ -328,8 +345,8 @@ READER_MAY_NOT_CALL = ("subprocess", "runner", "agreement", "_snakemake", "_curv
 
 def _reader_functions() -> dict[str, ast.FunctionDef]:
     found = {}
-    for path in sorted((REPO / "tests").glob("test_*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+    for path, tree in _test_trees():
+        for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef) and any(
                     ast.unparse(d) == f"pytest.mark.{conftest.ENGINE_READER}" for d in node.decorator_list):
                 found[f"{path.name}::{node.name}"] = node
