@@ -49,54 +49,13 @@ def _touch_pause(seconds: float | None):
         Executor.SLEEPING_TIME = before
 
 
-# Snakemake translates the Snakefile and each rule file it includes into Python (snakemake.parser.parse: tokenize,
-# then rewrite every rule) on every plan; a test process plans the same unchanged files up to ~100 times (the 48
-# shipped configs alone: 336 translations, a third of their plans' CPU). The translation is a function of the file's
-# bytes, the rule count before it and the shell override: each is kept per process under those, and a file whose
-# bytes differ (a test's edited copy) is translated again. Snakemake still reads every file, executes the
-# translation, builds the DAG and plans the jobs each time.
-_TRANSLATIONS: dict[tuple, tuple[str, int, dict[int, int]]] = {}
-
-
-@contextmanager
-def _translations_kept():
-    """snakemake.workflow's ``parse`` with the translation of a local file kept per its bytes (see _TRANSLATIONS)."""
-    import snakemake.workflow as smk_workflow
-    from snakemake.parser import Shell
-
-    translate = smk_workflow.parse
-
-    def parse(path, workflow, linemap, overwrite_shellcmd=None, rulecount=0):
-        local = getattr(path, "get_path_or_uri", None)
-        where = Path(local(secret_free=True)) if local else None
-        if where is None or not where.is_file():
-            return translate(path, workflow, linemap=linemap, overwrite_shellcmd=overwrite_shellcmd,
-                             rulecount=rulecount)
-        key = (str(where), where.read_bytes(), rulecount, overwrite_shellcmd)
-        if key not in _TRANSLATIONS:
-            lines: dict[int, int] = {}
-            code, count = translate(path, workflow, linemap=lines, overwrite_shellcmd=overwrite_shellcmd,
-                                    rulecount=rulecount)
-            _TRANSLATIONS[key] = (code, count, lines)
-        code, count, lines = _TRANSLATIONS[key]
-        Shell.overwrite_cmd = overwrite_shellcmd  # what parse sets on its way
-        linemap.update(lines)
-        return code, count
-
-    smk_workflow.parse = parse
-    try:
-        yield
-    finally:
-        smk_workflow.parse = translate
-
-
 def plan(workdir: Path, configfile: Path, *, pseudo_executor: str = "dryrun", targets=None,
          snakefile: Path | None = None, forceall: bool = False) -> Counter:
     """Dry-run (or touch) the repository's Snakefile in ``workdir``; return {rule: jobs needing a run}
     plus the set of planned output paths under key ``'_outputs'`` (a Counter of paths), the records the GPU
     jobs will write under ``'_measures'`` (one cell per job: its output; with shared engines: the group
     job's members, ADR 0140) and, under ``'_group_jobs'``, each group job's shell command and records."""
-    with _translations_kept(), SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
         wapi = api.workflow(
             resource_settings=ResourceSettings(cores=1, resources={"gpu": 1}),
             config_settings=ConfigSettings(configfiles=[Path(configfile).resolve()]),
