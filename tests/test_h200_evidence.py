@@ -3926,16 +3926,21 @@ def test_1206g_sglang_ngram_round_beside_vllms_is_the_committed_tables_and_the_r
     assert profile["engine_config"]["speculative_num_draft_tokens"] == 6
 
 
-def test_1206h_h100_config_is_the_preregistered_one_and_the_marked_copy_only_allows_failed_checks():
-    _assert_shipped_copy(NGRAM_1206H, "h200-schemes-ngram-sglang.yaml")
-    shipped = yaml.safe_load((ROOT / "config" / "h200-schemes-ngram-sglang.yaml").read_text())
-    marked = yaml.safe_load((NGRAM_1206H / "marked" / "config-marked.yaml").read_text())
+def _assert_preregistered_copy_and_marked_view(folder: Path, name: str) -> None:
+    """The run's config is the shipped one, and its marked/ re-analysis differs only by allow_failed_checks and reads
+    the run's own records, cells and timelines (links), not copies."""
+    _assert_shipped_copy(folder, name)
+    shipped = yaml.safe_load((ROOT / "config" / name).read_text())
+    marked = yaml.safe_load((folder / "marked" / "config-marked.yaml").read_text())
     assert marked["checks"].pop("allow_failed_checks") is True and "allow_failed_checks" not in shipped["checks"]
     assert marked == shipped
-    # the marked view reads the run's own records, cells and timelines (links), not copies
-    for name in ("records.parquet", "cells.parquet", "timelines.parquet"):
-        link = NGRAM_1206H / "marked" / "results" / name
-        assert link.is_symlink() and link.resolve() == (NGRAM_1206H / "results" / name).resolve()
+    for table in ("records.parquet", "cells.parquet", "timelines.parquet"):
+        link = folder / "marked" / "results" / table
+        assert link.is_symlink() and link.resolve() == (folder / "results" / table).resolve()
+
+
+def test_1206h_h100_config_is_the_preregistered_one_and_the_marked_copy_only_allows_failed_checks():
+    _assert_preregistered_copy_and_marked_view(NGRAM_1206H, "h200-schemes-ngram-sglang.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -4059,13 +4064,7 @@ def test_1206h_sglang_family_on_a_second_board_shifts_within_compare_evidences_t
 
 
 def test_1206i_h100_config_is_the_preregistered_one_and_the_marked_copy_only_allows_failed_checks():
-    _assert_shipped_copy(NGRAM_1206I, "h200-schemes-ngram-sglang.yaml")
-    shipped = yaml.safe_load((ROOT / "config" / "h200-schemes-ngram-sglang.yaml").read_text())
-    marked = yaml.safe_load((NGRAM_1206I / "marked" / "config-marked.yaml").read_text())
-    assert marked["checks"].pop("allow_failed_checks") is True and marked == shipped
-    for name in ("records.parquet", "cells.parquet", "timelines.parquet"):
-        link = NGRAM_1206I / "marked" / "results" / name
-        assert link.is_symlink() and link.resolve() == (NGRAM_1206I / "results" / name).resolve()
+    _assert_preregistered_copy_and_marked_view(NGRAM_1206I, "h200-schemes-ngram-sglang.yaml")
 
 
 @pytest.fixture(scope="module")
