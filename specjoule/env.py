@@ -65,6 +65,7 @@ def capture(engine: str = "vllm") -> dict[str, Any]:
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "python_version": platform.python_version(),
         "host_cpu_model": cpu_model(),
+        "host_cpu_signature": cpu_signature(),
         "host_cpu_count": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
     }
 
@@ -79,3 +80,68 @@ def cpu_model() -> str | None:
     except OSError:
         pass
     return platform.processor() or None
+
+
+# /proc/cpuinfo keys that place a CPU in its microarchitecture and revision, in the order they are written.
+SIGNATURE_KEYS = ("vendor_id", "cpu family", "model", "stepping", "microcode", "cache size")
+
+
+def cpu_signature(cpuinfo: str | None = None) -> str | None:
+    """Vendor, family/model/stepping, microcode and cache size of the host's first CPU (ADR 0254).
+
+    A virtualized host may name its CPU generically ("Intel(R) Xeon(R) Processor" on every GPU machine so far), so
+    two hosts with the same ``host_cpu_model`` can be different microarchitectures; these fields tell them apart.
+    None when /proc/cpuinfo gives none of them (not Linux)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    first: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if first:
+                break  # the first processor's block is enough: a host's CPUs are one model
+            continue
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in SIGNATURE_KEYS:
+            first.setdefault(key.strip(), value.strip())
+    if not first:
+        return None
+    family = "/".join(first.get(k, "?") for k in ("cpu family", "model", "stepping"))
+    parts = [first.get("vendor_id", "?"), f"family/model/stepping {family}"]
+    parts += [f"{k} {first[k]}" for k in ("microcode", "cache size") if k in first]
+    return ", ".join(parts)
+
+
+# The host-speed probe's fixed work: iterations of a loop of integer arithmetic, a dict store and a list append, the
+# kind of work a Python scheduler's host side does between GPU launches. ~15-30 ms on the hosts seen so far.
+HOST_SPEED_ITERATIONS = 200_000
+
+
+def host_speed(repeats: int = 5, iterations: int = HOST_SPEED_ITERATIONS) -> float:
+    """Millions of probe iterations per second on one core, the best of ``repeats`` timings (ADR 0254).
+
+    The best, not the mean: it estimates what the host's core can do, which is what differs between machines
+    (a host-side round that grows on another board, ADR 0250 addendum 3); the load at the window's end is
+    ``host_load_1m``. Run after the window, never inside it."""
+    import time
+
+    if repeats < 1 or iterations < 1:
+        raise ValueError(f"host_speed: repeats {repeats!r} and iterations {iterations!r} must be >= 1")
+    best = float("inf")
+    for _ in range(repeats):
+        table: dict[int, int] = {}
+        out: list[int] = []
+        acc = 1
+        t0 = time.perf_counter()
+        for i in range(iterations):
+            acc = (acc * 31 + i) & 0xFFFFFFFF
+            table[i & 255] = acc
+            if not i & 63:
+                out.append(acc)
+        elapsed = time.perf_counter() - t0
+        best = min(best, elapsed)
+    if not best > 0:
+        raise RuntimeError(f"host_speed: the probe took {best!r} s; the clock did not advance")
+    return iterations / best / 1e6

@@ -234,6 +234,18 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("host_cpu_model", _str, "CPU model of the host that drove the engine (/proc/cpuinfo)"),
     ("host_cpu_count", _i64, "CPUs usable by the cell process"),
     ("host_load_1m", _f64, "1-minute load average at the window's end"),
+    (
+        "host_cpu_signature",
+        _str,
+        "vendor, family/model/stepping, microcode and cache size of the host CPU (/proc/cpuinfo; null before "
+        "2026-12-07): tells hosts apart whose host_cpu_model is a generic name (ADR 0254)",
+    ),
+    (
+        "host_speed_mops",
+        _f64,
+        "millions of iterations per second of a fixed one-core Python probe, best of 5, run after the window "
+        "(specjoule.env.host_speed; null before 2026-12-07): the host's speed, beside host_load_1m (ADR 0254)",
+    ),
     ("gpu_busy_fraction", _f64, "mean NVML GPU utilization in the window / 100 (null without a GPU meter)"),
     # hardware counters over the window (issue 18, ADR 0101): NVML GPM on Hopper and later, read at the
     # window edges; null with counters_reason where the GPU, driver or VM does not give them (never 0)

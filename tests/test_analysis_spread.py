@@ -564,3 +564,42 @@ def test_depth_matches_the_breadth_run_whose_records_predate_the_drafter_column_
     for row in table.iter_rows(named=True):
         assert row["comparable"] is False and row["reproduces"] is None, row
         assert any(d.startswith("engine_config.max_num_seqs: 32 vs 1") for d in row["differences"]), row
+
+
+def _with_host(src, out, signature: str | None, speed: float | None):
+    """A copy of an evidence folder's records with the host columns set (ADR 0254), as newer records carry them."""
+    for f in packed.tree_files(src):
+        df = packed.read_frame(f).with_columns(
+            pl.lit(signature, pl.String).alias("host_cpu_signature"), pl.lit(speed, pl.Float64).alias("host_speed_mops")
+        )
+        (out / f.parent.name).mkdir(parents=True, exist_ok=True)
+        df.write_parquet(out / f.parent.name / f.name)
+    return out
+
+
+def test_the_host_cpu_and_its_speed_are_said_beside_the_shift_and_never_block(tmp_path, capsys):
+    src = EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"
+    a = _with_host(src, tmp_path / "a" / "cells", "GenuineIntel, family/model/stepping 6/143/8", 8.0)
+    b = _with_host(src, tmp_path / "b" / "cells", "GenuineIntel, family/model/stepping 6/207/2", 6.0)
+    table = compare_evidence.compare_sources(a, b)
+    assert table.height == 3 and all(table["comparable"]) and all(table["reproduces"])  # the same records
+    assert table["host_speed_a"].to_list() == [8.0] * 3 and table["host_speed_b"].to_list() == [6.0] * 3
+    assert table["host_speed_ratio"].to_list() == pytest.approx([0.75] * 3)
+    for diffs in table["differences"].to_list():
+        assert "host CPU: GenuineIntel, family/model/stepping 6/143/8 vs GenuineIntel, family/model/stepping 6/207/2" in diffs
+    assert compare_evidence.main([str(a), str(b)]) == 0
+    assert capsys.readouterr().out.count("host speed 8.00 → 6.00 M probe iterations/s (-25.0%)") == 3
+
+
+def test_records_that_predate_the_host_columns_leave_them_null_and_say_so(tmp_path):
+    src = EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"
+    b = _with_host(src, tmp_path / "b" / "cells", "GenuineIntel, family/model/stepping 6/207/2", 6.0)
+    table = compare_evidence.compare_sources(src, b)
+    assert table.height == 3 and all(table["comparable"])
+    assert table["host_speed_a"].to_list() == [None] * 3 and table["host_speed_ratio"].to_list() == [None] * 3
+    for diffs in table["differences"].to_list():
+        assert "not recorded by A (a field its records predate): host CPU signature" in diffs
+        assert not any(d.startswith("host CPU:") for d in diffs)
+    same = compare_evidence.compare_sources(src, src)
+    assert same["host_speed_ratio"].to_list() == [None] * 3
+    assert not any("host CPU" in d for diffs in same["differences"].to_list() for d in diffs)

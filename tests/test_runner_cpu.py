@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import engine_alone
 
-from specjoule import cells, config, corpora, records, runner
+from specjoule import cells, config, corpora, env, records, runner
 from specjoule.analysis import accounting
 from specjoule.engines import proc
 from specjoule.engines.vllm import VllmOfflineEngine, VllmServerEngine
@@ -162,6 +162,9 @@ def test_identity_environment_and_latency(closed_cells):
         assert r["torch_version"] == md.version("torch")
         assert r["transformers_version"] == md.version("transformers")  # what the engine process imported
         assert r["python_version"] and r["hostname"]
+        # the host beyond its model name (ADR 0254): its CPU's signature and its one-core speed after the window
+        assert r["host_cpu_signature"] == env.cpu_signature() and r["host_cpu_signature"]
+        assert 0 < r["host_speed_mops"] < 1e4 and r["host_load_1m"] is not None
         assert 1 < r["engine_start_s"] < 900
         assert r["corpus_pool_hash"] == corpora.load_pool(cell.spec).content_hash
         assert r["window_end"] > r["window_start"]

@@ -80,6 +80,9 @@ COMPARE_COLUMNS: tuple[str, ...] = (
     "baseline_mj_a",
     "baseline_mj_b",
     "baseline_shift",
+    "host_speed_a",
+    "host_speed_b",
+    "host_speed_ratio",
     "differences",
     "comparable",
     "reproduces",
@@ -106,6 +109,8 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
             C("engine_config").first(),
             C("pair_cross_gpu").fill_null(False).any().alias("crossed"),
             pl.struct("seed", "corpus_pool_hash").unique().alias("pools"),
+            C("host_speed_mops").median().alias("host_speed"),
+            C("host_cpu_signature").drop_nulls().unique().sort().alias("host_cpus"),
             *(C(c).unique().sort().alias(c) for c in evidence.REPORTED if c != "gpu_uuid"),
         )
     )
@@ -166,6 +171,13 @@ def _differences(ra: dict, rb: dict) -> tuple[list[str], list[str]]:
     for c in (c for c in evidence.REPORTED if c != "gpu_uuid"):
         if ra[c] != rb[c]:
             out.append(f"{c}: {', '.join(map(str, ra[c]))} vs {', '.join(map(str, rb[c]))}")
+    # The host CPU is said, never blocking: it explains a host-side shift, it does not change what was measured.
+    cpus_a, cpus_b = list(ra["host_cpus"]), list(rb["host_cpus"])
+    if cpus_a and cpus_b and cpus_a != cpus_b:
+        out.append(f"host CPU: {'; '.join(cpus_a)} vs {'; '.join(cpus_b)}")
+    for side, mine, other in (("A", cpus_a, cpus_b), ("B", cpus_b, cpus_a)):
+        if other and not mine:
+            out.append(f"not recorded by {side} (a field its records predate): host CPU signature")
     return out, blocking
 
 
@@ -235,6 +247,11 @@ def compare(
                 "baseline_mj_a": base_a,
                 "baseline_mj_b": base_b,
                 "baseline_shift": base_b / base_a - 1 if base_a and base_b is not None else None,
+                "host_speed_a": r_a["host_speed"],
+                "host_speed_b": r_b["host_speed"],
+                "host_speed_ratio": r_b["host_speed"] / r_a["host_speed"]
+                if r_a["host_speed"] and r_b["host_speed"] is not None
+                else None,
                 "differences": diffs,
                 "comparable": comparable,
                 "reproduces": verdict,
@@ -314,8 +331,11 @@ COMPARE_DOCS: dict[str, str] = {
     "shift_ci_low": "the shift's interval: the two sides' resample distributions combined, independently (separate runs); "
     "null unless both sides have two or more units",
     "baseline_shift": "baseline_mj_b / baseline_mj_a - 1 (the mean paired baseline of each side's points)",
+    "host_speed_a": "median host_speed_mops of A's point records (the host's one-core speed, ADR 0254; null where the "
+    "records predate it); host_speed_b likewise in B",
+    "host_speed_ratio": "host_speed_b / host_speed_a: beside a shift of a host-side round, whether B's host was slower",
     "differences": "what differs besides the measured parameters: GPU, driver, CUDA, commit, config, engine configuration "
-    "(model paths by file name), prompt pools",
+    "(model paths by file name), prompt pools, host CPU signature (said, never blocking)",
     "comparable": "false when the engine configuration or a common seed's prompt pool differs: then not judged",
     "reproduces": "|shift| <= tolerance, or the shift's interval contains 0; null when not judged",
     "basis": "what the verdict rests on: the tolerance alone (no interval) or the tolerance and the shift's interval",
@@ -354,6 +374,11 @@ def to_text(table: pl.DataFrame, a: str, b: str) -> str:
             f"{_fmt(r['baseline_mj_b'], '.1f')} ({_fmt(r['baseline_shift'], '+.1%') if r['baseline_shift'] is not None else '—'})",
             f"  verdict: {verdict} — {r['basis']}",
         ]
+        if r["host_speed_ratio"] is not None:
+            lines.append(
+                f"  host speed {_fmt(r['host_speed_a'], '.2f')} → {_fmt(r['host_speed_b'], '.2f')} M probe iterations/s"
+                f" ({_fmt(r['host_speed_ratio'] - 1, '+.1%')})"
+            )
         lines += [f"  differs: {d}" for d in r["differences"]]
     return "\n".join(lines) + "\n"
 
