@@ -4197,3 +4197,40 @@ def test_1206i_calls_without_a_machine_are_the_calls_table():
     lost = budgets[0] - budgets[9]
     assert lost == 376 and f"Calls 1–5 got no machine ({lost} s)" in calls
     assert f"of which {lost} s went to the five calls that got no machine" in calls
+
+
+# ------------------------------------------------------------------------------------------------
+# session 2026-12-07: twelve calls, no machine
+
+SESSION_1207 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07"
+
+
+def test_1207_calls_table_chains_from_the_budget_and_adds_up_to_the_readmes_totals():
+    """Each call's cost is the step between two replies' budget_left_s; the totals the README states are the sums."""
+    text = (SESSION_1207 / "README.md").read_text()
+    rows = [ln.strip("|").split("|") for ln in text.splitlines() if re.match(r"\| \d+ \|", ln)]
+    assert [int(r[0]) for r in rows] == list(range(1, 13))
+    costs = [int(r[4]) for r in rows]
+    left = [int(r[5].replace(",", "")) for r in rows]
+    before = [1800, *left[:-1]]
+    assert [b - c for b, c in zip(before, costs)] == left
+    assert all("no machine" in r[3] or "not asked" in r[3] for r in rows)  # none was lent
+    assert {c for r, c in zip(rows, costs) if "not asked" in r[3]} == {15}
+    used = 1800 - left[-1]
+    assert used == sum(costs) == 1046
+    assert f"Device time used: {used:,} of 1,800 s" in text and f"{left[-1]} s were left unused" in text
+    # a refused call naming nvidia-h200 or no kind cost twice one naming nvidia-h100-x1
+    refused = {(("h100" in r[2]), c) for r, c in zip(rows, costs) if "no machine" in r[3]}
+    assert {c for h100, c in refused if not h100} == {180, 181} and {c for h100, c in refused if h100} == {85, 90}
+
+
+def test_1207_addenda_were_committed_before_the_calls_they_govern():
+    """The PLAN's three addenda exist, in order, and each names the call it was written before; the README names the
+    commits (their header times are approximate, the README says so)."""
+    plan = (SESSION_1207 / "PLAN.md").read_text()
+    heads = re.findall(r"^## Addendum (\d), [\d:]+ UTC \(no machine held; written before call (\d+)\)", plan, re.M)
+    assert heads == [("1", "5"), ("2", "7"), ("3", "12")]
+    readme = (SESSION_1207 / "README.md").read_text()
+    for sha in ("98e1399", "24ad45a", "d3bc46e"):
+        assert f"({sha})" in readme
+    assert "850 s floor" in plan and "it is the last, whatever" in plan
