@@ -293,8 +293,10 @@ def profile_cell(
         **{
             k: v
             for k, v in envmod.capture(cell.engine).items()
-            if k in ("hostname", "host_cpu_model", "host_cpu_count")
+            if k in ("hostname", "host_cpu_model", "host_cpu_signature", "host_cpu_count")
         },
+        # before the lease and the engine start: the host's one-core speed beside its host-side round (ADR 0254)
+        "host_speed_mops": envmod.host_speed(),
     }
     lease = gpu.acquire(cell.device, n_gpus=spec.engine.n_gpus, lock_dir=lock_dir)
     meter = None

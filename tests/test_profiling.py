@@ -150,6 +150,9 @@ def test_real_cpu_engine_profiles_rounds_that_match_its_counters(tmp_path, capsy
     assert row["rounds_profiled"] >= 1 and row["profile_method"] == "labels+cpu_wall"
     assert row["draft_ms_per_round"] > 0 and row["verify_ms_per_round"] > 0 and row["host_ms_per_round"] >= 0
     assert row["round_ms_unprofiled"] is not None and row["round_ms_unprofiled"] > 0
+    # the host beside its host-side round (ADR 0254): in profile.json and carried into the table
+    assert 0 < meta["host_speed_mops"] == row["host_speed_mops"] and meta["host_cpu_signature"]
+    assert row["host_cpu_signature"] == meta["host_cpu_signature"]
     assert "draft_ms_per_round" in capsys.readouterr().out
     assert not (out / "rounds_kernels.parquet").exists()  # a CPU trace has no kernels to class (ADR 0249)
     with tarfile.open(bundle) as tar:

@@ -618,7 +618,16 @@ CELL_KEY = (
     "acceptance_name",
     "configured_L",
 )
-IDENTITY = (*CELL_KEY, "device", "engine_version", "profile_output_len", "hostname", "host_cpu_model")
+IDENTITY = (
+    *CELL_KEY,
+    "device",
+    "engine_version",
+    "profile_output_len",
+    "hostname",
+    "host_cpu_model",
+    "host_cpu_signature",  # ADR 0254: null in profiles before 2026-12-07
+    "host_speed_mops",
+)
 
 # what keys a cell's rows in rounds_kernels.parquet: a row of rounds.parquet is one profile_dir
 KERNEL_TABLE_KEY = (*CELL_KEY, "engine_overrides", "profile_dir")
