@@ -11,6 +11,7 @@ import os
 import platform
 import socket
 import subprocess
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -125,8 +126,6 @@ def host_speed(repeats: int = 5, iterations: int = HOST_SPEED_ITERATIONS) -> flo
     The best, not the mean: it estimates what the host's core can do, which is what differs between machines
     (a host-side round that grows on another board, ADR 0250 addendum 3); the load at the window's end is
     ``host_load_1m``. Run after the window, never inside it."""
-    import time
-
     if repeats < 1 or iterations < 1:
         raise ValueError(f"host_speed: repeats {repeats!r} and iterations {iterations!r} must be >= 1")
     best = float("inf")
