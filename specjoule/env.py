@@ -71,20 +71,29 @@ def capture(engine: str = "vllm") -> dict[str, Any]:
     }
 
 
-def cpu_model() -> str | None:
+def _first_cpu(cpuinfo: str | None = None) -> dict[str, str]:
+    """The first processor's block of /proc/cpuinfo (or of ``cpuinfo``) as {key: value}; empty where there is none
+    (not Linux). The first block is enough: a host's CPUs are one model."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return {}
+    first: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if first:
+                break
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            first.setdefault(key.strip(), value.strip())
+    return first
+
+
+def cpu_model(cpuinfo: str | None = None) -> str | None:
     """The host CPU's model name (a draft loop can be host-bound: issue 17 records what drove the engine)."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
-# /proc/cpuinfo keys that place a CPU in its microarchitecture and revision, in the order they are written.
-SIGNATURE_KEYS = ("vendor_id", "cpu family", "model", "stepping", "microcode", "cache size")
+    return _first_cpu(cpuinfo).get("model name") or platform.processor() or None
 
 
 def cpu_signature(cpuinfo: str | None = None) -> str | None:
@@ -93,21 +102,8 @@ def cpu_signature(cpuinfo: str | None = None) -> str | None:
     A virtualized host may name its CPU generically ("Intel(R) Xeon(R) Processor" on every GPU machine so far), so
     two hosts with the same ``host_cpu_model`` can be different microarchitectures; these fields tell them apart.
     None when /proc/cpuinfo gives none of them (not Linux)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return None
-    first: dict[str, str] = {}
-    for line in cpuinfo.splitlines():
-        if not line.strip():
-            if first:
-                break  # the first processor's block is enough: a host's CPUs are one model
-            continue
-        key, sep, value = line.partition(":")
-        if sep and key.strip() in SIGNATURE_KEYS:
-            first.setdefault(key.strip(), value.strip())
-    if not first:
+    first = _first_cpu(cpuinfo)
+    if not any(k in first for k in ("vendor_id", "cpu family", "model", "stepping", "microcode", "cache size")):
         return None
     family = "/".join(first.get(k, "?") for k in ("cpu family", "model", "stepping"))
     parts = [first.get("vendor_id", "?"), f"family/model/stepping {family}"]

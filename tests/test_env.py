@@ -106,3 +106,8 @@ def test_host_speed_refuses_no_work():
         env.host_speed(repeats=0)
     with pytest.raises(ValueError, match=r"iterations 0"):
         env.host_speed(iterations=0)
+
+
+def test_cpu_model_and_signature_read_the_same_first_block():
+    assert env.cpu_model(CPUINFO) == "Intel(R) Xeon(R) Processor"
+    assert env.cpu_model() == env.capture()["host_cpu_model"]
