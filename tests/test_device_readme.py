@@ -7,11 +7,12 @@ The table is what a session plans from: a family renamed or a config moved would
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
-from specjoule import cells, config
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools" / "device"))
+import family_targets  # noqa: E402  (what campaign.sh resolves a family with on the device)
 
 
 def _glance_rows() -> list[list[str]]:
@@ -35,8 +36,7 @@ def test_every_pending_row_names_a_family_its_config_plans():
         if not families:
             assert issue == "23" and "two sessions" in family_cell  # the TP row names its families in its section
             continue
-        planned = {c.family_id for c in cells.build(config.load(REPO / cfg))}
-        for family in families:
-            assert family in planned, f"{cfg}: no family {family} (it plans {sorted(planned)})"
-            checked += 1
+        # an unknown family is the KeyError that stops campaign.sh (exit 2) on the GPU machine
+        assert list(family_targets.resolve(REPO / cfg, families)) == families, cfg
+        checked += len(families)
     assert checked >= 12
