@@ -603,3 +603,17 @@ def test_records_that_predate_the_host_columns_leave_them_null_and_say_so(tmp_pa
     same = compare_evidence.compare_sources(src, src)
     assert same["host_speed_ratio"].to_list() == [None] * 3
     assert not any("host CPU" in d for diffs in same["differences"].to_list() for d in diffs)
+
+
+def test_a_reported_field_one_side_predates_is_said_not_printed_as_none(tmp_path):
+    src = EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"
+    a = tmp_path / "a" / "cells"
+    for f in packed.tree_files(src):
+        df = packed.read_frame(f).with_columns(pl.lit(None, pl.String).alias("cuda_version"))
+        (a / f.parent.name).mkdir(parents=True, exist_ok=True)
+        df.write_parquet(a / f.parent.name / f.name)
+    table = compare_evidence.compare_sources(a, src)
+    assert table.height == 3 and all(table["comparable"])
+    for diffs in table["differences"].to_list():
+        assert "not recorded by A (a field its records predate): cuda_version" in diffs
+        assert not any(d.startswith("cuda_version:") or "None" in d for d in diffs), diffs

@@ -169,8 +169,13 @@ def _differences(ra: dict, rb: dict) -> tuple[list[str], list[str]]:
     if set(ra["gpus"]) != set(rb["gpus"]):
         out.append(f"GPU: {', '.join(ra['gpus'])} vs {', '.join(rb['gpus'])}")
     for c in (c for c in evidence.REPORTED if c != "gpu_uuid"):
-        if ra[c] != rb[c]:
-            out.append(f"{c}: {', '.join(map(str, ra[c]))} vs {', '.join(map(str, rb[c]))}")
+        # A null is a field a side's records predate, said as such rather than printed as "None".
+        va, vb = [v for v in ra[c] if v is not None], [v for v in rb[c] if v is not None]
+        if va and vb and va != vb:
+            out.append(f"{c}: {', '.join(map(str, va))} vs {', '.join(map(str, vb))}")
+        for side, mine, other in (("A", va, vb), ("B", vb, va)):
+            if other and not mine:
+                out.append(f"not recorded by {side} (a field its records predate): {c}")
     # The host CPU is said, never blocking: it explains a host-side shift, it does not change what was measured.
     cpus_a, cpus_b = list(ra["host_cpus"]), list(rb["host_cpus"])
     if cpus_a and cpus_b and cpus_a != cpus_b:
