@@ -4205,22 +4205,27 @@ def test_1206i_calls_without_a_machine_are_the_calls_table():
 SESSION_1207 = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07"
 
 
-def test_1207_calls_table_chains_from_the_budget_and_adds_up_to_the_readmes_totals():
-    """Each call's cost is the step between two replies' budget_left_s; the totals the README states are the sums."""
-    text = (SESSION_1207 / "README.md").read_text()
+def _unlent_calls_table(session: Path, calls: int, used: int) -> list[tuple[list[str], int]]:
+    """A session whose calls all got no machine: each call's cost is the step between two replies' budget_left_s,
+    the totals the README states are the sums, and a call that met a pause cost 15 s. Its (row, cost) pairs."""
+    text = (session / "README.md").read_text()
     rows = [ln.strip("|").split("|") for ln in text.splitlines() if re.match(r"\| \d+ \|", ln)]
-    assert [int(r[0]) for r in rows] == list(range(1, 13))
+    assert [int(r[0]) for r in rows] == list(range(1, calls + 1))
     costs = [int(r[4]) for r in rows]
     left = [int(r[5].replace(",", "")) for r in rows]
     before = [1800, *left[:-1]]
     assert [b - c for b, c in zip(before, costs)] == left
     assert all("no machine" in r[3] or "not asked" in r[3] for r in rows)  # none was lent
     assert {c for r, c in zip(rows, costs) if "not asked" in r[3]} == {15}
-    used = 1800 - left[-1]
-    assert used == sum(costs) == 1046
+    assert 1800 - left[-1] == sum(costs) == used
     assert f"Device time used: {used:,} of 1,800 s" in text and f"{left[-1]} s were left unused" in text
+    return list(zip(rows, costs))
+
+
+def test_1207_calls_table_chains_from_the_budget_and_adds_up_to_the_readmes_totals():
+    calls = _unlent_calls_table(SESSION_1207, 12, 1046)
     # a refused call naming nvidia-h200 or no kind cost twice one naming nvidia-h100-x1
-    refused = {(("h100" in r[2]), c) for r, c in zip(rows, costs) if "no machine" in r[3]}
+    refused = {(("h100" in r[2]), c) for r, c in calls if "no machine" in r[3]}
     assert {c for h100, c in refused if not h100} == {180, 181} and {c for h100, c in refused if h100} == {85, 90}
 
 
@@ -4234,3 +4239,29 @@ def test_1207_addenda_were_committed_before_the_calls_they_govern():
     for sha in ("98e1399", "24ad45a", "d3bc46e"):
         assert f"({sha})" in readme
     assert "850 s floor" in plan and "it is the last, whatever" in plan
+
+
+# ------------------------------------------------------------------------------------------------
+# session 2026-12-07b: fifteen calls, no machine
+
+SESSION_1207B = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07b"
+
+
+def test_1207b_calls_table_chains_from_the_budget_and_the_floor_stopped_the_calls():
+    calls = _unlent_calls_table(SESSION_1207B, 15, 991)
+    refused = [(r, c) for r, c in calls if "no machine" in r[3]]
+    no_kind = [r[2].strip().startswith("none") for r, _ in refused]
+    assert [c for (r, c), n in zip(refused, no_kind) if n] == [181]  # call 1 alone named no kind
+    assert {c for (r, c), n in zip(refused, no_kind) if not n} == {90}  # the others named nvidia-h100-x1
+    plan = (SESSION_1207B / "PLAN.md").read_text()
+    floor = int(re.search(r"No call is made once fewer than (\d+) s are left", plan)[1])
+    left = [int(r[5].replace(",", "")) for r, _ in calls]
+    assert all(b >= floor for b in left[:-1]) and left[-1] < floor  # every call was made above the floor, none after
+
+
+def test_1207b_the_addendum_was_committed_before_the_call_it_governs():
+    plan = (SESSION_1207B / "PLAN.md").read_text()
+    heads = re.findall(r"^## Addendum (\d), [\d:]+ UTC \(no machine held; written before call (\d+)\)", plan, re.M)
+    assert heads == [("1", "9")]
+    readme = (SESSION_1207B / "README.md").read_text()
+    assert "(9d336d9)" in readme and "(2406345" not in readme and "2406345" in readme
