@@ -115,19 +115,11 @@ def _scope_of_file(path: str, engines: bool = True) -> str:
 
 
 # The longest scopes of each phase, handed out first (longest first keeps the last worker from starting a long
-# scope while the other sits idle): wall seconds of each on two workers here, waits for the slot included (ADR 0220:
-# `pytest -n 2 --dist loadfile -m engine --durations=0`, 2026-12-03). `make test` runs the SLURM test in the SLURM
-# process instead (ADR 0220); a hand-run `-m engine` still starts it first. Scopes not listed follow in xdist's order.
+# scope while the others sit idle). Scopes not listed follow in xdist's order.
+# Phase 1's longest files (no engine test in them; ADR 0231: `pytest -n 2 --dist loadfile -m "not engine and not
+# slurm"`, 2026-12-03, load 2-3). xdist hands out files with the most tests first, which left the one-test fuzz file
+# for the end of a worker. (test_figures.py is in the gpu_figs group.)
 LONGEST_SCOPES_S = {
-    # (the demo group held the draft group's module too then: ADR 0245 runs that one apart, about 75 s)
-    "session-fixture:demo_run": 306,
-    "tests/test_slurm_e2e.py": 238,
-    "tests/test_real_acceptance_e2e.py": 166,
-    "tests/test_faults.py": 162,
-    "tests/test_loop_cpu.py": 128,
-    # Phase 1's longest files (no engine test in them, so phase 2 never sees them; ADR 0231: `pytest -n 2 --dist
-    # loadfile -m "not engine and not slurm"`, 2026-12-03, load 2-3). xdist hands out files with the most tests first,
-    # which left the one-test fuzz file for the end of a worker. (test_figures.py is in the gpu_figs group.)
     "session-fixture:gpu_figs": 75,
     # `make test`'s phase 1 runs the browser tests too; not listed, the file came last, alone on one worker
     # (fresh clone, 2026-12-05 18:16 UTC: 48 s, started 8 s before the other worker's queue ran out).
@@ -136,17 +128,39 @@ LONGEST_SCOPES_S = {
     "tests/test_measured_scope.py": 47,
     "tests/test_planning.py": 39,
 }
+# The engine phase's scopes (a run with engine tests: `make test`'s phase 2, a hand-run `-m engine`), every one
+# listed: wall seconds of each on three workers, waits for the slot included (ADR 0255: `make test`'s recipe with
+# benchmarks/cpu_per_test.py, 2026-12-07 03:55 UTC). Four of them were not listed (the table was ADR 0220's, two
+# workers, before ADR 0245 split the draft group off the demo's): xdist's order then handed the shared-engine
+# Snakemake run out last, and one worker ran it for 73 s after the other two had run out of work. `make test` runs the
+# SLURM test in the SLURM process instead (ADR 0220); a hand-run `-m engine` still starts it first (2026-12-03).
+ENGINE_LONGEST_SCOPES_S = {
+    "session-fixture:demo_run": 560,  # 98 s of it waiting at the slot for the open-loop cell's timed block
+    "tests/test_slurm_e2e.py": 238,
+    "tests/test_faults.py": 281,
+    "tests/test_real_acceptance_e2e.py": 268,
+    "tests/test_loop_cpu.py": 206,
+    "session-fixture:draft_group_run": 108,  # 65 s of it waiting at the slot
+    "tests/test_engine_faults.py": 101,
+    "tests/test_shell_and_sockets.py": 84,
+    "tests/test_engine_groups.py": 73,
+    "tests/test_profiling.py": 54,
+    "tests/test_unsupported.py": 10,
+}
 
 
-def _next_scope(scopes) -> str:
-    """The scope to hand out next: the longest listed one left, else the first in order."""
-    listed = [s for s in scopes if s in LONGEST_SCOPES_S]
-    return max(listed, key=LONGEST_SCOPES_S.__getitem__) if listed else next(iter(scopes))
+def _next_scope(scopes, engines: bool = False) -> str:
+    """The scope to hand out next: the longest listed one left (in a run with engine tests, the engine phase's table
+    too), else the first in order."""
+    table = {**LONGEST_SCOPES_S, **ENGINE_LONGEST_SCOPES_S} if engines else LONGEST_SCOPES_S
+    listed = [s for s in scopes if s in table]
+    return max(listed, key=table.__getitem__) if listed else next(iter(scopes))
 
 
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadfile, with the files of one session fixture as one scope (see SESSION_FIXTURE_GROUPS; in a run
-    without engine tests, in_process_vllm_files() instead), the longest scopes first (LONGEST_SCOPES_S)."""
+    without engine tests, in_process_vllm_files() instead), the longest scopes first (LONGEST_SCOPES_S, in a run with
+    engine tests ENGINE_LONGEST_SCOPES_S)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -158,7 +172,7 @@ def pytest_xdist_make_scheduler(config, log):
             return _scope_of_file(super()._split_scope(nodeid), engines)
 
         def _assign_work_unit(self, node) -> None:
-            self.workqueue.move_to_end(_next_scope(self.workqueue), last=False)
+            self.workqueue.move_to_end(_next_scope(self.workqueue, engines), last=False)
             super()._assign_work_unit(node)
 
     return SessionFixtureScheduling(config, log)

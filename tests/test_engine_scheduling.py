@@ -129,13 +129,34 @@ def test_the_longest_scopes_are_handed_out_first_then_xdist_order():
              "tests/test_slurm_e2e.py"]
     handed = []
     while queue:
-        handed.append(conftest._next_scope(queue))
+        handed.append(conftest._next_scope(queue, engines=True))
         queue.remove(handed[-1])
-    assert handed == ["session-fixture:demo_run", "tests/test_slurm_e2e.py", "tests/test_faults.py",
+    assert handed == ["session-fixture:demo_run", "tests/test_faults.py", "tests/test_slurm_e2e.py",
                       "tests/test_a.py", "tests/test_b.py"]
+    # without engine tests (test-fast, phase 1) only phase 1's table orders: engine scopes keep xdist's order
+    queue = ["tests/test_faults.py", "tests/test_planning.py", "tests/test_report_browser.py"]
+    assert conftest._next_scope(queue) == "tests/test_report_browser.py"
+    assert conftest._next_scope(["tests/test_faults.py", "tests/test_a.py"]) == "tests/test_faults.py"
     # every listed scope is one the scheduler makes
     files = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").glob("test_*.py")}
-    assert set(conftest.LONGEST_SCOPES_S) <= {conftest._scope_of_file(f) for f in files}
+    scopes = {conftest._scope_of_file(f) for f in files}
+    assert set(conftest.LONGEST_SCOPES_S) <= scopes and set(conftest.ENGINE_LONGEST_SCOPES_S) <= scopes
+
+
+def test_every_engine_scope_is_in_the_engine_phase_table():
+    """An unlisted scope is handed out in xdist's order, wherever that puts it (ADR 0255: the shared-engine run came
+    last and ran alone for 73 s): each file with an engine test, by the scope the engine phase gives it."""
+    import ast
+
+    engine_files = set()
+    for path in sorted((REPO / "tests").glob("test_*.py")):
+        source = path.read_text()
+        if "pytest.mark.engine" in source and any(
+                isinstance(n, ast.Attribute) and ast.unparse(n) == "pytest.mark.engine" for n in ast.walk(ast.parse(source))):
+            engine_files.add(path.relative_to(REPO).as_posix())
+    assert engine_files, "no engine test found"
+    missing = {conftest._scope_of_file(f) for f in engine_files} - set(conftest.ENGINE_LONGEST_SCOPES_S)
+    assert not missing, f"engine scopes not in ENGINE_LONGEST_SCOPES_S: {sorted(missing)}"
 
 
 def test_the_scheduler_is_only_replaced_for_loadfile():
