@@ -169,21 +169,23 @@ def _differences(ra: dict, rb: dict) -> tuple[list[str], list[str]]:
     if set(ra["gpus"]) != set(rb["gpus"]):
         out.append(f"GPU: {', '.join(ra['gpus'])} vs {', '.join(rb['gpus'])}")
     for c in (c for c in evidence.REPORTED if c != "gpu_uuid"):
-        # A null is a field a side's records predate, said as such rather than printed as "None".
-        va, vb = [v for v in ra[c] if v is not None], [v for v in rb[c] if v is not None]
-        if va and vb and va != vb:
-            out.append(f"{c}: {', '.join(map(str, va))} vs {', '.join(map(str, vb))}")
-        for side, mine, other in (("A", va, vb), ("B", vb, va)):
-            if other and not mine:
-                out.append(f"not recorded by {side} (a field its records predate): {c}")
+        out += _reported(c, c, ra[c], rb[c], ", ")
     # The host CPU is said, never blocking: it explains a host-side shift, it does not change what was measured.
-    cpus_a, cpus_b = list(ra["host_cpus"]), list(rb["host_cpus"])
-    if cpus_a and cpus_b and cpus_a != cpus_b:
-        out.append(f"host CPU: {'; '.join(cpus_a)} vs {'; '.join(cpus_b)}")
-    for side, mine, other in (("A", cpus_a, cpus_b), ("B", cpus_b, cpus_a)):
-        if other and not mine:
-            out.append(f"not recorded by {side} (a field its records predate): host CPU signature")
+    out += _reported("host CPU", "host CPU signature", ra["host_cpus"], rb["host_cpus"], "; ")
     return out, blocking
+
+
+def _reported(label: str, field: str, a: list, b: list, sep: str) -> list[str]:
+    """A reported field's values on both sides, said where they differ; a side with none (nulls: a field its records
+    predate) is said as not recorded rather than printed as "None"."""
+    va, vb = [v for v in a if v is not None], [v for v in b if v is not None]
+    if va and vb and va != vb:
+        return [f"{label}: {sep.join(map(str, va))} vs {sep.join(map(str, vb))}"]
+    return [
+        f"not recorded by {side} (a field its records predate): {field}"
+        for side, mine, other in (("A", va, vb), ("B", vb, va))
+        if other and not mine
+    ]
 
 
 def compare(
