@@ -152,30 +152,46 @@ def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
 
 
 def test_ngram_on_both_engines_is_measured_on_the_h100_and_its_ratios_are_the_runs_cells(two_classes):
-    """ADR 0250 addenda 1-2: SGLang's NGRAM ran on two H100s (2026-12-06g; 2026-12-06h beside vLLM's on one board),
-    so its H100 row is measured by two runs on two boards, each point the mean of the runs' ratios over the mean of
-    each B's two baselines; it is still not run in the H200 matrix. vLLM's n-gram row is measured in both matrices at
-    L = 1 only: its L = 6 failed the acceptance check on both boards, and the row names the failed check."""
-    runs = [_raw_cells(H100_EVIDENCE / "session-2026-12-06g" / "ngram-sglang" / "results"),
-            _raw_cells(H100_EVIDENCE / "session-2026-12-06h" / "ngram-both" / "results").filter(C("engine") == "sglang")]
+    """ADR 0250 addenda 1-5: SGLang's NGRAM ran on three H100s (2026-12-06g; 2026-12-06h and 2026-12-07c beside
+    vLLM's on one board), so its H100 row's L = 1 is three runs on three boards and its L = 6 two (07c ran L = 4),
+    each point the mean of the runs' ratios over the mean of each B's two baselines; it is still not run in the H200
+    matrix. vLLM's H100 row reaches L = 4 (07c, passing) while naming the L = 6 arms that failed on 06h and 06i; its
+    H200 row is measured at L = 1 only, its L = 6 failed there."""
+    sglang_runs = {
+        "06g": _raw_cells(H100_EVIDENCE / "session-2026-12-06g" / "ngram-sglang" / "results"),
+        "06h": _raw_cells(H100_EVIDENCE / "session-2026-12-06h" / "ngram-both" / "results").filter(C("engine") == "sglang"),
+        "07c": _raw_cells(H100_EVIDENCE / "session-2026-12-07c" / "ngram-l4" / "results").filter(C("engine") == "sglang"),
+    }
     h100, h200 = two_classes["NVIDIA H100 80GB HBM3"], two_classes["NVIDIA H200"]
     got = row(h100, "qwen2.5-3b", "sglang", "ngram")
-    assert (got["status"], got["B"], got["L"], got["runs"]) == (coverage.MEASURED, "1,32", "1,6", 2)
+    assert (got["status"], got["B"], got["L"], got["runs"]) == (coverage.MEASURED, "1,32", "1,4,6", 3)
     for b in (1, 32):
-        ratios = {1.0: [], 6.0: []}
-        for cells_ in runs:
+        ratios: dict[float, list[float]] = {1.0: [], 4.0: [], 6.0: []}
+        for cells_ in sglang_runs.values():
             base = cells_.filter(C("batch_size") == b, C("role") != "point")["mj_per_committed_token"].mean()
             for L, mj in (cells_.filter(C("batch_size") == b, C("role") == "point")
                           .select("configured_L", "mj_per_committed_token").iter_rows()):
                 ratios[L].append(mj / base)
+        assert (len(ratios[1.0]), len(ratios[4.0]), len(ratios[6.0])) == (3, 1, 2)
+        assert (got[f"b{b}_lmin_L"], got[f"b{b}_lmax_L"]) == (1.0, 6.0)
         assert got[f"b{b}_lmin_ratio"] == pytest.approx(statistics.mean(ratios[1.0]), rel=1e-9)
         assert got[f"b{b}_lmax_ratio"] == pytest.approx(statistics.mean(ratios[6.0]), rel=1e-9)
-        assert (got[f"b{b}_lmin_n"], got[f"b{b}_lmin_boards"], got[f"b{b}_lmax_boards"]) == (2, 2, 2)
+        assert (got[f"b{b}_lmin_n"], got[f"b{b}_lmin_boards"], got[f"b{b}_lmax_boards"]) == (3, 3, 2)
     assert row(h200, "qwen2.5-3b", "sglang", "ngram")["status"] == coverage.NOT_RUN
-    for matrix, run in ((h100, "session-2026-12-06h/ngram-both"), (h200, "session-2026-12-01")):
-        vllm = row(matrix, "qwen2.5-3b", "vllm", "ngram")
-        assert vllm["status"] == coverage.MEASURED and vllm["L"] == "1"
-        assert run in vllm["check_failed"] and "acceptance_length at B=1,32 L=6" in vllm["check_failed"]
+    vllm = row(h100, "qwen2.5-3b", "vllm", "ngram")
+    l4 = _raw_cells(H100_EVIDENCE / "session-2026-12-07c" / "ngram-l4" / "results").filter(C("engine") == "vllm")
+    assert (vllm["status"], vllm["L"], vllm["runs"], vllm["b1_lmax_L"], vllm["b1_lmax_n"]) == (coverage.MEASURED, "1,4", 3, 4.0, 1)
+    for b in (1, 32):
+        cells_ = l4.filter(C("batch_size") == b)
+        base = cells_.filter(C("role") != "point")["mj_per_committed_token"].mean()
+        point = cells_.filter(C("role") == "point", C("configured_L") == 4.0)["mj_per_committed_token"].item()
+        assert vllm[f"b{b}_lmax_ratio"] == pytest.approx(point / base, rel=1e-9)
+    for run in ("session-2026-12-06h/ngram-both", "session-2026-12-06i/ngram-vllm"):
+        assert f"{run}: acceptance_length at B=1,32 L=6" in vllm["check_failed"]
+    assert "session-2026-12-07c" not in vllm["check_failed"]
+    h200_vllm = row(h200, "qwen2.5-3b", "vllm", "ngram")
+    assert h200_vllm["status"] == coverage.MEASURED and h200_vllm["L"] == "1"
+    assert "session-2026-12-01" in h200_vllm["check_failed"] and "acceptance_length at B=1,32 L=6" in h200_vllm["check_failed"]
 
 
 def test_qwen36_on_sglang_is_whole_since_2026_12_03f_and_two_of_its_points_ran_on_two_boards(table):

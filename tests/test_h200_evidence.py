@@ -3673,14 +3673,18 @@ SESSION_1206I_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06i
 SESSION_1206I = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06i"
 GPU_1206I = "GPU-d42e35a8-9446-3ad9-fb04-c4476ca644cc"
 NGRAM_1206I = SESSION_1206I_H100 / "ngram-vllm"
+SESSION_1207C_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07c"
+SESSION_1207C = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07c"
+GPU_1207C = "GPU-48ba3737-20ed-288f-dd8b-6d552a50f91b"
+NGRAM_1207C = SESSION_1207C_H100 / "ngram-l4"
 
 
 @pytest.mark.parametrize(
     ("session", "gpu", "left"),
     [(SESSION_1206C, GPU_1206C, 194), (SESSION_1206D, GPU_1206D, 412), (SESSION_1206E, GPU_1206E, 74),
      (SESSION_1206F, GPU_1206F, 151), (SESSION_1206G, GPU_1206G, 491), (SESSION_1206H, GPU_1206H, 139),
-     (SESSION_1206I, GPU_1206I, 195)],
-    ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i"],
+     (SESSION_1206I, GPU_1206I, 195), (SESSION_1207C, GPU_1207C, 399)],
+    ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i", "1207c"],
 )
 def test_one_machine_sessions_device_time_adds_up(session, gpu, left):
     """The calls table's budgets start at 1,800 s, only fall and end at the last reply; the README's and the command
@@ -4265,3 +4269,183 @@ def test_1207b_the_addendum_was_committed_before_the_call_it_governs():
     assert heads == [("1", "9")]
     readme = (SESSION_1207B / "README.md").read_text()
     assert "(9d336d9)" in readme and "(2406345" not in readme and "2406345" in readme
+
+
+# ------------------------------------------------------------------------------------------------
+# session 2026-12-07c: an H100 at the third call; config/h200-schemes-ngram-l4.yaml, both families, one board
+
+
+def test_1207c_h100_config_is_the_preregistered_one():
+    _assert_shipped_copy(NGRAM_1207C, "h200-schemes-ngram-l4.yaml")
+
+
+@pytest.fixture(scope="module")
+def ngram_l4() -> tuple[pl.DataFrame, dict[str, dict[tuple[int, float], float]], dict]:
+    """Both families' records, per engine each (B, L) ratio over the mean of that engine's two baselines, and the
+    records keyed (engine, B, cell name)."""
+    df = aggregate.aggregate(packed.tree_files(NGRAM_1207C / "results" / "cells", "*/*.parquet"))
+    ratios = {e: _ratios_to_mean_baseline(df.filter(pl.col("engine") == e)) for e in ("sglang", "vllm")}
+    rec = {(r["engine"], r["batch_size"], r["cell_name"]): r for r in df.iter_rows(named=True)}
+    return df, ratios, rec
+
+
+def test_1207c_both_l4_families_ran_whole_on_one_board_and_every_check_passes(ngram_l4):
+    """ADR 0250 addendum 5: 16 cells on one H100, the verdict re-derived with no fail; vLLM's L = 4 realizes 3.984
+    (inside the registered 0.05), SGLang's exactly 4; the curves are the records' ratios; the README's counts and
+    engine starts are the records'."""
+    df, checks = _verdict(NGRAM_1207C, "h200-schemes-ngram-l4.yaml")
+    assert df.height == 16 and (df["status"] == "measured").all() and (df["energy_j"] > 0).all()
+    assert set(df["gpu_uuid"]) == {GPU_1207C} and set(df["engine"]) == {"sglang", "vllm"}
+    assert checks.filter(pl.col("status") == "fail").height == 0
+    committed = pl.read_parquet(NGRAM_1207C / "results" / "checks.parquet")
+    assert set(committed["status"]) == {"pass", "flag", "not_applicable"}
+    assert set(committed.filter(pl.col("status") == "flag")["check"]) == {"engine_config_matched", "model_residual"}
+    assert "0 fail, 6 flag, 78 pass, 24 not_applicable" in (NGRAM_1207C / "results" / "checks.md").read_text()
+    points = df.filter(pl.col("role") == "point")
+    sglang, vllm = (points.filter(pl.col("engine") == e) for e in ("sglang", "vllm"))
+    assert (sglang["realized_L"] == sglang["configured_L"]).all()
+    l4 = vllm.filter(pl.col("configured_L") == 4)
+    assert ((4 - l4["realized_L"]) < 0.05).all() and (l4["realized_L"] < 4).all()
+    text = _readme_text(SESSION_1207C_H100)
+    assert f"realized L {l4['realized_L'].mean():.4f} against 4.0" in text
+    _, ratios, _ = ngram_l4
+    curves = pl.read_parquet(NGRAM_1207C / "results" / "curves.parquet")
+    assert curves.height == 8 and curves["failed_checks"].list.len().max() == 0
+    for r in curves.iter_rows(named=True):
+        assert r["energy_ratio"] == pytest.approx(ratios[r["engine"]][(r["batch_size"], r["configured_L"])], rel=1e-9)
+    drift = dict(checks.filter(pl.col("check") == "baseline_drift").select("campaign_id", "value").iter_rows())
+    d = {(e, b): 100 * drift[f"{e}-qwen3b-closed-b{b}-random-s0-cg1"] for e in ("sglang", "vllm") for b in (1, 32)}
+    assert (f"SGLang {d[('sglang', 1)]:.2f} % apart at B = 1, {d[('sglang', 32)]:.2f} % at B = 32; vLLM "
+            f"{d[('vllm', 1)]:.2f} % at B = 1, {d[('vllm', 32)]:.2f} % at B = 32") in text
+    assert max(d.values()) < 2.0
+    assert _engine_starts(NGRAM_1207C) == {94.0, 55.7, 44.5, 48.2, 82.9, 73.7, 60.7}
+    assert "94.0 s cold, then 55.7, 44.5 and 48.2 s" in text and "82.9 s cold, then 73.7 and 60.7 s" in text
+    windows = df["window_s"]
+    assert (f"one window ({windows.min():.1f}–{windows.max():.1f} s, {df['energy_counter_updates'].min()}–"
+            f"{df['energy_counter_updates'].max()} energy counter") in text
+
+
+def test_1207c_readme_table_and_reading_are_the_records(ngram_l4):
+    """Every row of the README's one-board table from the records, and the reading's numbers derived: per-engine
+    costs and savings, the baselines' agreement, SGLang's ratio over vLLM's at each (B, L)."""
+    df, ratios, rec = ngram_l4
+
+    def mj(x: float, batch: int) -> str:
+        return f"{x:,.1f}" if batch == 1 else f"{x:.2f}"
+
+    lines = (SESSION_1207C_H100 / "README.md").read_text().splitlines()
+    for b in (1, 32):
+        so, sc, vo, vc = (rec[(e, b, c)] for e in ("sglang", "vllm") for c in ("baseline--open", "baseline--close"))
+        expect = [f"| {b} | baseline (opening / closing) | {mj(so['mj_per_committed_token'], b)} / "
+                  f"{mj(sc['mj_per_committed_token'], b)} | — | {mj(vo['mj_per_committed_token'], b)} / "
+                  f"{mj(vc['mj_per_committed_token'], b)} | — | {so['round_time_ms']:.2f} / {vo['round_time_ms']:.2f} | "
+                  f"{so['mean_power_w']:.0f} / {vo['mean_power_w']:.0f} | {so['tokens_per_s']:,.0f} / {vo['tokens_per_s']:,.0f} |"]
+        for L in (1, 4):
+            s, v = rec[("sglang", b, f"ngram--mv{L}")], rec[("vllm", b, f"ngram--mv{L}")]
+            vr = ratios["vllm"][(b, float(L))]
+            v_cell = f"**{vr:.3f}×**" + ("" if L == 1 else f" (L {v['realized_L']:.3f})")
+            expect.append(f"| {b} | n-gram L = {L} | {mj(s['mj_per_committed_token'], b)} | "
+                          f"**{ratios['sglang'][(b, float(L))]:.3f}×** | {mj(v['mj_per_committed_token'], b)} | {v_cell} | "
+                          f"{s['round_time_ms']:.2f} / {v['round_time_ms']:.2f} | {s['mean_power_w']:.0f} / "
+                          f"{v['mean_power_w']:.0f} | {s['tokens_per_s']:,.0f} / {v['tokens_per_s']:,.0f} |")
+        for row in expect:
+            assert row in lines, row
+    text = _readme_text(SESSION_1207C_H100)
+    s, v = ratios["sglang"], ratios["vllm"]
+    assert (f"SGLang's n-gram costs {100 * (s[(1, 1.0)] - 1):.0f} % more per token than decoding alone at B = 1 when "
+            f"nothing is accepted and {100 * (s[(32, 1.0)] - 1):.0f} % more at B = 32, and saves "
+            f"{100 * (1 - s[(1, 4.0)]):.0f} % and {100 * (1 - s[(32, 4.0)]):.0f} % when") in text
+    assert (f"vLLM's costs {100 * (v[(1, 1.0)] - 1):.0f} % and {100 * (v[(32, 1.0)] - 1):.0f} % more at L = 1 and saves "
+            f"{100 * (1 - v[(1, 4.0)]):.0f} % and {100 * (1 - v[(32, 4.0)]):.0f} % at L = 4") in text
+    base = {(e, b): np.mean([rec[(e, b, c)]["mj_per_committed_token"] for c in ("baseline--open", "baseline--close")])
+            for e in ("sglang", "vllm") for b in (1, 32)}
+    gap = {b: 100 * abs(base[("vllm", b)] / base[("sglang", b)] - 1) for b in (1, 32)}
+    assert (f"B = 1 {base[('sglang', 1)]:,.1f} against {base[('vllm', 1)]:,.1f} mJ a token, {gap[1]:.1f} % apart; "
+            f"B = 32 {base[('sglang', 32)]:.2f} against {base[('vllm', 32)]:.2f}, {gap[32]:.1f} %") in text
+    x = {(b, L): s[(b, L)] / v[(b, L)] for b in (1, 32) for L in (1.0, 4.0)}
+    assert (f"**SGLang's ratio is {x[(1, 1.0)]:.3f} × vLLM's at B = 1, L = 1 and {x[(32, 1.0)]:.3f} × at B = 32, L = 1; "
+            f"{x[(1, 4.0)]:.3f} × at B = 1, L = 4 and {x[(32, 4.0)]:.3f} × at B = 32, L = 4**") in text
+    r1 = {(e, b): rec[(e, b, "ngram--mv1")] for e in ("sglang", "vllm") for b in (1, 32)}
+    assert (f"longer than vLLM's by {r1[('sglang', 1)]['round_time_ms'] - r1[('vllm', 1)]['round_time_ms']:.2f} ms at "
+            f"B = 1 and {r1[('sglang', 32)]['round_time_ms'] - r1[('vllm', 32)]['round_time_ms']:.2f} ms at B = 32 while "
+            f"it draws less power ({r1[('sglang', 1)]['mean_power_w']:.0f} against {r1[('vllm', 1)]['mean_power_w']:.0f} W, "
+            f"{r1[('sglang', 32)]['mean_power_w']:.0f} against {r1[('vllm', 32)]['mean_power_w']:.0f} W)") in text
+    assert all(r1[("sglang", b)]["mean_power_w"] < r1[("vllm", b)]["mean_power_w"] for b in (1, 32))
+
+
+def test_1207c_vllms_undrafted_steps_are_the_records_counters_and_explain_the_b1_l4_gap(ngram_l4):
+    """The share of request-steps vLLM drafted in, 1 − undrafted = drafts / (committed − accepted), and the tokens a
+    step commits, from the records' own counters; SGLang's tree drafts every step at L = 4; the per-step energies are
+    within 1 % at B = 1, L = 4, so the tokens a step commits carry the gap; the ADR says the same numbers."""
+    _, _, rec = ngram_l4
+
+    def steps(r: dict) -> int:
+        return r["committed_tokens"] - r["accepted_tokens"]
+
+    drafted = {(e, b, L): rec[(e, b, f"ngram--mv{L}")]["drafts"] / steps(rec[(e, b, f"ngram--mv{L}")])
+               for e in ("sglang", "vllm") for b in (1, 32) for L in (1, 4)}
+    assert drafted[("sglang", 1, 4)] == drafted[("sglang", 32, 4)] == 1.0
+    assert drafted[("vllm", 1, 4)] == pytest.approx(drafted[("vllm", 32, 4)], abs=1e-3) and drafted[("vllm", 1, 4)] < 0.95
+    text = _readme_text(SESSION_1207C_H100)
+    s4, v4 = rec[("sglang", 1, "ngram--mv4")], rec[("vllm", 1, "ngram--mv4")]
+    assert (f"**vLLM's proposer drafted in {100 * drafted[('vllm', 1, 4)]:.1f} % of its request-steps at L = 4 "
+            f"({100 * drafted[('vllm', 1, 1)]:.1f} % at L = 1)**") in text
+    assert f"({s4['drafts']:,} drafts in {steps(s4):,} steps at B = 1)" in text
+    per_step = {e: r["committed_tokens"] / steps(r) for e, r in (("sglang", s4), ("vllm", v4))}
+    assert f"vLLM commits {per_step['vllm']:.3f} tokens a step against SGLang's {per_step['sglang']:.3f}" in text
+    step_mj = {e: r["mj_per_committed_token"] * per_step[e] for e, r in (("sglang", s4), ("vllm", v4))}
+    assert abs(step_mj["vllm"] / step_mj["sglang"] - 1) < 0.01
+    assert f"({step_mj['vllm']:,.0f} against {step_mj['sglang']:,.0f} mJ, {step_mj['vllm'] / step_mj['sglang']:.3f} ×)" in text
+    gap = v4["mj_per_committed_token"] / s4["mj_per_committed_token"]
+    assert f"({per_step['sglang'] / per_step['vllm']:.3f} ×) are nearly all of the {gap:.3f} ×" in text
+    assert f"The same share of undrafted steps holds at B = 32 ({100 * drafted[('vllm', 32, 4)]:.1f} %)" in text
+    adr = " ".join((ROOT / "docs" / "adr" / "0250-sglangs-ngram-beside-vllms-on-one-board.md").read_text().split())
+    assert (f"vLLM drafted in {100 * drafted[('vllm', 1, 4)]:.1f} % of its request-steps" in adr
+            and f"vLLM commits {per_step['vllm']:.3f} tokens a step against {per_step['sglang']:.3f}" in adr)
+    # the drafts' length moves with the arm: L = 1, 4 here and L = 6 on 2026-12-06h, all from the records
+    lengths = {L: rec[("vllm", 1, f"ngram--mv{L}")]["draft_tokens"] / rec[("vllm", 1, f"ngram--mv{L}")]["drafts"]
+               for L in (1, 4)}
+    l6 = aggregate.aggregate(packed.tree_files(NGRAM_1206H / "results" / "cells", "*/*.parquet")).filter(
+        pl.col("engine") == "vllm", pl.col("batch_size") == 1, pl.col("configured_L") == 6).row(0, named=True)
+    assert ("4.936 tokens a draft against 4.906" in text and round(lengths[4], 3) == 4.936
+            and round(l6["draft_tokens"] / l6["drafts"], 3) == 4.906 and round(lengths[1], 3) == 4.968)
+    short = 1 - v4["accepted_per_position"][2] / v4["drafts"]
+    assert f"{100 * short:.2f} % of drafts shorter than 3 tokens" in text
+
+
+def test_1207c_each_engines_l1_arm_on_a_third_board_is_compare_evidences_shift():
+    """Issue 17 item 5: the L = 1 arms paired with each earlier H100 board's (SGLang: 2026-12-06g, 06h; vLLM:
+    06h, 06i); every shift the README quotes is compare_evidence's, each reproducing on the tolerance alone; the
+    three-board ranges are the three sources' ratios."""
+    text = _readme_text(SESSION_1207C_H100)
+    here = NGRAM_1207C / "results" / "cells"
+    ranges = {}
+    for engine, sources in (("sglang", (NGRAM_1206G, NGRAM_1206H)), ("vllm", (NGRAM_1206H, NGRAM_1206I))):
+        for src in sources:
+            paired = compare_evidence.compare_sources(src / "results" / "cells", here).filter(pl.col("engine") == engine)
+            assert paired.height == 2 and set(paired["configured_L"]) == {1.0}
+            assert paired["reproduces"].all() and paired["shift_ci_low"].is_null().all()
+            sh = dict(paired.select("batch_size", "shift").iter_rows())
+            assert f"**{100 * sh[1]:+.1f} %** and **{100 * sh[32]:+.1f} %**".replace("-", "−") in text, (engine, src)
+            for b, ra, rb in paired.select("batch_size", "energy_ratio_a", "energy_ratio_b").iter_rows():
+                ranges.setdefault((engine, b), set()).update({round(ra, 3), round(rb, 3)})
+    for engine, label in (("sglang", "SGLang"), ("vllm", "vLLM")):
+        lo1, hi1 = min(ranges[(engine, 1)]), max(ranges[(engine, 1)])
+        lo32, hi32 = min(ranges[(engine, 32)]), max(ranges[(engine, 32)])
+        assert len(ranges[(engine, 1)]) == len(ranges[(engine, 32)]) == 3
+        assert f"{lo1:.3f}–{hi1:.3f}" in text and f"{lo32:.3f}–{hi32:.3f}" in text, label
+
+
+def test_1207c_calls_table_and_addendum_came_before_the_calls_they_govern():
+    """Calls 1–2 got no machine (the README's 181 s), addendum 1 names call 3 and its commit, and call 3 named
+    nvidia-h200 and got the H100 the records name."""
+    calls = _readme_text(SESSION_1207C)
+    budgets = _budgets_left(calls)
+    lost = budgets[0] - budgets[3]
+    assert lost == 181 and f"Calls 1 and 2 got no machine ({lost} s)" in calls
+    assert f"of which {lost} s went to the two calls that got no machine" in calls
+    assert f"| 3 | 06:33 | `nvidia-h200` | the same | **machine: {GPU_1207C}, NVIDIA H100 80GB HBM3" in calls
+    plan = (SESSION_1207C / "PLAN.md").read_text()
+    heads = re.findall(r"^## Addendum (\d), [\d:]+ UTC \(no machine held; written before call (\d+)\)", plan, re.M)
+    assert heads == [("1", "3")] and "(a02e1b7, 06:31, before call 3)" in calls and "committed at 3b3edfb" in calls
+
