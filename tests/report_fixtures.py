@@ -121,6 +121,8 @@ WAVE2_COLUMNS: dict[str, pl.DataType] = {
 # on the records by cell_id where it does not).
 WAVE2_CURVE_COLUMNS = ("window_index", "engine_replicate", "verify_width", "drafted_per_committed",
                        "draft_passes_per_round", "target_family", "target_moe")
+# Per request-step (ADR 0256): derive writes them from 2026-12-07 on; curves derived before lack them.
+STEP_CURVE_COLUMNS = ("drafted_step_share", "committed_per_step")
 # Drafter forward passes per round, by scheme (CONTEXT.md): heads and a draft model one per drafted
 # token, block drafters one, n-gram none on the GPU (host side).
 DRAFT_PASSES = {"draft_model": lambda k: k, "eagle3": lambda k: k, "mtp": lambda k: k, "dflash": lambda k: 1,
@@ -619,6 +621,11 @@ def _curves(recs: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
         energy_ratio=pl.col("mj_per_committed_token") / pl.col("baseline_mj_per_committed_token"),
         mj_per_accepted_token=pl.col("energy_j") * 1000 / pl.col("accepted_tokens"),
         tbt_ratio=pl.col("tpot_mean_s") / pl.col("baseline_tpot_mean_s"),
+        # request-steps = committed − accepted: each commits one token plus what it accepted (ADR 0029, 0256)
+        drafted_step_share=pl.when(pl.col("drafts") > 0)
+        .then(pl.col("drafts") / (pl.col("committed_tokens") - pl.col("accepted_tokens"))),
+        committed_per_step=pl.when(pl.col("drafts") > 0)
+        .then(pl.col("committed_tokens") / (pl.col("committed_tokens") - pl.col("accepted_tokens"))),
         energy_refused_reason=pl.col("campaign_id").replace_strict(energy_fail, default=None, return_dtype=pl.String),
         failed_checks=pl.col("campaign_id").replace_strict({k: [v] for k, v in failed.items()}, default=[],
                                                            return_dtype=pl.List(pl.String)),
@@ -638,7 +645,7 @@ def _curves(recs: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
     out = out.with_columns(baseline_window_mj_per_committed_token=pl.col("baseline_mj_per_committed_token"),
                            baseline_window_tpot_mean_s=pl.col("baseline_tpot_mean_s"),
                            point_name=pl.col("cell_name").str.replace(r"--w\d+$", ""))
-    cols += ["point_name", "baseline_window_mj_per_committed_token", "baseline_window_tpot_mean_s"]
+    cols += ["point_name", "baseline_window_mj_per_committed_token", "baseline_window_tpot_mean_s", *STEP_CURVE_COLUMNS]
     out = _with_roofline(out)
     cols += list(ROOFLINE_CURVE_COLUMNS)
     return out.select(cols + [c for c in WAVE2_CURVE_COLUMNS if c in out.columns])

@@ -270,6 +270,32 @@ def test_per_pass_and_per_accepted_columns_need_drafts_and_accepted_tokens(tmp_p
     assert single["mj_per_accepted_token"] == pytest.approx(single["mj_per_committed_token"] * 5760)  # 1 accepted
 
 
+def test_drafted_step_share_and_committed_per_step_count_the_request_steps_without_a_draft(tmp_path):
+    """ADR 0256: request-steps = committed − accepted (each commits 1 + what it accepted); a proposer that drafts in
+    1000 of 4000 steps and has 1120 accepted of 5120 committed drafted in 25 % and commits 1.28 tokens a step, while
+    realized_L (per verification) reads 2.12. No drafts counter (null, or the 0 an engine writes for one it did not
+    read) and no counted step give null, never 0 or NaN; a baseline drafts nothing: null."""
+    partial = {"drafts": 1000, "draft_tokens": 2000, "accepted_tokens": 1120, "accepted_per_position": [800, 320, 0]}
+    zero = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "accepted_per_position": [0, 0, 0]}
+    absent = {"drafts": None, "draft_tokens": None, "accepted_tokens": None, "accepted_per_position": None}
+    recs, ck = _tables(tmp_path, mutate={(ar.CLOSED, "ngram"): ar.setter(**partial),
+                                         (ar.CLOSED, "syn--L2"): ar.setter(**zero),
+                                         (ar.OPEN, "ngram"): ar.setter(**absent)})
+    assert _row(recs, ar.CLOSED, "ngram")["committed_tokens"] == 5120
+    # The crafted synthetic L4 accepts every drafted token (3 × 1920 of 5760 committed): no step left to count.
+    assert _row(recs, ar.OPEN, "syn--L4")["accepted_tokens"] == _row(recs, ar.OPEN, "syn--L4")["committed_tokens"]
+    curves = derive.derive(recs, ck, allow_failed_checks=True)
+    ng = _row(curves, ar.CLOSED, "ngram")
+    assert ng["drafted_step_share"] == pytest.approx(1000 / 4000) and ng["committed_per_step"] == pytest.approx(1.28)
+    assert ng["realized_L"] == pytest.approx(1 + 1120 / 1000) and ng["committed_per_step"] < ng["realized_L"]
+    for campaign, cell in ((ar.CLOSED, "syn--L2"), (ar.OPEN, "ngram"), (ar.OPEN, "syn--L4")):
+        r = _row(curves, campaign, cell)
+        assert r["drafted_step_share"] is None and r["committed_per_step"] is None, (campaign, cell)
+    baselines = recs.filter(pl.col("role") != "point").with_columns(derive.request_step_columns())
+    assert baselines.height and baselines["drafts"].eq(0).all()
+    assert baselines["drafted_step_share"].is_null().all() and baselines["committed_per_step"].is_null().all()
+
+
 def test_curves_are_sorted_and_their_intervals_use_the_level_asked_for(clean):
     recs, ck = clean
     curves = derive.derive(recs, ck)

@@ -4413,6 +4413,25 @@ def test_1207c_vllms_undrafted_steps_are_the_records_counters_and_explain_the_b1
     assert f"{100 * short:.2f} % of drafts shorter than 3 tokens" in text
 
 
+def test_1207c_curves_derived_again_carry_the_drafted_share_of_steps_and_what_a_step_commits(ngram_l4):
+    """ADR 0256: derive, run as the pipeline runs it on the committed records and checks, gives every point its share
+    of request-steps that drafted and the tokens a step commits: vLLM's L = 4 drafted in 91.8 % of its steps at both
+    batches and commits 3.740 tokens a step against a realized L of 3.984; SGLang's tree drafted in every step, 4 a
+    step. A step never commits more than a verification realizes."""
+    df, _, _ = ngram_l4
+    curves = derive.derive(df, pl.read_parquet(NGRAM_1207C / "results" / "checks.parquet"))
+    assert curves.height == 8 and curves["committed_per_step"].null_count() == 0
+    l4 = {(r["engine"], r["batch_size"]): r for r in curves.filter(pl.col("configured_L") == 4).iter_rows(named=True)}
+    assert set(l4) == {(e, b) for e in ("sglang", "vllm") for b in (1, 32)}
+    for b in (1, 32):
+        vllm, sglang = l4[("vllm", b)], l4[("sglang", b)]
+        assert round(vllm["drafted_step_share"], 3) == 0.918, b
+        assert vllm["committed_per_step"] == pytest.approx(3.740, abs=1e-3) and round(vllm["realized_L"], 3) == 3.984
+        assert sglang["drafted_step_share"] == 1.0 and sglang["committed_per_step"] == 4.0, b
+    assert round(l4[("vllm", 1)]["committed_per_step"], 3) == 3.740  # the README's B = 1 figure
+    assert (curves["committed_per_step"] <= curves["realized_L"]).all()
+
+
 def test_1207c_each_engines_l1_arm_on_a_third_board_is_compare_evidences_shift():
     """Issue 17 item 5: the L = 1 arms paired with each earlier H100 board's (SGLang: 2026-12-06g, 06h; vLLM:
     06h, 06i); every shift the README quotes is compare_evidence's, each reproducing on the tolerance alone; the

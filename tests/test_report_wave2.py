@@ -232,6 +232,10 @@ def test_paper_figure_points_band_and_tooltips(sch, sch_figs):
     assert pt["drafted_per_committed"] == pytest.approx(
         (recs["draft_tokens"] / recs["committed_tokens"]).mean(), rel=1e-5
     )
+    # Per request-step (ADR 0256), request-steps = committed − accepted: the mean over the point's records.
+    steps = recs["committed_tokens"] - recs["accepted_tokens"]
+    assert pt["drafted_step_share"] == pytest.approx((recs["drafts"] / steps).mean(), rel=1e-5)
+    assert pt["committed_per_step"] == pytest.approx((recs["committed_tokens"] / steps).mean(), rel=1e-5)
     assert pt["support"].startswith("2 windows × 2 seeds × 2 engine replicates on 2 GPUs")
     assert pt["ratio_text"].count("[") == 1
     # Tooltips name the per-pass quantities.
@@ -241,6 +245,8 @@ def test_paper_figure_points_band_and_tooltips(sch, sch_figs):
         "drafted per committed token",
         "draft passes per round",
         "accepted per verify pass",
+        "drafted share of steps",
+        "committed per step",
         "behind it",
     } <= titles
     # The band is the opening and closing baselines of that engine, model, batch and graph mode.
@@ -584,12 +590,21 @@ def test_tables_from_before_wave_2_still_draw_and_render(gpu, tmp_path):
     """Records, curves and summary without any wave-2 column (as the committed wave-1 evidence has them)."""
     wave2 = list(rf.WAVE2_COLUMNS)
     recs = gpu.records.drop([c for c in wave2 if c in gpu.records.columns])
-    curves = gpu.curves.drop([c for c in wave2 if c in gpu.curves.columns])
+    # ... nor the per request-step columns derive writes from ADR 0256 on
+    assert set(rf.STEP_CURVE_COLUMNS) <= set(gpu.curves.columns)
+    curves = gpu.curves.drop([c for c in [*wave2, *rf.STEP_CURVE_COLUMNS] if c in gpu.curves.columns])
     figs = F.build_all(fi_of(gpu, records=recs, curves=curves))
     drawn = {f.name for f in figs if f.drawn}
     assert drawn == set(F.FIGURE_NAMES) - {"engine_comparison", "power_timeline"}  # no timelines given here
     (paper,) = [f for f in figs if f.name == "energy_vs_accepted_per_pass"]
     assert f"{F.FAMILY_UNKNOWN} · qwen3b · vllm" in json.dumps(paper.spec(), ensure_ascii=False)
+    # Unknown there, so left out: no tooltip for them and no 0 or NaN in any figure's data.
+    for f in figs:
+        if not f.drawn:
+            continue
+        text = json.dumps(f.spec(), ensure_ascii=False)
+        assert "drafted share of steps" not in text and "committed per step" not in text, f.name
+        assert not any(c in r for r in datasets(f.spec()) for c in rf.STEP_CURVE_COLUMNS), f.name
     F.export(figs, tmp_path, html=False)
     manifest, specs = F.read_manifest(tmp_path)
     html = R.render(

@@ -38,6 +38,22 @@ from specjoule.analysis.spread import (  # noqa: F401
 
 C = pl.col
 
+
+def request_step_columns() -> list[pl.Expr]:
+    """``drafted_step_share`` and ``committed_per_step`` from a record's own counters (ADR 0256).
+
+    Every request-step commits one token plus the drafts accepted in it, so request-steps = committed − accepted
+    (the step count of ``round_time_ms``, ADR 0029, in closed batch and open loop alike). Null without drafts: a
+    baseline drafts nothing, and an engine writes 0 for a drafts counter it did not read (as realized_L is null
+    there); null where no step was counted."""
+    steps = C("committed_tokens") - C("accepted_tokens")
+    counted = (C("drafts") > 0) & (steps > 0)
+    return [
+        pl.when(counted).then(C("drafts") / steps).alias("drafted_step_share"),
+        pl.when(counted).then(C("committed_tokens") / steps).alias("committed_per_step"),
+    ]
+
+
 CURVE_COLUMNS: tuple[str, ...] = (
     # A curve point's identity: its campaign and cell, and its configuration with the seed (specjoule.axes).
     "campaign_id",
@@ -78,6 +94,10 @@ CURVE_COLUMNS: tuple[str, ...] = (
     "verify_width",
     "drafted_per_committed",
     "draft_passes_per_round",
+    # Request-steps (ADR 0256): an n-gram proposer drafts only where the context matches, and a step without a
+    # draft commits one token; realized_L, per verification, does not see those steps.
+    "drafted_step_share",
+    "committed_per_step",
     "target_family",
     "target_moe",
     "baseline_window_mj_per_committed_token",
@@ -221,6 +241,7 @@ def derive(
     base_mj = C("baseline_mj_per_committed_token")
     out = out.with_columns(
         pl.when(C("drafts") > 0).then(b_eff * verify_width).alias("tokens_per_verify_pass"),
+        *request_step_columns(),
         pl.when(~refused).then(mj).alias("mj_per_committed_token"),
         pl.when(~refused).then(base_mj).alias("baseline_mj_per_committed_token"),
         pl.when(~refused)
@@ -252,6 +273,8 @@ def curve_schema() -> dict[str, pl.DataType]:
 
     extra = {
         "tokens_per_verify_pass": pl.Float64,
+        "drafted_step_share": pl.Float64,
+        "committed_per_step": pl.Float64,
         "baseline_mj_per_committed_token": pl.Float64,
         "energy_ratio": pl.Float64,
         "mj_per_accepted_token": pl.Float64,
@@ -383,6 +406,10 @@ def write(
         "baseline_window_mj_per_committed_token": "mean of the campaign's opening and closing baseline records of "
         "this window (the campaign baseline where they have no such window)",
         "baseline_window_tpot_mean_s": "the same for TPOT",
+        "drafted_step_share": "drafts / request-steps, request-steps = committed_tokens − accepted_tokens: the share "
+        "of request-steps that verified a draft (ADR 0256); null without drafts",
+        "committed_per_step": "committed_tokens / request-steps: tokens a request-step commits, drafted or not "
+        "(≤ realized_L, which counts drafted steps only; ADR 0256); null without drafts",
     }
     write_documented(curves, curves_path, meta, docs)
     write_documented(summary, summary_path, meta, SUMMARY_DOCS)

@@ -79,6 +79,9 @@ PER_PASS_TOOLTIPS = {
     "drafted_per_committed": ("drafted per committed token", ".3f"),
     "draft_passes_per_round": ("draft passes per round", ".0f"),
     "tokens_per_verify_pass": ("tokens per verify pass (batch)", ".1f"),
+    # Per request-step (ADR 0256): curves derived before it lack them, and the tooltips leave them out there.
+    "drafted_step_share": ("drafted share of steps", ".3f"),
+    "committed_per_step": ("committed per step", ".3f"),
 }
 FAMILY_UNKNOWN = "family not recorded"
 
