@@ -4002,43 +4002,57 @@ def test_1206h_both_ngram_families_ran_whole_on_one_board_and_vllms_l6_fails_as_
     assert f"Calls 1–4 got no machine ({lost} s)" in calls and f"of which {lost} s went to the four calls" in calls
 
 
+def _ngram_one_board_rows(rec: dict, ratios: dict, high_l: int, vllm_high_cell) -> list[str]:
+    """The rows an n-gram one-board README table must hold (2026-12-06h, 07c): per B the two engines' opening /
+    closing baselines, then L = 1 and ``high_l`` (mJ, ratio over the engine's mean baseline, round, power,
+    throughput); ``vllm_high_cell(ratio, record)`` writes vLLM's ratio cell at ``high_l``."""
+
+    def mj(x: float, batch: int) -> str:
+        return f"{x:,.1f}" if batch == 1 else f"{x:.2f}"
+
+    expect = []
+    for b in (1, 32):
+        so, sc, vo, vc = (rec[(e, b, c)] for e in ("sglang", "vllm") for c in ("baseline--open", "baseline--close"))
+        expect.append(f"| {b} | baseline (opening / closing) | {mj(so['mj_per_committed_token'], b)} / "
+                      f"{mj(sc['mj_per_committed_token'], b)} | — | {mj(vo['mj_per_committed_token'], b)} / "
+                      f"{mj(vc['mj_per_committed_token'], b)} | — | {so['round_time_ms']:.2f} / {vo['round_time_ms']:.2f} | "
+                      f"{so['mean_power_w']:.0f} / {vo['mean_power_w']:.0f} | {so['tokens_per_s']:,.0f} / "
+                      f"{vo['tokens_per_s']:,.0f} |")
+        for L in (1, high_l):
+            s, v = rec[("sglang", b, f"ngram--mv{L}")], rec[("vllm", b, f"ngram--mv{L}")]
+            vr = ratios["vllm"][(b, float(L))]
+            v_cell = f"**{vr:.3f}×**" if L == 1 else vllm_high_cell(vr, v)
+            expect.append(f"| {b} | n-gram L = {L} | {mj(s['mj_per_committed_token'], b)} | "
+                          f"**{ratios['sglang'][(b, float(L))]:.3f}×** | {mj(v['mj_per_committed_token'], b)} | {v_cell} | "
+                          f"{s['round_time_ms']:.2f} / {v['round_time_ms']:.2f} | {s['mean_power_w']:.0f} / "
+                          f"{v['mean_power_w']:.0f} | {s['tokens_per_s']:,.0f} / {v['tokens_per_s']:,.0f} |")
+    return expect
+
+
+def _assert_one_board_baselines_as_quoted(rec: dict, text: str) -> None:
+    """Each engine's mean baseline per B and how far apart the two engines' are, as the README's reading quotes them."""
+    base = {(e, b): np.mean([rec[(e, b, c)]["mj_per_committed_token"] for c in ("baseline--open", "baseline--close")])
+            for e in ("sglang", "vllm") for b in (1, 32)}
+    gap = {b: 100 * abs(base[("vllm", b)] / base[("sglang", b)] - 1) for b in (1, 32)}
+    assert (f"B = 1 {base[('sglang', 1)]:,.1f} against {base[('vllm', 1)]:,.1f} mJ a token, {gap[1]:.1f} % apart; "
+            f"B = 32 {base[('sglang', 32)]:.2f} against {base[('vllm', 32)]:.2f}, {gap[32]:.1f} %") in text
+
+
 def test_1206h_readme_table_and_reading_are_the_records(ngram_1206h):
     """Every row of the README's one-board table built from the records (mJ, ratio over the engine's mean baseline,
     round, power, throughput; vLLM's L = 6 with its realized L and its fail), and the reading's numbers derived."""
     df, ratios = ngram_1206h
     rec = {(r["engine"], r["batch_size"], r["cell_name"]): r for r in df.iter_rows(named=True)}
-
-    def mj(x: float, batch: int) -> str:
-        return f"{x:,.1f}" if batch == 1 else f"{x:.2f}"
-
     lines = (SESSION_1206H_H100 / "README.md").read_text().splitlines()
-    for b in (1, 32):
-        so, sc, vo, vc = (rec[(e, b, c)] for e in ("sglang", "vllm") for c in ("baseline--open", "baseline--close"))
-        expect = [f"| {b} | baseline (opening / closing) | {mj(so['mj_per_committed_token'], b)} / "
-                  f"{mj(sc['mj_per_committed_token'], b)} | — | {mj(vo['mj_per_committed_token'], b)} / "
-                  f"{mj(vc['mj_per_committed_token'], b)} | — | {so['round_time_ms']:.2f} / {vo['round_time_ms']:.2f} | "
-                  f"{so['mean_power_w']:.0f} / {vo['mean_power_w']:.0f} | {so['tokens_per_s']:,.0f} / {vo['tokens_per_s']:,.0f} |"]
-        for L in (1, 6):
-            s, v = rec[("sglang", b, f"ngram--mv{L}")], rec[("vllm", b, f"ngram--mv{L}")]
-            vr = ratios["vllm"][(b, float(L))]
-            v_cell = f"**{vr:.3f}×**" if L == 1 else f"{vr:.3f}× (L {v['realized_L']:.3f}, fail)"
-            expect.append(f"| {b} | n-gram L = {L} | {mj(s['mj_per_committed_token'], b)} | "
-                          f"**{ratios['sglang'][(b, float(L))]:.3f}×** | {mj(v['mj_per_committed_token'], b)} | {v_cell} | "
-                          f"{s['round_time_ms']:.2f} / {v['round_time_ms']:.2f} | {s['mean_power_w']:.0f} / "
-                          f"{v['mean_power_w']:.0f} | {s['tokens_per_s']:,.0f} / {v['tokens_per_s']:,.0f} |")
-        for row in expect:
-            assert row in lines, row
+    for row in _ngram_one_board_rows(rec, ratios, 6, lambda vr, v: f"{vr:.3f}× (L {v['realized_L']:.3f}, fail)"):
+        assert row in lines, row
     text = _readme_text(SESSION_1206H_H100)
     s, v = ratios["sglang"], ratios["vllm"]
     assert (f"SGLang's n-gram costs {100 * (s[(1, 1.0)] - 1):.0f} % more per token than decoding alone at B = 1 when "
             f"nothing is accepted and {100 * (s[(32, 1.0)] - 1):.0f} % more at B = 32, and saves "
             f"{100 * (1 - s[(1, 6.0)]):.0f} % and {100 * (1 - s[(32, 6.0)]):.0f} % when every draft is accepted") in text
     assert f"vLLM's (marked) costs {100 * (v[(1, 1.0)] - 1):.0f} % and {100 * (v[(32, 1.0)] - 1):.0f} % more at L = 1" in text
-    base = {(e, b): np.mean([rec[(e, b, c)]["mj_per_committed_token"] for c in ("baseline--open", "baseline--close")])
-            for e in ("sglang", "vllm") for b in (1, 32)}
-    gap = {b: 100 * abs(base[("vllm", b)] / base[("sglang", b)] - 1) for b in (1, 32)}
-    assert (f"B = 1 {base[('sglang', 1)]:,.1f} against {base[('vllm', 1)]:,.1f} mJ a token, {gap[1]:.1f} % apart; "
-            f"B = 32 {base[('sglang', 32)]:.2f} against {base[('vllm', 32)]:.2f}, {gap[32]:.1f} %") in text
+    _assert_one_board_baselines_as_quoted(rec, text)
     assert (f"**SGLang's ratio is {s[(1, 1.0)] / v[(1, 1.0)]:.3f} × vLLM's at B = 1 and "
             f"{s[(32, 1.0)] / v[(32, 1.0)]:.3f} × at B = 32**") in text
     r = {(e, b): rec[(e, b, "ngram--mv1")] for e in ("sglang", "vllm") for b in (1, 32)}
@@ -4329,27 +4343,9 @@ def test_1207c_readme_table_and_reading_are_the_records(ngram_l4):
     """Every row of the README's one-board table from the records, and the reading's numbers derived: per-engine
     costs and savings, the baselines' agreement, SGLang's ratio over vLLM's at each (B, L)."""
     df, ratios, rec = ngram_l4
-
-    def mj(x: float, batch: int) -> str:
-        return f"{x:,.1f}" if batch == 1 else f"{x:.2f}"
-
     lines = (SESSION_1207C_H100 / "README.md").read_text().splitlines()
-    for b in (1, 32):
-        so, sc, vo, vc = (rec[(e, b, c)] for e in ("sglang", "vllm") for c in ("baseline--open", "baseline--close"))
-        expect = [f"| {b} | baseline (opening / closing) | {mj(so['mj_per_committed_token'], b)} / "
-                  f"{mj(sc['mj_per_committed_token'], b)} | — | {mj(vo['mj_per_committed_token'], b)} / "
-                  f"{mj(vc['mj_per_committed_token'], b)} | — | {so['round_time_ms']:.2f} / {vo['round_time_ms']:.2f} | "
-                  f"{so['mean_power_w']:.0f} / {vo['mean_power_w']:.0f} | {so['tokens_per_s']:,.0f} / {vo['tokens_per_s']:,.0f} |"]
-        for L in (1, 4):
-            s, v = rec[("sglang", b, f"ngram--mv{L}")], rec[("vllm", b, f"ngram--mv{L}")]
-            vr = ratios["vllm"][(b, float(L))]
-            v_cell = f"**{vr:.3f}×**" + ("" if L == 1 else f" (L {v['realized_L']:.3f})")
-            expect.append(f"| {b} | n-gram L = {L} | {mj(s['mj_per_committed_token'], b)} | "
-                          f"**{ratios['sglang'][(b, float(L))]:.3f}×** | {mj(v['mj_per_committed_token'], b)} | {v_cell} | "
-                          f"{s['round_time_ms']:.2f} / {v['round_time_ms']:.2f} | {s['mean_power_w']:.0f} / "
-                          f"{v['mean_power_w']:.0f} | {s['tokens_per_s']:,.0f} / {v['tokens_per_s']:,.0f} |")
-        for row in expect:
-            assert row in lines, row
+    for row in _ngram_one_board_rows(rec, ratios, 4, lambda vr, v: f"**{vr:.3f}×** (L {v['realized_L']:.3f})"):
+        assert row in lines, row
     text = _readme_text(SESSION_1207C_H100)
     s, v = ratios["sglang"], ratios["vllm"]
     assert (f"SGLang's n-gram costs {100 * (s[(1, 1.0)] - 1):.0f} % more per token than decoding alone at B = 1 when "
@@ -4357,11 +4353,7 @@ def test_1207c_readme_table_and_reading_are_the_records(ngram_l4):
             f"{100 * (1 - s[(1, 4.0)]):.0f} % and {100 * (1 - s[(32, 4.0)]):.0f} % when") in text
     assert (f"vLLM's costs {100 * (v[(1, 1.0)] - 1):.0f} % and {100 * (v[(32, 1.0)] - 1):.0f} % more at L = 1 and saves "
             f"{100 * (1 - v[(1, 4.0)]):.0f} % and {100 * (1 - v[(32, 4.0)]):.0f} % at L = 4") in text
-    base = {(e, b): np.mean([rec[(e, b, c)]["mj_per_committed_token"] for c in ("baseline--open", "baseline--close")])
-            for e in ("sglang", "vllm") for b in (1, 32)}
-    gap = {b: 100 * abs(base[("vllm", b)] / base[("sglang", b)] - 1) for b in (1, 32)}
-    assert (f"B = 1 {base[('sglang', 1)]:,.1f} against {base[('vllm', 1)]:,.1f} mJ a token, {gap[1]:.1f} % apart; "
-            f"B = 32 {base[('sglang', 32)]:.2f} against {base[('vllm', 32)]:.2f}, {gap[32]:.1f} %") in text
+    _assert_one_board_baselines_as_quoted(rec, text)
     x = {(b, L): s[(b, L)] / v[(b, L)] for b in (1, 32) for L in (1.0, 4.0)}
     assert (f"**SGLang's ratio is {x[(1, 1.0)]:.3f} × vLLM's at B = 1, L = 1 and {x[(32, 1.0)]:.3f} × at B = 32, L = 1; "
             f"{x[(1, 4.0)]:.3f} × at B = 1, L = 4 and {x[(32, 4.0)]:.3f} × at B = 32, L = 4**") in text
