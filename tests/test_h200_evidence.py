@@ -4422,6 +4422,11 @@ def test_1207c_curves_derived_again_carry_the_drafted_share_of_steps_and_what_a_
         assert sglang["drafted_step_share"] == 1.0 and sglang["committed_per_step"] == 4.0, b
     assert round(l4[("vllm", 1)]["committed_per_step"], 3) == 3.740  # the README's B = 1 figure
     assert (curves["committed_per_step"] <= curves["realized_L"]).all()
+    # the committed curves were analysed again after ADR 0256 (the README says so): they carry the same values
+    keys = ["engine", "batch_size", "configured_L"]
+    committed = pl.read_parquet(NGRAM_1207C / "results" / "curves.parquet").sort(keys)
+    for col in ("drafted_step_share", "committed_per_step"):
+        assert committed[col].to_list() == pytest.approx(curves.sort(keys)[col].to_list(), rel=1e-12), col
 
 
 def test_1207c_each_engines_l1_arm_on_a_third_board_is_compare_evidences_shift():
