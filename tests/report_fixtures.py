@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 from specjoule import cells as cells_mod
 from specjoule import config as config_mod
 from specjoule import records
+from specjoule.analysis import derive
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -617,15 +618,11 @@ def _curves(recs: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
     measured = pl.col("status").fill_null("measured") == "measured"
     pts = recs.filter((pl.col("role") == "point") & measured).join(base, on="campaign_id")
     out = pts.with_columns(
+        *derive.request_step_columns(),  # drafted_step_share, committed_per_step (ADR 0256), as derive writes them
         tokens_per_verify_pass=(pl.col("batch_size") * pl.col("verify_width")).cast(pl.Float64),
         energy_ratio=pl.col("mj_per_committed_token") / pl.col("baseline_mj_per_committed_token"),
         mj_per_accepted_token=pl.col("energy_j") * 1000 / pl.col("accepted_tokens"),
         tbt_ratio=pl.col("tpot_mean_s") / pl.col("baseline_tpot_mean_s"),
-        # request-steps = committed − accepted: each commits one token plus what it accepted (ADR 0029, 0256)
-        drafted_step_share=pl.when(pl.col("drafts") > 0)
-        .then(pl.col("drafts") / (pl.col("committed_tokens") - pl.col("accepted_tokens"))),
-        committed_per_step=pl.when(pl.col("drafts") > 0)
-        .then(pl.col("committed_tokens") / (pl.col("committed_tokens") - pl.col("accepted_tokens"))),
         energy_refused_reason=pl.col("campaign_id").replace_strict(energy_fail, default=None, return_dtype=pl.String),
         failed_checks=pl.col("campaign_id").replace_strict({k: [v] for k, v in failed.items()}, default=[],
                                                            return_dtype=pl.List(pl.String)),
