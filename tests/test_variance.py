@@ -328,3 +328,17 @@ def test_two_board_classes_are_two_configurations_never_one_board_apart():
 
     assert board_row(b)["estimable"] is True
     assert board_row(h100)["estimable"] is False
+
+
+def test_the_budget_does_not_depend_on_the_order_of_its_records():
+    """Bit for bit: the same observations in another row order give the same table (floating-point sums are summed
+    in one order), so an analysis run again over the same records writes the same digits."""
+    sizes = {"board": 2, "run": 2, "engine_restart": 2, "seed": 3, "window": 4}
+    obs = _balanced(
+        sizes, {"board": 0.05, "run": 0.02, "engine_restart": 0.03, "seed": 0.01, "window": 0.02}, configs=4
+    ).with_columns(pl.col("y") * 1e-3 + 0.1)
+    reference = variance.decompose(obs)
+    for seed in range(8):
+        shuffled = obs.sample(fraction=1.0, shuffle=True, seed=seed)
+        assert shuffled["y"].to_list() != obs["y"].to_list()
+        assert variance.decompose(shuffled) == reference, seed

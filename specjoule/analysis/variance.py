@@ -146,22 +146,18 @@ def observations(records: pl.DataFrame) -> pl.DataFrame:
 # the nested method-of-moments estimator
 
 
-def _level_sizes(obs: pl.DataFrame, level: str) -> pl.DataFrame:
-    return obs.group_by("config", level).agg(pl.len().alias("n"), C("y").sum().alias("s"))
-
-
 def _k_nested(obs: pl.DataFrame, outer: str | None, inner: str) -> float:
     """Σ over configs and groups h of ``outer`` (the configuration when None) of Σ_{g of inner in h} n_g² / n_h."""
     by = ["config"] if outer is None else ["config", outer]
-    g = obs.group_by(*by, inner).agg(pl.len().alias("n"))
-    h = g.group_by(by).agg((C("n") ** 2).sum().alias("sq"), C("n").sum().alias("n"))
+    g = obs.group_by(*by, inner, maintain_order=True).agg(pl.len().alias("n"))
+    h = g.group_by(by, maintain_order=True).agg((C("n") ** 2).sum().alias("sq"), C("n").sum().alias("n"))
     return float(h.select((C("sq") / C("n")).sum()).item())
 
 
 def _t(obs: pl.DataFrame, level: str | None) -> float:
     """Σ n_h ȳ_h² over the groups of a level (the configuration when None)."""
     by = ["config"] if level is None else ["config", level]
-    g = obs.group_by(by).agg(pl.len().alias("n"), C("y").sum().alias("s"))
+    g = obs.group_by(by, maintain_order=True).agg(pl.len().alias("n"), C("y").sum().alias("s"))
     return float(g.select((C("s") ** 2 / C("n")).sum()).item())
 
 
@@ -200,6 +196,9 @@ def estimate(obs: pl.DataFrame, fine_to_coarse: Sequence[str]) -> np.ndarray:
 
 def decompose(obs: pl.DataFrame) -> list[dict]:
     """Rows of the budget for one family and metric (obs of configurations with >= 2 observations)."""
+    # One row order whatever order the records came in, and group sums taken in it: floating-point sums then
+    # add in one order, so the same records give the same digits in every run (a hash-ordered group_by did not).
+    obs = obs.sort(obs.columns)
     fine_to_coarse = list(reversed(COMPONENTS))
     df = degrees_of_freedom(obs, fine_to_coarse)
     groups = {lv: obs.select(pl.struct("config", lv).n_unique()).item() for lv in fine_to_coarse}
