@@ -4429,6 +4429,52 @@ def test_1207c_curves_derived_again_carry_the_drafted_share_of_steps_and_what_a_
         assert committed[col].to_list() == pytest.approx(curves.sort(keys)[col].to_list(), rel=1e-12), col
 
 
+def test_1207c_a_requests_first_token_is_a_step_where_the_counters_hold_it(ngram_l4):
+    """ADR 0256 addendum 1, from the records' counters: SGLang's undrafted L = 1 steps are its completed requests, one
+    first token each; its simulated L = 4 counts no such step (committed = 4 × drafts); vLLM's counters hold one at
+    every L, and with it taken out vLLM drafted in 93.2 % of its decode steps at L = 4 and its undrafted steps carry
+    1.054–1.058 × of the B = 1, L = 4 gap; the addendum quotes these numbers."""
+    _, _, rec = ngram_l4
+
+    def undrafted(r: dict) -> int:
+        return r["committed_tokens"] - r["accepted_tokens"] - r["drafts"]
+
+    for b in (1, 32):
+        s1, s4 = rec[("sglang", b, "ngram--mv1")], rec[("sglang", b, "ngram--mv4")]
+        assert undrafted(s1) == s1["requests_completed"] > 0, b
+        assert s4["committed_tokens"] == 4 * s4["drafts"] and undrafted(s4) == 0, b
+        assert s4["committed_tokens"] == s4["requests_completed"] * s4["output_len"], b
+        for L in (1, 4):
+            v = rec[("vllm", b, f"ngram--mv{L}")]
+            assert undrafted(v) > v["requests_completed"] > 0, (b, L)
+    adr = " ".join((ROOT / "docs" / "adr" /
+                    "0256-curves-carry-the-drafted-share-of-request-steps-and-the-tokens-a-step-commits.md").read_text().split())
+
+    def decode(r: dict) -> tuple[float, float]:  # (drafted share, tokens a step) with the first-token steps out
+        steps = r["committed_tokens"] - r["accepted_tokens"] - r["requests_completed"]
+        return r["drafts"] / steps, (r["committed_tokens"] - r["requests_completed"]) / steps
+
+    share = {(b, L): decode(rec[("vllm", b, f"ngram--mv{L}")])[0] for b in (1, 32) for L in (1, 4)}
+    assert round(share[(1, 4)], 3) == round(share[(32, 4)], 3) == 0.932
+    assert (f"drafted in {100 * share[(1, 4)]:.1f} % of its decode steps at L = 4 (both B; {100 * share[(1, 1)]:.1f} % "
+            f"and {100 * share[(32, 1)]:.1f} % at L = 1)") in adr
+    s4, v4 = rec[("sglang", 1, "ngram--mv4")], rec[("vllm", 1, "ngram--mv4")]
+    v_tokens = decode(v4)[1]
+    s_low, s_high = (s4["committed_tokens"] - s4["requests_completed"]) / s4["drafts"], s4["committed_tokens"] / s4["drafts"]
+    assert f"committed {v_tokens:.3f} tokens a decode step, against SGLang's {s_low:.3f}–{s_high:.3f}" in adr
+    gap = v4["mj_per_committed_token"] / s4["mj_per_committed_token"]
+    assert f"account for {s_low / v_tokens:.3f}–{s_high / v_tokens:.3f} × of the {gap:.3f} ×" in adr
+    # a counted step's energy on each engine: window energy over the steps each one's counters hold, first tokens out
+    v_mj = v4["mj_per_committed_token"] * v4["committed_tokens"] / (v4["committed_tokens"] - v4["accepted_tokens"]
+                                                                       - v4["requests_completed"])
+    s_mj = s4["mj_per_committed_token"] * s4["committed_tokens"] / s4["drafts"]
+    assert f"a counted step costs vLLM {gap * v_tokens / s_high:.3f}–{gap * v_tokens / s_low:.3f} × SGLang's energy" in adr
+    assert f"({v_mj:,.0f} against {s_mj:,.0f} mJ)" in adr
+    s1 = rec[("sglang", 1, "ngram--mv1")]  # the most a share can be when every decode step drafts
+    curve_max = 1 - s1["requests_completed"] / (s1["committed_tokens"] - s1["accepted_tokens"])
+    assert f"({curve_max:.3f} for SGLang's L = 1 points)" in adr
+
+
 def test_1207c_each_engines_l1_arm_on_a_third_board_is_compare_evidences_shift():
     """Issue 17 item 5: the L = 1 arms paired with each earlier H100 board's (SGLang: 2026-12-06g, 06h; vLLM:
     06h, 06i); every shift the README quotes is compare_evidence's, each reproducing on the tolerance alone; the
