@@ -4429,11 +4429,12 @@ def test_1207c_curves_derived_again_carry_the_drafted_share_of_steps_and_what_a_
         assert committed[col].to_list() == pytest.approx(curves.sort(keys)[col].to_list(), rel=1e-12), col
 
 
-def test_1207c_a_requests_first_token_is_a_step_where_the_counters_hold_it(ngram_l4):
-    """ADR 0256 addendum 1, from the records' counters: SGLang's undrafted L = 1 steps are its completed requests, one
-    first token each; its simulated L = 4 counts no such step (committed = 4 × drafts); vLLM's counters hold one at
-    every L, and with it taken out vLLM drafted in 93.2 % of its decode steps at L = 4 and its undrafted steps carry
-    1.054–1.058 × of the B = 1, L = 4 gap; the addendum quotes these numbers."""
+def test_1207c_a_requests_two_ends_are_not_steps_like_the_others(ngram_l4):
+    """ADR 0256 addendum 1, from the records' counters: SGLang's undrafted L = 1 steps are its completed requests (one
+    first token each); its simulated L = 4 and L = 6 requests end with accepted tokens past their last, which cancel
+    the first token at L = 4 (committed = 4 × drafts) and leave two steps fewer than drafts at L = 6 (2026-12-06g/h);
+    vLLM's decode steps at L = 4 lie between the counted ones and three more a request; every bound the addendum
+    quotes is derived here."""
     _, _, rec = ngram_l4
 
     def undrafted(r: dict) -> int:
@@ -4442,34 +4443,50 @@ def test_1207c_a_requests_first_token_is_a_step_where_the_counters_hold_it(ngram
     for b in (1, 32):
         s1, s4 = rec[("sglang", b, "ngram--mv1")], rec[("sglang", b, "ngram--mv4")]
         assert undrafted(s1) == s1["requests_completed"] > 0, b
-        assert s4["committed_tokens"] == 4 * s4["drafts"] and undrafted(s4) == 0, b
-        assert s4["committed_tokens"] == s4["requests_completed"] * s4["output_len"], b
-        for L in (1, 4):
-            v = rec[("vllm", b, f"ngram--mv{L}")]
-            assert undrafted(v) > v["requests_completed"] > 0, (b, L)
+        assert s4["committed_tokens"] == 4 * s4["drafts"] == s4["requests_completed"] * s4["output_len"], b
+        # 1 + 63 × 4 tokens a request, then a last draft that accepts one token past the 256th
+        assert s4["drafts"] == s4["requests_completed"] * (1 + (s4["output_len"] - 1 - 3) // 4), b
+    seen: list[str] = []
+    for session, counts in ((NGRAM_1206G, ((1, -150, 75), (32, -2240, 1120))),
+                            (NGRAM_1206H, ((1, -152, 76), (32, -2048, 1024)))):
+        six = aggregate.aggregate(packed.tree_files(session / "results" / "cells", "*/*.parquet")).filter(
+            pl.col("engine") == "sglang", pl.col("configured_L") == 6)
+        got = sorted((r["batch_size"], undrafted(r), r["requests_completed"]) for r in six.iter_rows(named=True))
+        assert got == sorted(counts) and all(u == -2 * n for _, u, n in got), session
+        seen.extend(f"{u:,} for {n:,}".replace("-", "−") for _, u, n in sorted(got))
     adr = " ".join((ROOT / "docs" / "adr" /
                     "0256-curves-carry-the-drafted-share-of-request-steps-and-the-tokens-a-step-commits.md").read_text().split())
+    quoted = "−150 for 75 requests, −2,240 for 1,120, −152 for 76, −2,048 for 1,024"
+    assert f"(2026-12-06g and 06h: {quoted})" in adr and quoted.replace(" requests", "").split(", ") == seen
 
-    def decode(r: dict) -> tuple[float, float]:  # (drafted share, tokens a step) with the first-token steps out
-        steps = r["committed_tokens"] - r["accepted_tokens"] - r["requests_completed"]
-        return r["drafts"] / steps, (r["committed_tokens"] - r["requests_completed"]) / steps
+    def decode_steps(r: dict, surplus_max: int) -> tuple[int, int]:  # first tokens out; 0 .. surplus_max past the end
+        low = r["committed_tokens"] - r["requests_completed"] - r["accepted_tokens"]
+        return low, low + surplus_max * r["requests_completed"]
 
-    share = {(b, L): decode(rec[("vllm", b, f"ngram--mv{L}")])[0] for b in (1, 32) for L in (1, 4)}
-    assert round(share[(1, 4)], 3) == round(share[(32, 4)], 3) == 0.932
-    assert (f"drafted in {100 * share[(1, 4)]:.1f} % of its decode steps at L = 4 (both B; {100 * share[(1, 1)]:.1f} % "
-            f"and {100 * share[(32, 1)]:.1f} % at L = 1)") in adr
-    s4, v4 = rec[("sglang", 1, "ngram--mv4")], rec[("vllm", 1, "ngram--mv4")]
-    v_tokens = decode(v4)[1]
-    s_low, s_high = (s4["committed_tokens"] - s4["requests_completed"]) / s4["drafts"], s4["committed_tokens"] / s4["drafts"]
-    assert f"committed {v_tokens:.3f} tokens a decode step, against SGLang's {s_low:.3f}–{s_high:.3f}" in adr
-    gap = v4["mj_per_committed_token"] / s4["mj_per_committed_token"]
-    assert f"account for {s_low / v_tokens:.3f}–{s_high / v_tokens:.3f} × of the {gap:.3f} ×" in adr
-    # a counted step's energy on each engine: window energy over the steps each one's counters hold, first tokens out
-    v_mj = v4["mj_per_committed_token"] * v4["committed_tokens"] / (v4["committed_tokens"] - v4["accepted_tokens"]
-                                                                       - v4["requests_completed"])
-    s_mj = s4["mj_per_committed_token"] * s4["committed_tokens"] / s4["drafts"]
-    assert f"a counted step costs vLLM {gap * v_tokens / s_high:.3f}–{gap * v_tokens / s_low:.3f} × SGLang's energy" in adr
-    assert f"({v_mj:,.0f} against {s_mj:,.0f} mJ)" in adr
+    v = {b: rec[("vllm", b, "ngram--mv4")] for b in (1, 32)}
+    steps = {b: decode_steps(v[b], 3) for b in (1, 32)}  # the L = 4 rates accept at most three tokens
+    assert v[1]["acceptance_rates"][:4] == [1.0, 1.0, 1.0, 0.0]
+    assert f"between {steps[1][0]:,} and {steps[1][1]:,} at B = 1 ({v[1]['requests_completed']} requests)" in adr
+    assert f"between {steps[32][0]:,} and {steps[32][1]:,} at B = 32 ({v[32]['requests_completed']})" in adr
+    shares = [v[b]["drafts"] / n for b in (1, 32) for n in steps[b]]
+    assert {round(100 * x, 1) for x in shares[1::2]} == {89.2} and {round(100 * x, 1) for x in shares[::2]} == {93.2}
+    exact_l1 = [rec[("vllm", b, "ngram--mv1")] for b in (1, 32)]
+    assert all(r["accepted_tokens"] == 0 for r in exact_l1)
+    l1 = [100 * r["drafts"] / decode_steps(r, 0)[0] for r in exact_l1]
+    assert (f"drafted in 89.2–93.2 % of its decode steps (both B; {l1[0]:.1f} % and {l1[1]:.1f} % at L = 1" in adr)
+    tokens = [(v[1]["committed_tokens"] - v[1]["requests_completed"]) / n for n in reversed(steps[1])]
+    assert f"committed {tokens[0]:.3f}–{tokens[1]:.3f} tokens each" in adr
+    s4 = rec[("sglang", 1, "ngram--mv4")]
+    s_tokens = (s4["committed_tokens"] - s4["requests_completed"]) / s4["drafts"]
+    assert (f"commit {s_tokens:.3f} tokens each ({s4['committed_tokens'] - s4['requests_completed']:,} in "
+            f"{s4['drafts']:,})") in adr
+    gap = v[1]["mj_per_committed_token"] / s4["mj_per_committed_token"]
+    assert f"account for {s_tokens / tokens[1]:.3f}–{s_tokens / tokens[0]:.3f} × against the {gap:.3f} ×" in adr
+    assert f"costs vLLM {gap * tokens[0] / s_tokens:.3f}–{gap * tokens[1] / s_tokens:.3f} × SGLang's energy" in adr
+    # the request-step figures of ADR 0250 addendum 5 lie inside the bounds
+    per_request_step = v[1]["committed_tokens"] / (v[1]["committed_tokens"] - v[1]["accepted_tokens"])
+    assert tokens[0] < per_request_step < tokens[1] and min(shares) < v[1]["drafts"] / (
+        v[1]["committed_tokens"] - v[1]["accepted_tokens"]) < max(shares)
     s1 = rec[("sglang", 1, "ngram--mv1")]  # the most a share can be when every decode step drafts
     curve_max = 1 - s1["requests_completed"] / (s1["committed_tokens"] - s1["accepted_tokens"])
     assert f"({curve_max:.3f} for SGLang's L = 1 points)" in adr
