@@ -4454,6 +4454,13 @@ def test_1207c_a_requests_two_ends_are_not_steps_like_the_others(ngram_l4):
         got = sorted((r["batch_size"], undrafted(r), r["requests_completed"]) for r in six.iter_rows(named=True))
         assert got == sorted(counts) and all(u == -2 * n for _, u, n in got), session
         seen.extend(f"{u:,} for {n:,}".replace("-", "−") for _, u, n in sorted(got))
+        if session == NGRAM_1206G:  # ADR 0029's addendum: the round time this undercount lengthens
+            r = six.filter(pl.col("batch_size") == 1).row(0, named=True)
+            steps = r["committed_tokens"] - r["accepted_tokens"]
+            adr29 = " ".join((ROOT / "docs" / "adr" / "0029-engine-config-per-arm.md").read_text().split())
+            assert (f"its round time there is {100 * (r['drafts'] / steps - 1):.1f} % long ({r['drafts']:,} drafts "
+                    f"against {steps:,} request-steps at B = 1)") in adr29
+            assert r["round_time_ms"] == pytest.approx(1000 * r["window_s"] / steps, rel=1e-9)
     adr = " ".join((ROOT / "docs" / "adr" /
                     "0256-curves-carry-the-drafted-share-of-request-steps-and-the-tokens-a-step-commits.md").read_text().split())
     quoted = "−150 for 75 requests, −2,240 for 1,120, −152 for 76, −2,048 for 1,024"
