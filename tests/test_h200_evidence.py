@@ -3677,14 +3677,18 @@ SESSION_1207C_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07c
 SESSION_1207C = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07c"
 GPU_1207C = "GPU-48ba3737-20ed-288f-dd8b-6d552a50f91b"
 NGRAM_1207C = SESSION_1207C_H100 / "ngram-l4"
+SESSION_1207D_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07d"
+SESSION_1207D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07d"
+GPU_1207D = "GPU-5ed716a0-bc7a-48a4-b6b3-55413b4405a3"
+SW_1207D = SESSION_1207D_H100 / "depth-sw-vllm"
 
 
 @pytest.mark.parametrize(
     ("session", "gpu", "left"),
     [(SESSION_1206C, GPU_1206C, 194), (SESSION_1206D, GPU_1206D, 412), (SESSION_1206E, GPU_1206E, 74),
      (SESSION_1206F, GPU_1206F, 151), (SESSION_1206G, GPU_1206G, 491), (SESSION_1206H, GPU_1206H, 139),
-     (SESSION_1206I, GPU_1206I, 195), (SESSION_1207C, GPU_1207C, 399)],
-    ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i", "1207c"],
+     (SESSION_1206I, GPU_1206I, 195), (SESSION_1207C, GPU_1207C, 399), (SESSION_1207D, GPU_1207D, 365)],
+    ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i", "1207c", "1207d"],
 )
 def test_one_machine_sessions_device_time_adds_up(session, gpu, left):
     """The calls table's budgets start at 1,800 s, only fall and end at the last reply; the README's and the command
@@ -4534,4 +4538,67 @@ def test_1207c_calls_table_and_addendum_came_before_the_calls_they_govern():
     plan = (SESSION_1207C / "PLAN.md").read_text()
     heads = re.findall(r"^## Addendum (\d), [\d:]+ UTC \(no machine held; written before call (\d+)\)", plan, re.M)
     assert heads == [("1", "3")] and "(a02e1b7, 06:31, before call 3)" in calls and "committed at 3b3edfb" in calls
+
+
+def test_1207d_h100_config_is_the_preregistered_one():
+    _assert_shipped_copy(SW_1207D, "h200-schemes-depth-sw.yaml")
+
+
+def test_1207d_sliding_window_family_on_a_second_h100_is_whole_and_the_readme_table_is_the_records():
+    """2026-12-06i's order 6, run as 2026-12-07d's order 4: the family whole on a board that is not 2026-12-05g's,
+    the same verdict, the README's table, windows, starts and below-the-floor cells from the records."""
+    points = _h100_depth_family(SW_1207D, SESSION_1207D_H100, "h200-schemes-depth-sw.yaml", GPU_1207D,
+                                "gemma4_26b_a4b", engine="vllm", summary="0 fail, 4 flag, 38 pass, 12 not_applicable")
+    assert GPU_1207D != GPU_1205G and set(points["git_commit"]) == {"ab31e37e3f14d2d4f1787acada2e89c31b1afc27"}
+    df = aggregate.aggregate(packed.tree_files(SW_1207D / "results" / "cells", "*/*.parquet"))
+    text = _readme_text(SESSION_1207D_H100)
+    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
+            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates)") in text
+    assert sorted(_engine_starts(SW_1207D)) == [101.9, 160.6, 182.4]
+    assert "160.6 s cold, 182.4 s for the EAGLE3 engine, 101.9 s" in text
+    roof = pl.read_parquet(SW_1207D / "results" / "roofline.parquet")
+    below = {(int(c.split("-closed-b")[1].split("-")[0]), n)
+             for c, n in roof.filter(pl.col("below_expert_floor")).select("campaign_id", "cell_name").iter_rows()}
+    assert below == {(32, "baseline--open"), (32, "baseline--close"), (32, "eagle3--mv1")}  # as on 2026-12-05g
+    floors = sorted({round(f, 2) for f in roof.filter(pl.col("campaign_id").str.contains("-b32-"))["expert_floor_ms"]})
+    assert floors == [12.73, 14.58] and "against 12.73 ms" in text and "14.16 against 14.58 ms" in text
+    # every table row's other columns (the round and ratio columns are _h100_depth_family's)
+    lines = (SESSION_1207D_H100 / "README.md").read_text().splitlines()
+    for r in df.filter(pl.col("role") == "point").iter_rows(named=True):
+        row = next(ln for ln in lines if ln.startswith(f"| {r['batch_size']} | EAGLE3 L = {r['configured_L']:.0f} |"))
+        assert f"| {r['mean_power_w']:.0f} | {r['tokens_per_s']:,.0f} |" in row, row
+
+
+def test_1207d_the_second_board_reproduces_the_first_within_tolerance_and_the_readme_quotes_the_shifts():
+    """compare-evidence against 2026-12-05g: six configurations, each shift the README quotes, every verdict
+    "reproduces" on the tolerance alone (one window a board); the rounds and powers the reading quotes."""
+    table = compare_evidence.compare_sources(SW_1207D / "results" / "cells", SW_1205G / "results" / "cells")
+    assert table.height == 6 and table["reproduces"].all() and table["shift_ci_low"].null_count() == 6
+    text = _readme_text(SESSION_1207D_H100)
+    shift = {(r["batch_size"], r["configured_L"]): r["shift"] for r in table.iter_rows(named=True)}
+    assert all(v == pytest.approx(r["energy_ratio_b"] / r["energy_ratio_a"] - 1, rel=1e-9)
+               for v, r in zip(shift.values(), table.iter_rows(named=True)))
+
+    def pct(x: float) -> str:
+        return f"{100 * x:+.1f}".replace("-", "−")
+
+    assert (f"B/A − 1: {pct(shift[(1, 1.0)])}, {pct(shift[(1, 3.0)])}, {pct(shift[(1, 4.0)])} % at B = 1; "
+            f"{pct(shift[(32, 1.0)])}, {pct(shift[(32, 3.0)])}, {pct(shift[(32, 4.0)])} % at B = 32") in text
+    assert f"shift by {pct(min(shift.values()))} to {pct(max(shift.values()))} %" in text
+    a = aggregate.aggregate(packed.tree_files(SW_1207D / "results" / "cells", "*/*.parquet"))
+    b = aggregate.aggregate(packed.tree_files(SW_1205G / "results" / "cells", "*/*.parquet"))
+    j = a.join(b, on=["batch_size", "cell_name"], suffix="_b").with_columns(
+        (100 * (pl.col("round_time_ms") / pl.col("round_time_ms_b") - 1)).alias("round"),
+        (100 * (1 - pl.col("mean_power_w") / pl.col("mean_power_w_b"))).alias("power"))
+    pts, bases = j.filter(pl.col("role") == "point"), j.filter(pl.col("role") != "point")
+    assert (f"the EAGLE3 rounds were {pts['round'].min():.1f}–{pts['round'].max():.1f} % longer" in text
+            and f"at {pts['power'].min():.1f}–{pts['power'].max():.1f} % less power" in text)
+    assert (f"the baselines' steps within {bases['round'].abs().max():.1f} % at {bases['power'].min():.1f}–"
+            f"{bases['power'].max():.1f} % less power") in text
+    l3 = {r["batch_size"]: r["round"] for r in pts.filter(pl.col("cell_name") == "eagle3--mv3").iter_rows(named=True)}
+    assert f"L = 3: {l3[1]:.1f} % at B = 1, {l3[32]:.1f} % at B = 32" in text
+    base = {bb: [x.filter(pl.col("batch_size") == bb, pl.col("role") != "point")["mj_per_committed_token"].mean()
+                 for x in (a, b)] for bb in (1, 32)}
+    assert (f"the mean baselines differ by {100 * (base[1][1] / base[1][0] - 1):.1f} % (B = 1) and "
+            f"{100 * (base[32][1] / base[32][0] - 1):.1f} % (B = 32)") in text
 
