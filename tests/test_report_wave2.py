@@ -46,7 +46,7 @@ def fi_of(s: rf.Scenario, **over) -> F.FigureInputs:
 
 @pytest.fixture(scope="module")
 def sch_figs(sch) -> dict[str, F.Figure]:
-    return {f.name: f for f in F.build_all(fi_of(sch))}
+    return rf.shared_figures(F.build_all(fi_of(sch)))
 
 
 def one(df: pl.DataFrame, **eq) -> pl.DataFrame:
