@@ -787,11 +787,11 @@ def _finish(cfg: dict, root: Path, rows: list[dict], tl_paths: list[Path], *, sp
 
 
 def shared_figures(figs: list[Any]) -> dict[str, Any]:
-    """Figures by name for a fixture that many tests read (conftest's ``*_figs``, ``sch_figs``): each figure's
-    Vega-Lite spec is made by ``Figure.spec`` at its first use, as before, and every later call hands out a deep
-    copy of it (a test may change what it gets) instead of building and checking it again: the same dict, about
-    15-20 ms less a call (issue 22). Made again where the figure's chart was replaced;
-    a spec that fails raises at every call, as before (nothing is kept)."""
+    """Figures by name whose specs are read more than once (conftest's ``*_figs`` and ``sch_figs``, which many tests
+    read; a test that reads each spec and then exports them): each figure's Vega-Lite spec is made by
+    ``Figure.spec`` at its first use, as before, and every later call hands out a deep copy of it (a test may change
+    what it gets) instead of building and checking it again: the same dict, about 15-20 ms less a call (issue 22).
+    Made again where the figure's chart was replaced; a spec that fails raises at every call (nothing is kept)."""
     import copy
     from dataclasses import dataclass, field
 
