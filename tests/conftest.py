@@ -512,7 +512,7 @@ def _figures_by_name(scenario) -> dict:
 
     from specjoule.report import figures
 
-    return {f.name: f for f in figures.build_all(rf.figure_inputs(scenario))}
+    return rf.shared_figures(figures.build_all(rf.figure_inputs(scenario)))
 
 
 @pytest.fixture(scope="session")

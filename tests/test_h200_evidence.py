@@ -8,9 +8,11 @@ stays fired), and the records' known latency error must not reach the analysis a
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +38,18 @@ CLOSED = SESSION_1201 / "closed"
 OPEN_LOOP = SESSION_1201 / "openloop"
 ENGINES_1GPU = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01b"
 OPEN_LOOP_SMOKE = ROOT / "validation" / "h200-2026-12" / "session-2026-12-01c"
+
+
+@functools.cache
+def _aggregated_once(paths: tuple[Path, ...]) -> pl.DataFrame:
+    return aggregate.aggregate(paths)
+
+
+def _aggregated(paths: Sequence[Path]) -> pl.DataFrame:
+    """``aggregate.aggregate`` of committed records, made once a run for each set of record files and shared by the
+    tests that read it (polars frames are not changed in place here): about 40 % of this module's 89 aggregations
+    were a set another test had aggregated already (issue 22)."""
+    return _aggregated_once(tuple(paths))
 
 
 def test_records_are_committed():
@@ -79,7 +93,7 @@ def _verdict(
     whose families were measured in two sessions; each folder keeps the records it measured)."""
     records = sorted(p for f in (folder, *cells_also_in) for p in packed.tree_files(f / "results" / "cells", "*/*.parquet"))
     cfg = sj_config.load(folder / config_name)
-    df = aggregate.aggregate(records)
+    df = _aggregated(records)
     checks = run_checks(df, Thresholds.from_config(cfg["checks"], cfg["report"]), sj_config.config_hash(cfg))
     if not replicated:
         later = checks.filter(pl.col("check").is_in(list(LATER_CHECKS)))
@@ -225,7 +239,7 @@ def test_1201c_sglang_open_loop_cell_counts_what_it_served():
     records = sorted((folder / "results" / "smoke-openloop").glob("*/*.parquet"))
     records = [p for p in records if not p.name.endswith(".timeline.parquet")]
     assert len(records) == 1
-    row = aggregate.aggregate(records).row(0, named=True)
+    row = _aggregated(records).row(0, named=True)
     cfg = sj_config.load(folder / "smoke-openloop.yaml")
     workload = cfg["workloads"]["poisson3"]
     assert (row["engine"], row["workload_kind"], row["latency_source"]) == ("sglang", "open_loop", "client_stream")
@@ -1643,7 +1657,7 @@ def test_1203g_against_2026_12_02_and_the_baseline_on_three_boards():
     there = pl.read_parquet(SESSION_1202 / "families" / "results" / "records.parquet").filter(
         pl.col("campaign_id") == MOE_CG1
     )
-    lost = aggregate.aggregate(packed.tree_files(SESSION_1203G / "machine-1" / "results" / "cells", "*/*.parquet"))
+    lost = _aggregated(packed.tree_files(SESSION_1203G / "machine-1" / "results" / "cells", "*/*.parquet"))
     assert there.height == 4 and set(there["cell_name"]) == set(here["cell_name"])
     readme = _readme_text(SESSION_1203G)
     # not the same cells: the engine's batch limits differ (there it also served B = 32), as the README says
@@ -2081,7 +2095,7 @@ def test_1204c_verdict_and_the_readme_tables_are_the_records():
 def test_1204c_the_preregistered_rule_says_async_does_not_remove_the_host_bound_round():
     """The config's rule: removes if the B = 1, L = 3 mean round < 17 ms and busy > 0.6 in both windows; does not if
     the round stays above 25 ms; "partly" between. Computed from the records, then found in the README."""
-    df = aggregate.aggregate(packed.tree_files(ASYNC_1204C / "results" / "cells", "*/*.parquet"))
+    df = _aggregated(packed.tree_files(ASYNC_1204C / "results" / "cells", "*/*.parquet"))
     cell = df.filter((pl.col("batch_size") == 1) & (pl.col("configured_L") == 3.0))
     assert cell.height == 2
     mean_round = cell["round_time_ms"].mean()
@@ -2093,7 +2107,7 @@ def test_1204c_the_preregistered_rule_says_async_does_not_remove_the_host_bound_
         f"**{mean_round:.2f} ms**" in readme and "**async scheduling does not remove the host-bound round.**" in readme
     )
     # shorter than the synchronous reference (2026-12-02e) by the README's 10.2 ms
-    ref = aggregate.aggregate(packed.tree_files(SPREAD_1202E / "results" / "cells", "*/*.parquet"))
+    ref = _aggregated(packed.tree_files(SPREAD_1202E / "results" / "cells", "*/*.parquet"))
     sync = ref.filter((pl.col("engine") == "vllm") & (pl.col("batch_size") == 1) & (pl.col("configured_L") == 3.0))
     assert set(sync["async_scheduling"]) == {False}
     assert f"by {sync['round_time_ms'].mean() - mean_round:.1f} ms" in readme
@@ -2744,7 +2758,7 @@ def _h100_depth_family(evidence_dir: Path, session: Path, config_name: str, gpu_
 
 def _engine_starts(evidence_dir: Path) -> set[float]:
     """The engine starts of a committed run's records, to 0.1 s (as its README quotes them)."""
-    cells = aggregate.aggregate(packed.tree_files(evidence_dir / "results" / "cells"))
+    cells = _aggregated(packed.tree_files(evidence_dir / "results" / "cells"))
     return {round(s, 1) for s in cells["engine_start_s"]}
 
 
@@ -2758,7 +2772,7 @@ def test_1205d_h100_and_the_h200_breadth_run_differ_only_in_the_board_class_and_
     README's H200 ratios are 2026-12-03b's records and every other measured parameter is the same."""
     paired = compare_evidence.compare_sources(MLA_1205D / "results" / "cells", BREADTH_1203B / "results" / "cells")
     assert paired.height == 0
-    h100, h200 = (aggregate.aggregate(packed.tree_files(f / "results" / "cells", "*/*.parquet"))
+    h100, h200 = (_aggregated(packed.tree_files(f / "results" / "cells", "*/*.parquet"))
                   for f in (MLA_1205D, BREADTH_1203B))
     h200 = h200.filter(pl.col("campaign_id") == "sglang-glm47_flash-closed-b1-random-s0-cg1",
                        pl.col("status") == "measured")
@@ -2798,7 +2812,7 @@ def test_1205e_h100_moe_depth_family_is_whole_and_the_readme_table_is_the_record
 def test_1205e_the_l1_round_at_b32_is_below_its_routed_expert_floor_and_the_readme_and_report_say_so():
     """ADR 0242 on this run: the floor re-derived from the records, the shape and the board's calibration (not
     read from the committed tables) puts B = 32, L = 1 alone below it; the committed curves and report agree."""
-    records = aggregate.aggregate(packed.tree_files(MOE_1205E / "results" / "cells", "*/*.parquet"))
+    records = _aggregated(packed.tree_files(MOE_1205E / "results" / "cells", "*/*.parquet"))
     cal = json.loads(next((MOE_1205E / "results" / "hardware").glob("*.json")).read_text())
     hbm = cal["constants"]["hbm_bytes_per_s"]
     routed = QWEN3_30B_EXPERT_BYTES
@@ -2829,7 +2843,7 @@ def test_1205e_the_l1_round_at_b32_is_below_its_routed_expert_floor_and_the_read
 def _below_floor(folder: Path) -> dict[tuple[str, int, str], bool]:
     """{(model pair, B, cell): round below its routed-expert floor} over a folder's records, its board's own
     calibration and the shipped shapes (ADR 0242); MoE cells only."""
-    records = aggregate.aggregate(packed.tree_files(folder / "results" / "cells", "*/*.parquet"))
+    records = _aggregated(packed.tree_files(folder / "results" / "cells", "*/*.parquet"))
     records = records.filter(pl.col("status").is_null() | (pl.col("status") == "measured"))
     calibrations = roofline.load_calibrations(str(folder / "results" / "hardware"))
     modelled = roofline.model_cells(records, roofline.models_lookup, calibrations, resamples=0).cells
@@ -2898,7 +2912,7 @@ def test_1205f_the_token_mode_ab_is_whole_and_its_registered_reading_rule_says_t
                 f"{r['mj_per_committed_token']:.1f} | **{e:.3f}×** |") in readme, name
         assert f"| {name} | {r['round_time_ms']:.2f} ms | {floor:.2f} ms |" in adr, name
     # the other H100's fixed-mode round (2026-12-05e) within the README's 0.3 %
-    then = aggregate.aggregate(packed.tree_files(MOE_1205E / "results" / "cells", "*b32*/eagle3--mv1.parquet"))
+    then = _aggregated(packed.tree_files(MOE_1205E / "results" / "cells", "*b32*/eagle3--mv1.parquet"))
     shift = abs(fixed["round_time_ms"] / then["round_time_ms"][0] - 1)
     assert f"to {100 * shift:.1f} %" in readme and then["gpu_uuid"][0] != GPU_1205F
 
@@ -2909,7 +2923,7 @@ def test_1205f_h100_vllm_moe_depth_family_is_whole_and_the_readme_table_is_the_r
                        committed_flags=frozenset({"engine_config_matched"}))
     cal = json.loads(next((VLLM_MOE_1205F / "results" / "hardware").glob("*.json")).read_text())
     hbm = cal["constants"]["hbm_bytes_per_s"]
-    for b, role, rnd in aggregate.aggregate(packed.tree_files(VLLM_MOE_1205F / "results" / "cells", "*/*.parquet")).select(
+    for b, role, rnd in _aggregated(packed.tree_files(VLLM_MOE_1205F / "results" / "cells", "*/*.parquet")).select(
             "batch_size", "role", "round_time_ms").iter_rows():
         assert rnd > _qwen3_30b_floor_ms(b, 4 if role == "point" else 1, hbm)  # "every round is above its floor"
     curves = pl.read_parquet(VLLM_MOE_1205F / "results" / "curves.parquet")
@@ -2919,9 +2933,9 @@ def test_1205f_h100_vllm_moe_depth_family_is_whole_and_the_readme_table_is_the_r
 def test_1205f_the_two_engines_at_matched_token_streams_on_one_board_and_the_h200_side_by_side():
     """The README's same-board comparison (B = 32, L = 1) and its H200 numbers are the records'; compare_evidence
     pairs nothing across board classes, and only gpu_names differs among the measured parameters it reads."""
-    tok = {r["cell_name"]: r for r in aggregate.aggregate(packed.tree_files(TOKEN_1205F / "results" / "cells",
+    tok = {r["cell_name"]: r for r in _aggregated(packed.tree_files(TOKEN_1205F / "results" / "cells",
         "*/*.parquet")).iter_rows(named=True)}
-    h100 = aggregate.aggregate(packed.tree_files(VLLM_MOE_1205F / "results" / "cells", "*/*.parquet"))
+    h100 = _aggregated(packed.tree_files(VLLM_MOE_1205F / "results" / "cells", "*/*.parquet"))
     assert set(h100["gpu_uuid"]) == {tok["baseline--open"]["gpu_uuid"]}  # one board
     ratios = _ratios_to_mean_baseline(h100)
     vllm_l1 = h100.filter(pl.col("batch_size") == 32, pl.col("cell_name") == "eagle3--mv1")
@@ -2934,7 +2948,7 @@ def test_1205f_the_two_engines_at_matched_token_streams_on_one_board_and_the_h20
     breadth = ROOT / "validation" / "h200-2026-12" / "session-2026-12-02" / "families"
     assert compare_evidence.compare_sources(VLLM_MOE_1205F / "results" / "cells", breadth / "results" / "cells"
                                             ).height == 0
-    h200 = aggregate.aggregate(packed.tree_files(breadth / "results" / "cells", "vllm-qwen3_30b_a3b-*/*.parquet"))
+    h200 = _aggregated(packed.tree_files(breadth / "results" / "cells", "vllm-qwen3_30b_a3b-*/*.parquet"))
     h200 = h200.filter(pl.col("batch_size").is_in([1, 32]))
     for name in ("eagle3--mv1", "eagle3--mv4", "baseline--open"):
         for b in (1, 32):
@@ -3020,7 +3034,7 @@ def test_1205h_the_registered_reading_rule_re_derived_from_both_families_records
     undecided, against 2026-12-05e's fixed-mode family on another H100; the A/B reproduces within 10 % of ADR 0244's
     real-draft-token arm (2026-12-05f, a third H100); every round at or above the floor re-derived from the shape and
     this board's own calibration. The README's column, verdicts and ratios are these numbers."""
-    rt, fixed = (aggregate.aggregate(packed.tree_files(f / "results" / "cells", "*/*.parquet"))
+    rt, fixed = (_aggregated(packed.tree_files(f / "results" / "cells", "*/*.parquet"))
                  for f in (RT_1205H, MOE_1205E))
     assert set(rt["gpu_uuid"]) == {GPU_1205H} and set(fixed["gpu_uuid"]) != {GPU_1205H}
     assert set(rt["gpu_names"].explode()) == set(fixed["gpu_names"].explode()) == {"NVIDIA H100 80GB HBM3"}
@@ -3044,7 +3058,7 @@ def test_1205h_the_registered_reading_rule_re_derived_from_both_families_records
     assert "**B = 1, L = 3 and L = 4: changes**" in readme
     assert "**B = 1, L = 1 (8.1 %) and B = 32, L = 3 (6.7 %) and L = 4 (6.3 %): not decided**" in readme
     # the A/B's reproduction: ADR 0244's real-draft-token arm on the third board
-    ab = aggregate.aggregate(packed.tree_files(TOKEN_1205F / "results" / "cells", "*/eagle3_rt--mv1.parquet"))
+    ab = _aggregated(packed.tree_files(TOKEN_1205F / "results" / "cells", "*/eagle3_rt--mv1.parquet"))
     assert ab["gpu_uuid"][0] not in {GPU_1205H, fixed["gpu_uuid"][0]}
     mine = pairs.filter(pl.col("batch_size") == 32, pl.col("configured_L") == 1.0)["round_time_ms"][0]
     shift = abs(mine / ab["round_time_ms"][0] - 1)
@@ -3091,7 +3105,7 @@ def test_1206_h100_sglang_sliding_window_depth_family_is_whole_and_the_readme_ta
     steps = points["baseline_round_time_ms"].filter(points["batch_size"] == 32).unique().to_list()
     assert len(steps) == 1 and f"the {steps[0]:.2f} ms step" in text
     assert f"{min(b32):.1f}–{max(b32):.1f} ms at every L, {min(b32) / steps[0]:.1f}–{max(b32) / steps[0]:.1f} ×" in text
-    records = aggregate.aggregate(packed.tree_files(SW_SGLANG_1206 / "results" / "cells", "*/*.parquet"))
+    records = _aggregated(packed.tree_files(SW_SGLANG_1206 / "results" / "cells", "*/*.parquet"))
     ratio_l3 = _ratios_to_mean_baseline(records)[(32, 3.0)]
     assert f"L = 3 costs {100 * (ratio_l3 - 1):.1f} % more" in text
 
@@ -3111,7 +3125,7 @@ def test_1206_the_side_by_side_table_is_three_runs_records_and_none_is_paired_ac
     """SGLang on this H100, vLLM on 2026-12-05g's H100 (text shape), SGLang on 2026-12-03f's H200 (opening baseline
     only): each cell of the README's table is its run's ratio and round; compare_evidence pairs none of them."""
     runs = {"sglang": SW_SGLANG_1206, "vllm": SW_1205G, "h200": GEMMA_MM_1203F}
-    frames = {k: aggregate.aggregate(packed.tree_files(f / "results" / "cells", "*/*.parquet")) for k, f in runs.items()}
+    frames = {k: _aggregated(packed.tree_files(f / "results" / "cells", "*/*.parquet")) for k, f in runs.items()}
     for a, b in (("sglang", "vllm"), ("sglang", "h200")):
         assert compare_evidence.compare_sources(runs[a] / "results" / "cells", runs[b] / "results" / "cells").height == 0
     ratios = {k: _ratios_to_mean_baseline(f) for k, f in frames.items()}
@@ -3151,7 +3165,7 @@ def test_1206_the_counters_table_is_the_windows_gpm_means():
     cols = ("gpu_busy_fraction", "sm_active_pct", "tensor_active_pct", "dram_bw_util_pct")
     rows = {}
     for name, folder in (("sglang", SW_SGLANG_1206), ("vllm", SW_1205G)):
-        df = aggregate.aggregate(packed.tree_files(folder / "results" / "cells", "*/*.parquet"))
+        df = _aggregated(packed.tree_files(folder / "results" / "cells", "*/*.parquet"))
         df = df.filter(pl.col("batch_size") == 32)
         assert set(df["counters_source"]) == {"gpm"}
         rows[name] = df.filter(pl.col("role") == "point")
@@ -3202,7 +3216,7 @@ def test_1206b_the_token_mode_reading_is_the_registered_rule_on_both_families_re
     header = (ROOT / "config" / "h200-schemes-depth-sw-sglang-rt.yaml").read_text()
     assert "changes the round if the two rounds differ by at least 10 %, does not if they are within 5 %" in " ".join(
         ln.lstrip("# ") for ln in header.splitlines() if ln.startswith("#")).replace("  ", " ")
-    rt, fixed = (aggregate.aggregate(packed.tree_files(f / "results" / "cells", "*/*.parquet")).filter(
+    rt, fixed = (_aggregated(packed.tree_files(f / "results" / "cells", "*/*.parquet")).filter(
         pl.col("role") == "point") for f in (SW_RT_1206B, SW_SGLANG_1206))
     assert set(rt["gpu_names"].explode()) == set(fixed["gpu_names"].explode()) == {"NVIDIA H100 80GB HBM3"}
     assert set(rt["gpu_uuid"]) != set(fixed["gpu_uuid"])  # one board class, two boards
@@ -3880,7 +3894,7 @@ def test_1206g_sglang_ngram_family_is_whole_and_the_readme_table_is_the_records(
 def closed_1201_cells() -> pl.DataFrame:
     """2026-12-01's closed grid on an H200 (vLLM), its committed cell records aggregated: read beside the H100 n-gram
     runs of 2026-12-06g and 06h."""
-    return aggregate.aggregate(packed.tree_files(CLOSED / "results" / "cells", "*/*.parquet"))
+    return _aggregated(packed.tree_files(CLOSED / "results" / "cells", "*/*.parquet"))
 
 
 def test_1206g_vllm_side_of_the_reading_is_the_h200_runs_records_and_its_failed_l6_stays_failed(closed_1201_cells):
@@ -3954,7 +3968,7 @@ def test_1206h_h100_config_is_the_preregistered_one_and_the_marked_copy_only_all
 @pytest.fixture(scope="module")
 def ngram_1206h() -> tuple[pl.DataFrame, dict[str, dict[tuple[int, float], float]]]:
     """Both families' records and, per engine, each (B, L) ratio over the mean of that engine's two baselines."""
-    df = aggregate.aggregate(packed.tree_files(NGRAM_1206H / "results" / "cells", "*/*.parquet"))
+    df = _aggregated(packed.tree_files(NGRAM_1206H / "results" / "cells", "*/*.parquet"))
     return df, {e: _ratios_to_mean_baseline(df.filter(pl.col("engine") == e)) for e in ("sglang", "vllm")}
 
 
@@ -4093,7 +4107,7 @@ def test_1206i_h100_config_is_the_preregistered_one_and_the_marked_copy_only_all
 def ngram_vllm_two_boards(ngram_1206h) -> dict[str, object]:
     """vLLM's n-gram family on its two H100s: this session's records and ratios, 2026-12-06h's vLLM ratios, and
     compare_evidence's pairing of the two runs' cells (06h first)."""
-    df = aggregate.aggregate(packed.tree_files(NGRAM_1206I / "results" / "cells", "*/*.parquet"))
+    df = _aggregated(packed.tree_files(NGRAM_1206I / "results" / "cells", "*/*.parquet"))
     paired = compare_evidence.compare_sources(NGRAM_1206H / "results" / "cells", NGRAM_1206I / "results" / "cells")
     before_df, before = ngram_1206h
     return {"df": df, "ratios": _ratios_to_mean_baseline(df), "before": before["vllm"],
@@ -4301,7 +4315,7 @@ def test_1207c_h100_config_is_the_preregistered_one():
 def ngram_l4() -> tuple[pl.DataFrame, dict[str, dict[tuple[int, float], float]], dict]:
     """Both families' records, per engine each (B, L) ratio over the mean of that engine's two baselines, and the
     records keyed (engine, B, cell name)."""
-    df = aggregate.aggregate(packed.tree_files(NGRAM_1207C / "results" / "cells", "*/*.parquet"))
+    df = _aggregated(packed.tree_files(NGRAM_1207C / "results" / "cells", "*/*.parquet"))
     ratios = {e: _ratios_to_mean_baseline(df.filter(pl.col("engine") == e)) for e in ("sglang", "vllm")}
     rec = {(r["engine"], r["batch_size"], r["cell_name"]): r for r in df.iter_rows(named=True)}
     return df, ratios, rec
@@ -4401,7 +4415,7 @@ def test_1207c_vllms_undrafted_steps_are_the_records_counters_and_explain_the_b1
     # the drafts' length moves with the arm: L = 1, 4 here and L = 6 on 2026-12-06h, all from the records
     lengths = {L: rec[("vllm", 1, f"ngram--mv{L}")]["draft_tokens"] / rec[("vllm", 1, f"ngram--mv{L}")]["drafts"]
                for L in (1, 4)}
-    l6 = aggregate.aggregate(packed.tree_files(NGRAM_1206H / "results" / "cells", "*/*.parquet")).filter(
+    l6 = _aggregated(packed.tree_files(NGRAM_1206H / "results" / "cells", "*/*.parquet")).filter(
         pl.col("engine") == "vllm", pl.col("batch_size") == 1, pl.col("configured_L") == 6).row(0, named=True)
     assert ("4.936 tokens a draft against 4.906" in text and round(lengths[4], 3) == 4.936
             and round(l6["draft_tokens"] / l6["drafts"], 3) == 4.906 and round(lengths[1], 3) == 4.968)

@@ -46,7 +46,7 @@ def fi_of(s: rf.Scenario, **over) -> F.FigureInputs:
 
 @pytest.fixture(scope="module")
 def sch_figs(sch) -> dict[str, F.Figure]:
-    return {f.name: f for f in F.build_all(fi_of(sch))}
+    return rf.shared_figures(F.build_all(fi_of(sch)))
 
 
 def one(df: pl.DataFrame, **eq) -> pl.DataFrame:
@@ -593,7 +593,7 @@ def test_tables_from_before_wave_2_still_draw_and_render(gpu, tmp_path):
     # ... nor the per request-step columns derive writes from ADR 0256 on
     assert set(rf.STEP_CURVE_COLUMNS) <= set(gpu.curves.columns)
     curves = gpu.curves.drop([c for c in [*wave2, *rf.STEP_CURVE_COLUMNS] if c in gpu.curves.columns])
-    figs = F.build_all(fi_of(gpu, records=recs, curves=curves))
+    figs = list(rf.shared_figures(F.build_all(fi_of(gpu, records=recs, curves=curves))).values())  # specs read 3-4 times
     drawn = {f.name for f in figs if f.drawn}
     assert drawn == set(F.FIGURE_NAMES) - {"engine_comparison", "power_timeline"}  # no timelines given here
     (paper,) = [f for f in figs if f.name == "energy_vs_accepted_per_pass"]
