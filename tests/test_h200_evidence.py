@@ -4467,7 +4467,7 @@ def test_1207c_a_requests_two_ends_are_not_steps_like_the_others(ngram_l4):
     seen: list[str] = []
     for session, counts in ((NGRAM_1206G, ((1, -150, 75), (32, -2240, 1120))),
                             (NGRAM_1206H, ((1, -152, 76), (32, -2048, 1024)))):
-        six = aggregate.aggregate(packed.tree_files(session / "results" / "cells", "*/*.parquet")).filter(
+        six = _aggregated(packed.tree_files(session / "results" / "cells", "*/*.parquet")).filter(
             pl.col("engine") == "sglang", pl.col("configured_L") == 6)
         got = sorted((r["batch_size"], undrafted(r), r["requests_completed"]) for r in six.iter_rows(named=True))
         assert got == sorted(counts) and all(u == -2 * n for _, u, n in got), session
@@ -4564,7 +4564,7 @@ def test_1207d_sliding_window_family_on_a_second_h100_is_whole_and_the_readme_ta
     points = _h100_depth_family(SW_1207D, SESSION_1207D_H100, "h200-schemes-depth-sw.yaml", GPU_1207D,
                                 "gemma4_26b_a4b", engine="vllm", summary="0 fail, 4 flag, 38 pass, 12 not_applicable")
     assert GPU_1207D != GPU_1205G and set(points["git_commit"]) == {"ab31e37e3f14d2d4f1787acada2e89c31b1afc27"}
-    df = aggregate.aggregate(packed.tree_files(SW_1207D / "results" / "cells", "*/*.parquet"))
+    df = _aggregated(packed.tree_files(SW_1207D / "results" / "cells", "*/*.parquet"))
     text = _readme_text(SESSION_1207D_H100)
     assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
             f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates)") in text
@@ -4599,8 +4599,8 @@ def test_1207d_the_second_board_reproduces_the_first_within_tolerance_and_the_re
     assert (f"B/A − 1: {pct(shift[(1, 1.0)])}, {pct(shift[(1, 3.0)])}, {pct(shift[(1, 4.0)])} % at B = 1; "
             f"{pct(shift[(32, 1.0)])}, {pct(shift[(32, 3.0)])}, {pct(shift[(32, 4.0)])} % at B = 32") in text
     assert f"shift by {pct(min(shift.values()))} to {pct(max(shift.values()))} %" in text
-    a = aggregate.aggregate(packed.tree_files(SW_1207D / "results" / "cells", "*/*.parquet"))
-    b = aggregate.aggregate(packed.tree_files(SW_1205G / "results" / "cells", "*/*.parquet"))
+    a = _aggregated(packed.tree_files(SW_1207D / "results" / "cells", "*/*.parquet"))
+    b = _aggregated(packed.tree_files(SW_1205G / "results" / "cells", "*/*.parquet"))
     j = a.join(b, on=["batch_size", "cell_name"], suffix="_b").with_columns(
         (100 * (pl.col("round_time_ms") / pl.col("round_time_ms_b") - 1)).alias("round"),
         (100 * (1 - pl.col("mean_power_w") / pl.col("mean_power_w_b"))).alias("power"))
