@@ -4609,6 +4609,17 @@ def test_1207d_the_second_board_reproduces_the_first_within_tolerance_and_the_re
             and f"at {pts['power'].min():.1f}–{pts['power'].max():.1f} % less power" in text)
     assert (f"the baselines' steps within {bases['round'].abs().max():.1f} % at {bases['power'].min():.1f}–"
             f"{bases['power'].max():.1f} % less power") in text
+    # compare-evidence's own time and power columns say the same, per configuration (B/A − 1: 2026-12-05g over this run)
+    by_point = {(r["batch_size"], r["configured_L"]): r for r in pts.iter_rows(named=True)}
+    for r in table.iter_rows(named=True):
+        p = by_point[(r["batch_size"], r["configured_L"])]
+        assert r["round_shift"] == pytest.approx(p["round_time_ms_b"] / p["round_time_ms"] - 1, rel=1e-9)
+        assert r["power_shift"] == pytest.approx(p["mean_power_w_b"] / p["mean_power_w"] - 1, rel=1e-9)
+        assert r["round_shift"] < 0 < r["power_shift"] and r["host_speed_ratio"] is None  # 05g predates the probe
+    text_out = compare_evidence.to_text(table, "A", "B")
+    first = table.sort("batch_size", "configured_L").row(0, named=True)
+    assert (f"round {first['round_time_ms_a']:.2f} → {first['round_time_ms_b']:.2f} ms ({first['round_shift']:+.1%}), "
+            f"power {first['mean_power_w_a']:.0f} → {first['mean_power_w_b']:.0f} W ({first['power_shift']:+.1%})") in text_out
     l3 = {r["batch_size"]: r["round"] for r in pts.filter(pl.col("cell_name") == "eagle3--mv3").iter_rows(named=True)}
     assert f"L = 3: {l3[1]:.1f} % at B = 1, {l3[32]:.1f} % at B = 32" in text
     base = {bb: [x.filter(pl.col("batch_size") == bb, pl.col("role") != "point")["mj_per_committed_token"].mean()

@@ -83,6 +83,12 @@ COMPARE_COLUMNS: tuple[str, ...] = (
     "host_speed_a",
     "host_speed_b",
     "host_speed_ratio",
+    "round_time_ms_a",
+    "round_time_ms_b",
+    "round_shift",
+    "mean_power_w_a",
+    "mean_power_w_b",
+    "power_shift",
     "differences",
     "comparable",
     "reproduces",
@@ -110,6 +116,8 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
             C("pair_cross_gpu").fill_null(False).any().alias("crossed"),
             pl.struct("seed", "corpus_pool_hash").unique().alias("pools"),
             C("host_speed_mops").median().alias("host_speed"),
+            C("round_time_ms").mean().alias("round_ms"),
+            C("mean_power_w").mean().alias("power_w"),
             C("host_cpu_signature").drop_nulls().unique().sort().alias("host_cpus"),
             *(C(c).unique().sort().alias(c) for c in evidence.REPORTED if c != "gpu_uuid"),
         )
@@ -259,6 +267,12 @@ def compare(
                 "host_speed_ratio": r_b["host_speed"] / r_a["host_speed"]
                 if r_a["host_speed"] and r_b["host_speed"] is not None
                 else None,
+                "round_time_ms_a": r_a["round_ms"],
+                "round_time_ms_b": r_b["round_ms"],
+                "round_shift": _relative(r_b["round_ms"], r_a["round_ms"]),
+                "mean_power_w_a": r_a["power_w"],
+                "mean_power_w_b": r_b["power_w"],
+                "power_shift": _relative(r_b["power_w"], r_a["power_w"]),
                 "differences": diffs,
                 "comparable": comparable,
                 "reproduces": verdict,
@@ -266,6 +280,11 @@ def compare(
             }
         )
     return pl.DataFrame(rows, schema=compare_schema(), orient="row") if rows else pl.DataFrame(schema=compare_schema())
+
+
+def _relative(b: float | None, a: float | None) -> float | None:
+    """b / a − 1, null where either side is unknown."""
+    return b / a - 1 if a and b is not None else None
 
 
 def _verdict(
@@ -341,6 +360,12 @@ COMPARE_DOCS: dict[str, str] = {
     "host_speed_a": "median host_speed_mops of A's point records (the host's one-core speed, ADR 0254; null where the "
     "records predate it); host_speed_b likewise in B",
     "host_speed_ratio": "host_speed_b / host_speed_a: beside a shift of a host-side round, whether B's host was slower",
+    "round_time_ms_a": "mean round_time_ms of A's point records (ms of window per engine step, ADR 0029); _b in B",
+    "round_shift": "round_time_ms_b / round_time_ms_a - 1: a board or host that changes the time of a round, whether or "
+    "not the energy ratio moves",
+    "mean_power_w_a": "mean window power of A's point records (W); _b in B",
+    "power_shift": "mean_power_w_b / mean_power_w_a - 1: with round_shift, whether a board spread its energy over "
+    "another time (2026-12-07d: rounds longer at less power, ratios within 2 %)",
     "differences": "what differs besides the measured parameters: GPU, driver, CUDA, commit, config, engine configuration "
     "(model paths by file name), prompt pools, host CPU signature (said, never blocking)",
     "comparable": "false when the engine configuration or a common seed's prompt pool differs: then not judged",
@@ -381,6 +406,12 @@ def to_text(table: pl.DataFrame, a: str, b: str) -> str:
             f"{_fmt(r['baseline_mj_b'], '.1f')} ({_fmt(r['baseline_shift'], '+.1%') if r['baseline_shift'] is not None else '—'})",
             f"  verdict: {verdict} — {r['basis']}",
         ]
+        if r["round_shift"] is not None or r["power_shift"] is not None:
+            lines.append(
+                f"  round {_fmt(r['round_time_ms_a'], '.2f')} → {_fmt(r['round_time_ms_b'], '.2f')} ms"
+                f" ({_fmt(r['round_shift'], '+.1%')}), power {_fmt(r['mean_power_w_a'], '.0f')} → "
+                f"{_fmt(r['mean_power_w_b'], '.0f')} W ({_fmt(r['power_shift'], '+.1%')})"
+            )
         if r["host_speed_ratio"] is not None:
             lines.append(
                 f"  host speed {_fmt(r['host_speed_a'], '.2f')} → {_fmt(r['host_speed_b'], '.2f')} M probe iterations/s"
