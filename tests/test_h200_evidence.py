@@ -22,7 +22,16 @@ import yaml
 
 from specjoule import cells, logtext
 from specjoule import config as sj_config
-from specjoule.analysis import aggregate, compare_evidence, derive, evidence, packed, roofline, window_activity
+from specjoule.analysis import (
+    aggregate,
+    compare_evidence,
+    derive,
+    evidence,
+    packed,
+    roofline,
+    variance,
+    window_activity,
+)
 from specjoule.analysis import rounds as rounds_analysis
 from specjoule.analysis.checks import Thresholds, run_checks
 from specjoule.report import render
@@ -4626,4 +4635,19 @@ def test_1207d_the_second_board_reproduces_the_first_within_tolerance_and_the_re
                  for x in (a, b)] for bb in (1, 32)}
     assert (f"the mean baselines differ by {100 * (base[1][1] / base[1][0] - 1):.1f} % (B = 1) and "
             f"{100 * (base[32][1] / base[32][0] - 1):.1f} % (B = 32)") in text
+
+
+def test_1207d_the_two_boards_variance_budget_is_the_one_the_readme_quotes():
+    """The budget of the two H100 runs of the family: the energy ratio's variance sits at the board level (holding
+    every finer level, one of each a board), mJ per committed token's at board and engine restart."""
+    t = variance.budget_of_sources([SW_1205G / "results" / "cells", SW_1207D / "results" / "cells"])
+    rows = {(r["metric"], r["component"]): r for r in t.iter_rows(named=True)}
+    ratio, mj_board, mj_restart = (rows[("energy_ratio", "board")], rows[("mj_per_committed_token", "board")],
+                                   rows[("mj_per_committed_token", "engine_restart")])
+    assert ratio["includes"] == list(variance.COMPONENTS) and rows[("energy_ratio", "total")]["share"] == 1.0
+    text = _readme_text(SESSION_1207D_H100)
+    assert f"has a CV of {ratio['cv_percent']:.2f} % on {ratio['df']} df" in text
+    assert (f"mJ per committed token splits into {mj_board['cv_percent']:.2f} % (board) and "
+            f"{mj_restart['cv_percent']:.2f} % (engine restart: the opening against the closing baselines) on "
+            f"{mj_board['df']} and {mj_restart['df']} df") in text
 
