@@ -793,7 +793,7 @@ def shared_figures(figs: list[Any]) -> dict[str, Any]:
     what it gets) instead of building and checking it again: the same dict, about 15-20 ms less a call (issue 22).
     Made again where the figure's chart was replaced; a spec that fails raises at every call (nothing is kept)."""
     import copy
-    from dataclasses import dataclass, field
+    from dataclasses import dataclass, field, fields
 
     from specjoule.report import figures
 
@@ -806,4 +806,5 @@ def shared_figures(figs: list[Any]) -> dict[str, Any]:
                 self._made = (self.chart, super().spec())
             return copy.deepcopy(self._made[1])
 
-    return {f.name: SpecOnce(f.name, f.title, f.caption, chart=f.chart, reason=f.reason) for f in figs}
+    init = [x.name for x in fields(figures.Figure) if x.init]  # every field a Figure carries, not a copied list
+    return {f.name: SpecOnce(**{k: getattr(f, k) for k in init}) for f in figs}

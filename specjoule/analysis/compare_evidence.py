@@ -261,7 +261,7 @@ def compare(
                 "mj_per_committed_token_b": s_b["mj_per_committed_token_mean"],
                 "baseline_mj_a": base_a,
                 "baseline_mj_b": base_b,
-                "baseline_shift": base_b / base_a - 1 if base_a and base_b is not None else None,
+                "baseline_shift": _relative(base_b, base_a),
                 "host_speed_a": r_a["host_speed"],
                 "host_speed_b": r_b["host_speed"],
                 "host_speed_ratio": r_b["host_speed"] / r_a["host_speed"]
