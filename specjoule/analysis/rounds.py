@@ -618,6 +618,7 @@ CELL_KEY = (
     "acceptance_name",
     "configured_L",
 )
+# what the profile ran on: the cell, the board, the engine, the host
 IDENTITY = (
     *CELL_KEY,
     "device",
@@ -626,8 +627,9 @@ IDENTITY = (
     "hostname",
     "host_cpu_model",
     "host_cpu_signature",  # ADR 0254: null in profiles before 2026-12-07
-    "host_speed_mops",
 )
+# what the profile measured of its host before the engine started (ADR 0254): a reading, not an identity
+HOST_READINGS = ("host_speed_mops",)
 
 # what keys a cell's rows in rounds_kernels.parquet: a row of rounds.parquet is one profile_dir
 KERNEL_TABLE_KEY = (*CELL_KEY, "engine_overrides", "profile_dir")
@@ -659,7 +661,7 @@ def profile_tables(folder: Path) -> ProfileTables:
     )
     if not traces:
         raise TraceError(f"{folder}: no trace file")
-    row: dict[str, Any] = {k: meta.get(k) for k in IDENTITY}
+    row: dict[str, Any] = {k: meta.get(k) for k in (*IDENTITY, *HOST_READINGS)}
     cfg = meta.get("engine_config") or {}
     row["model_runner"] = cfg.get("model_runner")
     row["async_scheduling"] = cfg.get("async_scheduling")
