@@ -3704,14 +3704,19 @@ SESSION_1207D_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07d
 SESSION_1207D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07d"
 GPU_1207D = "GPU-5ed716a0-bc7a-48a4-b6b3-55413b4405a3"
 SW_1207D = SESSION_1207D_H100 / "depth-sw-vllm"
+SESSION_1207E_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07e"
+SESSION_1207E = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07e"
+GPU_1207E = "GPU-530fb92d-4fb6-03d1-2b3b-a5f91a27e211"
+MLA_1207E = SESSION_1207E_H100 / "depth-mla-sglang"
 
 
 @pytest.mark.parametrize(
     ("session", "gpu", "left"),
     [(SESSION_1206C, GPU_1206C, 194), (SESSION_1206D, GPU_1206D, 412), (SESSION_1206E, GPU_1206E, 74),
      (SESSION_1206F, GPU_1206F, 151), (SESSION_1206G, GPU_1206G, 491), (SESSION_1206H, GPU_1206H, 139),
-     (SESSION_1206I, GPU_1206I, 195), (SESSION_1207C, GPU_1207C, 399), (SESSION_1207D, GPU_1207D, 365)],
-    ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i", "1207c", "1207d"],
+     (SESSION_1206I, GPU_1206I, 195), (SESSION_1207C, GPU_1207C, 399), (SESSION_1207D, GPU_1207D, 365),
+     (SESSION_1207E, GPU_1207E, 370)],
+    ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i", "1207c", "1207d", "1207e"],
 )
 def test_one_machine_sessions_device_time_adds_up(session, gpu, left):
     """The calls table's budgets start at 1,800 s, only fall and end at the last reply; the README's and the command
@@ -4651,3 +4656,82 @@ def test_1207d_the_two_boards_variance_budget_is_the_one_the_readme_quotes():
             f"{mj_restart['cv_percent']:.2f} % (engine restart: the opening against the closing baselines) on "
             f"{mj_board['df']} and {mj_restart['df']} df") in text
 
+
+def test_1207e_h100_config_is_the_preregistered_one():
+    _assert_shipped_copy(MLA_1207E, "h200-schemes-depth-mla.yaml")
+
+
+def test_1207e_mla_family_on_a_second_h100_is_whole_and_the_readme_table_is_the_records():
+    """2026-12-07e's order 4: the SGLang MLA family whole on a board that is not 2026-12-05d's, the same verdict, the
+    README's table, windows and starts from the records, every B = 32 cell below its routed-expert floor (ADR 0242)."""
+    points = _h100_depth_family(MLA_1207E, SESSION_1207E_H100, "h200-schemes-depth-mla.yaml", GPU_1207E, "glm47_flash")
+    assert GPU_1207E != "GPU-e4e5be69-60f7-3a97-371e-2becc874f142"
+    assert set(points["git_commit"]) == {"9ddaba7d8877b589e90a9caaf6850818b005d2b0"}
+    df = _aggregated(packed.tree_files(MLA_1207E / "results" / "cells", "*/*.parquet"))
+    text = _readme_text(SESSION_1207E_H100)
+    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
+            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates)") in text
+    assert sorted(_engine_starts(MLA_1207E)) == [62.2, 67.7, 69.4, 107.2, 159.8]
+    assert "159.8 s cold, then 107.2, 69.4, 67.7 and 62.2 s" in text
+    assert sorted(_engine_starts(MLA_1205D)) == [63.1, 64.2, 68.2, 95.4, 124.0]
+    below = _below_floor(MLA_1207E)
+    assert {k for k, v in below.items() if v} == {k for k in below if k[1] == 32} and len(below) == 10
+    lines = (SESSION_1207E_H100 / "README.md").read_text().splitlines()
+    for r in df.filter(pl.col("role") == "point").iter_rows(named=True):
+        row = next(ln for ln in lines if ln.startswith(f"| {r['batch_size']} | EAGLE3 L = {r['configured_L']:.0f} |"))
+        assert f"| {r['mean_power_w']:.0f} | {r['tokens_per_s']:,.0f} |" in row, row
+
+
+def test_1207e_the_second_board_reproduces_the_first_and_its_shifts_sit_in_power_not_time():
+    """compare-evidence against 2026-12-05d: six configurations, each shift the README quotes, every verdict
+    "reproduces" on the tolerance alone; the rounds within 1.9 %, the power higher on this board, the baselines'
+    difference the README quotes."""
+    table = compare_evidence.compare_sources(MLA_1207E / "results" / "cells", MLA_1205D / "results" / "cells")
+    assert table.height == 6 and table["reproduces"].all() and table["shift_ci_low"].null_count() == 6
+    text = _readme_text(SESSION_1207E_H100)
+    shift = {(r["batch_size"], r["configured_L"]): r["shift"] for r in table.iter_rows(named=True)}
+
+    def pct(x: float) -> str:
+        return f"{100 * x:+.1f}".replace("-", "−")
+
+    assert (f"B/A − 1: {pct(shift[(1, 1.0)])}, {pct(shift[(1, 3.0)])}, {pct(shift[(1, 4.0)])} % at B = 1; "
+            f"{pct(shift[(32, 1.0)])}, {pct(shift[(32, 3.0)])}, {pct(shift[(32, 4.0)])} % at B = 32") in text
+    assert f"shift by {pct(min(shift.values()))} to {pct(max(shift.values()))} %" in text
+    assert max(abs(v) for v in shift.values()) < 0.02
+    # the time and power shifts, this board over the first (compare-evidence's round_shift and power_shift are B/A − 1)
+    rounds = [-r["round_shift"] / (1 + r["round_shift"]) for r in table.iter_rows(named=True)]
+    powers = [-r["power_shift"] / (1 + r["power_shift"]) for r in table.iter_rows(named=True)]
+    assert (f"EAGLE3 rounds were {pct(min(rounds)).replace('+', '')} to {pct(max(rounds))} % of the first board's at "
+            f"{100 * min(powers):.1f}–{100 * max(powers):.1f} % more power") in text
+    assert max(abs(x) for x in rounds) < 0.02 and min(powers) > 0.02
+    a = _aggregated(packed.tree_files(MLA_1207E / "results" / "cells", "*/*.parquet"))
+    b = _aggregated(packed.tree_files(MLA_1205D / "results" / "cells", "*/*.parquet"))
+    bases = a.filter(pl.col("role") != "point").join(b, on=["batch_size", "cell_name"], suffix="_b").with_columns(
+        (100 * (pl.col("round_time_ms") / pl.col("round_time_ms_b") - 1)).alias("round"),
+        (100 * (pl.col("mean_power_w") / pl.col("mean_power_w_b") - 1)).alias("power"))
+    assert (f"the baselines' steps within {bases['round'].abs().max():.1f} % at {bases['power'].min():.1f}–"
+            f"{bases['power'].max():.1f} % more power") in text
+    base = {bb: [x.filter(pl.col("batch_size") == bb, pl.col("role") != "point")["mj_per_committed_token"].mean()
+                 for x in (a, b)] for bb in (1, 32)}
+    assert (f"the mean baselines differ by {pct(base[1][1] / base[1][0] - 1)} % (B = 1) and "
+            f"{pct(base[32][1] / base[32][0] - 1)} % (B = 32)") in text
+
+
+def test_1207e_both_engines_two_board_variance_budgets_are_the_ones_the_readme_quotes():
+    """The SGLang pair's budget beside the vLLM pair's: the energy ratio's board CV the same to 0.01 point on both
+    engines (6 df each), mJ per committed token's board CV larger on SGLang's pair."""
+    mla = variance.budget_of_sources([MLA_1205D / "results" / "cells", MLA_1207E / "results" / "cells"])
+    sw = variance.budget_of_sources([SW_1205G / "results" / "cells", SW_1207D / "results" / "cells"])
+    rows = {(r["metric"], r["component"]): r for r in mla.iter_rows(named=True)}
+    sw_rows = {(r["metric"], r["component"]): r for r in sw.iter_rows(named=True)}
+    ratio, mj_board, mj_restart = (rows[("energy_ratio", "board")], rows[("mj_per_committed_token", "board")],
+                                   rows[("mj_per_committed_token", "engine_restart")])
+    assert ratio["includes"] == list(variance.COMPONENTS) and rows[("energy_ratio", "total")]["share"] == 1.0
+    assert abs(ratio["cv_percent"] - sw_rows[("energy_ratio", "board")]["cv_percent"]) < 0.01
+    assert mj_board["cv_percent"] > 2 * sw_rows[("mj_per_committed_token", "board")]["cv_percent"]
+    text = _readme_text(SESSION_1207E_H100)
+    assert (f"has a CV of {ratio['cv_percent']:.2f} % on {ratio['df']} df (the vLLM sliding-window pair's: "
+            f"{sw_rows[('energy_ratio', 'board')]['cv_percent']:.2f} %, 2026-12-07d)") in text
+    assert (f"mJ per committed token splits into {mj_board['cv_percent']:.2f} % (board) and "
+            f"{mj_restart['cv_percent']:.2f} % (engine restart: the opening against the closing baselines) on "
+            f"{mj_board['df']} and {mj_restart['df']} df") in text
