@@ -123,7 +123,7 @@ WAVE2_COLUMNS: dict[str, pl.DataType] = {
 WAVE2_CURVE_COLUMNS = ("window_index", "engine_replicate", "verify_width", "drafted_per_committed",
                        "draft_passes_per_round", "target_family", "target_moe")
 # Per request-step (ADR 0256): derive writes them from 2026-12-07 on; curves derived before lack them.
-STEP_CURVE_COLUMNS = ("drafted_step_share", "committed_per_step")
+STEP_CURVE_COLUMNS = ("drafted_step_share", "committed_per_step", "drafted_decode_share_low", "drafted_decode_share_high")
 # Drafter forward passes per round, by scheme (CONTEXT.md): heads and a draft model one per drafted
 # token, block drafters one, n-gram none on the GPU (host side).
 DRAFT_PASSES = {"draft_model": lambda k: k, "eagle3": lambda k: k, "mtp": lambda k: k, "dflash": lambda k: 1,
@@ -619,6 +619,7 @@ def _curves(recs: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
     pts = recs.filter((pl.col("role") == "point") & measured).join(base, on="campaign_id")
     out = pts.with_columns(
         *derive.request_step_columns(),  # drafted_step_share, committed_per_step (ADR 0256), as derive writes them
+        *derive.decode_step_columns(),  # their decode-step bounds (ADR 0256 addendum 2)
         tokens_per_verify_pass=(pl.col("batch_size") * pl.col("verify_width")).cast(pl.Float64),
         energy_ratio=pl.col("mj_per_committed_token") / pl.col("baseline_mj_per_committed_token"),
         mj_per_accepted_token=pl.col("energy_j") * 1000 / pl.col("accepted_tokens"),

@@ -296,6 +296,42 @@ def test_drafted_step_share_and_committed_per_step_count_the_request_steps_witho
     assert baselines["drafted_step_share"].is_null().all() and baselines["committed_per_step"].is_null().all()
 
 
+def test_drafted_decode_share_bounds_the_decode_steps_between_a_requests_two_ends(tmp_path):
+    """ADR 0256 addendum 2, counted by hand: 40 whole requests of 128 tokens (5120 committed), 1120 accepted, 3000
+    drafts. Each request's prefill is a step without a draft (4000 − 40 = 3960 decode steps at the fewest) and its
+    last step may accept past its end, at most as many tokens as a step can accept: the positive rates (2 of
+    [0.8, 0.4, 0.0]: 4040 steps at the most) or, with no rates, k (3: 4080). Rates that accept nothing make the bounds
+    one number; a proposer that drafts every step reads at most 1; open loop (requests cross the window) is null."""
+    closed = {"committed_tokens": 5120, "accepted_tokens": 1120, "drafts": 3000, "requests_completed": 40, "k": 3}
+    recs, ck = _tables(tmp_path, mutate={
+        (ar.CLOSED, "ngram"): ar.setter(**closed, acceptance_rates=None),
+        (ar.CLOSED, "syn--L2"): ar.setter(**closed, acceptance_rates=[0.8, 0.4, 0.0]),
+        (ar.CLOSED, "syn--L4"): ar.setter(**{**closed, "accepted_tokens": 0, "drafts": 5000},
+                                          acceptance_rates=[0.0, 0.0, 0.0]),
+    })
+    curves = derive.derive(recs, ck, allow_failed_checks=True)
+    fewest = 5120 - 1120 - 40
+    no_rates, two_positions = _row(curves, ar.CLOSED, "ngram"), _row(curves, ar.CLOSED, "syn--L2")
+    assert no_rates["drafted_decode_share_low"] == pytest.approx(3000 / (fewest + 3 * 40))
+    assert two_positions["drafted_decode_share_low"] == pytest.approx(3000 / (fewest + 2 * 40))
+    for r in (no_rates, two_positions):
+        assert r["drafted_decode_share_high"] == pytest.approx(3000 / fewest)
+        assert r["drafted_decode_share_low"] < r["drafted_step_share"] < r["drafted_decode_share_high"]
+    # nothing accepted: 5120 − 40 decode steps exactly, 5000 of them drafted
+    exact = _row(curves, ar.CLOSED, "syn--L4")
+    assert exact["drafted_decode_share_low"] == exact["drafted_decode_share_high"] == pytest.approx(5000 / 5080)
+    for cell in ("ngram", "syn--L2", "syn--L4"):  # open loop: a window's requests are not whole
+        r = _row(curves, ar.OPEN, cell)
+        assert _row(recs, ar.OPEN, cell)["drafts"] > 0
+        assert r["drafted_decode_share_low"] is None and r["drafted_decode_share_high"] is None
+    every = recs.filter(pl.col("campaign_id") == ar.CLOSED, pl.col("cell_name") == "ngram").with_columns(
+        pl.lit(4000).alias("drafts")).with_columns(derive.decode_step_columns())
+    assert every["drafted_decode_share_high"].to_list() == [1.0]
+    assert every["drafted_decode_share_low"].to_list() == pytest.approx([4000 / (fewest + 3 * 40)])
+    baselines = recs.filter(pl.col("role") != "point").with_columns(derive.decode_step_columns())
+    assert baselines["drafted_decode_share_low"].is_null().all() and baselines["drafted_decode_share_high"].is_null().all()
+
+
 def test_curves_are_sorted_and_their_intervals_use_the_level_asked_for(clean):
     recs, ck = clean
     curves = derive.derive(recs, ck)

@@ -4522,6 +4522,17 @@ def test_1207c_a_requests_two_ends_are_not_steps_like_the_others(ngram_l4):
     gap = v[1]["mj_per_committed_token"] / s4["mj_per_committed_token"]
     assert f"account for {s_tokens / tokens[1]:.3f}–{s_tokens / tokens[0]:.3f} × against the {gap:.3f} ×" in adr
     assert f"costs vLLM {gap * tokens[0] / s_tokens:.3f}–{gap * tokens[1] / s_tokens:.3f} × SGLang's energy" in adr
+    # the curve columns carry these bounds (addendum 2): derive over the committed records gives the shares above
+    bounded = {(r["engine"], r["batch_size"], r["cell_name"]): r for r in ngram_l4[0].with_columns(
+        derive.decode_step_columns()).iter_rows(named=True)}
+    for b in (1, 32):
+        low, high = (bounded[("vllm", b, "ngram--mv4")][f"drafted_decode_share_{e}"] for e in ("low", "high"))
+        assert (low, high) == pytest.approx((v[b]["drafts"] / steps[b][1], v[b]["drafts"] / steps[b][0]), rel=1e-12)
+        exact = bounded[("vllm", b, "ngram--mv1")]
+        assert exact["drafted_decode_share_low"] == exact["drafted_decode_share_high"] == pytest.approx(
+            exact["drafts"] / decode_steps(exact, 0)[0], rel=1e-12)
+        assert bounded[("sglang", b, "ngram--mv1")]["drafted_decode_share_low"] == 1.0  # drafted every decode step
+        assert bounded[("sglang", b, "ngram--mv4")]["drafted_decode_share_high"] == 1.0
     # the request-step figures of ADR 0250 addendum 5 lie inside the bounds
     per_request_step = v[1]["committed_tokens"] / (v[1]["committed_tokens"] - v[1]["accepted_tokens"])
     assert tokens[0] < per_request_step < tokens[1] and min(shares) < v[1]["drafts"] / (

@@ -236,6 +236,14 @@ def test_paper_figure_points_band_and_tooltips(sch, sch_figs):
     steps = recs["committed_tokens"] - recs["accepted_tokens"]
     assert pt["drafted_step_share"] == pytest.approx((recs["drafts"] / steps).mean(), rel=1e-5)
     assert pt["committed_per_step"] == pytest.approx((recs["committed_tokens"] / steps).mean(), rel=1e-5)
+    # ... and per decode step (ADR 0256 addendum 2): a request's prefill step out, at most as many steps back as a
+    # step accepts tokens (the positive rates) a request; closed batch, so bounded
+    assert set(recs["workload_kind"]) == {"closed_batch"}
+    fewest = steps - recs["requests_completed"]
+    most = fewest + recs["requests_completed"] * pl.Series([sum(r > 0 for r in rates) for rates in recs["acceptance_rates"]])
+    assert (most > fewest).all()
+    assert pt["drafted_decode_share_low"] == pytest.approx((recs["drafts"] / most).mean(), rel=1e-5)
+    assert pt["drafted_decode_share_high"] == pytest.approx((recs["drafts"] / fewest).clip(upper_bound=1.0).mean(), rel=1e-5)
     assert pt["support"].startswith("2 windows × 2 seeds × 2 engine replicates on 2 GPUs")
     assert pt["ratio_text"].count("[") == 1
     # Tooltips name the per-pass quantities.
@@ -247,6 +255,8 @@ def test_paper_figure_points_band_and_tooltips(sch, sch_figs):
         "accepted per verify pass",
         "drafted share of steps",
         "committed per step",
+        "drafted share of decode steps, at least",
+        "drafted share of decode steps, at most",
         "behind it",
     } <= titles
     # The band is the opening and closing baselines of that engine, model, batch and graph mode.
@@ -604,6 +614,7 @@ def test_tables_from_before_wave_2_still_draw_and_render(gpu, tmp_path):
             continue
         text = json.dumps(f.spec(), ensure_ascii=False)
         assert "drafted share of steps" not in text and "committed per step" not in text, f.name
+        assert "decode steps" not in text, f.name
         assert not any(c in r for r in datasets(f.spec()) for c in rf.STEP_CURVE_COLUMNS), f.name
     F.export(figs, tmp_path, html=False)
     manifest, specs = F.read_manifest(tmp_path)

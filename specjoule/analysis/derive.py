@@ -54,6 +54,40 @@ def request_step_columns() -> list[pl.Expr]:
     ]
 
 
+def decode_step_columns() -> list[pl.Expr]:
+    """``drafted_decode_share_low`` and ``_high``: bounds on the share of decode steps that verified a draft (ADR 0256
+    addendum 2), where request-steps are not decode steps at a request's two ends.
+
+    A request's first token comes from its prefill, a step with no draft before it; its last step may accept drafted
+    tokens past its length, which the engines count as accepted, so ``committed − accepted`` misses that many steps.
+    Decode steps therefore lie between ``committed − accepted − requests`` and that plus ``requests × a``, where ``a``
+    is the most tokens one step can accept: the positions the configured rates can accept (unconditional rates, so
+    the positive ones), else k. Closed batch only, where a window holds whole requests (``requests_completed`` is
+    every request whose steps it counted); null elsewhere, without drafts, without a step counted or without k."""
+    requests = C("requests_completed")
+    decode_low = C("committed_tokens") - C("accepted_tokens") - requests
+    per_request = (
+        pl.when(C("acceptance_rates").is_not_null())
+        .then(C("acceptance_rates").list.eval(pl.element() > 0).list.sum())
+        .otherwise(C("k"))
+    )
+    decode_high = decode_low + per_request * requests
+    bounded = (
+        (C("workload_kind") == "closed_batch")
+        & (C("drafts") > 0)
+        & (requests > 0)
+        & (decode_low > 0)
+        & per_request.is_not_null()
+    )
+    return [
+        pl.when(bounded).then(C("drafts") / decode_high).alias("drafted_decode_share_low"),
+        # a proposer that drafts every decode step can read above 1 at the low count: the share is at most 1
+        pl.when(bounded)
+        .then(pl.min_horizontal(C("drafts") / decode_low, pl.lit(1.0)))
+        .alias("drafted_decode_share_high"),
+    ]
+
+
 CURVE_COLUMNS: tuple[str, ...] = (
     # A curve point's identity: its campaign and cell, and its configuration with the seed (specjoule.axes).
     "campaign_id",
@@ -98,6 +132,9 @@ CURVE_COLUMNS: tuple[str, ...] = (
     # draft commits one token; realized_L, per verification, does not see those steps.
     "drafted_step_share",
     "committed_per_step",
+    # ... and decode steps, bounded (ADR 0256 addendum 2): a request's prefill step and its last step's overshoot.
+    "drafted_decode_share_low",
+    "drafted_decode_share_high",
     "target_family",
     "target_moe",
     "baseline_window_mj_per_committed_token",
@@ -242,6 +279,7 @@ def derive(
     out = out.with_columns(
         pl.when(C("drafts") > 0).then(b_eff * verify_width).alias("tokens_per_verify_pass"),
         *request_step_columns(),
+        *decode_step_columns(),
         pl.when(~refused).then(mj).alias("mj_per_committed_token"),
         pl.when(~refused).then(base_mj).alias("baseline_mj_per_committed_token"),
         pl.when(~refused)
@@ -275,6 +313,8 @@ def curve_schema() -> dict[str, pl.DataType]:
         "tokens_per_verify_pass": pl.Float64,
         "drafted_step_share": pl.Float64,
         "committed_per_step": pl.Float64,
+        "drafted_decode_share_low": pl.Float64,
+        "drafted_decode_share_high": pl.Float64,
         "baseline_mj_per_committed_token": pl.Float64,
         "energy_ratio": pl.Float64,
         "mj_per_accepted_token": pl.Float64,
@@ -410,6 +450,11 @@ def write(
         "of request-steps that verified a draft (ADR 0256); null without drafts",
         "committed_per_step": "committed_tokens / request-steps: tokens a request-step commits, drafted or not "
         "(≤ realized_L, which counts drafted steps only; ADR 0256); null without drafts",
+        "drafted_decode_share_low": "drafts / the most decode steps the counters allow: committed_tokens − "
+        "accepted_tokens − requests_completed + requests_completed × the most tokens a step can accept (the positive "
+        "acceptance_rates, else k); closed batch only, else null (ADR 0256 addendum 2)",
+        "drafted_decode_share_high": "drafts / the fewest decode steps (committed_tokens − accepted_tokens − "
+        "requests_completed), at most 1; closed batch only, else null (ADR 0256 addendum 2)",
     }
     write_documented(curves, curves_path, meta, docs)
     write_documented(summary, summary_path, meta, SUMMARY_DOCS)

@@ -82,6 +82,9 @@ PER_PASS_TOOLTIPS = {
     # Per request-step (ADR 0256): curves derived before it lack them, and the tooltips leave them out there.
     "drafted_step_share": ("drafted share of steps", ".3f"),
     "committed_per_step": ("committed per step", ".3f"),
+    # ... and per decode step, bounded (ADR 0256 addendum 2): closed batch only, null (so left out) elsewhere.
+    "drafted_decode_share_low": ("drafted share of decode steps, at least", ".3f"),
+    "drafted_decode_share_high": ("drafted share of decode steps, at most", ".3f"),
 }
 FAMILY_UNKNOWN = "family not recorded"
 
