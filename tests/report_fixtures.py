@@ -122,7 +122,8 @@ WAVE2_COLUMNS: dict[str, pl.DataType] = {
 # on the records by cell_id where it does not).
 WAVE2_CURVE_COLUMNS = ("window_index", "engine_replicate", "verify_width", "drafted_per_committed",
                        "draft_passes_per_round", "target_family", "target_moe")
-# Per request-step (ADR 0256): derive writes them from 2026-12-07 on; curves derived before lack them.
+# Per request-step (ADR 0256) and their decode-step bounds (its addendum 2): derive writes them from 2026-12-07 on
+# (the bounds from 2026-12-07e); curves derived before lack them.
 STEP_CURVE_COLUMNS = ("drafted_step_share", "committed_per_step", "drafted_decode_share_low", "drafted_decode_share_high")
 # Drafter forward passes per round, by scheme (CONTEXT.md): heads and a draft model one per drafted
 # token, block drafters one, n-gram none on the GPU (host side).
