@@ -4746,3 +4746,19 @@ def test_1207e_both_engines_two_board_variance_budgets_are_the_ones_the_readme_q
     assert (f"mJ per committed token splits into {mj_board['cv_percent']:.2f} % (board) and "
             f"{mj_restart['cv_percent']:.2f} % (engine restart: the opening against the closing baselines) on "
             f"{mj_board['df']} and {mj_restart['df']} df") in text
+    # the n-gram pairs committed before: the same component higher (host-side drafting), 4 df each
+    ngram = {}
+    for engine, (a, b) in (("sglang", (NGRAM_1206G, SESSION_1206H_H100 / "ngram-both")),
+                           ("vllm", (SESSION_1206H_H100 / "ngram-both", NGRAM_1206I))):
+        t = variance.budget_of_sources([a / "results" / "cells", b / "results" / "cells"])
+        (row,) = t.filter(pl.col("family").str.starts_with(engine), pl.col("metric") == "energy_ratio",
+                          pl.col("component") == "board").iter_rows(named=True)
+        assert row["estimable"] and row["df"] == 4 and row["cv_percent"] > 2 * ratio["cv_percent"], engine
+        ngram[engine] = row["cv_percent"]
+    assert (f"at {ngram['sglang']:.2f} % (SGLang, 2026-12-06g against 06h) and {ngram['vllm']:.2f} % (vLLM, "
+            "2026-12-06h against 06i), 4 df each") in text
+    adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
+                   .read_text().split())
+    assert (f"{ngram['sglang']:.2f} % (SGLang, 2026-12-06g against 06h) and {ngram['vllm']:.2f} % (vLLM, 2026-12-06h "
+            "against 06i), 4 df each") in adr
+    assert f"is {ratio['cv_percent']:.2f} % CV on {ratio['df']} df for both pairs" in adr
