@@ -4762,3 +4762,10 @@ def test_1207e_both_engines_two_board_variance_budgets_are_the_ones_the_readme_q
     assert (f"{ngram['sglang']:.2f} % (SGLang, 2026-12-06g against 06h) and {ngram['vllm']:.2f} % (vLLM, 2026-12-06h "
             "against 06i), 4 df each") in adr
     assert f"is {ratio['cv_percent']:.2f} % CV on {ratio['df']} df for both pairs" in adr
+    index = (ROOT / "validation" / "h100-2026-12" / "README.md").read_text()
+    sw_ratio = sw_rows[("energy_ratio", "board")]
+    for label, cv, dof in (("| vLLM | 2026-12-05g, 2026-12-07d |", sw_ratio["cv_percent"], sw_ratio["df"]),
+                           ("| SGLang | 2026-12-05d, 2026-12-07e |", ratio["cv_percent"], ratio["df"]),
+                           ("| SGLang | 2026-12-06g, 2026-12-06h |", ngram["sglang"], 4),
+                           ("| vLLM | 2026-12-06h, 2026-12-06i |", ngram["vllm"], 4)):
+        assert f"{label} {cv:.2f} % ({dof} df) |" in index, label
