@@ -4730,7 +4730,9 @@ def test_1207e_the_second_board_reproduces_the_first_and_its_shifts_sit_in_power
 
 def test_1207e_both_engines_two_board_variance_budgets_are_the_ones_the_readme_quotes():
     """The SGLang pair's budget beside the vLLM pair's: the energy ratio's board CV the same to 0.01 point on both
-    engines (6 df each), mJ per committed token's board CV larger on SGLang's pair."""
+    engines (6 df each), mJ per committed token's board CV larger on SGLang's pair; the committed n-gram pairs' board
+    CV more than twice theirs (4 df each); every figure as the README, ADR 0241 addendum 4 and the H100 index's
+    board table quote it."""
     mla = variance.budget_of_sources([MLA_1205D / "results" / "cells", MLA_1207E / "results" / "cells"])
     sw = variance.budget_of_sources([SW_1205G / "results" / "cells", SW_1207D / "results" / "cells"])
     rows = {(r["metric"], r["component"]): r for r in mla.iter_rows(named=True)}
