@@ -2708,6 +2708,7 @@ def test_1204g_sglang_variance_budget_and_the_reference_comparison_are_the_readm
 # --- validation/h100-2026-12: evidence on the seeds' board class (ADR 0241) ----------------------------------------
 
 SESSION_1205D_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-05d"
+GPU_1205D = "GPU-e4e5be69-60f7-3a97-371e-2becc874f142"
 MLA_1205D = SESSION_1205D_H100 / "depth-mla-sglang"
 BREADTH_1203B = ROOT / "validation" / "h200-2026-12" / "session-2026-12-03b" / "families-sglang"
 
@@ -2772,8 +2773,7 @@ def _engine_starts(evidence_dir: Path) -> set[float]:
 
 
 def test_1205d_h100_mla_depth_family_is_whole_and_the_readme_table_is_the_records():
-    _h100_depth_family(MLA_1205D, SESSION_1205D_H100, "h200-schemes-depth-mla.yaml",
-                       "GPU-e4e5be69-60f7-3a97-371e-2becc874f142", "glm47_flash")
+    _h100_depth_family(MLA_1205D, SESSION_1205D_H100, "h200-schemes-depth-mla.yaml", GPU_1205D, "glm47_flash")
 
 
 def test_1205d_h100_and_the_h200_breadth_run_differ_only_in_the_board_class_and_are_never_paired():
@@ -4676,7 +4676,7 @@ def test_1207e_mla_family_on_a_second_h100_is_whole_and_the_readme_table_is_the_
     """2026-12-07e's order 4: the SGLang MLA family whole on a board that is not 2026-12-05d's, the same verdict, the
     README's table, windows and starts from the records, every B = 32 cell below its routed-expert floor (ADR 0242)."""
     points = _h100_depth_family(MLA_1207E, SESSION_1207E_H100, "h200-schemes-depth-mla.yaml", GPU_1207E, "glm47_flash")
-    assert GPU_1207E != "GPU-e4e5be69-60f7-3a97-371e-2becc874f142"
+    assert GPU_1207E != GPU_1205D
     assert set(points["git_commit"]) == {"9ddaba7d8877b589e90a9caaf6850818b005d2b0"}
     df = _aggregated(packed.tree_files(MLA_1207E / "results" / "cells", "*/*.parquet"))
     text = _readme_text(SESSION_1207E_H100)

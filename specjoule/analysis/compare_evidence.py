@@ -264,9 +264,7 @@ def compare(
                 "baseline_shift": _relative(base_b, base_a),
                 "host_speed_a": r_a["host_speed"],
                 "host_speed_b": r_b["host_speed"],
-                "host_speed_ratio": r_b["host_speed"] / r_a["host_speed"]
-                if r_a["host_speed"] and r_b["host_speed"] is not None
-                else None,
+                "host_speed_ratio": _ratio(r_b["host_speed"], r_a["host_speed"]),
                 "round_time_ms_a": r_a["round_ms"],
                 "round_time_ms_b": r_b["round_ms"],
                 "round_shift": _relative(r_b["round_ms"], r_a["round_ms"]),
@@ -282,9 +280,15 @@ def compare(
     return pl.DataFrame(rows, schema=compare_schema(), orient="row") if rows else pl.DataFrame(schema=compare_schema())
 
 
+def _ratio(b: float | None, a: float | None) -> float | None:
+    """b / a, null where either side is unknown (or a is 0)."""
+    return b / a if a and b is not None else None
+
+
 def _relative(b: float | None, a: float | None) -> float | None:
     """b / a − 1, null where either side is unknown."""
-    return b / a - 1 if a and b is not None else None
+    ratio = _ratio(b, a)
+    return None if ratio is None else ratio - 1
 
 
 def _verdict(

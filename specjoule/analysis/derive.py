@@ -39,6 +39,11 @@ from specjoule.analysis.spread import (  # noqa: F401
 C = pl.col
 
 
+def _request_steps() -> pl.Expr:
+    """Request-steps: each commits one token plus the drafts accepted in it (ADR 0256, ADR 0029's step count)."""
+    return C("committed_tokens") - C("accepted_tokens")
+
+
 def request_step_columns() -> list[pl.Expr]:
     """``drafted_step_share`` and ``committed_per_step`` from a record's own counters (ADR 0256).
 
@@ -46,7 +51,7 @@ def request_step_columns() -> list[pl.Expr]:
     (the step count of ``round_time_ms``, ADR 0029, in closed batch and open loop alike). Null without drafts: a
     baseline drafts nothing, and an engine writes 0 for a drafts counter it did not read (as realized_L is null
     there); null where no step was counted."""
-    steps = C("committed_tokens") - C("accepted_tokens")
+    steps = _request_steps()
     counted = (C("drafts") > 0) & (steps > 0)
     return [
         pl.when(counted).then(C("drafts") / steps).alias("drafted_step_share"),
@@ -65,7 +70,7 @@ def decode_step_columns() -> list[pl.Expr]:
     the positive ones), else k. Closed batch only, where a window holds whole requests (``requests_completed`` is
     every request whose steps it counted); null elsewhere, without drafts, without a step counted or without k."""
     requests = C("requests_completed")
-    decode_low = C("committed_tokens") - C("accepted_tokens") - requests
+    decode_low = _request_steps() - requests
     per_request = (
         pl.when(C("acceptance_rates").is_not_null())
         .then(C("acceptance_rates").list.eval(pl.element() > 0).list.sum())
