@@ -591,6 +591,39 @@ def test_the_host_cpu_and_its_speed_are_said_beside_the_shift_and_never_block(tm
     assert capsys.readouterr().out.count("host speed 8.00 → 6.00 M probe iterations/s (-25.0%)") == 3
 
 
+def _with_busy(src, out, busy: float | None):
+    """A copy of an evidence folder's records with gpu_busy_fraction set (its rounds and power unchanged)."""
+    for f in packed.tree_files(src):
+        df = packed.read_frame(f).with_columns(pl.lit(busy, pl.Float64).alias("gpu_busy_fraction"))
+        (out / f.parent.name).mkdir(parents=True, exist_ok=True)
+        df.write_parquet(out / f.parent.name / f.name)
+    return out
+
+
+def test_a_round_is_split_into_the_part_the_gpu_ran_and_the_part_it_waited(tmp_path, capsys):
+    """ADR 0258: the same rounds at busy 0.9 and 0.6 — the busy part shrinks by a third, the idle part quadruples, and
+    the round itself does not move; a side without the fraction leaves the split null and unprinted."""
+    src = EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"
+    a = _with_busy(src, tmp_path / "a" / "cells", 0.9)
+    b = _with_busy(src, tmp_path / "b" / "cells", 0.6)
+    table = compare_evidence.compare_sources(a, b)
+    assert table.height == 3 and table["round_shift"].to_list() == pytest.approx([0.0] * 3)
+    for r in table.iter_rows(named=True):
+        assert (r["gpu_busy_a"], r["gpu_busy_b"]) == pytest.approx((0.9, 0.6))
+        assert r["busy_ms_a"] == pytest.approx(0.9 * r["round_time_ms_a"])
+        assert r["busy_ms_b"] == pytest.approx(0.6 * r["round_time_ms_b"])
+        assert r["idle_ms_b"] == pytest.approx(4 * r["idle_ms_a"]) and r["busy_shift"] == pytest.approx(-1 / 3)
+        assert r["busy_ms_a"] + r["idle_ms_a"] == pytest.approx(r["round_time_ms_a"])
+    assert compare_evidence.main([str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    first = table.sort("batch_size", "configured_L").row(0, named=True)
+    assert (f"GPU busy 0.900 → 0.600 of the window: busy part of a round {first['busy_ms_a']:.2f} → "
+            f"{first['busy_ms_b']:.2f} ms (-33.3%), idle part {first['idle_ms_a']:.2f} → {first['idle_ms_b']:.2f} ms") in out
+    unmetered = compare_evidence.compare_sources(a, _with_busy(src, tmp_path / "c" / "cells", None))
+    assert unmetered["busy_shift"].to_list() == [None] * 3 and unmetered["gpu_busy_b"].to_list() == [None] * 3
+    assert "GPU busy" not in compare_evidence.to_text(unmetered, "A", "C")
+
+
 def test_records_that_predate_the_host_columns_leave_them_null_and_say_so(tmp_path):
     src = EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"
     b = _with_host(src, tmp_path / "b" / "cells", "GenuineIntel, family/model/stepping 6/207/2", 6.0)

@@ -89,6 +89,13 @@ COMPARE_COLUMNS: tuple[str, ...] = (
     "mean_power_w_a",
     "mean_power_w_b",
     "power_shift",
+    "gpu_busy_a",
+    "gpu_busy_b",
+    "busy_ms_a",
+    "busy_ms_b",
+    "busy_shift",
+    "idle_ms_a",
+    "idle_ms_b",
     "differences",
     "comparable",
     "reproduces",
@@ -118,6 +125,10 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
             C("host_speed_mops").median().alias("host_speed"),
             C("round_time_ms").mean().alias("round_ms"),
             C("mean_power_w").mean().alias("power_w"),
+            # A round split by the GPU's busy fraction: time the GPU ran kernels and time it waited (on the host).
+            C("gpu_busy_fraction").mean().alias("gpu_busy"),
+            (C("round_time_ms") * C("gpu_busy_fraction")).mean().alias("busy_ms"),
+            (C("round_time_ms") * (1 - C("gpu_busy_fraction"))).mean().alias("idle_ms"),
             C("host_cpu_signature").drop_nulls().unique().sort().alias("host_cpus"),
             *(C(c).unique().sort().alias(c) for c in evidence.REPORTED if c != "gpu_uuid"),
         )
@@ -271,6 +282,13 @@ def compare(
                 "mean_power_w_a": r_a["power_w"],
                 "mean_power_w_b": r_b["power_w"],
                 "power_shift": _relative(r_b["power_w"], r_a["power_w"]),
+                "gpu_busy_a": r_a["gpu_busy"],
+                "gpu_busy_b": r_b["gpu_busy"],
+                "busy_ms_a": r_a["busy_ms"],
+                "busy_ms_b": r_b["busy_ms"],
+                "busy_shift": _relative(r_b["busy_ms"], r_a["busy_ms"]),
+                "idle_ms_a": r_a["idle_ms"],
+                "idle_ms_b": r_b["idle_ms"],
                 "differences": diffs,
                 "comparable": comparable,
                 "reproduces": verdict,
@@ -370,6 +388,14 @@ COMPARE_DOCS: dict[str, str] = {
     "mean_power_w_a": "mean window power of A's point records (W); _b in B",
     "power_shift": "mean_power_w_b / mean_power_w_a - 1: with round_shift, whether a board spread its energy over "
     "another time (2026-12-07d: rounds longer at less power, ratios within 2 %)",
+    "gpu_busy_a": "mean gpu_busy_fraction of A's point records (NVML utilization over the window, sampled at the "
+    "timeline's rate: the share of time a kernel ran; null without a GPU meter); _b in B",
+    "busy_ms_a": "mean of round_time_ms x gpu_busy_fraction over A's point records: the part of a round the GPU ran "
+    "kernels (ADR 0258); _b in B",
+    "busy_shift": "busy_ms_b / busy_ms_a - 1: the round's GPU part; beside round_shift, whether a board changed the GPU's "
+    "work or the host's",
+    "idle_ms_a": "mean of round_time_ms x (1 - gpu_busy_fraction) over A's point records: the part of a round the GPU "
+    "waited, for the host or a launch (ADR 0258); _b in B",
     "differences": "what differs besides the measured parameters: GPU, driver, CUDA, commit, config, engine configuration "
     "(model paths by file name), prompt pools, host CPU signature (said, never blocking)",
     "comparable": "false when the engine configuration or a common seed's prompt pool differs: then not judged",
@@ -415,6 +441,12 @@ def to_text(table: pl.DataFrame, a: str, b: str) -> str:
                 f"  round {_fmt(r['round_time_ms_a'], '.2f')} → {_fmt(r['round_time_ms_b'], '.2f')} ms"
                 f" ({_fmt(r['round_shift'], '+.1%')}), power {_fmt(r['mean_power_w_a'], '.0f')} → "
                 f"{_fmt(r['mean_power_w_b'], '.0f')} W ({_fmt(r['power_shift'], '+.1%')})"
+            )
+        if r["busy_shift"] is not None:
+            lines.append(
+                f"  GPU busy {_fmt(r['gpu_busy_a'], '.3f')} → {_fmt(r['gpu_busy_b'], '.3f')} of the window: busy part of a"
+                f" round {_fmt(r['busy_ms_a'], '.2f')} → {_fmt(r['busy_ms_b'], '.2f')} ms ({_fmt(r['busy_shift'], '+.1%')}),"
+                f" idle part {_fmt(r['idle_ms_a'], '.2f')} → {_fmt(r['idle_ms_b'], '.2f')} ms"
             )
         if r["host_speed_ratio"] is not None:
             lines.append(
