@@ -3708,6 +3708,11 @@ SESSION_1207E_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07e
 SESSION_1207E = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07e"
 GPU_1207E = "GPU-530fb92d-4fb6-03d1-2b3b-a5f91a27e211"
 MLA_1207E = SESSION_1207E_H100 / "depth-mla-sglang"
+SESSION_1207F_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07f"
+SESSION_1207F = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07f"
+GPU_1207F = "GPU-21203830-9155-8949-9981-ced27f6698e0"
+MOE_1207F = SESSION_1207F_H100 / "depth-moe-sglang"
+NGRAM_L4_1207F = SESSION_1207F_H100 / "ngram-l4-sglang"
 
 
 @pytest.mark.parametrize(
@@ -3715,8 +3720,8 @@ MLA_1207E = SESSION_1207E_H100 / "depth-mla-sglang"
     [(SESSION_1206C, GPU_1206C, 194), (SESSION_1206D, GPU_1206D, 412), (SESSION_1206E, GPU_1206E, 74),
      (SESSION_1206F, GPU_1206F, 151), (SESSION_1206G, GPU_1206G, 491), (SESSION_1206H, GPU_1206H, 139),
      (SESSION_1206I, GPU_1206I, 195), (SESSION_1207C, GPU_1207C, 399), (SESSION_1207D, GPU_1207D, 365),
-     (SESSION_1207E, GPU_1207E, 370)],
-    ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i", "1207c", "1207d", "1207e"],
+     (SESSION_1207E, GPU_1207E, 370), (SESSION_1207F, GPU_1207F, 572)],
+    ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i", "1207c", "1207d", "1207e", "1207f"],
 )
 def test_one_machine_sessions_device_time_adds_up(session, gpu, left):
     """The calls table's budgets start at 1,800 s, only fall and end at the last reply; the README's and the command
@@ -4771,3 +4776,203 @@ def test_1207e_both_engines_two_board_variance_budgets_are_the_ones_the_readme_q
                            ("| SGLang | 2026-12-06g, 2026-12-06h |", ngram["sglang"], 4),
                            ("| vLLM | 2026-12-06h, 2026-12-06i |", ngram["vllm"], 4)):
         assert f"{label} {cv:.2f} % ({dof} df) |" in index, label
+
+
+def test_1207f_h100_configs_are_the_preregistered_ones():
+    _assert_shipped_copy(MOE_1207F, "h200-schemes-depth-moe.yaml")
+    _assert_shipped_copy(NGRAM_L4_1207F, "h200-schemes-ngram-l4.yaml")
+
+
+def _pct(x: float) -> str:
+    """A relative shift as the READMEs print it: one decimal, a sign, the minus a typographic one."""
+    return f"{100 * x:+.1f}".replace("-", "−")
+
+
+def test_1207f_moe_family_on_a_second_h100_is_whole_and_the_readme_table_is_the_records():
+    """PLAN order 4: the SGLang MoE family whole on a board that is neither 2026-12-05e's nor another's, the same
+    verdict, the README's table, windows and starts from the records; B = 32, L = 1 alone below its routed-expert
+    floor, as on the first board (ADR 0242)."""
+    points = _h100_depth_family(MOE_1207F, SESSION_1207F_H100, "h200-schemes-depth-moe.yaml", GPU_1207F,
+                                "qwen3_30b_a3b")
+    assert GPU_1207F not in {GPU_1207E, GPU_1205D, "GPU-86cacde5-519a-5750-1e49-851f70a81f90"}
+    assert set(points["git_commit"]) == {"d983e37bf846d843a221b265d30e9c800d8be331"}
+    df = _aggregated(packed.tree_files(MOE_1207F / "results" / "cells", "*/*.parquet"))
+    text = _readme_text(SESSION_1207F_H100)
+    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
+            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates)") in text
+    assert sorted(_engine_starts(MOE_1207F)) == [45.7, 46.2, 46.8, 58.9, 103.0]
+    assert "103.0 s cold, then 58.9, 46.8, 46.2 and\n45.7 s" in (SESSION_1207F_H100 / "README.md").read_text()
+    calls = _readme_text(SESSION_1207F)
+    assert f"its five engine starts took {sum(_engine_starts(MOE_1207F)):.0f} s" in calls
+    assert f"against {sum(_engine_starts(MOE_1205E)):.0f} s there" in calls
+    below = _below_floor(MOE_1207F)
+    assert [k for k, v in below.items() if v] == [("qwen3_30b_a3b", 32, "eagle3--mv1")] and len(below) == 10
+    lines = (SESSION_1207F_H100 / "README.md").read_text().splitlines()
+    for r in df.filter(pl.col("role") == "point").iter_rows(named=True):
+        row = next(ln for ln in lines if ln.startswith(f"| {r['batch_size']} | EAGLE3 L = {r['configured_L']:.0f} |"))
+        assert f"| {r['mean_power_w']:.0f} | {r['tokens_per_s']:,.0f} |" in row, row
+
+
+def test_1207f_ngram_l4_sglang_family_on_a_second_h100_is_whole_and_the_readme_table_is_the_records():
+    """Addendum 1's order 5: SGLang's n-gram L = 1 and 4 whole on this board, its verdict and table the records."""
+    points = _h100_depth_family(NGRAM_L4_1207F, SESSION_1207F_H100, "h200-schemes-ngram-l4.yaml", GPU_1207F, "qwen3b",
+                                summary="0 fail, 3 flag, 39 pass, 12 not_applicable", arm="n-gram", cells=8)
+    assert sorted(set(points["configured_L"])) == [1.0, 4.0] and set(points["method"]) == {"ngram"}
+    assert sorted(_engine_starts(NGRAM_L4_1207F)) == [46.7, 47.7, 48.3, 49.2]
+
+
+def test_1207f_moe_shifts_from_the_first_board_two_past_the_tolerance_and_the_wait_carries_the_round():
+    """compare-evidence against 2026-12-05e: the six shifts the README quotes, B = 1's L = 3 and 4 "does NOT
+    reproduce" on the tolerance alone, the rest reproduce; the round split (ADR 0258): the GPU's part within 4.3 %,
+    the waiting part the README's ranges; the rounds, powers and baselines the README quotes."""
+    table = compare_evidence.compare_sources(MOE_1207F / "results" / "cells", MOE_1205E / "results" / "cells")
+    assert table.height == 6 and table["shift_ci_low"].null_count() == 6
+    shift = {(r["batch_size"], r["configured_L"]): r["shift"] for r in table.iter_rows(named=True)}
+    failed = {(r["batch_size"], r["configured_L"]) for r in table.iter_rows(named=True) if r["reproduces"] is False}
+    assert failed == {(1, 3.0), (1, 4.0)} and table["reproduces"].null_count() == 0
+    text = _readme_text(SESSION_1207F_H100)
+    assert (f"B/A − 1: {_pct(shift[(1, 1.0)])}, {_pct(shift[(1, 3.0)])}, {_pct(shift[(1, 4.0)])} % at B = 1; "
+            f"{_pct(shift[(32, 1.0)])}, {_pct(shift[(32, 3.0)])}, {_pct(shift[(32, 4.0)])} % at B = 32") in text
+    assert f"shift by {_pct(min(shift.values()))} to {_pct(max(shift.values()))} %" in text
+    assert (f"({_pct(shift[(1, 3.0)])} and {_pct(shift[(1, 4.0)])} % against the 5 % "
+            "tolerance)") in text
+    busy = table["busy_shift"]
+    assert f"agrees within {_pct(busy.min())} to {_pct(busy.max())} % on all six configurations" in text
+    assert (f"the waiting part was {table['idle_ms_a'].min():.2f}–{table['idle_ms_a'].max():.2f} ms here against "
+            f"{table['idle_ms_b'].min():.2f}–{table['idle_ms_b'].max():.2f} ms on the first board") in text
+    l4 = table.filter(pl.col("batch_size") == 1, pl.col("configured_L") == 4.0).row(0, named=True)
+    assert (f"(B = 1, L = 4: {l4['idle_ms_a']:.2f} against {l4['idle_ms_b']:.2f} ms of a {l4['round_time_ms_a']:.2f} "
+            f"against {l4['round_time_ms_b']:.2f} ms round)") in text
+    assert max(abs(x) for x in busy) < 0.05 < table["round_shift"].max()
+    b1 = table.filter(pl.col("batch_size") == 1)
+    shorter = [1 - 1 / (1 + x) for x in b1["round_shift"]]
+    more_power = [1 / (1 + x) - 1 for x in b1["power_shift"]]
+    assert (f"B = 1 EAGLE3 rounds were {100 * min(shorter):.1f}–{100 * max(shorter):.1f} % shorter than the first "
+            f"board's (the first\nboard's {100 * b1['round_shift'].min():.1f}–{100 * b1['round_shift'].max():.1f} % "
+            f"longer) at {100 * min(more_power):.1f}–{100 * max(more_power):.1f} % more power") in (
+        SESSION_1207F_H100 / "README.md").read_text()
+    a = _aggregated(packed.tree_files(MOE_1207F / "results" / "cells", "*/*.parquet"))
+    b = _aggregated(packed.tree_files(MOE_1205E / "results" / "cells", "*/*.parquet"))
+    base = {bb: [x.filter(pl.col("batch_size") == bb, pl.col("role") != "point") for x in (a, b)] for bb in (1, 32)}
+    mj = {bb: [x["mj_per_committed_token"].mean() for x in v] for bb, v in base.items()}
+    assert (f"The mean baselines cost {100 * (mj[1][1] / mj[1][0] - 1):.1f} % (B = 1) and "
+            f"{100 * (mj[32][1] / mj[32][0] - 1):.1f} % (B = 32) more a token on the\nfirst board") in (
+        SESSION_1207F_H100 / "README.md").read_text()
+    steps = [x["round_time_ms"].mean() for x in base[1]]
+    assert f"the baselines' steps {100 * (1 - steps[0] / steps[1]):.1f} % shorter" in text
+    starts = [float(np.median(sorted(_engine_starts(f)))) for f in (MOE_1207F, MOE_1205E)]
+    assert f"(median\n{starts[0]:.1f} against {starts[1]:.1f} s)" in (SESSION_1207F_H100 / "README.md").read_text()
+
+
+def test_1207f_ngram_l4_reproduces_on_a_second_board_and_both_parts_of_its_round_agree():
+    """compare-evidence against 2026-12-07c's SGLang cells: four shifts, all reproduce; the GPU's part of a round
+    within 0.6 %, the waiting part within 0.4 ms; the baselines' and the probe's ranges the README quotes."""
+    table = compare_evidence.compare_sources(NGRAM_L4_1207F / "results" / "cells", NGRAM_1207C / "results" / "cells")
+    assert table.height == 4 and set(table["engine"]) == {"sglang"} and table["reproduces"].all()
+    shift = {(r["batch_size"], r["configured_L"]): r["shift"] for r in table.iter_rows(named=True)}
+    text = _readme_text(SESSION_1207F_H100)
+    assert (f"B/A − 1: {_pct(shift[(1, 1.0)])}, {_pct(shift[(1, 4.0)])} % at B = 1; {_pct(shift[(32, 1.0)])}, "
+            f"{_pct(shift[(32, 4.0)])} % at\nB = 32") in (SESSION_1207F_H100 / "README.md").read_text()
+    assert f"shift by {_pct(min(shift.values()))} to {_pct(max(shift.values()))} %" in text
+    assert table["busy_shift"].abs().max() < 0.006 and (table["idle_ms_b"] - table["idle_ms_a"]).abs().max() < 0.4
+    assert f"The rounds agree within {100 * table['round_shift'].abs().max():.1f} %" in text
+    assert f"the GPU's part within {100 * table['busy_shift'].abs().max():.1f} %" in text
+    idle = pl.concat([table["idle_ms_a"], table["idle_ms_b"]])
+    assert f"{table['idle_ms_a'].min():.2f}–{table['idle_ms_a'].max():.2f} ms a round" in text and idle.max() < 3.6
+    bs = {r["batch_size"]: r["baseline_shift"] for r in table.iter_rows(named=True)}
+    assert f"cost {100 * bs[1]:.1f} % (B = 1) and {100 * bs[32]:.1f} % (B = 32) more a\ntoken" in (
+        SESSION_1207F_H100 / "README.md").read_text()
+    here = _aggregated(packed.tree_files(NGRAM_L4_1207F / "results" / "cells", "*/*.parquet"))["host_speed_mops"]
+    there = _aggregated(packed.tree_files(NGRAM_1207C / "results" / "cells", "*/*.parquet")).filter(
+        pl.col("engine") == "sglang")["host_speed_mops"]
+    assert (f"The host probe read {here.min():.1f}–{here.max():.1f}\nM iterations/s here and {there.min():.1f}–"
+            f"{there.max():.1f} on the first board's host") in (SESSION_1207F_H100 / "README.md").read_text()
+
+
+def test_1207f_two_board_budgets_are_the_ones_the_readme_the_adr_and_the_index_quote():
+    """The MoE pair's energy-ratio board CV (6 df) above the two earlier EAGLE3 pairs' and below vLLM's n-gram pair's;
+    the n-gram L = 4 pair's (4 df); each as the README, ADR 0241 addendum 5 and the index's board table quote it."""
+    moe = variance.budget_of_sources([MOE_1205E / "results" / "cells", MOE_1207F / "results" / "cells"])
+    rows = {(r["metric"], r["component"]): r for r in moe.iter_rows(named=True)}
+    ratio, mj_board, mj_restart = (rows[("energy_ratio", "board")], rows[("mj_per_committed_token", "board")],
+                                   rows[("mj_per_committed_token", "engine_restart")])
+    assert ratio["includes"] == list(variance.COMPONENTS) and ratio["df"] == 6
+    ngl4 = variance.budget_of_sources([NGRAM_1207C / "results" / "cells", NGRAM_L4_1207F / "results" / "cells"])
+    (ng,) = ngl4.filter(pl.col("family").str.starts_with("sglang"), pl.col("metric") == "energy_ratio",
+                        pl.col("component") == "board").iter_rows(named=True)
+    assert ng["estimable"] and ng["df"] == 4
+    assert 0.91 < ratio["cv_percent"] < 2.95  # between the committed EAGLE3 pairs and the vLLM n-gram pair
+    text = _readme_text(SESSION_1207F_H100)
+    assert f"has a CV of {ratio['cv_percent']:.2f} % on {ratio['df']} df" in text
+    assert (f"mJ per committed\ntoken splits into {mj_board['cv_percent']:.2f} % (board) and "
+            f"{mj_restart['cv_percent']:.2f} % (engine restart) on {mj_board['df']} and {mj_restart['df']} df") in (
+        SESSION_1207F_H100 / "README.md").read_text()
+    assert f"The energy ratio's board CV over the pair: {ng['cv_percent']:.2f} % on {ng['df']} df" in text
+    adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
+                   .read_text().split())
+    assert f"the energy ratio's board component is {ratio['cv_percent']:.2f} % CV on 6 df" in adr
+    assert f"The n-gram L = 4 pair sits at {ng['cv_percent']:.2f} % on 4 df" in adr
+    index = (ROOT / "validation" / "h100-2026-12" / "README.md").read_text()
+    assert f"| SGLang | 2026-12-05e, 2026-12-07f | {ratio['cv_percent']:.2f} % (6 df) |" in index
+    assert f"| SGLang | 2026-12-07c, 2026-12-07f | {ng['cv_percent']:.2f} % (4 df) |" in index
+
+
+# The six H100 pairs of one family on two boards (A the later run, as each README compared them).
+TWO_BOARD_PAIRS = (
+    ("sliding-window EAGLE3 (vLLM)", SW_1207D, SW_1205G),
+    ("MLA EAGLE3 (SGLang)", MLA_1207E, MLA_1205D),
+    ("MoE EAGLE3 (SGLang)", MOE_1207F, MOE_1205E),
+    ("n-gram L = 1, 4 (SGLang)", NGRAM_L4_1207F, NGRAM_1207C),
+    ("n-gram L = 1, 6 (SGLang)", SESSION_1206H_H100 / "ngram-both", NGRAM_1206G),
+    ("n-gram L = 1, 6 (vLLM)", NGRAM_1206I, SESSION_1206H_H100 / "ngram-both"),
+)
+
+
+def test_adr_0258_round_split_table_is_compare_evidences_on_the_six_pairs():
+    """ADR 0258's table: per pair the round shift, the busy part's shift and both sides' waiting parts, as
+    compare-evidence gives them; the GPU's part within 4.7 % everywhere while rounds move up to 16.6 %; ADR 0241
+    addendum 5's count of ratios past 2.5 % and the least wait shift beside them."""
+    adr = (ROOT / "docs" / "adr" / "0258-a-rounds-board-shift-is-split-into-the-gpus-busy-part-and-its-wait.md").read_text()
+
+    def rng(col: pl.Series) -> str:
+        return f"{_pct(col.min())} … {_pct(col.max())} %"
+
+    tables = []
+    for label, a, b in TWO_BOARD_PAIRS:
+        t = compare_evidence.compare_sources(a / "results" / "cells", b / "results" / "cells")
+        assert t.height in (4, 6) and t["busy_shift"].null_count() == 0, label
+        tables.append(t)
+        row = next(ln for ln in adr.splitlines() if ln.startswith(f"| {label} |"))
+        assert (f"| {rng(t['round_shift'])} | {rng(t['busy_shift'])} | {t['idle_ms_a'].min():.2f}–"
+                f"{t['idle_ms_a'].max():.2f} → {t['idle_ms_b'].min():.2f}–{t['idle_ms_b'].max():.2f} |") in row, row
+    every = pl.concat(tables)
+    assert every.height == 30
+    assert every["busy_shift"].abs().max() < 0.048 and every["round_shift"].abs().max() > 0.16
+    flat = " ".join(adr.split())
+    assert (f"moved by at most {100 * every['busy_shift'].abs().max():.1f} % between boards; the rounds moved by up to "
+            f"{100 * every['round_shift'].abs().max():.1f} %") in flat
+    moved = every.filter(pl.col("shift").abs() > 0.025)
+    wait = (moved["idle_ms_b"] - moved["idle_ms_a"]).abs()
+    addendum = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
+                        .read_text().split())
+    assert moved.height == 9 and wait.min() > 0.25
+    assert (f"every ratio that moved by more than 2.5 % (nine of them) came with a waiting part that moved by "
+            f"more than a quarter of a millisecond a round ({wait.min():.2f}–{wait.max():.2f} ms)") in addendum
+
+
+def test_adr_0258_nvml_busy_against_the_committed_round_profiles():
+    """The check ADR 0258 quotes: in every committed round profile, the profiler's GPU time per round over the
+    unprofiled round (capped at 1) against the unprofiled NVML utilization of the same batches."""
+    files = sorted(ROOT.glob("validation/*/session-*/**/rounds.parquet"))
+    frame = pl.concat([pl.read_parquet(f).select("round_ms_unprofiled", "gpu_ms_per_round", "nvml_util_unprofiled")
+                       for f in files])
+    frame = frame.with_columns((pl.col("gpu_ms_per_round") / pl.col("round_ms_unprofiled")).clip(upper_bound=1.0).alias("busy"))
+    diff = frame["nvml_util_unprofiled"] - frame["busy"]
+    r = frame.select(pl.corr("nvml_util_unprofiled", "busy")).item()
+    adr = " ".join((ROOT / "docs" / "adr" / "0258-a-rounds-board-shift-is-split-into-the-gpus-busy-part-and-its-wait.md")
+                   .read_text().split())
+    assert (f"in the {frame.height} committed round profiles ({len(files)} `rounds.parquet`, H100 and H200, both "
+            "engines)") in adr
+    assert (f"Pearson r {r:.2f}, the difference's median {diff.median():.3f} and median absolute "
+            f"{diff.abs().median():.3f}, its range {diff.min():.2f} to +{diff.max():.2f}").replace("-", "−") in adr
+    assert r > 0.9
