@@ -4680,19 +4680,28 @@ def test_1207e_h100_config_is_the_preregistered_one():
 def test_1207e_mla_family_on_a_second_h100_is_whole_and_the_readme_table_is_the_records():
     """2026-12-07e's order 4: the SGLang MLA family whole on a board that is not 2026-12-05d's, the same verdict, the
     README's table, windows and starts from the records, every B = 32 cell below its routed-expert floor (ADR 0242)."""
-    points = _h100_depth_family(MLA_1207E, SESSION_1207E_H100, "h200-schemes-depth-mla.yaml", GPU_1207E, "glm47_flash")
+    _second_h100_board(MLA_1207E, SESSION_1207E_H100, "h200-schemes-depth-mla.yaml", GPU_1207E, "glm47_flash",
+                       "9ddaba7d8877b589e90a9caaf6850818b005d2b0")
     assert GPU_1207E != GPU_1205D
-    assert set(points["git_commit"]) == {"9ddaba7d8877b589e90a9caaf6850818b005d2b0"}
-    df = _aggregated(packed.tree_files(MLA_1207E / "results" / "cells", "*/*.parquet"))
     text = _readme_text(SESSION_1207E_H100)
-    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
-            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates)") in text
     assert sorted(_engine_starts(MLA_1207E)) == [62.2, 67.7, 69.4, 107.2, 159.8]
     assert "159.8 s cold, then 107.2, 69.4, 67.7 and 62.2 s" in text
     assert sorted(_engine_starts(MLA_1205D)) == [63.1, 64.2, 68.2, 95.4, 124.0]
     below = _below_floor(MLA_1207E)
     assert {k for k, v in below.items() if v} == {k for k in below if k[1] == 32} and len(below) == 10
-    lines = (SESSION_1207E_H100 / "README.md").read_text().splitlines()
+
+
+def _second_h100_board(evidence_dir: Path, session: Path, config_name: str, gpu_uuid: str, pair: str,
+                       commit: str) -> None:
+    """A depth family's run on a second H100: _h100_depth_family's checks, the records' commit, and the README's
+    windows and every point row's power and tokens per second the records'."""
+    _h100_depth_family(evidence_dir, session, config_name, gpu_uuid, pair)
+    df = _aggregated(packed.tree_files(evidence_dir / "results" / "cells", "*/*.parquet"))
+    assert set(df["git_commit"]) == {commit}
+    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
+            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates)"
+            ) in _readme_text(session)
+    lines = (session / "README.md").read_text().splitlines()
     for r in df.filter(pl.col("role") == "point").iter_rows(named=True):
         row = next(ln for ln in lines if ln.startswith(f"| {r['batch_size']} | EAGLE3 L = {r['configured_L']:.0f} |"))
         assert f"| {r['mean_power_w']:.0f} | {r['tokens_per_s']:,.0f} |" in row, row
@@ -4792,14 +4801,9 @@ def test_1207f_moe_family_on_a_second_h100_is_whole_and_the_readme_table_is_the_
     """PLAN order 4: the SGLang MoE family whole on a board that is neither 2026-12-05e's nor another's, the same
     verdict, the README's table, windows and starts from the records; B = 32, L = 1 alone below its routed-expert
     floor, as on the first board (ADR 0242)."""
-    points = _h100_depth_family(MOE_1207F, SESSION_1207F_H100, "h200-schemes-depth-moe.yaml", GPU_1207F,
-                                "qwen3_30b_a3b")
+    _second_h100_board(MOE_1207F, SESSION_1207F_H100, "h200-schemes-depth-moe.yaml", GPU_1207F, "qwen3_30b_a3b",
+                       "d983e37bf846d843a221b265d30e9c800d8be331")
     assert GPU_1207F not in {GPU_1207E, GPU_1205D, "GPU-86cacde5-519a-5750-1e49-851f70a81f90"}
-    assert set(points["git_commit"]) == {"d983e37bf846d843a221b265d30e9c800d8be331"}
-    df = _aggregated(packed.tree_files(MOE_1207F / "results" / "cells", "*/*.parquet"))
-    text = _readme_text(SESSION_1207F_H100)
-    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
-            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates)") in text
     assert sorted(_engine_starts(MOE_1207F)) == [45.7, 46.2, 46.8, 58.9, 103.0]
     assert "103.0 s cold, then 58.9, 46.8, 46.2 and\n45.7 s" in (SESSION_1207F_H100 / "README.md").read_text()
     calls = _readme_text(SESSION_1207F)
@@ -4807,10 +4811,6 @@ def test_1207f_moe_family_on_a_second_h100_is_whole_and_the_readme_table_is_the_
     assert f"against {sum(_engine_starts(MOE_1205E)):.0f} s there" in calls
     below = _below_floor(MOE_1207F)
     assert [k for k, v in below.items() if v] == [("qwen3_30b_a3b", 32, "eagle3--mv1")] and len(below) == 10
-    lines = (SESSION_1207F_H100 / "README.md").read_text().splitlines()
-    for r in df.filter(pl.col("role") == "point").iter_rows(named=True):
-        row = next(ln for ln in lines if ln.startswith(f"| {r['batch_size']} | EAGLE3 L = {r['configured_L']:.0f} |"))
-        assert f"| {r['mean_power_w']:.0f} | {r['tokens_per_s']:,.0f} |" in row, row
 
 
 def test_1207f_ngram_l4_sglang_family_on_a_second_h100_is_whole_and_the_readme_table_is_the_records():
