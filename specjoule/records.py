@@ -363,6 +363,21 @@ TIMELINE_SCHEMA = pa.schema(
     ]
 )
 
+
+def window_gpu_busy_fraction(timeline: Any) -> float | None:
+    """A record's ``gpu_busy_fraction``: the mean of the in-window ``gpu_util_pct`` samples of a timeline
+    (TIMELINE_SCHEMA), / 100; None without such samples (no GPU meter, or a timeline without the columns)."""
+    try:
+        util = [
+            u
+            for u, w in zip(timeline.column("gpu_util_pct").to_pylist(), timeline.column("in_window").to_pylist())
+            if w and u is not None
+        ]
+    except (KeyError, AttributeError):
+        return None
+    return sum(util) / len(util) / 100.0 if util else None
+
+
 ENERGY_COLUMNS = ("energy_j", "energy_j_per_gpu", "mean_power_w", "idle_power_w", "mj_per_committed_token")
 
 

@@ -763,18 +763,8 @@ def host_columns(timeline: Any) -> dict[str, Any]:
         "host_load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         # after the load average, so that the probe's own CPU time (~0.1-0.2 s) does not enter it
         "host_speed_mops": envmod.host_speed(),
-        "gpu_busy_fraction": None,
+        "gpu_busy_fraction": records.window_gpu_busy_fraction(timeline),
     }
-    try:
-        util = [
-            u
-            for u, w in zip(timeline.column("gpu_util_pct").to_pylist(), timeline.column("in_window").to_pylist())
-            if w and u is not None
-        ]
-    except (KeyError, AttributeError):
-        util = []
-    if util:
-        out["gpu_busy_fraction"] = sum(util) / len(util) / 100.0
     return out
 
 
