@@ -76,35 +76,50 @@ def _spin_cycles_per_ms(torch) -> float:
     return cycles / start.elapsed_time(end)
 
 
-def _window(meter, torch, cycles: int, gap_ms: float, seconds: float) -> tuple[list[float], float, float | None]:
-    events = []
-    meter.reset_window()
-    meter.start_sampling()
-    time.sleep(0.3)
-    t0 = meter.mark_window_start()
-    t_end = time.monotonic() + seconds
-    while time.monotonic() < t_end:
+def _load(torch, cycles: int, gap_ms: float, until: float, events: list | None) -> None:
+    """Spin kernels of ``cycles`` with ``gap_ms`` of host time after each, until ``until`` (monotonic)."""
+    while time.monotonic() < until:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         torch.cuda._sleep(cycles)
         end.record()
         end.synchronize()
-        events.append((start, end))
+        if events is not None:
+            events.append((start, end))
         if gap_ms:
             resume = time.perf_counter() + gap_ms / 1e3
             while time.perf_counter() < resume:  # spin: a sleep's wake-up is coarser than the finest gaps
                 pass
+
+
+def _window(
+    meter, torch, cycles: int, gap_ms: float, seconds: float, warmup_s: float
+) -> tuple[list[float], float, float | None, list[float | None]]:
+    """One window as a cell's: sampling starts, ``warmup_s`` of the same load (a cell's warm-up runs its workload,
+    and NVML's utilization looks back over its own sample period), then the timed window; the event-timed kernels,
+    the window's length, the record's busy fraction and the in-window samples."""
+    events: list = []
+    meter.reset_window()
+    meter.start_sampling()
+    _load(torch, cycles, gap_ms, time.monotonic() + warmup_s, None)
+    t0 = meter.mark_window_start()
+    _load(torch, cycles, gap_ms, time.monotonic() + seconds, events)
     t1 = meter.mark_window_end()
     time.sleep(0.2)
     meter.stop_sampling()
-    busy = records.window_gpu_busy_fraction(meter.timeline())
-    return [s.elapsed_time(e) for s, e in events], t1 - t0, busy
+    timeline = meter.timeline()
+    busy = records.window_gpu_busy_fraction(timeline)
+    samples = [
+        u for u, w in zip(timeline.column("gpu_util_pct").to_pylist(), timeline.column("in_window").to_pylist()) if w
+    ]
+    return [s.elapsed_time(e) for s, e in events], t1 - t0, busy, samples
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of the same load before each window")
     args = parser.parse_args(argv)
     lease = gpu.acquire("cuda")
     import torch
@@ -113,15 +128,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     meter = NvmlMeter()
     meter.open()
-    out: dict = {"devices": [d.__dict__ for d in meter.devices], "driver": meter.driver, "sample_hz": 1 / meter.period}
+    out: dict = {
+        "devices": [d.__dict__ for d in meter.devices],
+        "driver": meter.driver,
+        "sample_hz": 1 / meter.period,
+        "warmup_s": args.warmup,
+    }
     rows = []
     try:
         torch.cuda.init()
         per_ms = _spin_cycles_per_ms(torch)
         out["spin_cycles_per_ms"] = per_ms
         for kernel_ms, gap_ms in GRID:
-            times, window_s, nvml_busy = _window(meter, torch, int(kernel_ms * per_ms), gap_ms, args.seconds)
-            row = summarize(kernel_ms, gap_ms, times, window_s, nvml_busy)
+            times, window_s, nvml_busy, samples = _window(
+                meter, torch, int(kernel_ms * per_ms), gap_ms, args.seconds, args.warmup
+            )
+            row = summarize(kernel_ms, gap_ms, times, window_s, nvml_busy) | {"util_samples": samples}
             rows.append(row)
             print(
                 f"kernel {kernel_ms:5.2f} ms gap {gap_ms:4.2f} ms: {row['kernels']:6d} kernels, period "
