@@ -17,11 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pytest
 import yaml
 
 from specjoule import cells, logtext
 from specjoule import config as sj_config
+from specjoule import records as sj_records
 from specjoule.analysis import (
     aggregate,
     compare_evidence,
@@ -3720,7 +3722,7 @@ NGRAM_L4_1207F = SESSION_1207F_H100 / "ngram-l4-sglang"
     [(SESSION_1206C, GPU_1206C, 194), (SESSION_1206D, GPU_1206D, 412), (SESSION_1206E, GPU_1206E, 74),
      (SESSION_1206F, GPU_1206F, 151), (SESSION_1206G, GPU_1206G, 491), (SESSION_1206H, GPU_1206H, 139),
      (SESSION_1206I, GPU_1206I, 195), (SESSION_1207C, GPU_1207C, 399), (SESSION_1207D, GPU_1207D, 365),
-     (SESSION_1207E, GPU_1207E, 370), (SESSION_1207F, GPU_1207F, 572)],
+     (SESSION_1207E, GPU_1207E, 370), (SESSION_1207F, GPU_1207F, 411)],
     ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i", "1207c", "1207d", "1207e", "1207f"],
 )
 def test_one_machine_sessions_device_time_adds_up(session, gpu, left):
@@ -4976,3 +4978,66 @@ def test_adr_0258_nvml_busy_against_the_committed_round_profiles():
     assert (f"Pearson r {r:.2f}, the difference's median {diff.median():.3f} and median absolute "
             f"{diff.abs().median():.3f}, its range {diff.min():.2f} to +{diff.max():.2f}").replace("-", "−") in adr
     assert r > 0.9
+
+
+
+NVML_BUSY_1207F = SESSION_1207F_H100 / "nvml-busy"
+
+
+def test_1207f_nvml_reads_a_known_duty_cycle_within_the_preregistered_bound_once_the_window_opens_loaded():
+    """ADR 0258 addendum 1, plan addenda 2-3: both runs on one board, the probe's grid in order; each row's idle parts
+    its own busy fractions; the warm run's NVML busy fraction the record's formula over its kept samples; the
+    pre-registered reading (7.5 ms kernels, gaps >= 0.25 ms: idle parts within 0.1 ms) met warm and missed cold, by the
+    ranges the README and the ADR quote; the README's table the JSON's rows."""
+    from tools.device import nvml_busy_probe as probe
+
+    runs = {k: json.loads((NVML_BUSY_1207F / f"nvml-busy-{k}.json").read_text()) for k in ("cold", "warm")}
+    for name, run in runs.items():
+        assert [d["uuid"] for d in run["devices"]] == ["GPU-1ee32266-d02d-5fc9-41cb-c880f4debdc9"], name
+        assert [(r["kernel_ms"], r["gap_ms"]) for r in run["rows"]] == list(probe.GRID), name
+        for r in run["rows"]:
+            assert r["event_idle_ms"] == pytest.approx(r["period_ms"] * (1 - r["event_busy"]), rel=1e-9)
+            assert r["nvml_idle_ms"] == pytest.approx(r["period_ms"] * (1 - r["nvml_busy"]), abs=1e-12)
+            assert r["period_ms"] == pytest.approx(1e3 * r["window_s"] / r["kernels"], rel=1e-9)
+    assert runs["warm"]["warmup_s"] == 1.0 and "warmup_s" not in runs["cold"]
+    for r in runs["warm"]["rows"]:
+        n = len(r["util_samples"])
+        timeline = pa.table({"gpu_util_pct": pa.array(r["util_samples"], pa.float64()),
+                             "in_window": pa.array([True] * n)})
+        assert n >= 29 and sj_records.window_gpu_busy_fraction(timeline) == pytest.approx(r["nvml_busy"], rel=1e-12)
+
+    def off(run: str, rows=lambda r: r["kernel_ms"] == 7.5 and r["gap_ms"] >= 0.25) -> list[float]:
+        return [r["nvml_idle_ms"] - r["event_idle_ms"] for r in runs[run]["rows"] if rows(r)]
+
+    warm, cold = [abs(x) for x in off("warm")], off("cold")
+    assert max(warm) <= 0.1 < min(cold)  # the pre-registered bound: met warm, missed cold
+    every_warm = [abs(x) for x in off("warm", lambda r: True)]
+    half = {k: [r["nvml_busy"] - r["event_busy"] for r in runs[k]["rows"] if r["kernel_ms"] == r["gap_ms"]]
+            for k in runs}
+    readme = _readme_text(SESSION_1207F_H100)
+    adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
+    for text in (readme, adr):
+        assert f"within 0.1 ms of the events'; here within {min(warm):.3f}–{max(warm):.3f} ms" in readme
+        assert f"{min(cold):.2f}–{max(cold):.2f} ms above" in text
+    assert f"every row's NVML idle part within {max(every_warm):.3f} ms of the events'" in adr
+    assert f"(7.5 ms kernels, gaps 0.25–4 ms: within {min(warm):.3f}–{max(warm):.3f} ms)" in adr
+    assert f"within {max(abs(x) for x in half['warm']):.3f} at half duty" in adr
+    assert f"({-max(half['cold']):.3f}–{-min(half['cold']):.3f} below them cold" in readme
+    first = runs["cold"]["rows"][0]
+    assert f"NVML read low everywhere ({first['nvml_busy']:.3f} busy where the events timed {first['event_busy']:.3f})" in adr
+    lines = (SESSION_1207F_H100 / "README.md").read_text().splitlines()
+    for c, w in zip(runs["cold"]["rows"], runs["warm"]["rows"]):
+        assert (f"| {w['kernel_ms']:g} | {w['gap_ms']:g} | {w['period_ms']:.3f} | {w['event_busy']:.3f} | "
+                f"{c['nvml_busy']:.3f} | {w['nvml_busy']:.3f} | {w['event_idle_ms']:.3f} | {c['nvml_idle_ms']:.3f} | "
+                f"{w['nvml_idle_ms']:.3f} |") in lines
+
+
+def test_adr_0258_the_committed_h100_cells_all_open_their_windows_after_a_warm_up():
+    """ADR 0258 addendum 1's proviso: every committed H100 cell ran a warm-up of its workload before its window."""
+    files = sorted((ROOT / "validation" / "h100-2026-12").glob("session-*/*/results/cells.parquet"))
+    cells_ = pl.concat([pl.read_parquet(f, columns=["warmup_skipped", "warmup_s"]) for f in files])
+    assert len(files) >= 20
+    assert not cells_["warmup_skipped"].fill_null(False).any() and cells_["warmup_s"].null_count() == 0
+    adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
+    assert (f"the {cells_.height} committed H100 cells warmed up for {cells_['warmup_s'].min():.1f}–"
+            f"{cells_['warmup_s'].max():.0f} s, none skipped") in adr
