@@ -5043,3 +5043,19 @@ def test_adr_0258_the_committed_h100_cells_all_open_their_windows_after_a_warm_u
     adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
     assert (f"the {cells_.height} committed H100 cells warmed up for {cells_['warmup_s'].min():.1f}–"
             f"{cells_['warmup_s'].max():.0f} s, none skipped") in adr
+
+
+def test_adr_0258_the_wait_in_the_moe_records_comes_in_episodes():
+    """ADR 0258 addendum 1's last paragraph: the share of in-window NVML samples at 100 % in the MoE family's B = 1
+    L = 3 and L = 4 windows on both boards, from the committed timelines; the ADR quotes them."""
+    share = {}
+    for board, folder in (("05e", MOE_1205E), ("07f", MOE_1207F)):
+        t = pl.read_parquet(folder / "results" / "timelines.parquet").filter(pl.col("in_window"))
+        for name in ("eagle3--mv3", "eagle3--mv4"):
+            u = t.filter(pl.col("packed_file").str.ends_with(f"-b1-random-s0-cg1/{name}.parquet"))["gpu_util_pct"]
+            assert u.len() > 150
+            share[(board, name)] = round(100 * (u == 100).mean())
+    adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
+    assert share[("07f", "eagle3--mv3")] == share[("07f", "eagle3--mv4")]
+    assert (f"read 100 % in {share[('05e', 'eagle3--mv3')]} and {share[('05e', 'eagle3--mv4')]} % of their in-window "
+            f"samples on 2026-12-05e's board and in {share[('07f', 'eagle3--mv3')]} % of both on 2026-12-07f's") in adr
