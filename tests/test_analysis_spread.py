@@ -14,6 +14,7 @@ import itertools
 import json
 import math
 import re
+import statistics
 from pathlib import Path
 
 import analysis_records as ar
@@ -608,17 +609,25 @@ def test_a_round_is_split_into_the_part_the_gpu_ran_and_the_part_it_waited(tmp_p
     b = _with_busy(src, tmp_path / "b" / "cells", 0.6)
     table = compare_evidence.compare_sources(a, b)
     assert table.height == 3 and table["round_shift"].to_list() == pytest.approx([0.0] * 3)
+    baselines = pl.concat([packed.read_frame(f) for f in packed.tree_files(src)], how="diagonal_relaxed").filter(
+        pl.col("role").is_in(["opening_baseline", "closing_baseline"])
+    )
+    base_steps = dict(baselines.group_by("campaign_id").agg(pl.col("round_time_ms").mean()).iter_rows())
     for r in table.iter_rows(named=True):
         assert (r["gpu_busy_a"], r["gpu_busy_b"]) == pytest.approx((0.9, 0.6))
         assert r["busy_ms_a"] == pytest.approx(0.9 * r["round_time_ms_a"])
         assert r["busy_ms_b"] == pytest.approx(0.6 * r["round_time_ms_b"])
         assert r["idle_ms_b"] == pytest.approx(4 * r["idle_ms_a"]) and r["busy_shift"] == pytest.approx(-1 / 3)
         assert r["busy_ms_a"] + r["idle_ms_a"] == pytest.approx(r["round_time_ms_a"])
+        # the paired baselines' wait per step, from the same records: 0.1 and 0.4 of their mean step
+        step = statistics.mean(base_steps[c] for c in r["campaigns_a"])
+        assert r["baseline_idle_ms_a"] == pytest.approx(0.1 * step) and r["baseline_idle_ms_b"] == pytest.approx(0.4 * step)
     assert compare_evidence.main([str(a), str(b)]) == 0
     out = capsys.readouterr().out
     first = table.sort("batch_size", "configured_L").row(0, named=True)
     assert (f"GPU busy 0.900 → 0.600 of the window: busy part of a round {first['busy_ms_a']:.2f} → "
-            f"{first['busy_ms_b']:.2f} ms (-33.3%), idle part {first['idle_ms_a']:.2f} → {first['idle_ms_b']:.2f} ms") in out
+            f"{first['busy_ms_b']:.2f} ms (-33.3%), idle part {first['idle_ms_a']:.2f} → {first['idle_ms_b']:.2f} ms; the "
+            f"baseline step's idle part {first['baseline_idle_ms_a']:.2f} → {first['baseline_idle_ms_b']:.2f} ms") in out
     unmetered = compare_evidence.compare_sources(a, _with_busy(src, tmp_path / "c" / "cells", None))
     assert unmetered["busy_shift"].to_list() == [None] * 3 and unmetered["gpu_busy_b"].to_list() == [None] * 3
     assert "GPU busy" not in compare_evidence.to_text(unmetered, "A", "C")

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from specjoule import axes
 from specjoule.analysis import AnalysisError, evidence, spread
 
 C = pl.col
@@ -96,6 +97,8 @@ COMPARE_COLUMNS: tuple[str, ...] = (
     "busy_shift",
     "idle_ms_a",
     "idle_ms_b",
+    "baseline_idle_ms_a",
+    "baseline_idle_ms_b",
     "differences",
     "comparable",
     "reproduces",
@@ -109,8 +112,15 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
     if not points.height:
         return pl.DataFrame(), pl.DataFrame()
     summary = spread.summarize(points, ["measure_key"], [ENERGY, MJ, BASE_MJ], level=level)
+    # The paired baselines' wait per step: a ratio's shift is the point's over its baseline's (ADR 0258).
+    baseline_idle = (
+        records.filter(spread.is_measured(records), C("role").is_in(list(axes.BASELINE_ROLES)))
+        .group_by("campaign_id")
+        .agg((C("round_time_ms") * (1 - C("gpu_busy_fraction"))).mean().alias("baseline_idle_ms"))
+    )
     info = (
-        points.sort("campaign_id", "seed", "window_index", "engine_replicate")
+        points.join(baseline_idle, on="campaign_id", how="left")
+        .sort("campaign_id", "seed", "window_index", "engine_replicate")
         .group_by("measure_key", maintain_order=True)
         .agg(
             *(C(c).first() for c in SHOWN),
@@ -129,6 +139,7 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
             C("gpu_busy_fraction").mean().alias("gpu_busy"),
             (C("round_time_ms") * C("gpu_busy_fraction")).mean().alias("busy_ms"),
             (C("round_time_ms") * (1 - C("gpu_busy_fraction"))).mean().alias("idle_ms"),
+            C("baseline_idle_ms").mean(),
             C("host_cpu_signature").drop_nulls().unique().sort().alias("host_cpus"),
             *(C(c).unique().sort().alias(c) for c in evidence.REPORTED if c != "gpu_uuid"),
         )
@@ -289,6 +300,8 @@ def compare(
                 "busy_shift": _relative(r_b["busy_ms"], r_a["busy_ms"]),
                 "idle_ms_a": r_a["idle_ms"],
                 "idle_ms_b": r_b["idle_ms"],
+                "baseline_idle_ms_a": r_a["baseline_idle_ms"],
+                "baseline_idle_ms_b": r_b["baseline_idle_ms"],
                 "differences": diffs,
                 "comparable": comparable,
                 "reproduces": verdict,
@@ -396,6 +409,8 @@ COMPARE_DOCS: dict[str, str] = {
     "work or the host's",
     "idle_ms_a": "mean of round_time_ms x (1 - gpu_busy_fraction) over A's point records: the part of a round the GPU "
     "waited, for the host or a launch (ADR 0258); _b in B",
+    "baseline_idle_ms_a": "mean of round_time_ms x (1 - gpu_busy_fraction) over the opening and closing baselines of A's "
+    "points' campaigns (round_time_ms is a baseline's step): the wait of the step the ratio divides by; _b in B",
     "differences": "what differs besides the measured parameters: GPU, driver, CUDA, commit, config, engine configuration "
     "(model paths by file name), prompt pools, host CPU signature (said, never blocking)",
     "comparable": "false when the engine configuration or a common seed's prompt pool differs: then not judged",
@@ -446,7 +461,8 @@ def to_text(table: pl.DataFrame, a: str, b: str) -> str:
             lines.append(
                 f"  GPU busy {_fmt(r['gpu_busy_a'], '.3f')} → {_fmt(r['gpu_busy_b'], '.3f')} of the window: busy part of a"
                 f" round {_fmt(r['busy_ms_a'], '.2f')} → {_fmt(r['busy_ms_b'], '.2f')} ms ({_fmt(r['busy_shift'], '+.1%')}),"
-                f" idle part {_fmt(r['idle_ms_a'], '.2f')} → {_fmt(r['idle_ms_b'], '.2f')} ms"
+                f" idle part {_fmt(r['idle_ms_a'], '.2f')} → {_fmt(r['idle_ms_b'], '.2f')} ms; the baseline step's idle part"
+                f" {_fmt(r['baseline_idle_ms_a'], '.2f')} → {_fmt(r['baseline_idle_ms_b'], '.2f')} ms"
             )
         if r["host_speed_ratio"] is not None:
             lines.append(
