@@ -364,17 +364,19 @@ TIMELINE_SCHEMA = pa.schema(
 )
 
 
-def window_gpu_busy_fraction(timeline: Any) -> float | None:
-    """A record's ``gpu_busy_fraction``: the mean of the in-window ``gpu_util_pct`` samples of a timeline
-    (TIMELINE_SCHEMA), / 100; None without such samples (no GPU meter, or a timeline without the columns)."""
+def window_gpu_util_samples(timeline: Any) -> list[float]:
+    """The in-window, non-null ``gpu_util_pct`` samples of a timeline (TIMELINE_SCHEMA); none without a GPU meter or
+    a timeline without the columns."""
     try:
-        util = [
-            u
-            for u, w in zip(timeline.column("gpu_util_pct").to_pylist(), timeline.column("in_window").to_pylist())
-            if w and u is not None
-        ]
+        pairs = zip(timeline.column("gpu_util_pct").to_pylist(), timeline.column("in_window").to_pylist())
     except (KeyError, AttributeError):
-        return None
+        return []
+    return [u for u, w in pairs if w and u is not None]
+
+
+def window_gpu_busy_fraction(timeline: Any) -> float | None:
+    """A record's ``gpu_busy_fraction``: the mean of the window's utilization samples / 100; None without them."""
+    util = window_gpu_util_samples(timeline)
     return sum(util) / len(util) / 100.0 if util else None
 
 

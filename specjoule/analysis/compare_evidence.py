@@ -37,6 +37,8 @@ DEFAULT_TOLERANCE = 0.05
 ENERGY = spread.Metric("energy_ratio", "mj_per_committed_token", "baseline_window_mj_per_committed_token")
 MJ = spread.Metric("mj_per_committed_token", "mj_per_committed_token")
 BASE_MJ = spread.Metric("baseline_mj_per_committed_token", "baseline_window_mj_per_committed_token")
+# The part of a record's round (a baseline's step) the GPU waited: its round split by the busy fraction (ADR 0258).
+IDLE_MS = C("round_time_ms") * (1 - C("gpu_busy_fraction"))
 # What a row shows of each side.
 SHOWN = (
     "engine",
@@ -116,7 +118,7 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
     baseline_idle = (
         records.filter(spread.is_measured(records), C("role").is_in(list(axes.BASELINE_ROLES)))
         .group_by("campaign_id")
-        .agg((C("round_time_ms") * (1 - C("gpu_busy_fraction"))).mean().alias("baseline_idle_ms"))
+        .agg(IDLE_MS.mean().alias("baseline_idle_ms"))
     )
     info = (
         points.join(baseline_idle, on="campaign_id", how="left")
@@ -138,7 +140,7 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
             # A round split by the GPU's busy fraction: time the GPU ran kernels and time it waited (on the host).
             C("gpu_busy_fraction").mean().alias("gpu_busy"),
             (C("round_time_ms") * C("gpu_busy_fraction")).mean().alias("busy_ms"),
-            (C("round_time_ms") * (1 - C("gpu_busy_fraction"))).mean().alias("idle_ms"),
+            IDLE_MS.mean().alias("idle_ms"),
             C("baseline_idle_ms").mean(),
             C("host_cpu_signature").drop_nulls().unique().sort().alias("host_cpus"),
             *(C(c).unique().sort().alias(c) for c in evidence.REPORTED if c != "gpu_uuid"),

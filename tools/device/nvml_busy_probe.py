@@ -94,7 +94,7 @@ def _load(torch, cycles: int, gap_ms: float, until: float, events: list | None) 
 
 def _window(
     meter, torch, cycles: int, gap_ms: float, seconds: float, warmup_s: float
-) -> tuple[list[float], float, float | None, list[float | None]]:
+) -> tuple[list[float], float, float | None, list[float]]:
     """One window as a cell's: sampling starts, ``warmup_s`` of the same load (a cell's warm-up runs its workload,
     and NVML's utilization looks back over its own sample period), then the timed window; the event-timed kernels,
     the window's length, the record's busy fraction and the in-window samples."""
@@ -109,9 +109,7 @@ def _window(
     meter.stop_sampling()
     timeline = meter.timeline()
     busy = records.window_gpu_busy_fraction(timeline)
-    samples = [
-        u for u, w in zip(timeline.column("gpu_util_pct").to_pylist(), timeline.column("in_window").to_pylist()) if w
-    ]
+    samples = records.window_gpu_util_samples(timeline)
     return [s.elapsed_time(e) for s, e in events], t1 - t0, busy, samples
 
 

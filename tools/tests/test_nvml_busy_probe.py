@@ -21,6 +21,7 @@ def test_the_busy_fraction_is_the_in_window_utilization_mean_and_the_records_use
     tl = _timeline([100.0, 80.0, None, 60.0, 0.0], [False, True, True, True, False])
     # (80 + 60) / 2 / 100: the out-of-window sample and the null one are left out
     assert records.window_gpu_busy_fraction(tl) == pytest.approx(0.70)
+    assert records.window_gpu_util_samples(tl) == [80.0, 60.0]  # what the probe keeps of a window
     assert runner.host_columns(tl)["gpu_busy_fraction"] == records.window_gpu_busy_fraction(tl)
     assert records.window_gpu_busy_fraction(_timeline([50.0], [False])) is None  # no in-window sample
     assert records.window_gpu_busy_fraction(None) is None and runner.host_columns(None)["gpu_busy_fraction"] is None
