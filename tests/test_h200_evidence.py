@@ -5235,3 +5235,37 @@ def test_1207g_nvml_probe_on_a_second_board_meets_the_preregistered_reading():
     first_07f = json.loads((NVML_BUSY_1207F / "nvml-busy-warm.json").read_text())["rows"][0]
     assert (f"{run['rows'][0]['event_idle_ms']:.3f} ms of a 7.5 ms kernel's period at no gap, against "
             f"{first_07f['event_idle_ms']:.3f} ms on 2026-12-07f's probe board") in readme
+
+
+def test_1207g_the_first_boards_drafted_windows_ran_hotter_at_the_same_clock():
+    """The README's and ADR 0241 addendum 6's reading of the timelines: per window, the in-window means of temperature,
+    SM clock, SM activity and power on both boards; the hotter windows are the ones the README names, at the same clock."""
+    def windows(folder: Path) -> pl.DataFrame:
+        t = pl.read_parquet(folder / "results" / "timelines.parquet").filter(pl.col("in_window"))
+        return t.with_columns(pl.col("packed_file").str.extract(r"-b(\d+)-random").cast(pl.Int64).alias("batch_size"),
+                              pl.col("packed_file").str.extract(r"/([^/]+)\.parquet$").alias("cell_name")).group_by(
+            "batch_size", "cell_name").agg(pl.col("temperature_c").mean(), pl.col("sm_clock_mhz").mean(),
+                                           pl.col("sm_active_pct").mean(), pl.col("power_w").mean())
+
+    here, first = windows(VLLM_MOE_1207G), windows(VLLM_MOE_1205F)
+    both = here.join(first, on=["batch_size", "cell_name"], suffix="_b").with_columns(
+        (pl.col("temperature_c_b") - pl.col("temperature_c")).alias("hotter"),
+        (pl.col("sm_active_pct_b") - pl.col("sm_active_pct")).abs().alias("activity"),
+        (pl.col("power_w_b") / pl.col("power_w") - 1).alias("power"))
+    assert both.height == 10
+    named = (pl.col("cell_name").is_in(["eagle3--mv3", "eagle3--mv4"])
+             | ((pl.col("batch_size") == 32) & (pl.col("cell_name") == "eagle3--mv1")))
+    hot, rest = both.filter(named), both.filter(~named)
+    assert hot.height == 5 and hot["hotter"].min() > 5 > rest["hotter"].abs().max()
+    clocks = pl.concat([both["sm_clock_mhz"], both["sm_clock_mhz_b"]])
+    assert clocks.max() - clocks.min() < 20  # "the same SM clock": within 1 % on both boards
+    text = _readme_text(SESSION_1207G_H100)
+    assert f"(window means {clocks.min():,.0f}–{clocks.max():,.0f} MHz on both boards)" in text
+    assert (f"ran {hot['hotter'].min():.1f}–{hot['hotter'].max():.1f} °C hotter than this board's and drew "
+            f"{100 * hot['power'].min():.1f}–{100 * hot['power'].max():.1f} % more (timeline means), with SM activity "
+            f"within {hot['activity'].max():.1f} points") in text
+    assert f"ran {_pct(rest['hotter'].min() / 100)} to {_pct(rest['hotter'].max() / 100)} °C from this board's" in text
+    adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
+                   .read_text().split())
+    assert (f"drafted windows ran {hot['hotter'].min():.1f}–{hot['hotter'].max():.1f} °C hotter (its baselines within "
+            f"{rest.filter(pl.col('cell_name').str.starts_with('baseline'))['hotter'].abs().max():.1f} °C") in adr
