@@ -633,6 +633,35 @@ def test_a_round_is_split_into_the_part_the_gpu_ran_and_the_part_it_waited(tmp_p
     assert "GPU busy" not in compare_evidence.to_text(unmetered, "A", "C")
 
 
+def _with_temperature(src, out, point_c: float | None, baseline_c: float | None):
+    """A copy of an evidence folder's records with each window's maximum temperature set, points and baselines apart."""
+    for f in packed.tree_files(src):
+        df = packed.read_frame(f)
+        df = df.with_columns(pl.when(pl.col("role") == "point").then(pl.lit(point_c, pl.Float64))
+                             .otherwise(pl.lit(baseline_c, pl.Float64)).alias("max_temperature_c"))
+        (out / f.parent.name).mkdir(parents=True, exist_ok=True)
+        df.write_parquet(out / f.parent.name / f.name)
+    return out
+
+
+def test_the_windows_temperatures_are_said_beside_the_power_points_and_baselines_apart(tmp_path, capsys):
+    """ADR 0083 addendum 3: each side's points' and baselines' mean window maximum temperature, printed under the power
+    line; the verdict does not read them (the same records judge the same); a side without a meter prints nothing."""
+    src = EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"
+    a = _with_temperature(src, tmp_path / "a" / "cells", 50.0, 48.0)
+    b = _with_temperature(src, tmp_path / "b" / "cells", 56.0, 49.0)
+    table = compare_evidence.compare_sources(a, b)
+    assert table.height == 3 and all(table["reproduces"])
+    assert table["max_temperature_c_a"].to_list() == [50.0] * 3 and table["max_temperature_c_b"].to_list() == [56.0] * 3
+    assert table["baseline_max_temperature_c_a"].to_list() == [48.0] * 3
+    assert table["baseline_max_temperature_c_b"].to_list() == [49.0] * 3
+    assert compare_evidence.main([str(a), str(b)]) == 0
+    assert capsys.readouterr().out.count("window maximum temperature 50 → 56 °C; its baselines' 48 → 49 °C") == 3
+    unmetered = compare_evidence.compare_sources(a, _with_temperature(src, tmp_path / "c" / "cells", None, None))
+    assert unmetered["max_temperature_c_b"].to_list() == [None] * 3
+    assert "temperature" not in compare_evidence.to_text(unmetered, "A", "C")
+
+
 def test_records_that_predate_the_host_columns_leave_them_null_and_say_so(tmp_path):
     src = EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"
     b = _with_host(src, tmp_path / "b" / "cells", "GenuineIntel, family/model/stepping 6/207/2", 6.0)

@@ -101,6 +101,10 @@ COMPARE_COLUMNS: tuple[str, ...] = (
     "idle_ms_b",
     "baseline_idle_ms_a",
     "baseline_idle_ms_b",
+    "max_temperature_c_a",
+    "max_temperature_c_b",
+    "baseline_max_temperature_c_a",
+    "baseline_max_temperature_c_b",
     "differences",
     "comparable",
     "reproduces",
@@ -114,11 +118,12 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
     if not points.height:
         return pl.DataFrame(), pl.DataFrame()
     summary = spread.summarize(points, ["measure_key"], [ENERGY, MJ, BASE_MJ], level=level)
-    # The paired baselines' wait per step: a ratio's shift is the point's over its baseline's (ADR 0258).
+    # The paired baselines' wait per step and temperature: a ratio's shift is the point's over its baseline's
+    # (ADR 0258; ADR 0083 addendum 3).
     baseline_idle = (
         records.filter(spread.is_measured(records), C("role").is_in(list(axes.BASELINE_ROLES)))
         .group_by("campaign_id")
-        .agg(IDLE_MS.mean().alias("baseline_idle_ms"))
+        .agg(IDLE_MS.mean().alias("baseline_idle_ms"), C("max_temperature_c").mean().alias("baseline_temperature_c"))
     )
     info = (
         points.join(baseline_idle, on="campaign_id", how="left")
@@ -142,6 +147,8 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
             (C("round_time_ms") * C("gpu_busy_fraction")).mean().alias("busy_ms"),
             IDLE_MS.mean().alias("idle_ms"),
             C("baseline_idle_ms").mean(),
+            C("max_temperature_c").mean().alias("temperature_c"),
+            C("baseline_temperature_c").mean(),
             C("host_cpu_signature").drop_nulls().unique().sort().alias("host_cpus"),
             *(C(c).unique().sort().alias(c) for c in evidence.REPORTED if c != "gpu_uuid"),
         )
@@ -304,6 +311,10 @@ def compare(
                 "idle_ms_b": r_b["idle_ms"],
                 "baseline_idle_ms_a": r_a["baseline_idle_ms"],
                 "baseline_idle_ms_b": r_b["baseline_idle_ms"],
+                "max_temperature_c_a": r_a["temperature_c"],
+                "max_temperature_c_b": r_b["temperature_c"],
+                "baseline_max_temperature_c_a": r_a["baseline_temperature_c"],
+                "baseline_max_temperature_c_b": r_b["baseline_temperature_c"],
                 "differences": diffs,
                 "comparable": comparable,
                 "reproduces": verdict,
@@ -413,6 +424,10 @@ COMPARE_DOCS: dict[str, str] = {
     "waited, for the host or a launch (ADR 0258); _b in B",
     "baseline_idle_ms_a": "mean of round_time_ms x (1 - gpu_busy_fraction) over the opening and closing baselines of A's "
     "points' campaigns (round_time_ms is a baseline's step): the wait of the step the ratio divides by; _b in B",
+    "max_temperature_c_a": "mean over A's point records of each window's maximum GPU temperature (°C; null without a GPU "
+    "meter); _b in B. Beside power_shift: a board whose drafted windows ran hotter than its baselines draws more for the "
+    "same work (2026-12-07g: 5.3-6.2 °C hotter at the same SM clock, 5.3-10.1 % more power; ADR 0083 addendum 3)",
+    "baseline_max_temperature_c_a": "the same over the opening and closing baselines of A's points' campaigns; _b in B",
     "differences": "what differs besides the measured parameters: GPU, driver, CUDA, commit, config, engine configuration "
     "(model paths by file name), prompt pools, host CPU signature (said, never blocking)",
     "comparable": "false when the engine configuration or a common seed's prompt pool differs: then not judged",
@@ -458,6 +473,12 @@ def to_text(table: pl.DataFrame, a: str, b: str) -> str:
                 f"  round {_fmt(r['round_time_ms_a'], '.2f')} → {_fmt(r['round_time_ms_b'], '.2f')} ms"
                 f" ({_fmt(r['round_shift'], '+.1%')}), power {_fmt(r['mean_power_w_a'], '.0f')} → "
                 f"{_fmt(r['mean_power_w_b'], '.0f')} W ({_fmt(r['power_shift'], '+.1%')})"
+            )
+        if r["max_temperature_c_a"] is not None and r["max_temperature_c_b"] is not None:
+            lines.append(
+                f"  window maximum temperature {_fmt(r['max_temperature_c_a'], '.0f')} → "
+                f"{_fmt(r['max_temperature_c_b'], '.0f')} °C; its baselines' {_fmt(r['baseline_max_temperature_c_a'], '.0f')}"
+                f" → {_fmt(r['baseline_max_temperature_c_b'], '.0f')} °C"
             )
         if r["busy_shift"] is not None:
             lines.append(
