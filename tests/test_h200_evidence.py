@@ -5269,3 +5269,26 @@ def test_1207g_the_first_boards_drafted_windows_ran_hotter_at_the_same_clock():
                    .read_text().split())
     assert (f"drafted windows ran {hot['hotter'].min():.1f}–{hot['hotter'].max():.1f} °C hotter (its baselines within "
             f"{rest.filter(pl.col('cell_name').str.starts_with('baseline'))['hotter'].abs().max():.1f} °C") in adr
+
+
+def test_adr_0083_addendum_3_temperature_goes_with_power_over_the_seven_pairs():
+    """ADR 0083 addendum 3's correlations over the seven two-board H100 pairs, from compare-evidence's temperature
+    columns: the points' temperature shift against their power shift, and their shift over their baselines' against
+    the ratio's shift; the sliding-window pair's range as quoted."""
+    vllm_moe, _ = _vllm_moe_pair()
+    tables = [compare_evidence.compare_sources(a / "results" / "cells", b / "results" / "cells")
+              for _, a, b in TWO_BOARD_PAIRS] + [vllm_moe]
+    every = pl.concat(tables, how="diagonal_relaxed").with_columns(
+        (pl.col("max_temperature_c_b") - pl.col("max_temperature_c_a")).alias("hotter"),
+        (pl.col("baseline_max_temperature_c_b") - pl.col("baseline_max_temperature_c_a")).alias("base_hotter"))
+    assert every.height == 36 and every["hotter"].null_count() == 0 and every["base_hotter"].null_count() == 0
+    power = every.select(pl.corr("hotter", "power_shift")).item()
+    apart = every.select(pl.corr(pl.col("hotter") - pl.col("base_hotter"), "shift")).item()
+    assert 0.3 < power < 0.8 and 0.3 < apart < 0.8
+    adr = " ".join(next((ROOT / "docs" / "adr").glob("0083-*.md")).read_text().split())
+    assert (f"the points' temperature shift goes with their power shift at Pearson r {power:.2f}, and the points' shift "
+            f"over their baselines' with the ratio's shift at r {apart:.2f}") in adr
+    sw = tables[0]
+    hot = sw["max_temperature_c_b"] - sw["max_temperature_c_a"]
+    assert (f"arms ran {hot.min():.0f}–{hot.max():.0f} °C hotter on one board with ratios within "
+            f"{100 * sw['shift'].abs().max():.1f} %") in adr and sw["round_shift"].max() < 0
