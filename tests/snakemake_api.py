@@ -59,15 +59,16 @@ def _touch_pause(seconds: float | None):
 
 
 def plan(workdir: Path, configfile: Path, *, pseudo_executor: str = "dryrun", targets=None,
-         snakefile: Path | None = None, forceall: bool = False) -> Counter:
+         snakefile: Path | None = None, forceall: bool = False, config: dict | None = None) -> Counter:
     """Dry-run (or touch) the repository's Snakefile in ``workdir``; return {rule: jobs needing a run}
     plus the set of planned output paths under key ``'_outputs'`` (a Counter of paths), the records the GPU
     jobs will write under ``'_measures'`` (one cell per job: its output; with shared engines: the group
-    job's members, ADR 0140) and, under ``'_group_jobs'``, each group job's shell command and records."""
+    job's members, ADR 0140) and, under ``'_group_jobs'``, each group job's shell command and records. ``config``:
+    values over the config file's, as ``--config key=value`` gives them on the command line."""
     with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
         wapi = api.workflow(
             resource_settings=ResourceSettings(cores=1, resources={"gpu": 1}),
-            config_settings=ConfigSettings(configfiles=[Path(configfile).resolve()]),
+            config_settings=ConfigSettings(configfiles=[Path(configfile).resolve()], config=dict(config or {})),
             storage_settings=StorageSettings(),
             snakefile=Path(snakefile or REPO / "Snakefile"),
             workdir=Path(workdir),
