@@ -142,26 +142,21 @@ def _tree(root):
 @pytest.mark.parametrize("share", [False, True], ids=["one-cell-jobs", "shared-engines"])
 def test_a_dry_run_writes_nothing_under_results(share, tmp_path):
     """`snakemake -n` only plans (ADR 0140): no config copy, no stamp, no marker — on an empty results tree
-    and on one where cells are measured (one record without a stamp) and a new batch size adds cells."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
+    and on one where cells are measured (one record without a stamp) and a new batch size adds cells. The dry runs
+    go through Snakemake's API in this process (plan: the same Snakefile, config file and dry-run executor as `-n`)
+    rather than two `snakemake -n` processes a parameter: the same parse and plan without a Snakemake start each."""
     raw = demo_raw()
     raw["batch_sizes"] = [2, 4]
     raw["protocol"]["share_engines"] = share
     cfg = write_config(tmp_path / "grid.yaml", raw)
     work = tmp_path / "work"
     work.mkdir()
-    snakemake = [str(Path(sys.executable).with_name("snakemake")), "-s", str(REPO / "Snakefile"), "-d", str(work),
-                 "-n", "--cores", "1", "--configfile", str(cfg)]
-    subprocess.run(snakemake, check=True, capture_output=True)
+    plan(work, cfg)
     assert not (work / "results").exists()
 
     materialize(work, cfg, REPO / "Snakefile")
     table = cells.build(config.validate(raw))
     grown = write_config(tmp_path / "grown.yaml", {**raw, "batch_sizes": [2, 4, 8]})
-    snakemake[-1] = str(grown)
     if share:  # a record measured one cell per job (no stamp): planning verifies it by reading it
         import polars as pl
 
@@ -171,6 +166,5 @@ def test_a_dry_run_writes_nothing_under_results(share, tmp_path):
         pl.DataFrame({"cell_id": [c.cell_id], "version_param": [config.validate(raw)["version"]]}).write_parquet(
             work / c.record_path)
     before = _tree(work / "results")
-    out = subprocess.run(snakemake, check=True, capture_output=True, text=True).stdout
-    assert "run_cell" in out  # the dry run did plan the new cells
+    assert plan(work, grown)["run_cell"]  # the dry run did plan the new cells
     assert _tree(work / "results") == before
