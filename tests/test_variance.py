@@ -276,9 +276,14 @@ def test_the_rules_write_the_variance_and_reproducibility_tables(tmp_path):
     # A reference that does not exist stops the plan, naming key and value.
     cfg["report"]["reference_evidence"] = str(tmp_path / "nowhere")
     (work / "cfg.yaml").write_text(yaml.safe_dump(cfg))
-    proc = subprocess.run([*cmd, "-n"], cwd=work, capture_output=True, text=True, timeout=300, env=env)
-    said = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and f"config error at report.reference_evidence = '{tmp_path / 'nowhere'}'" in said
+    # Planned through Snakemake's API in this process (tests/snakemake_api.py: the same Snakefile, config file and
+    # targets as `-n`), not a second Snakemake process: the same parse-time refusal without a Snakemake start.
+    from snakemake_api import plan
+    from snakemake_interface_common.exceptions import WorkflowError
+
+    with pytest.raises(WorkflowError) as info:
+        plan(work, work / "cfg.yaml", targets=cmd[1:3])
+    assert f"config error at report.reference_evidence = '{tmp_path / 'nowhere'}'" in str(info.value)
 
 
 def test_a_configuration_is_matched_on_the_fields_every_record_of_its_family_recorded():
