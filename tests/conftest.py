@@ -474,6 +474,38 @@ def draft_group_run(tmp_path_factory) -> dict:
     return {"seed_cells": seeds, "swapped": swapped, "jobs": jobs, "log": log, "cache": cache, "error": error}
 
 
+# The committed evidence (validation/), read by evidence.load once per worker and source (issue 22 item 5): a test
+# run read it about 150 times, 16 core-s, and about half of it was a source read before in the same process (the
+# H200 tree three times and the H100 tree twice in test_coverage, one H100 run up to eight times in
+# test_h200_evidence). The committed files do not change while the tests run and the callers only derive new frames
+# from what load returns (polars frames, not changed in place), so a repeat gets the first read's frame. Only
+# sources under validation/ are kept: a folder a test wrote (tmp_path) is read each time, as are other callers'
+# reads of anything else. The key is the source as given and as resolved: a relative one names the run in the
+# frame's ``source`` column and is read from the working directory.
+COMMITTED_EVIDENCE = REPO / "validation"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def committed_evidence_read_once():
+    from specjoule.analysis import evidence
+
+    load, kept = evidence.load, {}
+
+    @functools.wraps(load)
+    def load_once(source):
+        where = Path(source).resolve()
+        if not where.is_relative_to(COMMITTED_EVIDENCE):
+            return load(source)
+        key = (str(source), str(where))
+        if key not in kept:
+            kept[key] = load(source)
+        return kept[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evidence, "load", load_once)
+        yield kept
+
+
 # The coverage matrix's records of the committed H200 evidence tree (coverage.load_evidence over
 # validation/h200-2026-12, about 1.4 core-s a read): read once per worker for the modules that read it whole
 # (test_coverage, test_coverage_attempts), read only. Each of them read it again (three reads on one worker, ADR 0247).
