@@ -37,6 +37,13 @@ def mj(name: str, b: int, seed: int) -> float:
 
 
 def _setup(tmp: Path, meter: str = "nvml", workloads: dict | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    records = aggregate.aggregate(_write(tmp, meter, workloads))
+    found = checks.run_checks(records, checks.Thresholds.from_config({}), ar.CONFIG_HASH)
+    return derive.derive(records, found, allow_failed_checks=True), records
+
+
+def _write(tmp: Path, meter: str = "nvml", workloads: dict | None = None) -> list[Path]:
+    """The crafted records under ``tmp`` (the pipeline's layout); their paths."""
     cfg = copy.deepcopy(ar.GPU_CONFIG)
     cfg["batch_sizes"] = BATCHES
     cfg["workloads"] = workloads or {"closed": cfg["workloads"]["closed"]}
@@ -50,10 +57,7 @@ def _setup(tmp: Path, meter: str = "nvml", workloads: dict | None = None) -> tup
                 e = mj(cell.name, load, cell.seed) * row["committed_tokens"] / 1000
                 row.update(energy_j=e, energy_j_per_gpu=[e], mean_power_w=e / row["window_s"])
         mutate[(cell.campaign_id, cell.name)] = set_row
-    paths = ar.write_campaigns(tmp, cfg=cfg, mutate=mutate, meter=meter)
-    records = aggregate.aggregate(paths)
-    found = checks.run_checks(records, checks.Thresholds.from_config({}), ar.CONFIG_HASH)
-    return derive.derive(records, found, allow_failed_checks=True), records
+    return ar.write_campaigns(tmp, cfg=cfg, mutate=mutate, meter=meter)
 
 
 def _solve(name: str, target_s: float) -> tuple[float, int, int, float]:
@@ -138,7 +142,8 @@ def test_the_rule_writes_the_table_from_crafted_records(tmp_path):
     cfg.update(batch_sizes=BATCHES, workloads={"closed": cfg["workloads"]["closed"]}, report={"tbt_targets_ms": [7.0]},
                checks={"allow_failed_checks": True, "min_window_s": cfg["workloads"]["closed"]["min_window_s"]})
     (work / "crafted.yaml").write_text(yaml.safe_dump(cfg))
-    _setup(work)  # writes results/cells/... under work (the pipeline's layout)
+    # The records alone: the rule analyses them (this process's aggregate, checks and derive of them went unread).
+    _write(work)  # writes results/cells/... under work (the pipeline's layout)
     snakemake = str(Path(sys.executable).parent / "snakemake")
     proc = subprocess.run([snakemake, "results/matched_latency.parquet", "--configfile", "crafted.yaml", "--cores", "1"],
                           cwd=work, capture_output=True, text=True, timeout=600)
