@@ -539,6 +539,22 @@ def engines(tmp_path_factory):
     return rf.build("engines", tmp_path_factory.mktemp("engines"))
 
 
+# The GPU scenario's figures exported once per worker (SVG and HTML of each, the PNGs of GPU_EXPORT_PNG, the log's
+# lines): test_figures reads the files, and test_figure_drawer compares the drawer's export with this one, the
+# in-process export it made again on the same worker (the gpu_figs group) before, 2-3 core-s.
+GPU_EXPORT_PNG = ("energy_vs_acceptance", "acceptance_by_corpus")
+
+
+@pytest.fixture(scope="session")
+def gpu_export(gpu_figs, tmp_path_factory) -> tuple[Path, dict, float, list[str]]:
+    from specjoule.report import figures
+
+    out, log = tmp_path_factory.mktemp("figures"), []
+    t0 = time.perf_counter()
+    manifest = figures.export(list(gpu_figs.values()), out, png=GPU_EXPORT_PNG, log=log.append)
+    return out, manifest, time.perf_counter() - t0, log
+
+
 def _figures_by_name(scenario) -> dict:
     import report_fixtures as rf
 

@@ -11,6 +11,7 @@ import re
 import altair as alt
 import polars as pl
 import pytest
+from conftest import GPU_EXPORT_PNG
 
 from specjoule.report import figures as F
 from specjoule.report import render as R
@@ -29,12 +30,16 @@ def _without_seconds(manifest: dict) -> dict:
 def test_the_drawer_writes_the_files_manifest_and_log_lines_of_the_in_process_export(grid, request, tmp_path):
     figs = list(request.getfixturevalue(f"{'eng' if grid == 'engines' else grid}_figs").values())
     assert any(f.drawn for f in figs) and any(not f.drawn for f in figs), "both kinds, interleaved in the log"
-    png = ("energy_vs_acceptance", "acceptance_by_corpus")
+    png = GPU_EXPORT_PNG
     logs: dict[str, list[str]] = {"inline": [], "drawer": []}
-    inline = F.export(figs, tmp_path / "inline", png=png, log=logs["inline"].append)
+    if grid == "gpu":  # conftest's in-process export of these figures with these PNGs, its log (test_figures reads it)
+        inline_dir, inline, _, logs["inline"] = request.getfixturevalue("gpu_export")
+    else:
+        inline_dir = tmp_path / "inline"
+        inline = F.export(figs, inline_dir, png=png, log=logs["inline"].append)
     with F.StaticDrawer() as drawer:
         drawn = F.export(figs, tmp_path / "drawer", png=png, log=logs["drawer"].append, drawer=drawer)
-    a, b = _files(tmp_path / "inline"), _files(tmp_path / "drawer")
+    a, b = _files(inline_dir), _files(tmp_path / "drawer")
     assert sorted(a) == sorted(b) and any(n.endswith(".png") for n in a)
     assert [n for n in a if a[n] != b[n]] == []
     assert _without_seconds(drawn) == _without_seconds(inline)

@@ -22,6 +22,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 import report_fixtures as rf  # noqa: E402
+from conftest import GPU_EXPORT_PNG  # noqa: E402
 
 from specjoule.report import figures as F  # noqa: E402
 from specjoule.report import render as R  # noqa: E402
@@ -372,21 +373,15 @@ def test_every_campaign_failed_says_so(gpu):
 
 # --- export ------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="session")
-def gpu_export(gpu, gpu_figs, tmp_path_factory) -> tuple[Path, dict, float]:
-    out = tmp_path_factory.mktemp("figures")
-    t0 = time.perf_counter()
-    manifest = F.export(list(gpu_figs.values()), out, png=("energy_vs_acceptance",))
-    return out, manifest, time.perf_counter() - t0
-
-
 def test_export_writes_svg_for_all_png_where_asked_and_offline_html(gpu_export, cpu_figs, tmp_path):
-    out, manifest, seconds = gpu_export
+    # conftest's export of the GPU scenario's figures, PNGs asked for GPU_EXPORT_PNG (test_figure_drawer's too)
+    out, manifest, seconds, _ = gpu_export
     print(f"static + HTML export of {len(manifest['figures'])} figures: {seconds:.1f} s")
+    assert "energy_vs_acceptance" in GPU_EXPORT_PNG
     for f in manifest["figures"]:
         svg = (out / f"{f['name']}.svg").read_text()
         assert svg.startswith("<svg") and "<text" in svg
-        assert (out / f"{f['name']}.png").exists() == (f["name"] == "energy_vs_acceptance")
+        assert (out / f"{f['name']}.png").exists() == (f["name"] in GPU_EXPORT_PNG)
         if not f["drawn"]:  # the engine comparison, one engine in this grid: its one-line SVG only
             assert f["name"] == "engine_comparison" and f["files"] == ["engine_comparison.svg"]
             continue
