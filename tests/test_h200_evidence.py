@@ -5132,6 +5132,10 @@ def test_1207g_vllm_moe_b1_reproduces_and_b32_moves_past_the_tolerance_with_the_
     for p, t, s_ in zip(power, time_, b32["shift"]):
         assert (1 + p) * (1 + t) - 1 == pytest.approx(s_, abs=1e-3)
     assert f"power {', '.join(_pct(x) for x in power)} % and time {', '.join(_pct(x) for x in time_)} %" in text
+    adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
+                   .read_text().split())
+    assert (f"the ratio's power factor moved {_pct(min(power))} to {_pct(max(power))} % and its time factor "
+            f"{_pct(min(time_))} to {_pct(max(time_))} %") in adr
     assert (f"drew {100 * b32['power_shift'].min():.1f}–{100 * b32['power_shift'].max():.1f} % more power than this "
             f"board's where its baselines drew {100 * base[32]['mean_power_w']:.1f} % more") in text
     assert (f"its rounds were {', '.join(_pct(x) for x in b32['round_shift'][:2])} and {_pct(b32['round_shift'][2])} % "
