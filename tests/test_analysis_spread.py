@@ -567,15 +567,18 @@ def test_depth_matches_the_breadth_run_whose_records_predate_the_drafter_column_
         assert any(d.startswith("engine_config.max_num_seqs: 32 vs 1") for d in row["differences"]), row
 
 
-def _with_host(src, out, signature: str | None, speed: float | None):
-    """A copy of an evidence folder's records with the host columns set (ADR 0254), as newer records carry them."""
+def _records_with(src, out, *columns: pl.Expr):
+    """A copy of an evidence folder's records (one file a record, the pipeline's layout) with ``columns`` set."""
     for f in packed.tree_files(src):
-        df = packed.read_frame(f).with_columns(
-            pl.lit(signature, pl.String).alias("host_cpu_signature"), pl.lit(speed, pl.Float64).alias("host_speed_mops")
-        )
         (out / f.parent.name).mkdir(parents=True, exist_ok=True)
-        df.write_parquet(out / f.parent.name / f.name)
+        packed.read_frame(f).with_columns(*columns).write_parquet(out / f.parent.name / f.name)
     return out
+
+
+def _with_host(src, out, signature: str | None, speed: float | None):
+    """The records with the host columns set (ADR 0254), as newer records carry them."""
+    return _records_with(src, out, pl.lit(signature, pl.String).alias("host_cpu_signature"),
+                         pl.lit(speed, pl.Float64).alias("host_speed_mops"))
 
 
 def test_the_host_cpu_and_its_speed_are_said_beside_the_shift_and_never_block(tmp_path, capsys):
@@ -593,12 +596,8 @@ def test_the_host_cpu_and_its_speed_are_said_beside_the_shift_and_never_block(tm
 
 
 def _with_busy(src, out, busy: float | None):
-    """A copy of an evidence folder's records with gpu_busy_fraction set (its rounds and power unchanged)."""
-    for f in packed.tree_files(src):
-        df = packed.read_frame(f).with_columns(pl.lit(busy, pl.Float64).alias("gpu_busy_fraction"))
-        (out / f.parent.name).mkdir(parents=True, exist_ok=True)
-        df.write_parquet(out / f.parent.name / f.name)
-    return out
+    """The records with gpu_busy_fraction set (their rounds and power unchanged)."""
+    return _records_with(src, out, pl.lit(busy, pl.Float64).alias("gpu_busy_fraction"))
 
 
 def test_a_round_is_split_into_the_part_the_gpu_ran_and_the_part_it_waited(tmp_path, capsys):
@@ -634,14 +633,9 @@ def test_a_round_is_split_into_the_part_the_gpu_ran_and_the_part_it_waited(tmp_p
 
 
 def _with_temperature(src, out, point_c: float | None, baseline_c: float | None):
-    """A copy of an evidence folder's records with each window's maximum temperature set, points and baselines apart."""
-    for f in packed.tree_files(src):
-        df = packed.read_frame(f)
-        df = df.with_columns(pl.when(pl.col("role") == "point").then(pl.lit(point_c, pl.Float64))
-                             .otherwise(pl.lit(baseline_c, pl.Float64)).alias("max_temperature_c"))
-        (out / f.parent.name).mkdir(parents=True, exist_ok=True)
-        df.write_parquet(out / f.parent.name / f.name)
-    return out
+    """The records with each window's maximum temperature set, points and baselines apart."""
+    return _records_with(src, out, pl.when(pl.col("role") == "point").then(pl.lit(point_c, pl.Float64))
+                         .otherwise(pl.lit(baseline_c, pl.Float64)).alias("max_temperature_c"))
 
 
 def test_the_windows_temperatures_are_said_beside_the_power_points_and_baselines_apart(tmp_path, capsys):
