@@ -4932,6 +4932,14 @@ TWO_BOARD_PAIRS = (
     ("n-gram L = 1, 6 (SGLang)", SESSION_1206H_H100 / "ngram-both", NGRAM_1206G),
     ("n-gram L = 1, 6 (vLLM)", NGRAM_1206I, SESSION_1206H_H100 / "ngram-both"),
 )
+# With 2026-12-07g's vLLM MoE pair: the seven that ADR 0258 addendum 2 and ADR 0083 addendum 3 read.
+SEVEN_BOARD_PAIRS = (*TWO_BOARD_PAIRS, ("MoE EAGLE3 (vLLM)", VLLM_MOE_1207G, VLLM_MOE_1205F))
+
+
+@functools.cache
+def _compared(a: Path, b: Path) -> pl.DataFrame:
+    """compare-evidence of two committed runs' records, computed once for the tests that read the same pair."""
+    return compare_evidence.compare_sources(a / "results" / "cells", b / "results" / "cells")
 
 
 def test_adr_0258_round_split_table_is_compare_evidences_on_the_six_pairs():
@@ -4945,7 +4953,7 @@ def test_adr_0258_round_split_table_is_compare_evidences_on_the_six_pairs():
 
     tables = []
     for label, a, b in TWO_BOARD_PAIRS:
-        t = compare_evidence.compare_sources(a / "results" / "cells", b / "results" / "cells")
+        t = _compared(a, b)
         assert t.height in (4, 6) and t["busy_shift"].null_count() == 0, label
         tables.append(t)
         row = next(ln for ln in adr.splitlines() if ln.startswith(f"| {label} |"))
@@ -5097,7 +5105,7 @@ def test_1207g_vllm_moe_family_on_a_second_h100_is_whole_and_the_readme_table_is
 def _vllm_moe_pair() -> tuple[pl.DataFrame, dict[int, dict[str, float]]]:
     """compare-evidence of this run (A) against 2026-12-05f (B), and per B the first board's baselines over this
     board's (B/A − 1 of the mean power and the mean step), from the two records folders."""
-    table = compare_evidence.compare_sources(VLLM_MOE_1207G / "results" / "cells", VLLM_MOE_1205F / "results" / "cells")
+    table = _compared(VLLM_MOE_1207G, VLLM_MOE_1205F)
     a, b = (_aggregated(packed.tree_files(f / "results" / "cells", "*/*.parquet")) for f in (VLLM_MOE_1207G, VLLM_MOE_1205F))
     base = {}
     for bb in (1, 32):
@@ -5181,15 +5189,14 @@ def test_1207g_two_board_budget_is_the_one_the_readme_the_adr_and_the_index_quot
 def test_adr_0258_addendum_2_the_seventh_pair_and_the_counts_over_seven():
     """ADR 0258 addendum 2's row for the vLLM MoE pair; over the seven pairs the GPU's part within 4.7 % and the
     rounds' largest shift, as it says; ADR 0241 addendum 6's count of ratios past 2.5 % and the waits beside them."""
-    table, _ = _vllm_moe_pair()
+    table = _compared(VLLM_MOE_1207G, VLLM_MOE_1205F)
     adr = (ROOT / "docs" / "adr" / "0258-a-rounds-board-shift-is-split-into-the-gpus-busy-part-and-its-wait.md").read_text()
     row = next(ln for ln in adr.splitlines() if ln.startswith("| MoE EAGLE3 (vLLM) | 2026-12-07g, 05f |"))
     assert (f"| {_pct(table['round_shift'].min())} … {_pct(table['round_shift'].max())} % | "
             f"{_pct(table['busy_shift'].min())} … {_pct(table['busy_shift'].max())} % | "
             f"{table['idle_ms_a'].min():.2f}–{table['idle_ms_a'].max():.2f} → {table['idle_ms_b'].min():.2f}–"
             f"{table['idle_ms_b'].max():.2f} |") in row, row
-    every = pl.concat([compare_evidence.compare_sources(a / "results" / "cells", b / "results" / "cells")
-                       for _, a, b in TWO_BOARD_PAIRS] + [table], how="diagonal_relaxed")
+    every = pl.concat([_compared(a, b) for _, a, b in SEVEN_BOARD_PAIRS], how="diagonal_relaxed")
     assert every.height == 36
     flat = " ".join(adr.split())
     assert (f"Over the seven pairs ({every.height} configurations) the part of a round the GPU ran still moved by at "
@@ -5279,9 +5286,7 @@ def test_adr_0083_addendum_3_temperature_goes_with_power_over_the_seven_pairs():
     """ADR 0083 addendum 3's correlations over the seven two-board H100 pairs, from compare-evidence's temperature
     columns: the points' temperature shift against their power shift, and their shift over their baselines' against
     the ratio's shift; the sliding-window pair's range as quoted."""
-    vllm_moe, _ = _vllm_moe_pair()
-    tables = [compare_evidence.compare_sources(a / "results" / "cells", b / "results" / "cells")
-              for _, a, b in TWO_BOARD_PAIRS] + [vllm_moe]
+    tables = [_compared(a, b) for _, a, b in SEVEN_BOARD_PAIRS]
     every = pl.concat(tables, how="diagonal_relaxed").with_columns(
         (pl.col("max_temperature_c_b") - pl.col("max_temperature_c_a")).alias("hotter"),
         (pl.col("baseline_max_temperature_c_b") - pl.col("baseline_max_temperature_c_a")).alias("base_hotter"))
