@@ -37,8 +37,10 @@ DEFAULT_TOLERANCE = 0.05
 ENERGY = spread.Metric("energy_ratio", "mj_per_committed_token", "baseline_window_mj_per_committed_token")
 MJ = spread.Metric("mj_per_committed_token", "mj_per_committed_token")
 BASE_MJ = spread.Metric("baseline_mj_per_committed_token", "baseline_window_mj_per_committed_token")
-# The part of a record's round (a baseline's step) the GPU waited: its round split by the busy fraction (ADR 0258).
-IDLE_MS = C("round_time_ms") * (1 - C("gpu_busy_fraction"))
+# A record's round (a baseline's step) split by the GPU's busy fraction (ADR 0258): the part the GPU ran kernels and
+# the part it waited.
+BUSY_MS = C("round_time_ms") * C("gpu_busy_fraction")
+IDLE_MS = C("round_time_ms") - BUSY_MS
 # What a row shows of each side.
 SHOWN = (
     "engine",
@@ -142,9 +144,8 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
             C("host_speed_mops").median().alias("host_speed"),
             C("round_time_ms").mean().alias("round_ms"),
             C("mean_power_w").mean().alias("power_w"),
-            # A round split by the GPU's busy fraction: time the GPU ran kernels and time it waited (on the host).
             C("gpu_busy_fraction").mean().alias("gpu_busy"),
-            (C("round_time_ms") * C("gpu_busy_fraction")).mean().alias("busy_ms"),
+            BUSY_MS.mean().alias("busy_ms"),
             IDLE_MS.mean().alias("idle_ms"),
             C("baseline_idle_ms").mean(),
             C("max_temperature_c").mean().alias("temperature_c"),
