@@ -613,12 +613,13 @@ def test_cli_prints_one_section_per_gpu_class_and_writes_them_with_their_class(t
 
 def test_sglang_token_modes_are_two_rows_on_the_h100_each_its_own_runs(two_classes):
     """ADR 0244: SGLang's fixed token and its real-draft-token commits are two configurations. On the H100 the MoE
-    EAGLE3 arms of both modes ran in several runs (fixed: 2026-12-05e's and 2026-12-07f's families and 05f's A/B arm;
+    EAGLE3 arms of both modes ran in several runs (fixed: 2026-12-05e's, 2026-12-07f's and 2026-12-07h's families and 05f's A/B arm;
     real-draft-token: 05f's other arm and 05h's family); each row's B = 32, L = 1 range holds its own mode's runs only."""
     runs = {
         name: _raw_cells(H100_EVIDENCE / name / "results")
         for name in ("session-2026-12-05e/depth-moe-sglang", "session-2026-12-05f/moe-token-mode",
-                     "session-2026-12-05h/depth-moe-sglang-rt", "session-2026-12-07f/depth-moe-sglang")
+                     "session-2026-12-05h/depth-moe-sglang-rt", "session-2026-12-07f/depth-moe-sglang",
+                     "session-2026-12-07h/depth-moe-sglang")
     }
     by_mode: dict[str, set[str]] = {}
     for name, df in runs.items():
@@ -626,7 +627,7 @@ def test_sglang_token_modes_are_two_rows_on_the_h100_each_its_own_runs(two_class
         for cfg in points["engine_config"]:
             mode = json.loads(cfg).get(coverage.SGLANG_TOKEN_MODE_KEY, "fixed")
             by_mode.setdefault(mode, set()).add(name)
-    assert {m: len(r) for m, r in by_mode.items()} == {"fixed": 3, schemes.REAL_DRAFT_TOKEN: 2}
+    assert {m: len(r) for m, r in by_mode.items()} == {"fixed": 4, schemes.REAL_DRAFT_TOKEN: 2}
     h100 = two_classes["NVIDIA H100 80GB HBM3"]
     fixed = row(h100, "qwen3-30b-a3b", "sglang", "eagle3")
     rt = row(h100, "qwen3-30b-a3b", "sglang", f"eagle3 ({schemes.REAL_DRAFT_TOKEN})")

@@ -3721,6 +3721,10 @@ SESSION_1207G_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07g
 SESSION_1207G = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07g"
 GPU_1207G = "GPU-ef2e942b-ec33-2897-6413-67160a3d0a75"
 VLLM_MOE_1207G = SESSION_1207G_H100 / "depth-moe-vllm"
+SESSION_1207H_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07h"
+SESSION_1207H = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07h"
+GPU_1207H = "GPU-9c95d8c9-f06b-b946-3dcd-b02c6c16677f"
+MOE_1207H = SESSION_1207H_H100 / "depth-moe-sglang"
 
 
 @pytest.mark.parametrize(
@@ -3728,8 +3732,10 @@ VLLM_MOE_1207G = SESSION_1207G_H100 / "depth-moe-vllm"
     [(SESSION_1206C, GPU_1206C, 194), (SESSION_1206D, GPU_1206D, 412), (SESSION_1206E, GPU_1206E, 74),
      (SESSION_1206F, GPU_1206F, 151), (SESSION_1206G, GPU_1206G, 491), (SESSION_1206H, GPU_1206H, 139),
      (SESSION_1206I, GPU_1206I, 195), (SESSION_1207C, GPU_1207C, 399), (SESSION_1207D, GPU_1207D, 365),
-     (SESSION_1207E, GPU_1207E, 370), (SESSION_1207F, GPU_1207F, 231), (SESSION_1207G, GPU_1207G, 438)],
-    ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i", "1207c", "1207d", "1207e", "1207f", "1207g"],
+     (SESSION_1207E, GPU_1207E, 370), (SESSION_1207F, GPU_1207F, 231), (SESSION_1207G, GPU_1207G, 438),
+     (SESSION_1207H, GPU_1207H, 585)],
+    ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i", "1207c", "1207d", "1207e", "1207f", "1207g",
+         "1207h"],
 )
 def test_one_machine_sessions_device_time_adds_up(session, gpu, left):
     """The calls table's budgets start at 1,800 s, only fall and end at the last reply; the README's and the command
@@ -5046,7 +5052,7 @@ def test_1207f_nvml_reads_a_known_duty_cycle_within_the_preregistered_bound_once
 
 def test_adr_0258_the_committed_h100_cells_all_open_their_windows_after_a_warm_up():
     """ADR 0258 addenda 1 and 2's proviso: every committed H100 cell ran a warm-up of its workload before its window;
-    addendum 1 counted the sessions through 2026-12-07f, addendum 2 every one since."""
+    addendum 1 counted the sessions through 2026-12-07f, addendum 2 through 2026-12-07g, addendum 3 every one since."""
     files = sorted((ROOT / "validation" / "h100-2026-12").glob("session-*/*/results/cells.parquet"))
     every = pl.concat([pl.read_parquet(f, columns=["warmup_skipped", "warmup_s"]) for f in files])
     assert len(files) >= 21
@@ -5057,8 +5063,13 @@ def test_adr_0258_the_committed_h100_cells_all_open_their_windows_after_a_warm_u
     adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
     assert (f"the {by_07f.height} committed H100 cells warmed up for {by_07f['warmup_s'].min():.1f}–"
             f"{by_07f['warmup_s'].max():.0f} s, none skipped") in adr
-    assert (f"the committed H100 cells are {every.height}, all warmed up ({every['warmup_s'].min():.1f}–"
-            f"{every['warmup_s'].max():.0f} s, none skipped)") in adr
+    by_07g = pl.concat([pl.read_parquet(f, columns=["warmup_s"]) for f in files
+                        if f.parts[-4] <= "session-2026-12-07g"])
+    assert by_07f.height < by_07g.height < every.height
+    for counted, addendum in ((by_07g, "Addendum 2"), (every, "Addendum 3")):
+        text = adr[adr.index(f"**{addendum} "):]
+        assert (f"the committed H100 cells are {counted.height}, all warmed up ({counted['warmup_s'].min():.1f}–"
+                f"{counted['warmup_s'].max():.0f} s, none skipped)") in text, addendum
 
 
 def test_adr_0258_the_wait_in_the_moe_records_comes_in_episodes():
@@ -5301,3 +5312,153 @@ def test_adr_0083_addendum_3_temperature_goes_with_power_over_the_seven_pairs():
     hot = sw["max_temperature_c_b"] - sw["max_temperature_c_a"]
     assert (f"arms ran {hot.min():.0f}–{hot.max():.0f} °C hotter on one board with ratios within "
             f"{100 * sw['shift'].abs().max():.1f} %") in adr and sw["round_shift"].max() < 0
+
+
+# 2026-12-07h: SGLang's MoE depth family on a third H100, and the NVML probe on that board
+
+
+def test_1207h_h100_config_is_the_preregistered_one():
+    _assert_shipped_copy(MOE_1207H, "h200-schemes-depth-moe.yaml")
+
+
+def test_1207h_moe_family_on_a_third_h100_is_whole_and_the_readme_table_is_the_records():
+    """PLAN order 4: the SGLang MoE family whole on a board that is neither earlier one, their verdict, the README's
+    table, windows and starts from the records; B = 32, L = 1 alone below its routed-expert floor, as on both."""
+    _second_h100_board(MOE_1207H, SESSION_1207H_H100, "h200-schemes-depth-moe.yaml", GPU_1207H, "qwen3_30b_a3b",
+                       "d933148dbbba3cc0a92dfbf5113b73734cb879a1")
+    assert GPU_1207H not in {GPU_1207F, GPU_1207G, "GPU-86cacde5-519a-5750-1e49-851f70a81f90"}
+    starts = sorted(_engine_starts(MOE_1207H))
+    assert starts == [66.7, 71.9, 74.8, 98.6, 155.8]
+    text, calls = _readme_text(SESSION_1207H_H100), _readme_text(SESSION_1207H)
+    assert "155.8 s cold, then 98.6, 74.8, 71.9 and 66.7 s" in text
+    assert (f"its five engine starts took {sum(starts):.0f} s (155.8 s cold) against "
+            f"{sum(_engine_starts(MOE_1207F)):.0f} s and {sum(_engine_starts(MOE_1205E)):.0f} s there") in calls
+    below = _below_floor(MOE_1207H)
+    assert [k for k, v in below.items() if v] == [("qwen3_30b_a3b", 32, "eagle3--mv1")] and len(below) == 10
+
+
+def test_1207h_the_third_board_sides_with_the_second_and_the_first_is_the_b1_outlier():
+    """compare-evidence against each earlier board: the README's table of ratios, shifts and the nearer board; all
+    twelve verdicts reproduce on the tolerance alone; within 2.5 % of 2026-12-07f's on all six, of 2026-12-05e's on
+    the three the README names; the round split and the waits the README and ADR 0241 addendum 7 quote."""
+    second, first = _compared(MOE_1207H, MOE_1207F), _compared(MOE_1207H, MOE_1205E)
+    for t in (second, first):
+        assert t.height == 6 and t["reproduces"].all() and t["shift_ci_low"].null_count() == 6
+    key = ["batch_size", "configured_L"]
+    both = second.select(*key, "energy_ratio_a", pl.col("energy_ratio_b").alias("r07f"), pl.col("shift").alias("s07f")
+                         ).join(first.select(*key, pl.col("energy_ratio_b").alias("r05e"), pl.col("shift").alias("s05e")),
+                                on=key).sort(key)
+    lines = (SESSION_1207H_H100 / "README.md").read_text().splitlines()
+    for r in both.iter_rows(named=True):
+        nearer = "2026-12-07f" if abs(r["r07f"] - r["energy_ratio_a"]) < abs(r["r05e"] - r["energy_ratio_a"]) else "2026-12-05e"
+        assert (f"| {r['batch_size']} | {r['configured_L']:.0f} | {r['energy_ratio_a']:.3f}× | {r['r07f']:.3f}× | "
+                f"{_pct(r['s07f'])} % | {r['r05e']:.3f}× | {_pct(r['s05e'])} % | {nearer} |") in lines, r
+    assert both["s07f"].abs().max() < 0.025 and both.filter(pl.col("batch_size") == 1)["s07f"].abs().max() < 0.012
+    within = both.filter(pl.col("s05e").abs() < 0.025).select(key).rows()
+    assert within == [(1, 1.0), (32, 3.0), (32, 4.0)]
+    text = _readme_text(SESSION_1207H_H100)
+    assert f"(largest {100 * both['s07f'].abs().max():.1f} %)" in text
+    assert f"B = 1, L = 3 against 2026-12-05e by {100 * both['s05e'].max():.2f} %, just inside" in text
+    b1 = both.filter(pl.col("batch_size") == 1)
+    assert min(b1["s05e"]) > 0.015 and max(b1["s05e"]) < 0.05
+    assert (f"agrees within {_pct(second['busy_shift'].min())} to {_pct(second['busy_shift'].max())} % with "
+            f"2026-12-07f's and {_pct(first['busy_shift'].min())} to {_pct(first['busy_shift'].max())} % with "
+            "2026-12-05e's on all six configurations") in text
+    assert (f"the waiting part was {second['idle_ms_a'].min():.2f}–{second['idle_ms_a'].max():.2f} ms here, "
+            f"{second['idle_ms_b'].min():.2f}–{second['idle_ms_b'].max():.2f} ms on 2026-12-07f's board and "
+            f"{first['idle_ms_b'].min():.2f}–{first['idle_ms_b'].max():.2f} ms on 2026-12-05e's") in text
+    base = {bb: second.filter(pl.col("batch_size") == bb).row(0, named=True) for bb in (1, 32)}
+    assert f"({base[1]['baseline_idle_ms_a']:.2f} against {base[1]['baseline_idle_ms_b']:.2f} ms a step" in text
+    adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
+                   .read_text().split())
+    b1_07h = second.filter(pl.col("batch_size") == 1)
+    assert (f"its B = 1 rounds waited {b1_07h['idle_ms_a'].min():.2f}–{b1_07h['idle_ms_a'].max():.2f} ms where "
+            f"2026-12-07f's waited {b1_07h['idle_ms_b'].min():.2f}–{b1_07h['idle_ms_b'].max():.2f} ms") in adr
+    assert (f"lie within {100 * both['s07f'].abs().max():.1f} % of 2026-12-07f's (all six inside the plan's 2.5 %) and "
+            f"{100 * b1['s05e'].min():.1f}–{100 * b1['s05e'].max():.1f} % from 2026-12-05e's at B = 1") in adr
+    # B = 32, L = 1: the first board's baselines, not its point, and a wait under a quarter millisecond
+    l1 = first.filter(pl.col("batch_size") == 32, pl.col("configured_L") == 1.0).row(0, named=True)
+    assert abs(l1["idle_ms_b"] - l1["idle_ms_a"]) < 0.25 and abs(l1["shift"]) > 0.025
+    assert (f"its L = 1 point cost {l1['mj_per_committed_token_b']:.1f} against {l1['mj_per_committed_token_a']:.1f} "
+            f"mJ a token here, its B = 32 baselines {100 * l1['baseline_shift']:.1f} % more") in text
+    a, b = (_aggregated(packed.tree_files(f / "results" / "cells", "*/*.parquet")) for f in (MOE_1207H, MOE_1205E))
+    power = [x.filter(pl.col("batch_size") == 32, pl.col("role") != "point")["mean_power_w"].mean() for x in (b, a)]
+    assert f"({power[0]:.1f} against {power[1]:.1f} W at the same 22.2 ms step" in text
+    assert f"there its baselines drew {100 * (power[0] / power[1] - 1):.1f} % more power at the same step" in adr
+
+
+def test_1207h_three_board_budget_is_the_one_the_readme_the_adr_and_the_index_quote():
+    """The variance budget over the three boards: the energy ratio's board CV on 12 df (three boards, six
+    configurations) below the first pair's; mJ per token's board and engine-restart rows; as quoted."""
+    cells = [f / "results" / "cells" for f in (MOE_1205E, MOE_1207F, MOE_1207H)]
+    rows = {(r["metric"], r["component"]): r for r in variance.budget_of_sources(cells).iter_rows(named=True)}
+    pair = variance.budget_of_sources(cells[:2])
+    (first_pair,) = pair.filter(pl.col("metric") == "energy_ratio", pl.col("component") == "board").iter_rows(named=True)
+    ratio, mj_board, mj_restart = (rows[("energy_ratio", "board")], rows[("mj_per_committed_token", "board")],
+                                   rows[("mj_per_committed_token", "engine_restart")])
+    assert ratio["includes"] == list(variance.COMPONENTS) and ratio["df"] == 12 and first_pair["df"] == 6
+    assert ratio["cv_percent"] < first_pair["cv_percent"]
+    text = _readme_text(SESSION_1207H_H100)
+    assert (f"has a CV of {ratio['cv_percent']:.2f} % on {ratio['df']} df, against {first_pair['cv_percent']:.2f} % on "
+            f"6 df from the first two boards alone") in text
+    assert (f"mJ per committed token splits into {mj_board['cv_percent']:.2f} % (board) and "
+            f"{mj_restart['cv_percent']:.2f} % (engine restart: the opening against the closing baselines) on "
+            f"{mj_board['df']} and {mj_restart['df']} df") in text
+    adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
+                   .read_text().split())
+    assert (f"the energy ratio's board component is {ratio['cv_percent']:.2f} % CV on 12 df "
+            f"({first_pair['cv_percent']:.2f} % on 6 df from the first two)") in adr
+    index = (ROOT / "validation" / "h100-2026-12" / "README.md").read_text()
+    assert f"| SGLang | 2026-12-05e, 2026-12-07f, 2026-12-07h | {ratio['cv_percent']:.2f} % (12 df) |" in index
+
+
+def test_adr_0258_addendum_3_the_third_boards_two_pairs():
+    """ADR 0258 addendum 3's rows for the third board against each earlier one, from compare-evidence; the GPU's part
+    within 2.9 % of both, as it says."""
+    adr = (ROOT / "docs" / "adr" / "0258-a-rounds-board-shift-is-split-into-the-gpus-busy-part-and-its-wait.md").read_text()
+    busy = []
+    for other, label in ((MOE_1207F, "07f"), (MOE_1205E, "05e")):
+        t = _compared(MOE_1207H, other)
+        row = next(ln for ln in adr.splitlines() if ln.startswith(f"| MoE EAGLE3 (SGLang) | 2026-12-07h, {label} |"))
+        assert (f"| {_pct(t['round_shift'].min())} … {_pct(t['round_shift'].max())} % | "
+                f"{_pct(t['busy_shift'].min())} … {_pct(t['busy_shift'].max())} % | "
+                f"{t['idle_ms_a'].min():.2f}–{t['idle_ms_a'].max():.2f} → {t['idle_ms_b'].min():.2f}–"
+                f"{t['idle_ms_b'].max():.2f} |") in row, row
+        busy.append(t["busy_shift"].abs().max())
+    assert f"the GPU's part of a round within {100 * max(busy):.1f} % of both" in " ".join(adr.split())
+    assert max(busy) < 0.047  # inside the 4.7 % of every earlier pair (addendum 2)
+
+
+def test_1207h_nvml_probe_on_a_third_board_meets_the_preregistered_reading():
+    """PLAN.md's probe after the campaign on this session's board: each row's idle parts its busy fractions; the
+    pre-registered reading met, by the range the README, the calls table and ADR 0258 addendum 3 quote; the README's
+    table the JSON's rows."""
+    from tools.device import nvml_busy_probe as probe
+
+    run = json.loads((SESSION_1207H_H100 / "nvml-busy" / "nvml-busy-warm.json").read_text())
+    assert [d["uuid"] for d in run["devices"]] == [GPU_1207H] and run["warmup_s"] == 1.0
+    assert [(r["kernel_ms"], r["gap_ms"]) for r in run["rows"]] == list(probe.GRID)
+    for r in run["rows"]:
+        assert r["event_idle_ms"] == pytest.approx(r["period_ms"] * (1 - r["event_busy"]), rel=1e-9)
+        assert r["nvml_idle_ms"] == pytest.approx(r["period_ms"] * (1 - r["nvml_busy"]), abs=1e-12)
+    off = [abs(r["nvml_idle_ms"] - r["event_idle_ms"]) for r in run["rows"] if r["kernel_ms"] == 7.5 and r["gap_ms"] >= 0.25]
+    assert max(off) <= 0.1
+    readme, calls = _readme_text(SESSION_1207H_H100), _readme_text(SESSION_1207H)
+    adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
+    assert f"is met on a third board: within {min(off):.3f}–{max(off):.3f} ms" in readme
+    assert f"NVML's idle part within {min(off):.3f}–{max(off):.3f} ms of the events'" in adr
+    assert f"within {max(off):.3f} ms of the events' idle part" in calls
+    (long,) = [r for r in run["rows"] if (r["kernel_ms"], r["gap_ms"]) == (20.0, 1.0)]
+    below = long["event_idle_ms"] - long["nvml_idle_ms"]
+    assert below > 0 and f"1 ms gap reads {below:.3f} ms below" in readme
+    assert f"1 ms gap read {below:.3f} ms below" in adr
+    half = {r["kernel_ms"]: r["event_busy"] - r["nvml_busy"] for r in run["rows"] if r["kernel_ms"] == r["gap_ms"]}
+    assert (f"lies {half[0.05]:.3f} below the events' at the 0.05 ms grain ({half[0.2]:.3f} and {half[1.0]:.3f} at "
+            "0.2 and 1 ms)") in readme
+    lines = (SESSION_1207H_H100 / "README.md").read_text().splitlines()
+    for r in run["rows"]:
+        assert (f"| {r['kernel_ms']:g} | {r['gap_ms']:g} | {r['period_ms']:.3f} | {r['event_busy']:.3f} | "
+                f"{r['nvml_busy']:.3f} | {r['event_idle_ms']:.3f} | {r['nvml_idle_ms']:.3f} |") in lines
+    first_07f = json.loads((NVML_BUSY_1207F / "nvml-busy-warm.json").read_text())["rows"][0]
+    assert (f"at no gap is {run['rows'][0]['event_idle_ms']:.3f} ms here (launch overhead on this host), against "
+            f"{first_07f['event_idle_ms']:.3f} ms on 2026-12-07f's probe board") in readme
