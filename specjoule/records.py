@@ -153,6 +153,12 @@ RECORD_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("power_min_w", _f64, ""),
     ("power_max_w", _f64, ""),
     ("max_temperature_c", _f64, ""),
+    (
+        "mean_temperature_c",
+        _f64,
+        "mean of the window's GPU temperature samples, °C, every GPU's (null without a GPU meter, and in records "
+        "before 2026-12-07h): the window's thermal state where max_temperature_c is its peak (ADR 0083 addendum 4)",
+    ),
     ("throttle_reasons_mask", _i64, "OR of NVML clock-event reasons seen in the window"),
     ("other_gpu_processes", _i64, "compute processes on the GPU(s) not ours"),
     # engine counters (window deltas)
@@ -364,20 +370,31 @@ TIMELINE_SCHEMA = pa.schema(
 )
 
 
-def window_gpu_util_samples(timeline: Any) -> list[float]:
-    """The in-window, non-null ``gpu_util_pct`` samples of a timeline (TIMELINE_SCHEMA); none without a GPU meter or
-    a timeline without the columns."""
+def _window_samples(timeline: Any, column: str) -> list[float]:
+    """The in-window, non-null samples of one column of a timeline (TIMELINE_SCHEMA); none without a GPU meter or a
+    timeline without the columns."""
     try:
-        pairs = zip(timeline.column("gpu_util_pct").to_pylist(), timeline.column("in_window").to_pylist())
+        pairs = zip(timeline.column(column).to_pylist(), timeline.column("in_window").to_pylist())
     except (KeyError, AttributeError):
         return []
     return [u for u, w in pairs if w and u is not None]
+
+
+def window_gpu_util_samples(timeline: Any) -> list[float]:
+    """The in-window, non-null ``gpu_util_pct`` samples of a timeline; none without a GPU meter."""
+    return _window_samples(timeline, "gpu_util_pct")
 
 
 def window_gpu_busy_fraction(timeline: Any) -> float | None:
     """A record's ``gpu_busy_fraction``: the mean of the window's utilization samples / 100; None without them."""
     util = window_gpu_util_samples(timeline)
     return sum(util) / len(util) / 100.0 if util else None
+
+
+def window_mean_temperature_c(timeline: Any) -> float | None:
+    """A record's ``mean_temperature_c``: the mean of the window's temperature samples; None without them."""
+    temps = _window_samples(timeline, "temperature_c")
+    return sum(temps) / len(temps) if temps else None
 
 
 ENERGY_COLUMNS = ("energy_j", "energy_j_per_gpu", "mean_power_w", "idle_power_w", "mj_per_committed_token")

@@ -757,13 +757,15 @@ def model_columns(spec: CellSpec | dict) -> dict[str, Any]:
 
 
 def host_columns(timeline: Any) -> dict[str, Any]:
-    """Host load and speed at the window's end and the GPU's busy fraction over the window (issue 17: is the loop
-    host-bound? ADR 0254: was this host slower than another's?)."""
+    """Host load and speed at the window's end, and the GPU's busy fraction and mean temperature over the window
+    (issue 17: is the loop host-bound? ADR 0254: was this host slower than another's? ADR 0083 addendum 4: was
+    this board warmer?)."""
     out: dict[str, Any] = {
         "host_load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         # after the load average, so that the probe's own CPU time (~0.1-0.2 s) does not enter it
         "host_speed_mops": envmod.host_speed(),
         "gpu_busy_fraction": records.window_gpu_busy_fraction(timeline),
+        "mean_temperature_c": records.window_mean_temperature_c(timeline),
     }
     return out
 

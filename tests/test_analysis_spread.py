@@ -656,6 +656,34 @@ def test_the_windows_temperatures_are_said_beside_the_power_points_and_baselines
     assert "temperature" not in compare_evidence.to_text(unmetered, "A", "C")
 
 
+def test_the_windows_mean_temperatures_are_said_where_both_sides_recorded_them(tmp_path, capsys):
+    """ADR 0083 addendum 4: records from 2026-12-07h carry each window's mean temperature; compare-evidence gives each
+    side's points' and baselines' mean of it and prints it under the maximum; a side whose records predate the column
+    (only the maximum) leaves the mean columns null and prints the maximum's line alone."""
+    src = EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"
+
+    def warm(out, point_c, baseline_c):
+        return _records_with(_with_temperature(src, out.parent / "max" / "cells", point_c + 4, baseline_c + 4), out,
+                             pl.when(pl.col("role") == "point").then(pl.lit(point_c, pl.Float64))
+                             .otherwise(pl.lit(baseline_c, pl.Float64)).alias("mean_temperature_c"))
+
+    a, b = warm(tmp_path / "a" / "cells", 46.25, 44.0), warm(tmp_path / "b" / "cells", 52.5, 45.0)
+    table = compare_evidence.compare_sources(a, b)
+    assert table.height == 3 and all(table["reproduces"])
+    assert table["mean_temperature_c_a"].to_list() == [46.25] * 3 and table["mean_temperature_c_b"].to_list() == [52.5] * 3
+    assert table["baseline_mean_temperature_c_a"].to_list() == [44.0] * 3
+    assert table["baseline_mean_temperature_c_b"].to_list() == [45.0] * 3
+    assert table["max_temperature_c_a"].to_list() == [50.25] * 3  # the maximum stays its own column
+    assert compare_evidence.main([str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("window mean temperature 46.2 → 52.5 °C; its baselines' 44.0 → 45.0 °C") == 3
+    assert out.count("window maximum temperature 50 → 56 °C") == 3
+    older = compare_evidence.compare_sources(a, _with_temperature(src, tmp_path / "c" / "cells", 56.0, 49.0))
+    assert older["mean_temperature_c_b"].to_list() == [None] * 3 and older["mean_temperature_c_a"].to_list() == [46.25] * 3
+    text = compare_evidence.to_text(older, "A", "C")
+    assert "window mean temperature" not in text and "window maximum temperature" in text
+
+
 def test_records_that_predate_the_host_columns_leave_them_null_and_say_so(tmp_path):
     src = EVIDENCE / "session-2026-12-02b" / "mimo-mtp" / "results" / "cells"
     b = _with_host(src, tmp_path / "b" / "cells", "GenuineIntel, family/model/stepping 6/207/2", 6.0)

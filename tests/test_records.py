@@ -353,3 +353,32 @@ def test_every_record_column_keeps_its_doc_in_code():
     assert list(records.RECORD_DOCS) == records.RECORD_COLUMNS
     assert records.RECORD_DOCS["window_s"] == "energy window length"
     assert records.RECORD_DOCS["workload_kind"] == "closed_batch | open_loop | closed_loop"
+
+
+def test_the_window_mean_temperature_is_the_in_window_samples_mean_on_recorded_nvml_windows():
+    """ADR 0083 addendum 4: a record's mean_temperature_c from its timeline. On ten windows NVML recorded on an H100
+    (2026-12-07h) it is the mean polars takes of the in-window samples alone, between their least and the record's
+    maximum; warm-up and cool-down samples (outside the window) would move it; without samples it is null."""
+    from pathlib import Path
+
+    import polars as pl
+
+    folder = Path(__file__).resolve().parents[1] / "validation" / "h100-2026-12" / "session-2026-12-07h" / "depth-moe-sglang" / "results"
+    timelines = pl.read_parquet(folder / "timelines.parquet")
+    maxima = {(r["campaign_id"], r["cell_name"]): r["max_temperature_c"]
+              for r in pl.read_parquet(folder / "records.parquet").iter_rows(named=True)}
+    assert len(maxima) == 10
+    moved = 0
+    for (packed_file,), window in timelines.group_by(["packed_file"]):
+        campaign, name = packed_file.removesuffix(".parquet").split("/")[1:]
+        inside = window.filter(pl.col("in_window"))["temperature_c"]
+        mean = records.window_mean_temperature_c(window.drop("packed_file").to_arrow())
+        assert mean == pytest.approx(inside.mean(), rel=1e-12)
+        assert inside.min() <= mean <= maxima[(campaign, name)] == inside.max()
+        moved += window["temperature_c"].mean() != pytest.approx(mean, abs=0.05)
+    assert moved > 0  # the samples outside the window differ, so reading them would be wrong here
+    empty = pa.table({"temperature_c": pa.array([40.0], pa.float64()), "in_window": pa.array([False])})
+    assert records.window_mean_temperature_c(empty) is None and records.window_mean_temperature_c(None) is None
+    crafted = pa.table({"temperature_c": pa.array([30.0, 50.0, None, 54.0], pa.float64()),
+                        "in_window": pa.array([False, True, True, True])})
+    assert records.window_mean_temperature_c(crafted) == pytest.approx(52.0)  # (50 + 54) / 2: null and outside left out

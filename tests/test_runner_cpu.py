@@ -165,6 +165,8 @@ def test_identity_environment_and_latency(closed_cells):
         # the host beyond its model name (ADR 0254): its CPU's signature and its one-core speed after the window
         assert r["host_cpu_signature"] == env.cpu_signature() and r["host_cpu_signature"]
         assert 0 < r["host_speed_mops"] < 1e4 and r["host_load_1m"] is not None
+        # no GPU meter here: no busy fraction and no temperature, null rather than a made-up 0 (ADR 0083 addendum 4)
+        assert r["gpu_busy_fraction"] is None and r["mean_temperature_c"] is None and r["max_temperature_c"] is None
         assert 1 < r["engine_start_s"] < 900
         assert r["corpus_pool_hash"] == corpora.load_pool(cell.spec).content_hash
         assert r["window_end"] > r["window_start"]

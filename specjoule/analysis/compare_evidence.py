@@ -107,6 +107,10 @@ COMPARE_COLUMNS: tuple[str, ...] = (
     "max_temperature_c_b",
     "baseline_max_temperature_c_a",
     "baseline_max_temperature_c_b",
+    "mean_temperature_c_a",
+    "mean_temperature_c_b",
+    "baseline_mean_temperature_c_a",
+    "baseline_mean_temperature_c_b",
     "differences",
     "comparable",
     "reproduces",
@@ -125,7 +129,11 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
     baseline_idle = (
         records.filter(spread.is_measured(records), C("role").is_in(list(axes.BASELINE_ROLES)))
         .group_by("campaign_id")
-        .agg(IDLE_MS.mean().alias("baseline_idle_ms"), C("max_temperature_c").mean().alias("baseline_temperature_c"))
+        .agg(
+            IDLE_MS.mean().alias("baseline_idle_ms"),
+            C("max_temperature_c").mean().alias("baseline_temperature_c"),
+            C("mean_temperature_c").mean().alias("baseline_mean_temperature_c"),
+        )
     )
     info = (
         points.join(baseline_idle, on="campaign_id", how="left")
@@ -150,6 +158,8 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
             C("baseline_idle_ms").mean(),
             C("max_temperature_c").mean().alias("temperature_c"),
             C("baseline_temperature_c").mean(),
+            C("mean_temperature_c").mean(),
+            C("baseline_mean_temperature_c").mean(),
             C("host_cpu_signature").drop_nulls().unique().sort().alias("host_cpus"),
             *(C(c).unique().sort().alias(c) for c in evidence.REPORTED if c != "gpu_uuid"),
         )
@@ -316,6 +326,10 @@ def compare(
                 "max_temperature_c_b": r_b["temperature_c"],
                 "baseline_max_temperature_c_a": r_a["baseline_temperature_c"],
                 "baseline_max_temperature_c_b": r_b["baseline_temperature_c"],
+                "mean_temperature_c_a": r_a["mean_temperature_c"],
+                "mean_temperature_c_b": r_b["mean_temperature_c"],
+                "baseline_mean_temperature_c_a": r_a["baseline_mean_temperature_c"],
+                "baseline_mean_temperature_c_b": r_b["baseline_mean_temperature_c"],
                 "differences": diffs,
                 "comparable": comparable,
                 "reproduces": verdict,
@@ -429,6 +443,9 @@ COMPARE_DOCS: dict[str, str] = {
     "meter); _b in B. Beside power_shift: a board whose drafted windows ran hotter than its baselines draws more for the "
     "same work (2026-12-07g: 5.3-6.2 °C hotter at the same SM clock, 5.3-10.1 % more power; ADR 0083 addendum 3)",
     "baseline_max_temperature_c_a": "the same over the opening and closing baselines of A's points' campaigns; _b in B",
+    "mean_temperature_c_a": "mean over A's point records of each window's mean GPU temperature (°C; null without a GPU "
+    "meter and for records before 2026-12-07h, which carry the maximum only); _b in B (ADR 0083 addendum 4)",
+    "baseline_mean_temperature_c_a": "the same over the opening and closing baselines of A's points' campaigns; _b in B",
     "differences": "what differs besides the measured parameters: GPU, driver, CUDA, commit, config, engine configuration "
     "(model paths by file name), prompt pools, host CPU signature (said, never blocking)",
     "comparable": "false when the engine configuration or a common seed's prompt pool differs: then not judged",
@@ -480,6 +497,12 @@ def to_text(table: pl.DataFrame, a: str, b: str) -> str:
                 f"  window maximum temperature {_fmt(r['max_temperature_c_a'], '.0f')} → "
                 f"{_fmt(r['max_temperature_c_b'], '.0f')} °C; its baselines' {_fmt(r['baseline_max_temperature_c_a'], '.0f')}"
                 f" → {_fmt(r['baseline_max_temperature_c_b'], '.0f')} °C"
+            )
+        if r["mean_temperature_c_a"] is not None and r["mean_temperature_c_b"] is not None:
+            lines.append(
+                f"  window mean temperature {_fmt(r['mean_temperature_c_a'], '.1f')} → "
+                f"{_fmt(r['mean_temperature_c_b'], '.1f')} °C; its baselines' "
+                f"{_fmt(r['baseline_mean_temperature_c_a'], '.1f')} → {_fmt(r['baseline_mean_temperature_c_b'], '.1f')} °C"
             )
         if r["busy_shift"] is not None:
             lines.append(

@@ -9,10 +9,12 @@ from specjoule import records, runner
 from tools.device import nvml_busy_probe as probe
 
 
-def _timeline(util: list[float | None], in_window: list[bool]) -> pa.Table:
+def _timeline(util: list[float | None], in_window: list[bool], temps: list[float] | None = None) -> pa.Table:
     n = len(util)
     cols = {f.name: pa.nulls(n, f.type) for f in records.TIMELINE_SCHEMA}
     cols["gpu_util_pct"] = pa.array(util, pa.float64())
+    if temps is not None:
+        cols["temperature_c"] = pa.array(temps, pa.float64())
     cols["in_window"] = pa.array(in_window, pa.bool_())
     return pa.table(cols, schema=records.TIMELINE_SCHEMA)
 
@@ -25,6 +27,13 @@ def test_the_busy_fraction_is_the_in_window_utilization_mean_and_the_records_use
     assert runner.host_columns(tl)["gpu_busy_fraction"] == records.window_gpu_busy_fraction(tl)
     assert records.window_gpu_busy_fraction(_timeline([50.0], [False])) is None  # no in-window sample
     assert records.window_gpu_busy_fraction(None) is None and runner.host_columns(None)["gpu_busy_fraction"] is None
+    # the record's mean temperature comes the same way (ADR 0083 addendum 4): in-window samples only
+    warm = _timeline([100.0, 80.0, 60.0], [False, True, True], temps=[35.0, 44.0, 47.0])
+    assert runner.host_columns(warm)["mean_temperature_c"] == pytest.approx(45.5)
+    assert (
+        runner.host_columns(tl)["mean_temperature_c"] is None
+        and runner.host_columns(None)["mean_temperature_c"] is None
+    )
 
 
 def test_a_row_gives_both_busy_fractions_and_the_idle_part_of_a_period_each_implies():
