@@ -750,10 +750,27 @@ def figure_inputs(s: Scenario, **overrides: Any) -> Any:
     ``overrides`` replace tables (``figures.FigureInputs.from_config``)."""
     from specjoule.report import figures
 
-    tl, note = figures.load_timelines(s.timeline_paths, s.records, s.checks)
+    tl, note = _timelines(s)
     tables = dict(curves=s.curves, records=s.records, checks=s.checks, timelines=tl, timeline_note=note, summary=s.summary)
     tables.update(overrides)
     return figures.FigureInputs.from_config(s.config, **tables)
+
+
+# figures.load_timelines of each scenario, read once a process (issue 22): the session scenarios (conftest's gpu, cpu,
+# engines) had their timelines read again by every test that asked for figure_inputs, 26 reads of the same files in
+# a run (the GPU scenario's 624 timelines, 0.1-0.4 s a read). What it reads is the scenario's own: its timeline
+# files, records and checks (``overrides`` do not reach it), which no test changes; a frame is not changed in place.
+# Keyed by the scenario object, kept alive beside its result so that its id is not reused.
+_TIMELINES: dict[int, tuple[Scenario, tuple[Any, str]]] = {}
+
+
+def _timelines(s: Scenario) -> tuple[Any, str]:
+    from specjoule.report import figures
+
+    kept = _TIMELINES.get(id(s))
+    if kept is None or kept[0] is not s:
+        kept = _TIMELINES[id(s)] = (s, figures.load_timelines(s.timeline_paths, s.records, s.checks))
+    return kept[1]
 
 
 def _finish(cfg: dict, root: Path, rows: list[dict], tl_paths: list[Path], *, spread: bool) -> Scenario:
