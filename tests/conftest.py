@@ -116,17 +116,27 @@ def _scope_of_file(path: str, engines: bool = True) -> str:
 
 # The longest scopes of each phase, handed out first (longest first keeps the last worker from starting a long
 # scope while the others sit idle). Scopes not listed follow in xdist's order.
-# Phase 1's longest files (no engine test in them; ADR 0231: `pytest -n 2 --dist loadfile -m "not engine and not
-# slurm"`, 2026-12-03, load 2-3). xdist hands out files with the most tests first, which left the one-test fuzz file
-# for the end of a worker. (test_figures.py is in the gpu_figs group.)
+# Phase 1's longest scopes (no engine test in them): wall seconds of each in `make test-fast`'s pytest (`-n 2 --dist
+# loadfile`), the mean of two runs on 2026-12-07 (17:39 and 17:44 UTC, load 0-1.7), every scope of 8 s or more. The
+# table of ADR 0231 (2026-12-03) had gpu_figs at 75 s, the fuzz file at 48, test_measured_scope at 47 and
+# test_planning at 39: since cut to 40, 15, 16 and 9 s (in-process plans, committed evidence read once); the
+# in-process vLLM scope (27 s) and test_h200_evidence (21 s) were not listed and came in xdist's order. xdist hands
+# out files with the most tests first, which left the one-test fuzz file for the end of a worker (ADR 0231).
 LONGEST_SCOPES_S = {
-    "session-fixture:gpu_figs": 75,
+    "session-fixture:gpu_figs": 40,  # test_figures, test_figure_drawer, test_figure_data_once
     # `make test`'s phase 1 runs the browser tests too; not listed, the file came last, alone on one worker
     # (fresh clone, 2026-12-05 18:16 UTC: 48 s, started 8 s before the other worker's queue ran out).
     "tests/test_report_browser.py": 48,
-    "tests/test_config_fuzz.py": 48,
-    "tests/test_measured_scope.py": 47,
-    "tests/test_planning.py": 39,
+    IN_PROCESS_VLLM_SCOPE: 27,  # a run without engine tests only (in_process_vllm_files)
+    "tests/test_h200_evidence.py": 21,
+    "tests/test_measured_scope.py": 16,
+    "tests/test_config_fuzz.py": 15,
+    "tests/test_measurement_without_analysis.py": 12,
+    "tests/test_report_wave2.py": 11,
+    "tests/test_engine_scheduling.py": 10,
+    "tools/tests/test_bundle.py": 9,
+    "tests/test_planning.py": 9,
+    "session-fixture:h200_evidence_records": 9,  # test_coverage, test_coverage_attempts
 }
 # The engine phase's scopes (a run with engine tests: `make test`'s phase 2, a hand-run `-m engine`), every one
 # listed: wall seconds of each on three workers, waits for the slot included (ADR 0255: `make test`'s recipe with

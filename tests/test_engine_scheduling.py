@@ -137,10 +137,13 @@ def test_the_longest_scopes_are_handed_out_first_then_xdist_order():
     queue = ["tests/test_faults.py", "tests/test_planning.py", "tests/test_report_browser.py"]
     assert conftest._next_scope(queue) == "tests/test_report_browser.py"
     assert conftest._next_scope(["tests/test_faults.py", "tests/test_a.py"]) == "tests/test_faults.py"
-    # every listed scope is one the scheduler makes
-    files = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").glob("test_*.py")}
+    # every listed scope is one the scheduler makes: the engine phase's in a run with engine tests, phase 1's in one
+    # with or without them (its table lists the in-process vLLM scope, made only without, and tools/tests files)
+    files = {p.relative_to(REPO).as_posix() for p in [*(REPO / "tests").glob("test_*.py"),
+                                                       *(REPO / "tools" / "tests").glob("test_*.py")]}
     scopes = {conftest._scope_of_file(f) for f in files}
-    assert set(conftest.LONGEST_SCOPES_S) <= scopes and set(conftest.ENGINE_LONGEST_SCOPES_S) <= scopes
+    assert set(conftest.ENGINE_LONGEST_SCOPES_S) <= scopes
+    assert set(conftest.LONGEST_SCOPES_S) <= scopes | {conftest._scope_of_file(f, engines=False) for f in files}
 
 
 def test_every_engine_scope_is_in_the_engine_phase_table():
