@@ -41,6 +41,9 @@ BASE_MJ = spread.Metric("baseline_mj_per_committed_token", "baseline_window_mj_p
 # the part it waited.
 BUSY_MS = C("round_time_ms") * C("gpu_busy_fraction")
 IDLE_MS = C("round_time_ms") - BUSY_MS
+# Each window's temperatures a record carries, as compare-evidence says them (ADR 0083 addenda 3 and 4): the column, its
+# word in the text line and its format; each side gives the mean over its points and over their baselines.
+TEMPERATURES = (("max_temperature_c", "maximum", ".0f"), ("mean_temperature_c", "mean", ".1f"))
 # What a row shows of each side.
 SHOWN = (
     "engine",
@@ -103,14 +106,7 @@ COMPARE_COLUMNS: tuple[str, ...] = (
     "idle_ms_b",
     "baseline_idle_ms_a",
     "baseline_idle_ms_b",
-    "max_temperature_c_a",
-    "max_temperature_c_b",
-    "baseline_max_temperature_c_a",
-    "baseline_max_temperature_c_b",
-    "mean_temperature_c_a",
-    "mean_temperature_c_b",
-    "baseline_mean_temperature_c_a",
-    "baseline_mean_temperature_c_b",
+    *(f"{pre}{col}_{side}" for col, _, _ in TEMPERATURES for pre in ("", "baseline_") for side in "ab"),
     "differences",
     "comparable",
     "reproduces",
@@ -131,8 +127,7 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
         .group_by("campaign_id")
         .agg(
             IDLE_MS.mean().alias("baseline_idle_ms"),
-            C("max_temperature_c").mean().alias("baseline_temperature_c"),
-            C("mean_temperature_c").mean().alias("baseline_mean_temperature_c"),
+            *(C(col).mean().alias(f"baseline_{col}") for col, _, _ in TEMPERATURES),
         )
     )
     info = (
@@ -156,10 +151,7 @@ def _side(records: pl.DataFrame, level: float) -> tuple[pl.DataFrame, pl.DataFra
             BUSY_MS.mean().alias("busy_ms"),
             IDLE_MS.mean().alias("idle_ms"),
             C("baseline_idle_ms").mean(),
-            C("max_temperature_c").mean().alias("temperature_c"),
-            C("baseline_temperature_c").mean(),
-            C("mean_temperature_c").mean(),
-            C("baseline_mean_temperature_c").mean(),
+            *(C(c).mean() for col, _, _ in TEMPERATURES for c in (col, f"baseline_{col}")),
             C("host_cpu_signature").drop_nulls().unique().sort().alias("host_cpus"),
             *(C(c).unique().sort().alias(c) for c in evidence.REPORTED if c != "gpu_uuid"),
         )
@@ -322,14 +314,12 @@ def compare(
                 "idle_ms_b": r_b["idle_ms"],
                 "baseline_idle_ms_a": r_a["baseline_idle_ms"],
                 "baseline_idle_ms_b": r_b["baseline_idle_ms"],
-                "max_temperature_c_a": r_a["temperature_c"],
-                "max_temperature_c_b": r_b["temperature_c"],
-                "baseline_max_temperature_c_a": r_a["baseline_temperature_c"],
-                "baseline_max_temperature_c_b": r_b["baseline_temperature_c"],
-                "mean_temperature_c_a": r_a["mean_temperature_c"],
-                "mean_temperature_c_b": r_b["mean_temperature_c"],
-                "baseline_mean_temperature_c_a": r_a["baseline_mean_temperature_c"],
-                "baseline_mean_temperature_c_b": r_b["baseline_mean_temperature_c"],
+                **{
+                    f"{pre}{col}_{side}": r[f"{pre}{col}"]
+                    for col, _, _ in TEMPERATURES
+                    for pre in ("", "baseline_")
+                    for side, r in (("a", r_a), ("b", r_b))
+                },
                 "differences": diffs,
                 "comparable": comparable,
                 "reproduces": verdict,
@@ -492,18 +482,12 @@ def to_text(table: pl.DataFrame, a: str, b: str) -> str:
                 f" ({_fmt(r['round_shift'], '+.1%')}), power {_fmt(r['mean_power_w_a'], '.0f')} → "
                 f"{_fmt(r['mean_power_w_b'], '.0f')} W ({_fmt(r['power_shift'], '+.1%')})"
             )
-        if r["max_temperature_c_a"] is not None and r["max_temperature_c_b"] is not None:
-            lines.append(
-                f"  window maximum temperature {_fmt(r['max_temperature_c_a'], '.0f')} → "
-                f"{_fmt(r['max_temperature_c_b'], '.0f')} °C; its baselines' {_fmt(r['baseline_max_temperature_c_a'], '.0f')}"
-                f" → {_fmt(r['baseline_max_temperature_c_b'], '.0f')} °C"
-            )
-        if r["mean_temperature_c_a"] is not None and r["mean_temperature_c_b"] is not None:
-            lines.append(
-                f"  window mean temperature {_fmt(r['mean_temperature_c_a'], '.1f')} → "
-                f"{_fmt(r['mean_temperature_c_b'], '.1f')} °C; its baselines' "
-                f"{_fmt(r['baseline_mean_temperature_c_a'], '.1f')} → {_fmt(r['baseline_mean_temperature_c_b'], '.1f')} °C"
-            )
+        for col, word, spec in TEMPERATURES:  # said only where both sides recorded it
+            if r[f"{col}_a"] is not None and r[f"{col}_b"] is not None:
+                lines.append(
+                    f"  window {word} temperature {_fmt(r[f'{col}_a'], spec)} → {_fmt(r[f'{col}_b'], spec)} °C; its "
+                    f"baselines' {_fmt(r[f'baseline_{col}_a'], spec)} → {_fmt(r[f'baseline_{col}_b'], spec)} °C"
+                )
         if r["busy_shift"] is not None:
             lines.append(
                 f"  GPU busy {_fmt(r['gpu_busy_a'], '.3f')} → {_fmt(r['gpu_busy_b'], '.3f')} of the window: busy part of a"
