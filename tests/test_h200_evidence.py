@@ -3588,8 +3588,14 @@ def test_1206d_the_dspark_round_is_gpu_work_and_the_readme_table_is_the_rounds_t
     assert profile["trace_files"] == ["trace/trace.json.gz"]
 
 
-SESSION_1206E_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06e"
-SESSION_1206E = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06e"
+def _session_dirs(name: str) -> tuple[Path, Path]:
+    """A device session's evidence folder on the H100 and its calls folder (plan, calls table, logs), which lives with
+    the H200 sessions'."""
+    return (ROOT / "validation" / "h100-2026-12" / f"session-{name}",
+            ROOT / "validation" / "h200-2026-12" / f"session-{name}")
+
+
+SESSION_1206E_H100, SESSION_1206E = _session_dirs("2026-12-06e")
 GPU_1206E = "GPU-02cac770-5c36-a4cf-3e68-0a0931e0a480"
 CONTROLS_1206E = {  # folder, config, model, kind key, forced runner, the records' commit
     "dense": ("capture-dense-v1", "h200-capture-bias-dense-v1.yaml", "qwen3_8b", "v1",
@@ -3699,44 +3705,34 @@ def test_1206e_the_ngram_round_is_host_time_in_two_graph_regimes_and_the_readme_
     assert profile["trace_files"] == ["trace/trace.json.gz"] and profile["git_commit"].startswith("63f8cc0")
 
 
-SESSION_1206F_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06f"
-SESSION_1206F = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06f"
+SESSION_1206F_H100, SESSION_1206F = _session_dirs("2026-12-06f")
 GPU_1206F = "GPU-2a7fed25-05e6-d08a-3613-d90701e44abf"
-SESSION_1206G_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06g"
-SESSION_1206G = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06g"
+SESSION_1206G_H100, SESSION_1206G = _session_dirs("2026-12-06g")
 GPU_1206G = "GPU-9ae71162-1dd3-a668-5bc5-8ac7b5f6b7a9"
 NGRAM_1206G = SESSION_1206G_H100 / "ngram-sglang"
-SESSION_1206H_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06h"
-SESSION_1206H = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06h"
+SESSION_1206H_H100, SESSION_1206H = _session_dirs("2026-12-06h")
 GPU_1206H = "GPU-5ee93b2f-7df6-abd4-cf6d-13f421529ad0"
 NGRAM_1206H = SESSION_1206H_H100 / "ngram-both"
-SESSION_1206I_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-06i"
-SESSION_1206I = ROOT / "validation" / "h200-2026-12" / "session-2026-12-06i"
+SESSION_1206I_H100, SESSION_1206I = _session_dirs("2026-12-06i")
 GPU_1206I = "GPU-d42e35a8-9446-3ad9-fb04-c4476ca644cc"
 NGRAM_1206I = SESSION_1206I_H100 / "ngram-vllm"
-SESSION_1207C_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07c"
-SESSION_1207C = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07c"
+SESSION_1207C_H100, SESSION_1207C = _session_dirs("2026-12-07c")
 GPU_1207C = "GPU-48ba3737-20ed-288f-dd8b-6d552a50f91b"
 NGRAM_1207C = SESSION_1207C_H100 / "ngram-l4"
-SESSION_1207D_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07d"
-SESSION_1207D = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07d"
+SESSION_1207D_H100, SESSION_1207D = _session_dirs("2026-12-07d")
 GPU_1207D = "GPU-5ed716a0-bc7a-48a4-b6b3-55413b4405a3"
 SW_1207D = SESSION_1207D_H100 / "depth-sw-vllm"
-SESSION_1207E_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07e"
-SESSION_1207E = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07e"
+SESSION_1207E_H100, SESSION_1207E = _session_dirs("2026-12-07e")
 GPU_1207E = "GPU-530fb92d-4fb6-03d1-2b3b-a5f91a27e211"
 MLA_1207E = SESSION_1207E_H100 / "depth-mla-sglang"
-SESSION_1207F_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07f"
-SESSION_1207F = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07f"
+SESSION_1207F_H100, SESSION_1207F = _session_dirs("2026-12-07f")
 GPU_1207F = "GPU-21203830-9155-8949-9981-ced27f6698e0"
 MOE_1207F = SESSION_1207F_H100 / "depth-moe-sglang"
 NGRAM_L4_1207F = SESSION_1207F_H100 / "ngram-l4-sglang"
-SESSION_1207G_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07g"
-SESSION_1207G = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07g"
+SESSION_1207G_H100, SESSION_1207G = _session_dirs("2026-12-07g")
 GPU_1207G = "GPU-ef2e942b-ec33-2897-6413-67160a3d0a75"
 VLLM_MOE_1207G = SESSION_1207G_H100 / "depth-moe-vllm"
-SESSION_1207H_H100 = ROOT / "validation" / "h100-2026-12" / "session-2026-12-07h"
-SESSION_1207H = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07h"
+SESSION_1207H_H100, SESSION_1207H = _session_dirs("2026-12-07h")
 GPU_1207H = "GPU-9c95d8c9-f06b-b946-3dcd-b02c6c16677f"
 MOE_1207H = SESSION_1207H_H100 / "depth-moe-sglang"
 
