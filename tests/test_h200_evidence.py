@@ -4347,6 +4347,43 @@ def test_1207b_the_addendum_was_committed_before_the_call_it_governs():
 
 
 # ------------------------------------------------------------------------------------------------
+# session 2026-12-07i: ten calls, no machine
+
+SESSION_1207I = ROOT / "validation" / "h200-2026-12" / "session-2026-12-07i"
+
+
+def test_1207i_calls_table_chains_from_the_budget_and_each_call_was_made_above_its_floor():
+    """Every refusal cost 90-91 s whichever kind was named; no call naming a kind was made below the floor in force
+    (the PLAN's 1,330 s, then addendum 1's 1,260 s for either kind and 1,117 s for nvidia-h200 alone), and the
+    last call left less than the lowest floor."""
+    calls = _unlent_calls_table(SESSION_1207I, 10, 751)
+    assert {c for r, c in calls if "no machine" in r[3]} == {90, 91}
+    plan = (SESSION_1207I / "PLAN.md").read_text()
+    first = int(re.search(r"with less than ([\d,]+) s left \(the H100 floor below", plan)[1].replace(",", ""))
+    either, h200_only = (
+        int(x.replace(",", "")) for x in re.search(r"H100 floor is\n?.*?\*\*([\d,]+) s\*\*.*?order 3's \(719 s\) ([\d,]+) s", plan, re.S).groups()
+    )
+    assert (first, either, h200_only) == (1330, 1260, 1117)
+    before = [1800] + [int(r[5].replace(",", "")) for r, _ in calls][:-1]
+    addendum_from = 8  # addendum 1 governs call 8 on
+    for n, ((row, _), left) in enumerate(zip(calls, before), start=1):
+        if n < addendum_from:
+            assert left >= first
+        else:
+            assert left >= (either if "h100" in row[2] else h200_only)
+    assert int(calls[-1][0][5].replace(",", "")) < h200_only
+
+
+def test_1207i_the_addendum_was_committed_before_the_call_it_governs():
+    plan = (SESSION_1207I / "PLAN.md").read_text()
+    heads = re.findall(r"^## Addendum (\d) \([\d:]+ UTC, before call (\d+)\)", plan, re.M)
+    assert heads == [("1", "8")]
+    readme = (SESSION_1207I / "README.md").read_text()
+    assert "(0efa740)" in readme and "(5275c17" not in readme and "5275c17" in readme
+    assert "No gate, order, reading or row changes." in plan
+
+
+# ------------------------------------------------------------------------------------------------
 # session 2026-12-07c: an H100 at the third call; config/h200-schemes-ngram-l4.yaml, both families, one board
 
 
