@@ -4374,12 +4374,14 @@ def test_1207i_calls_table_chains_from_the_budget_and_each_call_was_made_above_i
     assert int(calls[-1][0][5].replace(",", "")) < h200_only
 
 
-def test_1207i_the_addendum_was_committed_before_the_call_it_governs():
+def test_1207i_the_addenda_were_committed_before_the_calls_they_govern():
     plan = (SESSION_1207I / "PLAN.md").read_text()
     heads = re.findall(r"^## Addendum (\d) \([\d:]+ UTC, before call (\d+)\)", plan, re.M)
-    assert heads == [("1", "8")]
+    assert heads == [("1", "8"), ("2", "11")]
     readme = (SESSION_1207I / "README.md").read_text()
     assert "(0efa740)" in readme and "(5275c17" not in readme and "5275c17" in readme
+    # addendum 2's call was never made: lending paused, so the table ends at call 10
+    assert "addendum 2 (1159e2d)" in readme and "call 11 was not made" in readme
     assert "No gate, order, reading or row changes." in plan
 
 
