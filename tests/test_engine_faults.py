@@ -117,6 +117,7 @@ def _start_cell_process(tmp_path: Path, cell_name: str) -> tuple[subprocess.Pope
 
 
 @pytest.mark.engine
+@pytest.mark.engine_core_process
 def test_sigterm_to_cell_mid_window(tmp_path):
     p, log, rec, tl, _ = _start_cell_process(tmp_path, "baseline--open")
     try:
@@ -138,6 +139,7 @@ def test_sigterm_to_cell_mid_window(tmp_path):
 
 
 @pytest.mark.engine
+@pytest.mark.engine_core_process
 def test_engine_killed_mid_window(tmp_path):
     p, log, rec, tl, _ = _start_cell_process(tmp_path, "draft")
     try:

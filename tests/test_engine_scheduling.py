@@ -410,3 +410,33 @@ def test_engines_share_one_model_info_cache_that_outlives_the_run(monkeypatch, t
     monkeypatch.setenv("VLLM_CACHE_ROOT", "/site/cache")
     conftest.pytest_configure(config)
     assert os.environ["VLLM_CACHE_ROOT"] == "/site/cache"
+
+
+def test_engines_run_their_core_in_process_unless_the_environment_says_otherwise():
+    """ADR 0259: an unmarked test's engines inherit VLLM_ENABLE_V1_MULTIPROCESSING=0, or what the environment set."""
+    assert conftest.VLLM_TEST_MULTIPROCESSING == "0"
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == (conftest.OUTER_MULTIPROCESSING or "0")
+
+
+@pytest.mark.engine_core_process
+def test_a_test_that_reaches_engine_core_gets_vllms_default_layout():
+    """ADR 0259: a test marked engine_core_process runs with VLLM_ENABLE_V1_MULTIPROCESSING=1 (EngineCore apart)."""
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
+
+
+def test_the_tests_that_stop_or_kill_engine_core_are_marked():
+    """The three tests that signal the EngineCore process or time its group's teardown carry the marker."""
+    marked = {
+        "test_faults.py": ["test_one_cell_survives_each_fault_in_turn_then_a_rerun_completes"],
+        "test_engine_faults.py": ["test_sigterm_to_cell_mid_window", "test_engine_killed_mid_window"],
+    }
+    for module, names in marked.items():
+        source = (Path(__file__).parent / module).read_text()
+        for name in names:
+            assert f"@pytest.mark.engine_core_process\ndef {name}(" in source, (module, name)
+    # and no other module carries it: every other engine test runs the in-process layout this ADR describes
+    for path in Path(__file__).parent.glob("test_*.py"):
+        text = path.read_text()
+        if path.name != Path(__file__).name and "@pytest.mark.engine_core_process" in text:
+            assert path.name in marked, path.name
+

@@ -184,6 +184,7 @@ def small_results_disk(work):
 
 
 @pytest.mark.engine
+@pytest.mark.engine_core_process
 def test_one_cell_survives_each_fault_in_turn_then_a_rerun_completes(work, monkeypatch, small_results_disk):
     """Four faults of one cell, one after the other, each re-run being the next fault's run, and the re-run that
     completes (issue 22, the test time: each fault was its own test with its own re-run
