@@ -572,6 +572,26 @@ def engines(tmp_path_factory):
     return rf.build("engines", tmp_path_factory.mktemp("engines"))
 
 
+# The figures rule's Vega/Vega-Lite/vega-embed bundle (figures.javascript_bundle: 2.5 core-s to compile in each
+# process that needs it), kept once per user and vl-convert version under the same file name the rule keeps it
+# by, beside mypy's cache (ADR 0236). seed_vega_bundle puts it where a pipeline run keeps it between runs
+# (figures.BUNDLE_CACHE_DIR), so that a test's Snakemake run of the figures rule reads it as the pipeline's second
+# run does instead of compiling it (ADR 0257, addendum). The compiling path is tests/test_figure_bundle_cache.py's.
+VEGA_BUNDLE_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specjoule" / "vega-bundle"
+
+
+def seed_vega_bundle(work: Path) -> None:
+    """The bundle in ``work``'s results tree, as an earlier run of the figures rule there would have left it."""
+    import vl_convert as vlc
+
+    from specjoule.report import figures
+
+    bundle = figures.javascript_bundle(VEGA_BUNDLE_CACHE)
+    keep = work / figures.BUNDLE_CACHE_DIR / f"vega-bundle-vlc{vlc.__version__}-vl{figures.VEGALITE_VERSION}.js"
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    keep.write_text(bundle)
+
+
 # The GPU scenario's figures exported once per worker (SVG and HTML of each, the PNGs of GPU_EXPORT_PNG, the log's
 # lines): test_figures reads the files, and test_figure_drawer compares the drawer's export with this one, the
 # in-process export it made again on the same worker (the gpu_figs group) before, 2-3 core-s.

@@ -22,7 +22,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 import report_fixtures as rf  # noqa: E402
-from conftest import GPU_EXPORT_PNG  # noqa: E402
+from conftest import GPU_EXPORT_PNG, seed_vega_bundle  # noqa: E402
 
 from specjoule.report import figures as F  # noqa: E402
 from specjoule.report import render as R  # noqa: E402
@@ -511,6 +511,7 @@ def test_snakemake_figures_report_and_snakemake_report(tmp_path):
     base = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--configfile",
             str(tmp_path / "config.yaml"), "--cores", "1", "--allowed-rules", "figures", "variance", "report",
             "matched_latency"]
+    seed_vega_bundle(tmp_path)  # read as a second run reads it: compiling it is test_figure_bundle_cache's
     t0 = time.perf_counter()
     # One Snakemake process runs the rules and then writes its own report of the run (--report-after-run): the
     # outputs and the zip a second `snakemake --report` process gave, without a second Snakemake start and plan.

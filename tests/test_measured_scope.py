@@ -15,6 +15,7 @@ import analysis_records as ar
 import polars as pl
 import pytest
 import yaml
+from conftest import seed_vega_bundle
 from snakemake_api import plan
 from snakemake_interface_common.exceptions import WorkflowError
 
@@ -55,6 +56,7 @@ def _planned_labels() -> list[str]:
 
 def test_the_cut_spread_campaign_is_analysed_as_preregistered(tmp_path):
     work = _evidence_tree(tmp_path)
+    seed_vega_bundle(work)  # the figures rule reads it as a second run does (conftest)
     measured = ["--configfile", "h200-spread.yaml", "--config", "analysis_scope=measured"]
     # No measurement job is planned: the whole default target, dry. Planned through Snakemake's API in this process
     # (tests/snakemake_api.py: the same Snakefile, config file and --config value, the DAG's jobs by rule) instead
