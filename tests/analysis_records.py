@@ -148,8 +148,8 @@ def write_campaigns(root: Path, *, cfg: dict | None = None, mutate: dict[tuple[s
 
 # A clean (unmutated) cell's record as write_record wrote it, by (config, meter, working directory) and cell:
 # measure, derive and write_record are pure, so a later write of the same clean cell in this process writes these
-# bytes again (through the same atomic_path) instead of encoding the same row once more, about 7 ms of Parquet a
-# record (ADR 0257, addendum). A mutated cell is always derived and written anew.
+# bytes again (through the same atomic_path) instead of encoding the same row once more: 0.55 ms a record instead of
+# 5.0 (ADR 0257, addendum 1). A mutated cell is always derived and written anew.
 _CLEAN_RECORDS: dict[tuple[tuple[str, str, str], tuple[str, str]], bytes] = {}
 
 
