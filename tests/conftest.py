@@ -407,7 +407,8 @@ def polars_threads_per_worker(workers: object) -> int | None:
 # VLLM_ENABLE_V1_MULTIPROCESSING=0, vLLM's documented switch, the offline engine core and its worker run in the
 # process that made the LLM (13.5 s), and a server's worker runs in its EngineCore. The same engine classes, scheduler,
 # speculative paths and counters run; what the tests lose is the process boundary, which the tests marked
-# `engine_core_process` keep (they stop or kill the EngineCore), as does every GPU run (ADR 0259). Where the
+# `engine_core_process` and the fault chain's hang step keep (they stop or kill the EngineCore), as does every GPU
+# run (ADR 0259). Where the
 # environment sets it, that value is kept.
 VLLM_TEST_MULTIPROCESSING = "0"
 OUTER_MULTIPROCESSING: str | None = None  # what the environment set before pytest_configure, if anything

@@ -425,11 +425,13 @@ def test_a_test_that_reaches_engine_core_gets_vllms_default_layout():
 
 
 def test_the_tests_that_stop_or_kill_engine_core_are_marked():
-    """The three tests that signal the EngineCore process or time its group's teardown carry the marker."""
-    marked = {
-        "test_faults.py": ["test_one_cell_survives_each_fault_in_turn_then_a_rerun_completes"],
-        "test_engine_faults.py": ["test_sigterm_to_cell_mid_window", "test_engine_killed_mid_window"],
-    }
+    """The two tests that signal the EngineCore process or time its group's teardown carry the marker; the fault
+    chain's hang step sets vLLM's layout for its one run (ADR 0259 addendum 1)."""
+    marked = {"test_engine_faults.py": ["test_sigterm_to_cell_mid_window", "test_engine_killed_mid_window"]}
+    chain = (Path(__file__).parent / "test_faults.py").read_text()
+    hang = chain[chain.index("def stop_engine_core"):chain.index("# 4. The disk fills")]
+    assert 'env.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")\n        run(cfg, cell, log)' in hang
+    assert chain.count("VLLM_ENABLE_V1_MULTIPROCESSING") == 1  # the chain's other runs keep the tests' default
     for module, names in marked.items():
         source = (Path(__file__).parent / module).read_text()
         for name in names:

@@ -184,7 +184,6 @@ def small_results_disk(work):
 
 
 @pytest.mark.engine
-@pytest.mark.engine_core_process
 def test_one_cell_survives_each_fault_in_turn_then_a_rerun_completes(work, monkeypatch, small_results_disk):
     """Four faults of one cell, one after the other, each re-run being the next fault's run, and the re-run that
     completes (issue 22, the test time: each fault was its own test with its own re-run
@@ -255,7 +254,11 @@ def test_one_cell_survives_each_fault_in_turn_then_a_rerun_completes(work, monke
 
     window_starts = log.read_text().count("window: start")
     when_logged_again(log, "window: start", window_starts, stop_engine_core)
-    with pytest.raises(EngineHung, match="did not answer within 8 s while generating a batch"):
+    # This run alone has vLLM's EngineCore in a process of its own, the one SIGSTOP hangs; the chain's other runs
+    # keep the tests' in-process engine core (ADR 0259, addendum 1).
+    hung = pytest.raises(EngineHung, match="did not answer within 8 s while generating a batch")
+    with monkeypatch.context() as env, hung:
+        env.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
         run(cfg, cell, log)
     assert stopped, "the engine was never stopped"
     ended_after = time.monotonic() - stopped[0][1]
