@@ -408,10 +408,8 @@ def polars_threads_per_worker(workers: object) -> int | None:
 # process that made the LLM (13.5 s), and a server's worker runs in its EngineCore. The same engine classes, scheduler,
 # speculative paths and counters run; what the tests lose is the process boundary, which the tests marked
 # `engine_core_process` and the fault chain's hang step keep (they stop or kill the EngineCore), as does every GPU
-# run (ADR 0259). Where the
-# environment sets it, that value is kept.
+# run (ADR 0259). Where the environment sets it, that value is kept.
 VLLM_TEST_MULTIPROCESSING = "0"
-OUTER_MULTIPROCESSING: str | None = None  # what the environment set before pytest_configure, if anything
 ENGINE_CORE_PROCESS = "engine_core_process"
 
 
@@ -420,8 +418,6 @@ def pytest_configure(config) -> None:
     the tests' root (vllm_test_cache_root) unless one is set. xdist workers, Snakemake and the SLURM jobs inherit
     them."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", VLLM_TEST_KVCACHE_SPACE_GIB)
-    global OUTER_MULTIPROCESSING
-    OUTER_MULTIPROCESSING = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", VLLM_TEST_MULTIPROCESSING)
     threads = polars_threads_per_worker(getattr(config.option, "numprocesses", None))
     if threads is not None:
@@ -583,12 +579,10 @@ VEGA_BUNDLE_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cac
 
 def seed_vega_bundle(work: Path) -> None:
     """The bundle in ``work``'s results tree, as an earlier run of the figures rule there would have left it."""
-    import vl_convert as vlc
-
     from specjoule.report import figures
 
     bundle = figures.javascript_bundle(VEGA_BUNDLE_CACHE)
-    keep = work / figures.BUNDLE_CACHE_DIR / f"vega-bundle-vlc{vlc.__version__}-vl{figures.VEGALITE_VERSION}.js"
+    keep = figures.bundle_file(work / figures.BUNDLE_CACHE_DIR)
     keep.parent.mkdir(parents=True, exist_ok=True)
     keep.write_text(bundle)
 

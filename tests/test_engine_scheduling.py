@@ -412,10 +412,16 @@ def test_engines_share_one_model_info_cache_that_outlives_the_run(monkeypatch, t
     assert os.environ["VLLM_CACHE_ROOT"] == "/site/cache"
 
 
-def test_engines_run_their_core_in_process_unless_the_environment_says_otherwise():
-    """ADR 0259: an unmarked test's engines inherit VLLM_ENABLE_V1_MULTIPROCESSING=0, or what the environment set."""
-    assert conftest.VLLM_TEST_MULTIPROCESSING == "0"
-    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == (conftest.OUTER_MULTIPROCESSING or "0")
+def test_engines_run_their_core_in_process_unless_the_environment_says_otherwise(monkeypatch):
+    """ADR 0259: configure gives the tests' engines VLLM_ENABLE_V1_MULTIPROCESSING=0; a value the environment set
+    is kept."""
+    config = SimpleNamespace(option=SimpleNamespace(numprocesses=None))
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    conftest.pytest_configure(config)
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == conftest.VLLM_TEST_MULTIPROCESSING == "0"
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    conftest.pytest_configure(config)
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
 
 
 @pytest.mark.engine_core_process

@@ -2340,6 +2340,13 @@ _CDN_SCRIPTS = re.compile(
 )
 
 
+def bundle_file(cache_dir: str | Path) -> Path:
+    """Where ``javascript_bundle`` keeps the bundle in ``cache_dir``: one file per vl-convert and Vega-Lite version."""
+    import vl_convert as vlc
+
+    return Path(cache_dir) / f"vega-bundle-vlc{vlc.__version__}-vl{VEGALITE_VERSION}.js"
+
+
 def javascript_bundle(cache_dir: str | Path | None = None) -> str:
     """vl-convert's offline bundle of Vega, Vega-Lite and vega-embed for VEGALITE_VERSION: compiling it is ~1.2 s
     of CPU per process (ADR 0204). ``cache_dir``: kept there, one file per vl-convert and Vega-Lite version, so
@@ -2348,7 +2355,7 @@ def javascript_bundle(cache_dir: str | Path | None = None) -> str:
 
     if cache_dir is None:
         return vlc.javascript_bundle(vl_version=VEGALITE_VERSION)
-    path = Path(cache_dir) / f"vega-bundle-vlc{vlc.__version__}-vl{VEGALITE_VERSION}.js"
+    path = bundle_file(cache_dir)
     if path.is_file():
         cached = path.read_text()
         if cached:
