@@ -5101,7 +5101,8 @@ def test_1207f_nvml_reads_a_known_duty_cycle_within_the_preregistered_bound_once
 
 def test_adr_0258_the_committed_h100_cells_all_open_their_windows_after_a_warm_up():
     """ADR 0258 addenda 1 and 2's proviso: every committed H100 cell ran a warm-up of its workload before its window;
-    addendum 1 counted the sessions through 2026-12-07f, addendum 2 through 2026-12-07g, addendum 3 every one since."""
+    addendum 1 counted the sessions through 2026-12-07f, addendum 2 through 2026-12-07g, addendum 3 through 2026-12-07h,
+    addendum 4 every one since."""
     files = sorted((ROOT / "validation" / "h100-2026-12").glob("session-*/*/results/cells.parquet"))
     every = pl.concat([pl.read_parquet(f, columns=["warmup_skipped", "warmup_s"]) for f in files])
     assert len(files) >= 21
@@ -5114,8 +5115,10 @@ def test_adr_0258_the_committed_h100_cells_all_open_their_windows_after_a_warm_u
             f"{by_07f['warmup_s'].max():.0f} s, none skipped") in adr
     by_07g = pl.concat([pl.read_parquet(f, columns=["warmup_s"]) for f in files
                         if f.parts[-4] <= "session-2026-12-07g"])
-    assert by_07f.height < by_07g.height < every.height
-    for counted, addendum in ((by_07g, "Addendum 2"), (every, "Addendum 3")):
+    by_07h = pl.concat([pl.read_parquet(f, columns=["warmup_s"]) for f in files
+                        if f.parts[-4] <= "session-2026-12-07h"])
+    assert by_07f.height < by_07g.height < by_07h.height < every.height
+    for counted, addendum in ((by_07g, "Addendum 2"), (by_07h, "Addendum 3"), (every, "Addendum 4")):
         text = adr[adr.index(f"**{addendum} "):]
         assert (f"the committed H100 cells are {counted.height}, all warmed up ({counted['warmup_s'].min():.1f}–"
                 f"{counted['warmup_s'].max():.0f} s, none skipped)") in text, addendum
@@ -5492,3 +5495,220 @@ def test_1207h_nvml_probe_on_a_third_board_meets_the_preregistered_reading():
     first_07f = json.loads((NVML_BUSY_1207F / "nvml-busy-warm.json").read_text())["rows"][0]
     assert (f"at no gap is {run['rows'][0]['event_idle_ms']:.3f} ms here (launch overhead on this host), against "
             f"{first_07f['event_idle_ms']:.3f} ms on 2026-12-07f's probe board") in readme
+
+
+# 2026-12-07j: vLLM's MoE depth family on a third H100, again on that board (PLAN addendum 1), and the NVML probe
+
+SESSION_1207J_H100, SESSION_1207J = _session_dirs("2026-12-07j")
+GPU_1207J = "GPU-b541d195-96fb-b91e-b0af-78613e0ddde8"
+VLLM_MOE_1207J = SESSION_1207J_H100 / "depth-moe-vllm"
+VLLM_MOE_1207J_RERUN = SESSION_1207J_H100 / "depth-moe-vllm-rerun"
+_ADR_0241 = ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md"
+
+
+def test_1207j_device_time_adds_up_and_the_addendum_came_before_the_rerun():
+    """The calls table's budgets (one machine from call 1, no refusal) and the README's and command log's totals;
+    PLAN.md's one addendum governs call 17, and the rerun's records carry the addendum's commit, the first run's the
+    plan's."""
+    test_one_machine_sessions_device_time_adds_up(SESSION_1207J, GPU_1207J, 222)
+    assert _budgets_left(_readme_text(SESSION_1207J))[:2] == [1800, 1711]  # the first call got the machine
+    plan = (SESSION_1207J / "PLAN.md").read_text()
+    assert re.findall(r"^## Addendum (\d) \([\d:]+ UTC, before call (\d+)\)", plan, re.M) == [("1", "17")]
+    commits = [set(_aggregated(packed.tree_files(f / "results" / "cells", "*/*.parquet"))["git_commit"])
+               for f in (VLLM_MOE_1207J, VLLM_MOE_1207J_RERUN)]
+    assert commits == [{"454e1f8e92e23423f7a57b0ccce2d920759cb5ee"}, {"e7ddff3c5d78eddbb22cdf6a3316964fe3b2f3ed"}]
+    readme = _readme_text(SESSION_1207J)
+    assert "(committed at 454e1f8," in readme and "**addendum 1** (e7ddff3, committed before call 17)" in readme
+    commands = (SESSION_1207J / "device-logs" / "commands.txt").read_text()
+    assert "SPECJOULE_GIT_COMMIT=e7ddff3c5d78eddbb22cdf6a3316964fe3b2f3ed" in commands
+    assert "gated_families.sh $DL 'config/h200-schemes-depth-moe.yaml vllm-qwen3_30b_a3b-closed-cg1 679'" in commands
+
+
+def test_1207j_h100_configs_are_the_preregistered_one():
+    for folder in (VLLM_MOE_1207J, VLLM_MOE_1207J_RERUN):
+        _assert_shipped_copy(folder, "h200-schemes-depth-moe.yaml")
+
+
+def test_1207j_vllm_moe_family_on_a_third_h100_is_whole_and_the_readme_table_is_the_records():
+    """PLAN order 4: vLLM's MoE family whole on a board neither earlier run used, their verdict, the README's table,
+    windows and starts from the records; no cell below its routed-expert floor, as on both."""
+    _second_h100_board(VLLM_MOE_1207J, SESSION_1207J_H100, "h200-schemes-depth-moe.yaml", GPU_1207J, "qwen3_30b_a3b",
+                       "454e1f8e92e23423f7a57b0ccce2d920759cb5ee", engine="vllm",
+                       summary="0 fail, 2 flag, 40 pass, 12 not_applicable",
+                       committed_flags=frozenset({"engine_config_matched"}))
+    assert GPU_1207J not in {GPU_1205F, GPU_1207G}
+    starts = sorted(_engine_starts(VLLM_MOE_1207J))
+    assert starts == [62.4, 104.3, 111.9]
+    text, calls = _readme_text(SESSION_1207J_H100), _readme_text(SESSION_1207J)
+    assert "104.3 s cold, 111.9 s for the EAGLE3 engine, 62.4 s for the closing baselines" in text
+    assert (f"its three engine starts took {sum(starts):.0f} s (104.3 s cold) against "
+            f"{sum(_engine_starts(VLLM_MOE_1207G)):.0f} s and {sum(_engine_starts(VLLM_MOE_1205F)):.0f} s there") in calls
+    below = _below_floor(VLLM_MOE_1207J)
+    assert len(below) == 10 and not any(below.values())
+
+
+def test_1207j_rerun_on_the_same_board_reproduces_every_ratio_within_the_readme_range():
+    """PLAN addendum 1: the same family again on the same board, whole, the same verdict and table form; against the
+    first run every ratio within 0.61 % and the GPU's part of a round within 0.3 %, as the README quotes them."""
+    _h100_depth_family(VLLM_MOE_1207J_RERUN, SESSION_1207J_H100, "h200-schemes-depth-moe.yaml", GPU_1207J,
+                       "qwen3_30b_a3b", engine="vllm", summary="0 fail, 2 flag, 40 pass, 12 not_applicable",
+                       committed_flags=frozenset({"engine_config_matched"}), arm="rerun EAGLE3")
+    starts = sorted(_engine_starts(VLLM_MOE_1207J_RERUN))
+    assert starts == [56.4, 110.6, 133.1]
+    text = _readme_text(SESSION_1207J_H100)
+    assert "110.6 s cold, 133.1 s for the EAGLE3 engine, 56.4 s for the closing baselines" in text
+    assert f"The rerun's starts took {sum(starts):.0f} s (110.6 s cold" in _readme_text(SESSION_1207J)
+    df = _aggregated(packed.tree_files(VLLM_MOE_1207J_RERUN / "results" / "cells", "*/*.parquet"))
+    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
+            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates)") in text
+    t = _compared(VLLM_MOE_1207J, VLLM_MOE_1207J_RERUN).sort("batch_size", "configured_L")
+    assert t.height == 6 and t["reproduces"].all() and t["shift_ci_low"].null_count() == 6
+    assert set(t["gpus_a"].explode()) == set(t["gpus_b"].explode()) == {GPU_1207J}
+    s = t["shift"].to_list()
+    assert (f"shift by {', '.join(_pct(x) for x in s[:3])} % at B = 1 and {', '.join(_pct(x) for x in s[3:])} % at "
+            f"B = 32 (largest {100 * t['shift'].abs().max():.2f} %)") in text
+    assert t["shift"].abs().max() < 0.0062
+    assert f"the GPU ran within {100 * t['busy_shift'].abs().max():.1f} % on every configuration" in text
+
+
+def test_1207j_the_third_board_sides_with_07g_and_05f_is_the_b32_outlier():
+    """PLAN order 4's reading: compare-evidence against each earlier board, the README's table with the nearer board;
+    within 2.5 % of 2026-12-07g's on all six, of 2026-12-05f's on B = 1, L = 1 alone; B = 32 against 2026-12-05f
+    "does NOT reproduce" on the tolerance; the ratio's power and time factors, the GPU's part, the waits and the
+    temperatures the README and ADR 0241 addendum 8 quote."""
+    g, f = (_compared(VLLM_MOE_1207J, x).sort("batch_size", "configured_L") for x in (VLLM_MOE_1207G, VLLM_MOE_1205F))
+    lines = _readme_text(SESSION_1207J_H100)
+    table_lines = (SESSION_1207J_H100 / "README.md").read_text().splitlines()
+    for rg, rf in zip(g.iter_rows(named=True), f.iter_rows(named=True)):
+        a = rg["energy_ratio_a"]
+        nearer = "2026-12-07g" if abs(rg["energy_ratio_b"] - a) < abs(rf["energy_ratio_b"] - a) else "2026-12-05f"
+        assert (f"| {rg['batch_size']} | {rg['configured_L']:.0f} | {a:.3f}× | {rg['energy_ratio_b']:.3f}× | "
+                f"{_pct(rg['shift'])} % | {rf['energy_ratio_b']:.3f}× | {_pct(rf['shift'])} % | {nearer} |") in table_lines
+    assert g["reproduces"].all() and g["shift"].abs().max() < 0.025
+    assert f"lie within the plan's 2.5 % of 2026-12-07g's (largest {100 * g['shift'].abs().max():.1f} %)" in lines
+    key = ["batch_size", "configured_L"]
+    assert f.filter(pl.col("shift").abs() < 0.025).select(key).rows() == [(1, 1.0)]
+    assert f.filter(~pl.col("reproduces")).select(key).rows() == [(32, 1.0), (32, 3.0), (32, 4.0)]
+    l3 = f.filter(pl.col("batch_size") == 1, pl.col("configured_L") == 3.0)["shift"][0]
+    assert f"(B = 1, L = 3 misses it by {100 * l3:.2f} %)" in lines
+    b32g, b32f = (x.filter(pl.col("batch_size") == 32) for x in (g, f))
+    assert f"two boards agree within {100 * b32g['shift'].abs().max():.1f} % at B = 32" in lines
+    assert (f"the third sits {100 * b32f['shift'].min():.1f}–{100 * b32f['shift'].max():.1f} % above both"
+            .replace("the third sits", "and the third sits")) in lines
+    # the ratio's two factors at B = 32 against 2026-12-05f: each arm's power and round over its own baselines'
+    a_rec, f_rec = (_aggregated(packed.tree_files(x / "results" / "cells", "*/*.parquet"))
+                    for x in (VLLM_MOE_1207J, VLLM_MOE_1205F))
+    base = {k: f_rec.filter(pl.col("batch_size") == 32, pl.col("role") != "point")[k].mean()
+            / a_rec.filter(pl.col("batch_size") == 32, pl.col("role") != "point")[k].mean() - 1
+            for k in ("mean_power_w", "round_time_ms")}
+    power = [(1 + p) / (1 + base["mean_power_w"]) - 1 for p in b32f["power_shift"]]
+    time_ = [(1 + r) / (1 + base["round_time_ms"]) - 1 for r in b32f["round_shift"]]
+    for p, t_, s_ in zip(power, time_, b32f["shift"]):
+        assert (1 + p) * (1 + t_) - 1 == pytest.approx(s_, abs=1e-3)
+    assert min(power) > max(time_) - 0.01  # power first
+    assert f"power {', '.join(_pct(x) for x in power)} % and time {', '.join(_pct(x) for x in time_)} %" in lines
+    assert (f"drew {100 * b32f['power_shift'].min():.1f}–{100 * b32f['power_shift'].max():.1f} % more power than this "
+            f"board's where its baselines drew {-100 * base['mean_power_w']:.1f} % less") in lines
+    assert (f"rounds were {', '.join(_pct(x) for x in b32f['round_shift'][:2])} and {_pct(b32f['round_shift'][2])} % "
+            f"(L = 1, 3, 4) against its baseline steps' {_pct(base['round_time_ms'])} %") in lines
+    assert (f"moved {_pct(b32f['busy_shift'].min())} to {_pct(b32f['busy_shift'].max())} % at B = 32 against "
+            f"2026-12-05f ({_pct(g['busy_shift'].min())} to {_pct(g['busy_shift'].max())} % against 2026-12-07g") in lines
+    adr = " ".join(_ADR_0241.read_text().split())
+    assert (f"the power factor moved {_pct(min(power))} to {_pct(max(power))} % and the time factor "
+            f"{_pct(min(time_))} to {_pct(max(time_))} %") in adr
+    # temperature: this board's drafted B = 32 windows as hot as 2026-12-05f's, its ratios with 2026-12-07g's
+    hot = [int(x) for x in b32f["max_temperature_c_a"]]
+    assert (f"reached {hot[0]}, {hot[1]} and {hot[2]} °C against 2026-12-05f's "
+            f"{', '.join(str(int(x)) for x in b32f['max_temperature_c_b'][:2])} and {int(b32f['max_temperature_c_b'][2])} °C"
+            ) in lines
+    assert abs(max(b32f["max_temperature_c_a"]) - max(b32f["max_temperature_c_b"])) <= 2
+    cooler = [a - b for a, b in zip(b32g["max_temperature_c_a"], b32g["max_temperature_c_b"])]
+    assert f"whose windows ran {min(cooler):.0f}–{max(cooler):.0f} °C cooler" in adr
+    # B = 1: the wait
+    b1 = {n: x.filter(pl.col("batch_size") == 1) for n, x in (("g", g), ("f", f))}
+    assert (f"rounds were {', '.join(f'{100 * x:.1f}' for x in b1['g']['round_shift'][:2])} and "
+            f"{100 * b1['g']['round_shift'][2]:.1f} % longer") in lines
+    assert (f"the waiting part was {b1['g']['idle_ms_a'].min():.2f}–{b1['g']['idle_ms_a'].max():.2f} ms here, "
+            f"{b1['g']['idle_ms_b'].min():.2f}–{b1['g']['idle_ms_b'].max():.2f} ms on 2026-12-07g's board and "
+            f"{b1['f']['idle_ms_b'].min():.2f}–{b1['f']['idle_ms_b'].max():.2f} ms on 2026-12-05f's") in lines
+    less = [-x for x in b1["g"]["power_shift"]]
+    assert f"at {100 * min(less):.1f}–{100 * max(less):.1f} % less power there" in lines
+    # addendum 6's count: B = 32, L = 1 moved past 2.5 % with a wait under a quarter millisecond apart
+    l1 = b32f.filter(pl.col("configured_L") == 1.0).row(0, named=True)
+    assert abs(l1["idle_ms_b"] - l1["idle_ms_a"]) < 0.25 and l1["shift"] > 0.025
+    assert f"B = 32, L = 1 moved {_pct(l1['shift'])} % from 2026-12-05f with a wait {l1['idle_ms_b'] - l1['idle_ms_a']:.2f} ms apart" in adr
+
+
+def test_1207j_budget_separates_run_from_board_as_the_readme_the_adr_and_the_index_quote():
+    """The variance budget over the three boards (board CV on 12 df) and with the rerun as a fourth folder (board and
+    run rows of their own, run far below board); each as quoted."""
+    _, ratio3, mj_board3, mj_restart3 = _board_budget(VLLM_MOE_1205F, VLLM_MOE_1207G, VLLM_MOE_1207J)
+    first_pair = _board_budget(VLLM_MOE_1205F, VLLM_MOE_1207G)[1]
+    assert ratio3["df"] == 12 and ratio3["includes"] == list(variance.COMPONENTS) and first_pair["df"] == 6
+    rows4, board4, mj_board4, mj_restart4 = _board_budget(VLLM_MOE_1205F, VLLM_MOE_1207G, VLLM_MOE_1207J,
+                                                          VLLM_MOE_1207J_RERUN)
+    run4 = rows4[("energy_ratio", "run")]
+    assert board4["includes"] == ["board"] and run4["includes"] == ["run", "engine_restart", "seed", "window"]
+    assert run4["df"] == 6 and run4["cv_percent"] * 5 < board4["cv_percent"]
+    assert board4["share"] > 0.95
+    mj_run4 = rows4[("mj_per_committed_token", "run")]
+    text = _readme_text(SESSION_1207J_H100)
+    assert (f"has a CV of {ratio3['cv_percent']:.2f} % on 12 df, against {first_pair['cv_percent']:.2f} % on 6 df "
+            "from the first two boards alone") in text
+    assert _mj_split(mj_board3, mj_restart3, "engine restart: the opening against the closing baselines") in text
+    assert (f"**board {board4['cv_percent']:.2f} % CV on {board4['df']} df and run {run4['cv_percent']:.2f} % on "
+            f"{run4['df']} df**") in text
+    assert mj_run4["cv_percent"] == 0 and mj_run4["variance_raw"] < 0
+    assert (f"board {mj_board4['cv_percent']:.2f} % on {mj_board4['df']} df, run 0 (a negative estimate, counted as 0) "
+            f"on {mj_run4['df']} and engine restart {mj_restart4['cv_percent']:.2f} % on {mj_restart4['df']} df") in text
+    assert f"the board is {100 * board4['share']:.0f} % of an energy ratio's variance" in text
+    adr = " ".join(_ADR_0241.read_text().split())
+    assert (f"the energy ratio's board component is {board4['cv_percent']:.2f} % CV on 12 df and its run component "
+            f"(engine restart, seed and window inside it) {run4['cv_percent']:.2f} % on 6 df") in adr
+    assert (f"over the three boards alone the board component is {ratio3['cv_percent']:.2f} % CV on 12 df "
+            f"({first_pair['cv_percent']:.2f} % on 6 df from the first two)") in adr
+    index = (ROOT / "validation" / "h100-2026-12" / "README.md").read_text()
+    assert f"| vLLM | 2026-12-05f, 2026-12-07g, 2026-12-07j | {ratio3['cv_percent']:.2f} % (12 df) |" in index
+    flat = " ".join(index.split())
+    assert (f"the energy ratio's board component is {board4['cv_percent']:.2f} % CV (12 df) and its run component "
+            f"{run4['cv_percent']:.2f} % (6 df;") in flat
+
+
+def test_adr_0258_addendum_4_the_third_boards_pairs_and_the_rerun():
+    """ADR 0258 addendum 4's rows, from compare-evidence: the GPU's part inside the 4.7 % of every earlier pair against
+    either board, and within 0.3 % on a rerun of one."""
+    adr = (ROOT / "docs" / "adr" / "0258-a-rounds-board-shift-is-split-into-the-gpus-busy-part-and-its-wait.md").read_text()
+    busy = {}
+    for other, label in ((VLLM_MOE_1207G, "07g"), (VLLM_MOE_1205F, "05f"), (VLLM_MOE_1207J_RERUN, "07j rerun")):
+        t = _compared(VLLM_MOE_1207J, other)
+        row = next(ln for ln in adr.splitlines() if ln.startswith(f"| MoE EAGLE3 (vLLM) | 2026-12-07j, {label} |"))
+        assert (f"| {_pct(t['round_shift'].min())} … {_pct(t['round_shift'].max())} % | "
+                f"{_pct(t['busy_shift'].min())} … {_pct(t['busy_shift'].max())} % | "
+                f"{t['idle_ms_a'].min():.2f}–{t['idle_ms_a'].max():.2f} → {t['idle_ms_b'].min():.2f}–"
+                f"{t['idle_ms_b'].max():.2f} |") in row, row
+        busy[label] = t["busy_shift"].abs().max()
+    assert max(busy.values()) < 0.047 and busy["07j rerun"] < 0.0035 < busy["05f"]
+    flat = " ".join(adr.split())
+    assert f"the GPU's part within {100 * busy['07g']:.1f} %" in flat
+    assert f"moved up to {100 * busy['05f']:.1f} % at B = 32" in flat
+    assert f"moves the GPU's part by {100 * busy['07j rerun']:.1f} % at most" in flat
+
+
+def test_1207j_nvml_probe_on_a_fourth_board_meets_the_preregistered_reading():
+    """PLAN.md's probe after the campaign on this session's board (_warm_probe), by the range the README, the calls
+    table and ADR 0258 addendum 4 quote."""
+    run, off, long, half = _warm_probe(SESSION_1207J_H100, GPU_1207J)
+    readme, calls = _readme_text(SESSION_1207J_H100), _readme_text(SESSION_1207J)
+    adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
+    assert f"is met on a fourth board: within {min(off):.3f}–{max(off):.3f} ms" in readme
+    assert f"NVML's idle part within {min(off):.3f}–{max(off):.3f} ms of the events'. The 20 ms" in adr
+    assert f"within {max(off):.3f} ms of the events' idle part" in calls
+    below = long["event_idle_ms"] - long["nvml_idle_ms"]
+    assert below > 0 and f"1 ms gap reads {below:.3f} ms below" in readme and f"1 ms gap read {below:.3f} ms below" in adr
+    assert (f"lies {half[0.05]:.3f} below the events' at the 0.05 ms grain ({half[0.2]:.3f} and {half[1.0]:.3f} at "
+            "0.2 and 1 ms)") in readme
+    first_07f = json.loads((NVML_BUSY_1207F / "nvml-busy-warm.json").read_text())["rows"][0]
+    g07 = json.loads((SESSION_1207G_H100 / "nvml-busy" / "nvml-busy-warm.json").read_text())["rows"][0]
+    assert (f"at no gap is {run['rows'][0]['event_idle_ms']:.3f} ms here (launch overhead on this host), against "
+            f"{first_07f['event_idle_ms']:.3f} ms on 2026-12-07f's probe board and {g07['event_idle_ms']:.3f} ms on "
+            "2026-12-07g's") in readme

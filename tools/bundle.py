@@ -61,11 +61,11 @@ DEVICE_CALL_LIMIT = 64 * MIB
 #: more than 2026-12-02e's), so this is the largest build seen. Update it when the lock changes or a build is larger.
 VLLM_BUNDLE_BYTES = 302_387_328  # 2026-12-06i's rebuild from the lock (ADR 0213 addendum 13); 2026-12-06's: 302,383,692
 #: The device calls its parts may take (ADR 0213): the repository must leave room for parts this few.
-VLLM_BUNDLE_PARTS = 13  # 8 from 2026-12-02e (ADR 0213 addendum 2), 9 from 2026-12-03e (3), 10 from 2026-12-04d (5), 11 from 2026-12-04g (7), 12 from 2026-12-05e (8), 10 from 2026-12-05g (9: packed runs, ADR 0246), 11 from 2026-12-06e (12), 12 from 2026-12-06i (13), 13 from 2026-12-07f (15)
+VLLM_BUNDLE_PARTS = 14  # 8 from 2026-12-02e (ADR 0213 addendum 2), 9 from 2026-12-03e (3), 10 from 2026-12-04d (5), 11 from 2026-12-04g (7), 12 from 2026-12-05e (8), 10 from 2026-12-05g (9: packed runs, ADR 0246), 11 from 2026-12-06e (12), 12 from 2026-12-06i (13), 13 from 2026-12-07f (15), 14 from 2026-12-07j (16)
 #: The SGLang 0.5.17 + pipeline bundle (2026-12-02b's build, `--out .bundle/sglang`) and its parts: 6 until 2026-12-03d,
 #: when the repository left 216 KB beside 6 (tools/device/README.md, "What is left").
 SGLANG_BUNDLE_BYTES = 248_546_888  # 2026-12-07's rebuild from the lock, the largest seen (ADR 0213 addendum 14; 2026-12-05h's: 248,533,688)
-SGLANG_BUNDLE_PARTS = 11  # 7 until 2026-12-04b (ADR 0213 addendum 4), 8 until 2026-12-04f (6), 9 until 2026-12-05e (8), 10 until 2026-12-05g (9), 8 until 2026-12-06d (11), 9 until 2026-12-06i (13), 10 until 2026-12-07f (15)
+SGLANG_BUNDLE_PARTS = 12  # 7 until 2026-12-04b (ADR 0213 addendum 4), 8 until 2026-12-04f (6), 9 until 2026-12-05e (8), 10 until 2026-12-05g (9), 8 until 2026-12-06d (11), 9 until 2026-12-06i (13), 10 until 2026-12-07f (15), 11 until 2026-12-07j (16)
 
 #: Packages a bundle never ships, whatever a requirement says: the engine must run against the node's own torch,
 #: CUDA libraries and array stack (shadowing torch 2.11.0+cu130 with a registry build, or numpy under a torch
