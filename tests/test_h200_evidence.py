@@ -5177,6 +5177,17 @@ def _vllm_moe_pair() -> tuple[pl.DataFrame, dict[int, dict[str, float]]]:
     return table, base
 
 
+def _ratio_factors(compared: pl.DataFrame, baseline_shift: dict[str, float]) -> tuple[list[float], list[float]]:
+    """A ratio's shift between boards split into its power and time factors: each arm's power and round shift over
+    its baselines' (``baseline_shift``: B/A − 1 of their mean power and mean step). Same L on both sides, so the
+    ratio is power × time, up to the baselines' mean of products against the product of their means (two a B)."""
+    power = [(1 + p) / (1 + baseline_shift["mean_power_w"]) - 1 for p in compared["power_shift"]]
+    time_ = [(1 + r) / (1 + baseline_shift["round_time_ms"]) - 1 for r in compared["round_shift"]]
+    for p, t, s_ in zip(power, time_, compared["shift"]):
+        assert (1 + p) * (1 + t) - 1 == pytest.approx(s_, abs=1e-3)
+    return power, time_
+
+
 def test_1207g_vllm_moe_b1_reproduces_and_b32_moves_past_the_tolerance_with_the_boards_power():
     """compare-evidence against 2026-12-05f: the six shifts the README quotes; B = 32's L = 1 and 4 "does NOT
     reproduce" on the tolerance alone; B = 1 within 0.9 %; at B = 32 the ratio's shift is the product of a power factor
@@ -5196,12 +5207,7 @@ def test_1207g_vllm_moe_b1_reproduces_and_b32_moves_past_the_tolerance_with_the_
     bs = {r["batch_size"]: r["baseline_shift"] for r in table.iter_rows(named=True)}
     assert f"cost {100 * bs[1]:.1f} % (B = 1) and {100 * bs[32]:.1f} % (B = 32) more a token on the first board" in text
     b32 = table.filter(pl.col("batch_size") == 32).sort("configured_L")
-    power = [(1 + p) / (1 + base[32]["mean_power_w"]) - 1 for p in b32["power_shift"]]
-    time_ = [(1 + r) / (1 + base[32]["round_time_ms"]) - 1 for r in b32["round_shift"]]
-    # same L on both sides, so the ratio is power × time, up to the baselines' mean of products against the product of
-    # their means (two baselines a B)
-    for p, t, s_ in zip(power, time_, b32["shift"]):
-        assert (1 + p) * (1 + t) - 1 == pytest.approx(s_, abs=1e-3)
+    power, time_ = _ratio_factors(b32, base[32])
     assert f"power {', '.join(_pct(x) for x in power)} % and time {', '.join(_pct(x) for x in time_)} %" in text
     adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
                    .read_text().split())
@@ -5478,20 +5484,26 @@ def test_adr_0258_addendum_3_the_third_boards_two_pairs():
     assert max(busy) < 0.047  # inside the 4.7 % of every earlier pair (addendum 2)
 
 
-def test_1207h_nvml_probe_on_a_third_board_meets_the_preregistered_reading():
-    """PLAN.md's probe after the campaign on this session's board (_warm_probe), by the range the README, the calls
-    table and ADR 0258 addendum 3 quote."""
-    run, off, long, half = _warm_probe(SESSION_1207H_H100, GPU_1207H)
-    readme, calls = _readme_text(SESSION_1207H_H100), _readme_text(SESSION_1207H)
+def _probe_as_quoted(session_h100: Path, session: Path, gpu: str, board: str, adr_addendum: str) -> tuple[dict, str]:
+    """A session's warm probe (_warm_probe) by the range its README, its calls table and ADR 0258's addendum quote.
+    Returns the run and the README; the events' idle part at no gap is each session's own comparison."""
+    run, off, long, half = _warm_probe(session_h100, gpu)
+    readme, calls = _readme_text(session_h100), _readme_text(session)
     adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
-    assert f"is met on a third board: within {min(off):.3f}–{max(off):.3f} ms" in readme
+    adr = adr[adr.index(f"**{adr_addendum} "):]
+    assert f"is met on a {board} board: within {min(off):.3f}–{max(off):.3f} ms" in readme
     assert f"NVML's idle part within {min(off):.3f}–{max(off):.3f} ms of the events'" in adr
     assert f"within {max(off):.3f} ms of the events' idle part" in calls
     below = long["event_idle_ms"] - long["nvml_idle_ms"]
-    assert below > 0 and f"1 ms gap reads {below:.3f} ms below" in readme
-    assert f"1 ms gap read {below:.3f} ms below" in adr
+    assert below > 0 and f"1 ms gap reads {below:.3f} ms below" in readme and f"1 ms gap read {below:.3f} ms below" in adr
     assert (f"lies {half[0.05]:.3f} below the events' at the 0.05 ms grain ({half[0.2]:.3f} and {half[1.0]:.3f} at "
             "0.2 and 1 ms)") in readme
+    return run, readme
+
+
+def test_1207h_nvml_probe_on_a_third_board_meets_the_preregistered_reading():
+    """PLAN.md's probe after the campaign on this session's board, as quoted (ADR 0258 addendum 3)."""
+    run, readme = _probe_as_quoted(SESSION_1207H_H100, SESSION_1207H, GPU_1207H, "third", "Addendum 3")
     first_07f = json.loads((NVML_BUSY_1207F / "nvml-busy-warm.json").read_text())["rows"][0]
     assert (f"at no gap is {run['rows'][0]['event_idle_ms']:.3f} ms here (launch overhead on this host), against "
             f"{first_07f['event_idle_ms']:.3f} ms on 2026-12-07f's probe board") in readme
@@ -5601,10 +5613,7 @@ def test_1207j_the_third_board_sides_with_07g_and_05f_is_the_b32_outlier():
     base = {k: f_rec.filter(pl.col("batch_size") == 32, pl.col("role") != "point")[k].mean()
             / a_rec.filter(pl.col("batch_size") == 32, pl.col("role") != "point")[k].mean() - 1
             for k in ("mean_power_w", "round_time_ms")}
-    power = [(1 + p) / (1 + base["mean_power_w"]) - 1 for p in b32f["power_shift"]]
-    time_ = [(1 + r) / (1 + base["round_time_ms"]) - 1 for r in b32f["round_shift"]]
-    for p, t_, s_ in zip(power, time_, b32f["shift"]):
-        assert (1 + p) * (1 + t_) - 1 == pytest.approx(s_, abs=1e-3)
+    power, time_ = _ratio_factors(b32f, base)
     assert min(power) > max(time_) - 0.01  # power first
     assert f"power {', '.join(_pct(x) for x in power)} % and time {', '.join(_pct(x) for x in time_)} %" in lines
     assert (f"drew {100 * b32f['power_shift'].min():.1f}–{100 * b32f['power_shift'].max():.1f} % more power than this "
@@ -5695,18 +5704,8 @@ def test_adr_0258_addendum_4_the_third_boards_pairs_and_the_rerun():
 
 
 def test_1207j_nvml_probe_on_a_fourth_board_meets_the_preregistered_reading():
-    """PLAN.md's probe after the campaign on this session's board (_warm_probe), by the range the README, the calls
-    table and ADR 0258 addendum 4 quote."""
-    run, off, long, half = _warm_probe(SESSION_1207J_H100, GPU_1207J)
-    readme, calls = _readme_text(SESSION_1207J_H100), _readme_text(SESSION_1207J)
-    adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
-    assert f"is met on a fourth board: within {min(off):.3f}–{max(off):.3f} ms" in readme
-    assert f"NVML's idle part within {min(off):.3f}–{max(off):.3f} ms of the events'. The 20 ms" in adr
-    assert f"within {max(off):.3f} ms of the events' idle part" in calls
-    below = long["event_idle_ms"] - long["nvml_idle_ms"]
-    assert below > 0 and f"1 ms gap reads {below:.3f} ms below" in readme and f"1 ms gap read {below:.3f} ms below" in adr
-    assert (f"lies {half[0.05]:.3f} below the events' at the 0.05 ms grain ({half[0.2]:.3f} and {half[1.0]:.3f} at "
-            "0.2 and 1 ms)") in readme
+    """PLAN.md's probe after the campaign on this session's board, as quoted (ADR 0258 addendum 4)."""
+    run, readme = _probe_as_quoted(SESSION_1207J_H100, SESSION_1207J, GPU_1207J, "fourth", "Addendum 4")
     first_07f = json.loads((NVML_BUSY_1207F / "nvml-busy-warm.json").read_text())["rows"][0]
     g07 = json.loads((SESSION_1207G_H100 / "nvml-busy" / "nvml-busy-warm.json").read_text())["rows"][0]
     assert (f"at no gap is {run['rows'][0]['event_idle_ms']:.3f} ms here (launch overhead on this host), against "
