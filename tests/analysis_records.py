@@ -139,9 +139,9 @@ def write_campaigns(root: Path, *, cfg: dict | None = None, mutate: dict[tuple[s
             if key in mutate:
                 mutate[key](row)
             row = records.derive(row)
-            records.write_record(row, path)
+            encoded = write_row(row, path)
             if key not in mutate:
-                _CLEAN_RECORDS[(config_key, key)] = path.read_bytes()
+                _CLEAN_RECORDS[(config_key, key)] = encoded
         paths.append(path)
     return paths
 
@@ -151,6 +151,27 @@ def write_campaigns(root: Path, *, cfg: dict | None = None, mutate: dict[tuple[s
 # bytes again (through the same atomic_path) instead of encoding the same row once more: 0.55 ms a record instead of
 # 5.0 (ADR 0257, addendum 1). A mutated cell is always derived and written anew.
 _CLEAN_RECORDS: dict[tuple[tuple[str, str, str], tuple[str, str]], bytes] = {}
+
+# A derived row's record as write_record wrote it, by the row's content (repr of its items in key order: 1, 1.0
+# and True are told apart). write_record's bytes are a function of the row alone (to_table, then the one Parquet
+# writer with fixed options; nothing of the path, the time or the host goes in), so a later row equal to one
+# written before gets those bytes again through the same atomic_path: the replicated campaigns of ten tests write
+# the same rows again and again (about a third of write_replicated's writes a run), and a test's effect leaves most
+# of its cells as another test's (ADR 0257, addendum 3).
+_WRITTEN_ROWS: dict[str, bytes] = {}
+
+
+def write_row(row: Row, path: Path) -> bytes:
+    """``records.write_record(row, path)``, or the bytes it wrote for an equal row before; returns the bytes."""
+    key = repr(sorted(row.items()))
+    encoded = _WRITTEN_ROWS.get(key)
+    if encoded is None:
+        records.write_record(row, path)
+        encoded = _WRITTEN_ROWS[key] = path.read_bytes()
+    else:
+        with records.atomic_path(path) as tmp:
+            Path(tmp).write_bytes(encoded)
+    return encoded
 
 
 def setter(**values: Any) -> Mutation:
@@ -201,7 +222,7 @@ def write_replicated(root: Path, *, windows: int = 1, engine_replicates: int = 1
                 effect(row, cell, cell.engine_replicate, cell.window_index)
         row = records.derive(row)
         path = root / cell.record_path
-        records.write_record(row, path)
+        write_row(row, path)
         paths.append(path)
     return paths
 
