@@ -132,8 +132,7 @@ def write_campaigns(root: Path, *, cfg: dict | None = None, mutate: dict[tuple[s
         path = root / cell.record_path
         clean = _CLEAN_RECORDS.get((config_key, key)) if key not in mutate else None
         if clean is not None:
-            with records.atomic_path(path) as tmp:
-                Path(tmp).write_bytes(clean)
+            _write_again(clean, path)
         else:
             row = measure(cell, meter=meter)
             if key in mutate:
@@ -169,9 +168,14 @@ def write_row(row: Row, path: Path) -> bytes:
         records.write_record(row, path)
         encoded = _WRITTEN_ROWS[key] = path.read_bytes()
     else:
-        with records.atomic_path(path) as tmp:
-            Path(tmp).write_bytes(encoded)
+        _write_again(encoded, path)
     return encoded
+
+
+def _write_again(encoded: bytes, path: Path) -> None:
+    """A record's bytes written before, written to ``path`` as write_record writes (atomically, through atomic_path)."""
+    with records.atomic_path(path) as tmp:
+        Path(tmp).write_bytes(encoded)
 
 
 def setter(**values: Any) -> Mutation:

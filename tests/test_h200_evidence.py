@@ -3735,6 +3735,10 @@ VLLM_MOE_1207G = SESSION_1207G_H100 / "depth-moe-vllm"
 SESSION_1207H_H100, SESSION_1207H = _session_dirs("2026-12-07h")
 GPU_1207H = "GPU-9c95d8c9-f06b-b946-3dcd-b02c6c16677f"
 MOE_1207H = SESSION_1207H_H100 / "depth-moe-sglang"
+SESSION_1207J_H100, SESSION_1207J = _session_dirs("2026-12-07j")
+GPU_1207J = "GPU-b541d195-96fb-b91e-b0af-78613e0ddde8"
+VLLM_MOE_1207J = SESSION_1207J_H100 / "depth-moe-vllm"
+VLLM_MOE_1207J_RERUN = SESSION_1207J_H100 / "depth-moe-vllm-rerun"
 
 
 @pytest.mark.parametrize(
@@ -3743,9 +3747,9 @@ MOE_1207H = SESSION_1207H_H100 / "depth-moe-sglang"
      (SESSION_1206F, GPU_1206F, 151), (SESSION_1206G, GPU_1206G, 491), (SESSION_1206H, GPU_1206H, 139),
      (SESSION_1206I, GPU_1206I, 195), (SESSION_1207C, GPU_1207C, 399), (SESSION_1207D, GPU_1207D, 365),
      (SESSION_1207E, GPU_1207E, 370), (SESSION_1207F, GPU_1207F, 231), (SESSION_1207G, GPU_1207G, 438),
-     (SESSION_1207H, GPU_1207H, 585)],
+     (SESSION_1207H, GPU_1207H, 585), (SESSION_1207J, GPU_1207J, 222)],
     ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i", "1207c", "1207d", "1207e", "1207f", "1207g",
-         "1207h"],
+         "1207h", "1207j"],
 )
 def test_one_machine_sessions_device_time_adds_up(session, gpu, left):
     """The calls table's budgets start at 1,800 s, only fall and end at the last reply; the README's and the command
@@ -4841,8 +4845,7 @@ def test_1207e_both_engines_two_board_variance_budgets_are_the_ones_the_readme_q
         ngram[engine] = row["cv_percent"]
     assert (f"at {ngram['sglang']:.2f} % (SGLang, 2026-12-06g against 06h) and {ngram['vllm']:.2f} % (vLLM, "
             "2026-12-06h against 06i), 4 df each") in text
-    adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
-                   .read_text().split())
+    adr = " ".join(ADR_0241.read_text().split())
     assert (f"{ngram['sglang']:.2f} % (SGLang, 2026-12-06g against 06h) and {ngram['vllm']:.2f} % (vLLM, 2026-12-06h "
             "against 06i), 4 df each") in adr
     assert f"is {ratio['cv_percent']:.2f} % CV on {ratio['df']} df for both pairs" in adr
@@ -4858,6 +4861,10 @@ def test_1207e_both_engines_two_board_variance_budgets_are_the_ones_the_readme_q
 def test_1207f_h100_configs_are_the_preregistered_ones():
     _assert_shipped_copy(MOE_1207F, "h200-schemes-depth-moe.yaml")
     _assert_shipped_copy(NGRAM_L4_1207F, "h200-schemes-ngram-l4.yaml")
+
+
+ADR_0241 = ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md"
+ADR_0258 = ROOT / "docs" / "adr" / "0258-a-rounds-board-shift-is-split-into-the-gpus-busy-part-and-its-wait.md"
 
 
 def _pct(x: float) -> str:
@@ -4969,8 +4976,7 @@ def test_1207f_two_board_budgets_are_the_ones_the_readme_the_adr_and_the_index_q
     assert f"has a CV of {ratio['cv_percent']:.2f} % on {ratio['df']} df" in text
     assert _mj_split(mj_board, mj_restart) in text
     assert f"The energy ratio's board CV over the pair: {ng['cv_percent']:.2f} % on {ng['df']} df" in text
-    adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
-                   .read_text().split())
+    adr = " ".join(ADR_0241.read_text().split())
     assert f"the energy ratio's board component is {ratio['cv_percent']:.2f} % CV on 6 df" in adr
     assert f"The n-gram L = 4 pair sits at {ng['cv_percent']:.2f} % on 4 df" in adr
     index = (ROOT / "validation" / "h100-2026-12" / "README.md").read_text()
@@ -4997,14 +5003,20 @@ def _compared(a: Path, b: Path) -> pl.DataFrame:
     return compare_evidence.compare_sources(a / "results" / "cells", b / "results" / "cells")
 
 
+def _round_split_cells(t: pl.DataFrame) -> str:
+    """A compare-evidence table's row in ADR 0258's round-split tables: round shift, busy-part shift (each as a
+    range) and the waiting part, A → B."""
+    return (f"| {_pct(t['round_shift'].min())} … {_pct(t['round_shift'].max())} % | "
+            f"{_pct(t['busy_shift'].min())} … {_pct(t['busy_shift'].max())} % | "
+            f"{t['idle_ms_a'].min():.2f}–{t['idle_ms_a'].max():.2f} → {t['idle_ms_b'].min():.2f}–"
+            f"{t['idle_ms_b'].max():.2f} |")
+
+
 def test_adr_0258_round_split_table_is_compare_evidences_on_the_six_pairs():
     """ADR 0258's table: per pair the round shift, the busy part's shift and both sides' waiting parts, as
     compare-evidence gives them; the GPU's part within 4.7 % everywhere while rounds move up to 16.6 %; ADR 0241
     addendum 5's count of ratios past 2.5 % and the least wait shift beside them."""
-    adr = (ROOT / "docs" / "adr" / "0258-a-rounds-board-shift-is-split-into-the-gpus-busy-part-and-its-wait.md").read_text()
-
-    def rng(col: pl.Series) -> str:
-        return f"{_pct(col.min())} … {_pct(col.max())} %"
+    adr = ADR_0258.read_text()
 
     tables = []
     for label, a, b in TWO_BOARD_PAIRS:
@@ -5012,8 +5024,7 @@ def test_adr_0258_round_split_table_is_compare_evidences_on_the_six_pairs():
         assert t.height in (4, 6) and t["busy_shift"].null_count() == 0, label
         tables.append(t)
         row = next(ln for ln in adr.splitlines() if ln.startswith(f"| {label} |"))
-        assert (f"| {rng(t['round_shift'])} | {rng(t['busy_shift'])} | {t['idle_ms_a'].min():.2f}–"
-                f"{t['idle_ms_a'].max():.2f} → {t['idle_ms_b'].min():.2f}–{t['idle_ms_b'].max():.2f} |") in row, row
+        assert _round_split_cells(t) in row, row
     every = pl.concat(tables)
     assert every.height == 30
     assert every["busy_shift"].abs().max() < 0.048 and every["round_shift"].abs().max() > 0.16
@@ -5022,8 +5033,7 @@ def test_adr_0258_round_split_table_is_compare_evidences_on_the_six_pairs():
             f"{100 * every['round_shift'].abs().max():.1f} %") in flat
     moved = every.filter(pl.col("shift").abs() > 0.025)
     wait = (moved["idle_ms_b"] - moved["idle_ms_a"]).abs()
-    addendum = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
-                        .read_text().split())
+    addendum = " ".join(ADR_0241.read_text().split())
     assert moved.height == 9 and wait.min() > 0.25
     assert (f"every ratio that moved by more than 2.5 % (nine of them) came with a waiting part that moved by "
             f"more than a quarter of a millisecond a round ({wait.min():.2f}–{wait.max():.2f} ms)") in addendum
@@ -5038,8 +5048,7 @@ def test_adr_0258_nvml_busy_against_the_committed_round_profiles():
     frame = frame.with_columns((pl.col("gpu_ms_per_round") / pl.col("round_ms_unprofiled")).clip(upper_bound=1.0).alias("busy"))
     diff = frame["nvml_util_unprofiled"] - frame["busy"]
     r = frame.select(pl.corr("nvml_util_unprofiled", "busy")).item()
-    adr = " ".join((ROOT / "docs" / "adr" / "0258-a-rounds-board-shift-is-split-into-the-gpus-busy-part-and-its-wait.md")
-                   .read_text().split())
+    adr = " ".join(ADR_0258.read_text().split())
     assert (f"in the {frame.height} committed round profiles ({len(files)} `rounds.parquet`, H100 and H200, both "
             "engines)") in adr
     assert (f"Pearson r {r:.2f}, the difference's median {diff.median():.3f} and median absolute "
@@ -5082,7 +5091,7 @@ def test_1207f_nvml_reads_a_known_duty_cycle_within_the_preregistered_bound_once
     half = {k: [r["nvml_busy"] - r["event_busy"] for r in runs[k]["rows"] if r["kernel_ms"] == r["gap_ms"]]
             for k in runs}
     readme = _readme_text(SESSION_1207F_H100)
-    adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
+    adr = " ".join(ADR_0258.read_text().split())
     for text in (readme, adr):
         assert f"within 0.1 ms of the events'; here within {min(warm):.3f}–{max(warm):.3f} ms" in readme
         assert f"{min(cold):.2f}–{max(cold):.2f} ms above" in text
@@ -5110,7 +5119,7 @@ def test_adr_0258_the_committed_h100_cells_all_open_their_windows_after_a_warm_u
     by_07f = pl.concat([pl.read_parquet(f, columns=["warmup_s"]) for f in files
                         if f.parts[-4] <= "session-2026-12-07f"])
     assert 0 < by_07f.height < every.height
-    adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
+    adr = " ".join(ADR_0258.read_text().split())
     assert (f"the {by_07f.height} committed H100 cells warmed up for {by_07f['warmup_s'].min():.1f}–"
             f"{by_07f['warmup_s'].max():.0f} s, none skipped") in adr
     by_07g = pl.concat([pl.read_parquet(f, columns=["warmup_s"]) for f in files
@@ -5134,7 +5143,7 @@ def test_adr_0258_the_wait_in_the_moe_records_comes_in_episodes():
             u = t.filter(pl.col("packed_file").str.ends_with(f"-b1-random-s0-cg1/{name}.parquet"))["gpu_util_pct"]
             assert u.len() > 150
             share[(board, name)] = round(100 * (u == 100).mean())
-    adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
+    adr = " ".join(ADR_0258.read_text().split())
     assert share[("07f", "eagle3--mv3")] == share[("07f", "eagle3--mv4")]
     assert (f"read 100 % in {share[('05e', 'eagle3--mv3')]} and {share[('05e', 'eagle3--mv4')]} % of their in-window "
             f"samples on 2026-12-05e's board and in {share[('07f', 'eagle3--mv3')]} % of both on 2026-12-07f's") in adr
@@ -5188,6 +5197,17 @@ def _ratio_factors(compared: pl.DataFrame, baseline_shift: dict[str, float]) -> 
     return power, time_
 
 
+def _other_boards_power_and_rounds(compared: pl.DataFrame, baseline_shift: dict[str, float]) -> tuple[str, str]:
+    """How a README says the other board's drafted arms differ at one B (compare-evidence rows, L = 1, 3, 4):
+    their power against its baselines', and their rounds against its baseline steps'."""
+    power, step = baseline_shift["mean_power_w"], baseline_shift["round_time_ms"]
+    rounds = compared["round_shift"]
+    return (f"drew {100 * compared['power_shift'].min():.1f}–{100 * compared['power_shift'].max():.1f} % more power "
+            f"than this board's where its baselines drew {100 * abs(power):.1f} % {'more' if power > 0 else 'less'}",
+            f"rounds were {', '.join(_pct(x) for x in rounds[:2])} and {_pct(rounds[2])} % (L = 1, 3, 4) against its "
+            f"baseline steps' {_pct(step)} %")
+
+
 def test_1207g_vllm_moe_b1_reproduces_and_b32_moves_past_the_tolerance_with_the_boards_power():
     """compare-evidence against 2026-12-05f: the six shifts the README quotes; B = 32's L = 1 and 4 "does NOT
     reproduce" on the tolerance alone; B = 1 within 0.9 %; at B = 32 the ratio's shift is the product of a power factor
@@ -5209,14 +5229,11 @@ def test_1207g_vllm_moe_b1_reproduces_and_b32_moves_past_the_tolerance_with_the_
     b32 = table.filter(pl.col("batch_size") == 32).sort("configured_L")
     power, time_ = _ratio_factors(b32, base[32])
     assert f"power {', '.join(_pct(x) for x in power)} % and time {', '.join(_pct(x) for x in time_)} %" in text
-    adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
-                   .read_text().split())
+    adr = " ".join(ADR_0241.read_text().split())
     assert (f"the ratio's power factor moved {_pct(min(power))} to {_pct(max(power))} % and its time factor "
             f"{_pct(min(time_))} to {_pct(max(time_))} %") in adr
-    assert (f"drew {100 * b32['power_shift'].min():.1f}–{100 * b32['power_shift'].max():.1f} % more power than this "
-            f"board's where its baselines drew {100 * base[32]['mean_power_w']:.1f} % more") in text
-    assert (f"its rounds were {', '.join(_pct(x) for x in b32['round_shift'][:2])} and {_pct(b32['round_shift'][2])} % "
-            f"(L = 1, 3, 4) against its baseline steps' {_pct(base[32]['round_time_ms'])} %") in text
+    power_said, rounds_said = _other_boards_power_and_rounds(b32, base[32])
+    assert power_said in text and f"its {rounds_said}" in text
     busy = {bb: table.filter(pl.col("batch_size") == bb)["busy_shift"] for bb in (1, 32)}
     assert (f"moved {_pct(busy[32].min())} to {_pct(busy[32].max())} % at B = 32 ({_pct(busy[1].min())} to "
             f"{_pct(busy[1].max())} % at B = 1)") in text
@@ -5244,8 +5261,7 @@ def test_1207g_two_board_budget_is_the_one_the_readme_the_adr_and_the_index_quot
     assert (f"has a CV of {ratio['cv_percent']:.2f} % on {ratio['df']} df, the largest of the four EAGLE3 pairs "
             f"({', '.join(f'{x:.2f}' for x in sorted(earlier))} %)") in text
     assert _mj_split(mj_board, mj_restart) in text
-    adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
-                   .read_text().split())
+    adr = " ".join(ADR_0241.read_text().split())
     assert f"The energy ratio's board component is {ratio['cv_percent']:.2f} % CV on 6 df, the largest" in adr
     index = (ROOT / "validation" / "h100-2026-12" / "README.md").read_text()
     assert f"| vLLM | 2026-12-05f, 2026-12-07g | {ratio['cv_percent']:.2f} % (6 df) |" in index
@@ -5255,12 +5271,9 @@ def test_adr_0258_addendum_2_the_seventh_pair_and_the_counts_over_seven():
     """ADR 0258 addendum 2's row for the vLLM MoE pair; over the seven pairs the GPU's part within 4.7 % and the
     rounds' largest shift, as it says; ADR 0241 addendum 6's count of ratios past 2.5 % and the waits beside them."""
     table = _compared(VLLM_MOE_1207G, VLLM_MOE_1205F)
-    adr = (ROOT / "docs" / "adr" / "0258-a-rounds-board-shift-is-split-into-the-gpus-busy-part-and-its-wait.md").read_text()
+    adr = ADR_0258.read_text()
     row = next(ln for ln in adr.splitlines() if ln.startswith("| MoE EAGLE3 (vLLM) | 2026-12-07g, 05f |"))
-    assert (f"| {_pct(table['round_shift'].min())} … {_pct(table['round_shift'].max())} % | "
-            f"{_pct(table['busy_shift'].min())} … {_pct(table['busy_shift'].max())} % | "
-            f"{table['idle_ms_a'].min():.2f}–{table['idle_ms_a'].max():.2f} → {table['idle_ms_b'].min():.2f}–"
-            f"{table['idle_ms_b'].max():.2f} |") in row, row
+    assert _round_split_cells(table) in row, row
     every = pl.concat([_compared(a, b) for _, a, b in SEVEN_BOARD_PAIRS], how="diagonal_relaxed")
     assert every.height == 36
     flat = " ".join(adr.split())
@@ -5270,8 +5283,7 @@ def test_adr_0258_addendum_2_the_seventh_pair_and_the_counts_over_seven():
     moved = every.filter(pl.col("shift").abs() > 0.025)
     wait = (moved["idle_ms_b"] - moved["idle_ms_a"]).abs()
     assert wait.min() > 0.25
-    addendum = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
-                        .read_text().split())
+    addendum = " ".join(ADR_0241.read_text().split())
     assert (f"each of the {moved.height} ratios that moved by more than 2.5 % came with a waiting part that moved by "
             f"more than a quarter of a millisecond a round ({wait.min():.2f}–{wait.max():.2f} ms)") in addendum
 
@@ -5307,7 +5319,7 @@ def test_1207g_nvml_probe_on_a_second_board_meets_the_preregistered_reading():
     addendum 2 quote."""
     run, off, long, half = _warm_probe(SESSION_1207G_H100, GPU_1207G)
     readme = _readme_text(SESSION_1207G_H100)
-    adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
+    adr = " ".join(ADR_0258.read_text().split())
     assert f"is met on this board too: within {min(off):.3f}–{max(off):.3f} ms" in readme
     assert f"within {min(off):.3f}–{max(off):.3f} ms of the events'" in adr
     for text in (readme, adr):
@@ -5348,8 +5360,7 @@ def test_1207g_the_first_boards_drafted_windows_ran_hotter_at_the_same_clock():
             f"{100 * hot['power'].min():.1f}–{100 * hot['power'].max():.1f} % more (timeline means), with SM activity "
             f"within {hot['activity'].max():.1f} points") in text
     assert f"ran {_pct(rest['hotter'].min() / 100)} to {_pct(rest['hotter'].max() / 100)} °C from this board's" in text
-    adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
-                   .read_text().split())
+    adr = " ".join(ADR_0241.read_text().split())
     assert (f"drafted windows ran {hot['hotter'].min():.1f}–{hot['hotter'].max():.1f} °C hotter (its baselines within "
             f"{rest.filter(pl.col('cell_name').str.starts_with('baseline'))['hotter'].abs().max():.1f} °C") in adr
 
@@ -5430,8 +5441,7 @@ def test_1207h_the_third_board_sides_with_the_second_and_the_first_is_the_b1_out
             f"{first['idle_ms_b'].min():.2f}–{first['idle_ms_b'].max():.2f} ms on 2026-12-05e's") in text
     base = {bb: second.filter(pl.col("batch_size") == bb).row(0, named=True) for bb in (1, 32)}
     assert f"({base[1]['baseline_idle_ms_a']:.2f} against {base[1]['baseline_idle_ms_b']:.2f} ms a step" in text
-    adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
-                   .read_text().split())
+    adr = " ".join(ADR_0241.read_text().split())
     b1_07h = second.filter(pl.col("batch_size") == 1)
     assert (f"its B = 1 rounds waited {b1_07h['idle_ms_a'].min():.2f}–{b1_07h['idle_ms_a'].max():.2f} ms where "
             f"2026-12-07f's waited {b1_07h['idle_ms_b'].min():.2f}–{b1_07h['idle_ms_b'].max():.2f} ms") in adr
@@ -5459,8 +5469,7 @@ def test_1207h_three_board_budget_is_the_one_the_readme_the_adr_and_the_index_qu
     assert (f"has a CV of {ratio['cv_percent']:.2f} % on {ratio['df']} df, against {first_pair['cv_percent']:.2f} % on "
             f"6 df from the first two boards alone") in text
     assert _mj_split(mj_board, mj_restart, "engine restart: the opening against the closing baselines") in text
-    adr = " ".join((ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md")
-                   .read_text().split())
+    adr = " ".join(ADR_0241.read_text().split())
     assert (f"the energy ratio's board component is {ratio['cv_percent']:.2f} % CV on 12 df "
             f"({first_pair['cv_percent']:.2f} % on 6 df from the first two)") in adr
     index = (ROOT / "validation" / "h100-2026-12" / "README.md").read_text()
@@ -5470,15 +5479,12 @@ def test_1207h_three_board_budget_is_the_one_the_readme_the_adr_and_the_index_qu
 def test_adr_0258_addendum_3_the_third_boards_two_pairs():
     """ADR 0258 addendum 3's rows for the third board against each earlier one, from compare-evidence; the GPU's part
     within 2.9 % of both, as it says."""
-    adr = (ROOT / "docs" / "adr" / "0258-a-rounds-board-shift-is-split-into-the-gpus-busy-part-and-its-wait.md").read_text()
+    adr = ADR_0258.read_text()
     busy = []
     for other, label in ((MOE_1207F, "07f"), (MOE_1205E, "05e")):
         t = _compared(MOE_1207H, other)
         row = next(ln for ln in adr.splitlines() if ln.startswith(f"| MoE EAGLE3 (SGLang) | 2026-12-07h, {label} |"))
-        assert (f"| {_pct(t['round_shift'].min())} … {_pct(t['round_shift'].max())} % | "
-                f"{_pct(t['busy_shift'].min())} … {_pct(t['busy_shift'].max())} % | "
-                f"{t['idle_ms_a'].min():.2f}–{t['idle_ms_a'].max():.2f} → {t['idle_ms_b'].min():.2f}–"
-                f"{t['idle_ms_b'].max():.2f} |") in row, row
+        assert _round_split_cells(t) in row, row
         busy.append(t["busy_shift"].abs().max())
     assert f"the GPU's part of a round within {100 * max(busy):.1f} % of both" in " ".join(adr.split())
     assert max(busy) < 0.047  # inside the 4.7 % of every earlier pair (addendum 2)
@@ -5489,7 +5495,7 @@ def _probe_as_quoted(session_h100: Path, session: Path, gpu: str, board: str, ad
     Returns the run and the README; the events' idle part at no gap is each session's own comparison."""
     run, off, long, half = _warm_probe(session_h100, gpu)
     readme, calls = _readme_text(session_h100), _readme_text(session)
-    adr = " ".join(next((ROOT / "docs" / "adr").glob("0258-*.md")).read_text().split())
+    adr = " ".join(ADR_0258.read_text().split())
     adr = adr[adr.index(f"**{adr_addendum} "):]
     assert f"is met on a {board} board: within {min(off):.3f}–{max(off):.3f} ms" in readme
     assert f"NVML's idle part within {min(off):.3f}–{max(off):.3f} ms of the events'" in adr
@@ -5511,18 +5517,12 @@ def test_1207h_nvml_probe_on_a_third_board_meets_the_preregistered_reading():
 
 # 2026-12-07j: vLLM's MoE depth family on a third H100, again on that board (PLAN addendum 1), and the NVML probe
 
-SESSION_1207J_H100, SESSION_1207J = _session_dirs("2026-12-07j")
-GPU_1207J = "GPU-b541d195-96fb-b91e-b0af-78613e0ddde8"
-VLLM_MOE_1207J = SESSION_1207J_H100 / "depth-moe-vllm"
-VLLM_MOE_1207J_RERUN = SESSION_1207J_H100 / "depth-moe-vllm-rerun"
-_ADR_0241 = ROOT / "docs" / "adr" / "0241-an-h100-is-a-preregistered-fallback-board-the-seeds-own-class.md"
 
 
-def test_1207j_device_time_adds_up_and_the_addendum_came_before_the_rerun():
-    """The calls table's budgets (one machine from call 1, no refusal) and the README's and command log's totals;
+def test_1207j_the_machine_came_at_call_1_and_the_addendum_came_before_the_rerun():
+    """The machine from call 1, no refusal (the budget chain itself: test_one_machine_sessions_device_time_adds_up);
     PLAN.md's one addendum governs call 17, and the rerun's records carry the addendum's commit, the first run's the
     plan's."""
-    test_one_machine_sessions_device_time_adds_up(SESSION_1207J, GPU_1207J, 222)
     assert _budgets_left(_readme_text(SESSION_1207J))[:2] == [1800, 1711]  # the first call got the machine
     plan = (SESSION_1207J / "PLAN.md").read_text()
     assert re.findall(r"^## Addendum (\d) \([\d:]+ UTC, before call (\d+)\)", plan, re.M) == [("1", "17")]
@@ -5616,13 +5616,11 @@ def test_1207j_the_third_board_sides_with_07g_and_05f_is_the_b32_outlier():
     power, time_ = _ratio_factors(b32f, base)
     assert min(power) > max(time_) - 0.01  # power first
     assert f"power {', '.join(_pct(x) for x in power)} % and time {', '.join(_pct(x) for x in time_)} %" in lines
-    assert (f"drew {100 * b32f['power_shift'].min():.1f}–{100 * b32f['power_shift'].max():.1f} % more power than this "
-            f"board's where its baselines drew {-100 * base['mean_power_w']:.1f} % less") in lines
-    assert (f"rounds were {', '.join(_pct(x) for x in b32f['round_shift'][:2])} and {_pct(b32f['round_shift'][2])} % "
-            f"(L = 1, 3, 4) against its baseline steps' {_pct(base['round_time_ms'])} %") in lines
+    power_said, rounds_said = _other_boards_power_and_rounds(b32f, base)
+    assert power_said in lines and rounds_said in lines
     assert (f"moved {_pct(b32f['busy_shift'].min())} to {_pct(b32f['busy_shift'].max())} % at B = 32 against "
             f"2026-12-05f ({_pct(g['busy_shift'].min())} to {_pct(g['busy_shift'].max())} % against 2026-12-07g") in lines
-    adr = " ".join(_ADR_0241.read_text().split())
+    adr = " ".join(ADR_0241.read_text().split())
     assert (f"the power factor moved {_pct(min(power))} to {_pct(max(power))} % and the time factor "
             f"{_pct(min(time_))} to {_pct(max(time_))} %") in adr
     # temperature: this board's drafted B = 32 windows as hot as 2026-12-05f's, its ratios with 2026-12-07g's
@@ -5671,7 +5669,7 @@ def test_1207j_budget_separates_run_from_board_as_the_readme_the_adr_and_the_ind
     assert (f"board {mj_board4['cv_percent']:.2f} % on {mj_board4['df']} df, run 0 (a negative estimate, counted as 0) "
             f"on {mj_run4['df']} and engine restart {mj_restart4['cv_percent']:.2f} % on {mj_restart4['df']} df") in text
     assert f"the board is {100 * board4['share']:.0f} % of an energy ratio's variance" in text
-    adr = " ".join(_ADR_0241.read_text().split())
+    adr = " ".join(ADR_0241.read_text().split())
     assert (f"the energy ratio's board component is {board4['cv_percent']:.2f} % CV on 12 df and its run component "
             f"(engine restart, seed and window inside it) {run4['cv_percent']:.2f} % on 6 df") in adr
     assert (f"over the three boards alone the board component is {ratio3['cv_percent']:.2f} % CV on 12 df "
@@ -5686,15 +5684,12 @@ def test_1207j_budget_separates_run_from_board_as_the_readme_the_adr_and_the_ind
 def test_adr_0258_addendum_4_the_third_boards_pairs_and_the_rerun():
     """ADR 0258 addendum 4's rows, from compare-evidence: the GPU's part inside the 4.7 % of every earlier pair against
     either board, and within 0.3 % on a rerun of one."""
-    adr = (ROOT / "docs" / "adr" / "0258-a-rounds-board-shift-is-split-into-the-gpus-busy-part-and-its-wait.md").read_text()
+    adr = ADR_0258.read_text()
     busy = {}
     for other, label in ((VLLM_MOE_1207G, "07g"), (VLLM_MOE_1205F, "05f"), (VLLM_MOE_1207J_RERUN, "07j rerun")):
         t = _compared(VLLM_MOE_1207J, other)
         row = next(ln for ln in adr.splitlines() if ln.startswith(f"| MoE EAGLE3 (vLLM) | 2026-12-07j, {label} |"))
-        assert (f"| {_pct(t['round_shift'].min())} … {_pct(t['round_shift'].max())} % | "
-                f"{_pct(t['busy_shift'].min())} … {_pct(t['busy_shift'].max())} % | "
-                f"{t['idle_ms_a'].min():.2f}–{t['idle_ms_a'].max():.2f} → {t['idle_ms_b'].min():.2f}–"
-                f"{t['idle_ms_b'].max():.2f} |") in row, row
+        assert _round_split_cells(t) in row, row
         busy[label] = t["busy_shift"].abs().max()
     assert max(busy.values()) < 0.047 and busy["07j rerun"] < 0.0035 < busy["05f"]
     flat = " ".join(adr.split())
