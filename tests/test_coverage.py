@@ -152,9 +152,9 @@ def test_sglang_breadth_is_settled_on_every_shipped_pair(table):
 
 
 def test_ngram_on_both_engines_is_measured_on_the_h100_and_its_ratios_are_the_runs_cells(two_classes):
-    """ADR 0250 addenda 1-5: SGLang's NGRAM ran on four H100s (2026-12-06g; 2026-12-06h and 2026-12-07c beside
-    vLLM's on one board; 2026-12-07f alone), so its H100 row's L = 1 is four runs on four boards and its L = 6 two
-    (07c and 07f ran L = 4), each point the mean of the runs' ratios over the mean of each B's two baselines; it is still not run in the H200
+    """ADR 0250 addenda 1-5: SGLang's NGRAM ran on five H100s (2026-12-06g; 2026-12-06h and 2026-12-07c beside
+    vLLM's on one board; 2026-12-07f alone; 2026-12-08 twice on one board, ADR 0241 addendum 9), so its H100 row's
+    L = 1 is six runs on five boards and its L = 6 two (07c, 07f and 08 ran L = 4), each point the mean of the runs' ratios over the mean of each B's two baselines; it is still not run in the H200
     matrix. vLLM's H100 row reaches L = 4 (07c, passing) while naming the L = 6 arms that failed on 06h and 06i; its
     H200 row is measured at L = 1 only, its L = 6 failed there."""
     sglang_runs = {
@@ -162,10 +162,12 @@ def test_ngram_on_both_engines_is_measured_on_the_h100_and_its_ratios_are_the_ru
         "06h": _raw_cells(H100_EVIDENCE / "session-2026-12-06h" / "ngram-both" / "results").filter(C("engine") == "sglang"),
         "07c": _raw_cells(H100_EVIDENCE / "session-2026-12-07c" / "ngram-l4" / "results").filter(C("engine") == "sglang"),
         "07f": _raw_cells(H100_EVIDENCE / "session-2026-12-07f" / "ngram-l4-sglang" / "results"),
+        "08": _raw_cells(H100_EVIDENCE / "session-2026-12-08" / "ngram-l4-sglang" / "results"),
+        "08 rerun": _raw_cells(H100_EVIDENCE / "session-2026-12-08" / "ngram-l4-sglang-rerun" / "results"),
     }
     h100, h200 = two_classes["NVIDIA H100 80GB HBM3"], two_classes["NVIDIA H200"]
     got = row(h100, "qwen2.5-3b", "sglang", "ngram")
-    assert (got["status"], got["B"], got["L"], got["runs"]) == (coverage.MEASURED, "1,32", "1,4,6", 4)
+    assert (got["status"], got["B"], got["L"], got["runs"]) == (coverage.MEASURED, "1,32", "1,4,6", 6)
     for b in (1, 32):
         ratios: dict[float, list[float]] = {1.0: [], 4.0: [], 6.0: []}
         for cells_ in sglang_runs.values():
@@ -173,11 +175,11 @@ def test_ngram_on_both_engines_is_measured_on_the_h100_and_its_ratios_are_the_ru
             for L, mj in (cells_.filter(C("batch_size") == b, C("role") == "point")
                           .select("configured_L", "mj_per_committed_token").iter_rows()):
                 ratios[L].append(mj / base)
-        assert (len(ratios[1.0]), len(ratios[4.0]), len(ratios[6.0])) == (4, 2, 2)
+        assert (len(ratios[1.0]), len(ratios[4.0]), len(ratios[6.0])) == (6, 4, 2)
         assert (got[f"b{b}_lmin_L"], got[f"b{b}_lmax_L"]) == (1.0, 6.0)
         assert got[f"b{b}_lmin_ratio"] == pytest.approx(statistics.mean(ratios[1.0]), rel=1e-9)
         assert got[f"b{b}_lmax_ratio"] == pytest.approx(statistics.mean(ratios[6.0]), rel=1e-9)
-        assert (got[f"b{b}_lmin_n"], got[f"b{b}_lmin_boards"], got[f"b{b}_lmax_boards"]) == (4, 4, 2)
+        assert (got[f"b{b}_lmin_n"], got[f"b{b}_lmin_boards"], got[f"b{b}_lmax_boards"]) == (6, 5, 2)
     assert row(h200, "qwen2.5-3b", "sglang", "ngram")["status"] == coverage.NOT_RUN
     vllm = row(h100, "qwen2.5-3b", "vllm", "ngram")
     l4 = _raw_cells(H100_EVIDENCE / "session-2026-12-07c" / "ngram-l4" / "results").filter(C("engine") == "vllm")

@@ -3739,6 +3739,10 @@ SESSION_1207J_H100, SESSION_1207J = _session_dirs("2026-12-07j")
 GPU_1207J = "GPU-b541d195-96fb-b91e-b0af-78613e0ddde8"
 VLLM_MOE_1207J = SESSION_1207J_H100 / "depth-moe-vllm"
 VLLM_MOE_1207J_RERUN = SESSION_1207J_H100 / "depth-moe-vllm-rerun"
+SESSION_1208_H100, SESSION_1208 = _session_dirs("2026-12-08")
+GPU_1208 = "GPU-35f2c884-52d6-c9a1-54aa-0d1585b1df1b"
+NGRAM_L4_1208 = SESSION_1208_H100 / "ngram-l4-sglang"
+NGRAM_L4_1208_RERUN = SESSION_1208_H100 / "ngram-l4-sglang-rerun"
 
 
 @pytest.mark.parametrize(
@@ -3747,9 +3751,9 @@ VLLM_MOE_1207J_RERUN = SESSION_1207J_H100 / "depth-moe-vllm-rerun"
      (SESSION_1206F, GPU_1206F, 151), (SESSION_1206G, GPU_1206G, 491), (SESSION_1206H, GPU_1206H, 139),
      (SESSION_1206I, GPU_1206I, 195), (SESSION_1207C, GPU_1207C, 399), (SESSION_1207D, GPU_1207D, 365),
      (SESSION_1207E, GPU_1207E, 370), (SESSION_1207F, GPU_1207F, 231), (SESSION_1207G, GPU_1207G, 438),
-     (SESSION_1207H, GPU_1207H, 585), (SESSION_1207J, GPU_1207J, 222)],
+     (SESSION_1207H, GPU_1207H, 585), (SESSION_1207J, GPU_1207J, 222), (SESSION_1208, GPU_1208, 177)],
     ids=["1206c", "1206d", "1206e", "1206f", "1206g", "1206h", "1206i", "1207c", "1207d", "1207e", "1207f", "1207g",
-         "1207h", "1207j"],
+         "1207h", "1207j", "1208"],
 )
 def test_one_machine_sessions_device_time_adds_up(session, gpu, left):
     """The calls table's budgets start at 1,800 s, only fall and end at the last reply; the README's and the command
@@ -5111,7 +5115,7 @@ def test_1207f_nvml_reads_a_known_duty_cycle_within_the_preregistered_bound_once
 def test_adr_0258_the_committed_h100_cells_all_open_their_windows_after_a_warm_up():
     """ADR 0258 addenda 1 and 2's proviso: every committed H100 cell ran a warm-up of its workload before its window;
     addendum 1 counted the sessions through 2026-12-07f, addendum 2 through 2026-12-07g, addendum 3 through 2026-12-07h,
-    addendum 4 every one since."""
+    addendum 4 through 2026-12-07j, addendum 5 every one since."""
     files = sorted((ROOT / "validation" / "h100-2026-12").glob("session-*/*/results/cells.parquet"))
     every = pl.concat([pl.read_parquet(f, columns=["warmup_skipped", "warmup_s"]) for f in files])
     assert len(files) >= 21
@@ -5126,8 +5130,11 @@ def test_adr_0258_the_committed_h100_cells_all_open_their_windows_after_a_warm_u
                         if f.parts[-4] <= "session-2026-12-07g"])
     by_07h = pl.concat([pl.read_parquet(f, columns=["warmup_s"]) for f in files
                         if f.parts[-4] <= "session-2026-12-07h"])
-    assert by_07f.height < by_07g.height < by_07h.height < every.height
-    for counted, addendum in ((by_07g, "Addendum 2"), (by_07h, "Addendum 3"), (every, "Addendum 4")):
+    by_07j = pl.concat([pl.read_parquet(f, columns=["warmup_s"]) for f in files
+                        if f.parts[-4] <= "session-2026-12-07j"])
+    assert by_07f.height < by_07g.height < by_07h.height < by_07j.height < every.height
+    for counted, addendum in ((by_07g, "Addendum 2"), (by_07h, "Addendum 3"), (by_07j, "Addendum 4"),
+                              (every, "Addendum 5")):
         text = adr[adr.index(f"**{addendum} "):]
         assert (f"the committed H100 cells are {counted.height}, all warmed up ({counted['warmup_s'].min():.1f}–"
                 f"{counted['warmup_s'].max():.0f} s, none skipped)") in text, addendum
@@ -5706,3 +5713,232 @@ def test_1207j_nvml_probe_on_a_fourth_board_meets_the_preregistered_reading():
     assert (f"at no gap is {run['rows'][0]['event_idle_ms']:.3f} ms here (launch overhead on this host), against "
             f"{first_07f['event_idle_ms']:.3f} ms on 2026-12-07f's probe board and {g07['event_idle_ms']:.3f} ms on "
             "2026-12-07g's") in readme
+
+
+# 2026-12-08: SGLang's n-gram L = 4 family on a third board for it (a fourth H100 of the family's records), the same
+# family again on that board (PLAN order 5, planned in advance), and the NVML probe
+
+COMMIT_1208 = "9d5bb9b811fe7db0e9ce1d3ded4a0aa4f28fd9d9"
+NGRAM_L4_EARLIER = (("07c", NGRAM_1207C), ("07f", NGRAM_L4_1207F))
+
+
+def test_1208_five_calls_found_no_machine_and_the_plan_named_the_rerun_before_call_1():
+    """Calls 1–5 cost the budget without a machine (four refused starts, one inside a pause), call 6 got it; the
+    plan, committed before call 1, names order 5 (the rerun) with its gate, and no addendum was needed; both runs'
+    records carry the plan's commit; the command log starts order 5 from the poll as the plan says."""
+    text = _readme_text(SESSION_1208)
+    assert _budgets_left(text)[:12:2] == [1800, 1709, 1619, 1529, 1514, 1424]
+    lines = (SESSION_1208 / "README.md").read_text().splitlines()
+    for call in range(1, 6):
+        row = next(ln for ln in lines if ln.startswith(f"| {call} |"))
+        assert "refused" in row or "no device machine was asked for" in row or "could be started" in row, row
+    plan = (SESSION_1208 / "PLAN.md").read_text()
+    assert "## Addendum" not in plan
+    flat_plan = " ".join(plan.split())
+    assert ("| 5 | the same family again on the same board: a fresh copy (`/tmp/work/eng2`), a fresh results folder, "
+            "every engine restarted | — | 565 s, the same `DL` |") in flat_plan
+    assert "(committed at 9d5bb9b, 00:35 UTC, before call 1)" in text
+    for folder in (NGRAM_L4_1208, NGRAM_L4_1208_RERUN):
+        df = _aggregated(packed.tree_files(folder / "results" / "cells", "*/*.parquet"))
+        assert set(df["git_commit"]) == {COMMIT_1208}
+    commands = (SESSION_1208 / "device-logs" / "commands.txt").read_text()
+    assert commands.count("gated_families.sh $DL 'config/h200-schemes-ngram-l4.yaml sglang-qwen3b-closed-cg1 565'") == 1
+    assert "FAM=\"'config/h200-schemes-ngram-l4.yaml sglang-qwen3b-closed-cg1 565'\"" in commands
+
+
+def test_1208_h100_configs_are_the_preregistered_one():
+    for folder in (NGRAM_L4_1208, NGRAM_L4_1208_RERUN):
+        _assert_shipped_copy(folder, "h200-schemes-ngram-l4.yaml")
+
+
+def _ngram_l4_run_on_1208(folder: Path, summary: str, arm: str) -> pl.DataFrame:
+    """One of this board's two runs: whole, its verdict and README table the records' (_h100_depth_family), every
+    point row's power and tokens per second, its windows as quoted."""
+    points = _h100_depth_family(folder, SESSION_1208_H100, "h200-schemes-ngram-l4.yaml", GPU_1208, "qwen3b",
+                                summary=summary, arm=arm, cells=8)
+    assert sorted(set(points["configured_L"])) == [1.0, 4.0] and set(points["method"]) == {"ngram"}
+    lines = (SESSION_1208_H100 / "README.md").read_text().splitlines()
+    for r in points.iter_rows(named=True):
+        row = next(ln for ln in lines if ln.startswith(f"| {r['batch_size']} | {arm} L = {r['configured_L']:.0f} |"))
+        assert f"| {r['mean_power_w']:.0f} | {r['tokens_per_s']:,.0f} |" in row, row
+    return _aggregated(packed.tree_files(folder / "results" / "cells", "*/*.parquet"))
+
+
+def test_1208_ngram_l4_sglang_family_on_a_third_board_is_whole_and_the_readme_table_is_the_records():
+    """PLAN order 4: whole on a board neither earlier run used, 0 fail; the roofline's model_residual flags the two
+    cells the README names; its starts and windows as quoted."""
+    df = _ngram_l4_run_on_1208(NGRAM_L4_1208, "0 fail, 4 flag, 38 pass, 12 not_applicable", "n-gram")
+    assert GPU_1208 not in {GPU_1207C, GPU_1207F}
+    committed = pl.read_parquet(NGRAM_L4_1208 / "results" / "checks.parquet")
+    residual = committed.filter(pl.col("check") == "model_residual", pl.col("status") == "flag")
+    assert sorted(residual["campaign_id"]) == ["sglang-qwen3b-closed-b1-random-s0-cg1",
+                                               "sglang-qwen3b-closed-b32-random-s0-cg1"]
+    b1 = residual.filter(pl.col("campaign_id").str.contains("-b1-"))["value"][0]
+    assert 0.25 < b1 < 0.26 and f"({100 * b1:.1f} % against the 25 % threshold;" in _readme_text(SESSION_1208_H100)
+    starts = sorted(_engine_starts(NGRAM_L4_1208))
+    assert starts == [46.8, 55.2, 56.4, 107.3]
+    text = _readme_text(SESSION_1208_H100)
+    assert "107.3 s cold, then 56.4, 55.2 and 46.8 s" in text
+    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
+            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates), "
+            "one seed") in text
+    calls = _readme_text(SESSION_1208)
+    assert (f"its four engine starts took {sum(starts):.0f} s (107.3 s cold) against "
+            f"{sum(_engine_starts(NGRAM_L4_1207F)):.0f} s on 2026-12-07f's board") in calls
+
+
+def _shift_range(t: pl.DataFrame, column: str) -> tuple[float, float]:
+    return t[column].min(), t[column].max()
+
+
+def test_1208_rerun_on_the_same_board_moves_every_ratio_through_the_hosts_wait():
+    """PLAN order 5: whole, the README's table; against the first run four shifts of −2.1 … −3.5 % (all reproduce
+    on the tolerance), the rounds shorter at more power, the GPU's part within 2.7 %, the wait smaller; about six times
+    the largest shift of vLLM's MoE rerun."""
+    df = _ngram_l4_run_on_1208(NGRAM_L4_1208_RERUN, "0 fail, 3 flag, 39 pass, 12 not_applicable", "rerun n-gram")
+    starts = sorted(_engine_starts(NGRAM_L4_1208_RERUN))
+    assert starts == [43.6, 45.3, 45.8, 52.2]
+    text = _readme_text(SESSION_1208_H100)
+    assert "45.3 s for the opening baselines, then 52.2, 45.8 and 43.6 s" in text
+    assert f"Order 5's starts took {sum(starts):.0f} s (45.3 s for its first" in _readme_text(SESSION_1208)
+    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
+            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates). "
+            "**Against the first run") in text
+    t = _compared(NGRAM_L4_1208, NGRAM_L4_1208_RERUN).sort("batch_size", "configured_L")
+    assert t.height == 4 and t["reproduces"].all() and t["shift_ci_low"].null_count() == 4
+    assert set(t["gpus_a"].explode()) == set(t["gpus_b"].explode()) == {GPU_1208}
+    s = t["shift"].to_list()
+    assert (f"shift by {_pct(s[0])}, {_pct(s[1])} % at B = 1 and {_pct(s[2])}, {_pct(s[3])} % at B = 32 (L = 1, 4; "
+            f"largest {100 * t['shift'].abs().max():.1f} %)") in text
+    assert max(s) < -0.02  # every ratio lower in the rerun, by more than 2 %
+    assert f"the baselines within {100 * t['baseline_shift'].abs().max():.1f} %" in text
+    shorter, more = [-x for x in t["round_shift"]], t["power_shift"]
+    assert min(shorter) > 0 and more.min() > 0
+    assert (f"The drafted rounds were {100 * min(shorter):.1f}–{100 * max(shorter):.1f} % shorter at "
+            f"{100 * more.min():.1f}–{100 * more.max():.1f} % more power") in text
+    busy = _shift_range(t, "busy_shift")
+    assert f"the GPU ran moved {_pct(busy[0])} to {_pct(busy[1])} %" in text and max(map(abs, busy)) < 0.03
+    assert (f"the waiting part {t['idle_ms_a'].min():.2f}–{t['idle_ms_a'].max():.2f} ms a round in the first run, "
+            f"{t['idle_ms_b'].min():.2f}–{t['idle_ms_b'].max():.2f} ms in the rerun") in text
+    assert (t["idle_ms_b"] < t["idle_ms_a"]).all()
+    vllm_rerun = _compared(VLLM_MOE_1207J, VLLM_MOE_1207J_RERUN)["shift"].abs().max()
+    assert round(t["shift"].abs().max() / vllm_rerun) == 6 and "by about six times what it moved" in text
+
+
+def test_1208_board_and_run_table_is_compare_evidences_and_every_pair_reproduces():
+    """The README's table: each run of this board against each earlier board's SGLang cells; all sixteen shifts
+    reproduce on the tolerance; the ranges and the GPU's part the README quotes; the earlier pair's own spread."""
+    lines = (SESSION_1208_H100 / "README.md").read_text().splitlines()
+    first = {n: _compared(NGRAM_L4_1208, f).sort("batch_size", "configured_L") for n, f in NGRAM_L4_EARLIER}
+    rerun = {n: _compared(NGRAM_L4_1208_RERUN, f).sort("batch_size", "configured_L") for n, f in NGRAM_L4_EARLIER}
+    for t in (*first.values(), *rerun.values()):
+        assert t.height == 4 and set(t["engine"]) == {"sglang"} and t["reproduces"].all()
+    for i, (batch, L) in enumerate(first["07c"].select("batch_size", "configured_L").iter_rows()):
+        f07c, f07f, r07c, r07f = first["07c"].row(i, named=True), first["07f"].row(i, named=True), \
+            rerun["07c"].row(i, named=True), rerun["07f"].row(i, named=True)
+        assert (f"| {batch} | {L:.0f} | {f07c['energy_ratio_a']:.3f}× | {r07c['energy_ratio_a']:.3f}× | "
+                f"{f07c['energy_ratio_b']:.3f}× | {_pct(f07c['shift'])} % | {_pct(r07c['shift'])} % | "
+                f"{f07f['energy_ratio_b']:.3f}× | {_pct(f07f['shift'])} % | {_pct(r07f['shift'])} % |") in lines
+    text = _readme_text(SESSION_1208_H100)
+    assert f"The rerun lies within {100 * rerun['07c']['shift'].abs().max():.1f} % of 2026-12-07c's board" in text
+    assert f"and {100 * rerun['07f']['shift'].abs().max():.1f} % of 2026-12-07f's" in text
+    below = [-x for x in first["07c"]["shift"]]
+    assert min(below) > 0 and (f"2026-12-07c's ratios lie {100 * min(below):.1f}–{100 * max(below):.1f} % below the "
+                               f"first run's and 2026-12-07f's within {100 * first['07f']['shift'].abs().max():.1f} %") in text
+    pair = _compared(NGRAM_L4_1207F, NGRAM_1207C)
+    assert (f"lie within {100 * pair['shift'].abs().max():.1f} % of each other ({_pct(pair['shift'].min())} to "
+            f"{_pct(pair['shift'].max())} %, 2026-12-07f against 2026-12-07c)") in text
+    # the rerun's own shift is larger than the earlier boards' difference: the run level
+    assert _compared(NGRAM_L4_1208, NGRAM_L4_1208_RERUN)["shift"].abs().max() > pair["shift"].abs().max()
+    f_busy = pl.concat([first[n]["busy_shift"] for n in first])
+    r_busy = pl.concat([rerun[n]["busy_shift"] for n in rerun])
+    assert (f"agrees within {100 * max(f_busy.abs().max(), r_busy.abs().max()):.1f} % (first run "
+            f"{_pct(f_busy.min())} to {_pct(f_busy.max())} %, rerun {_pct(r_busy.min())} to {_pct(r_busy.max())} %)") in text
+    earlier_idle = pl.concat([first[n]["idle_ms_b"] for n in first])
+    assert f"the wait, {earlier_idle.min():.2f}–{earlier_idle.max():.2f} ms a round on the earlier boards" in text
+    bs = {n: {r["batch_size"]: r["baseline_shift"] for r in first[n].iter_rows(named=True)} for n in first}
+    assert (f"The earlier boards' baselines cost {_pct(bs['07c'][1])} and {_pct(bs['07c'][32])} % (2026-12-07c, B = 1 "
+            f"and 32) and {_pct(bs['07f'][1])} % (2026-12-07f)") in text and bs["07f"][1] == pytest.approx(bs["07f"][32], abs=5e-4)
+    speed = [_aggregated(packed.tree_files(f / "results" / "cells", "*/*.parquet"))["host_speed_mops"]
+             for f in (NGRAM_L4_1208, NGRAM_L4_1208_RERUN)]
+    assert (f"The host probe read {speed[0].min():.1f}–{speed[0].max():.1f} M iterations/s in the first run and "
+            f"{speed[1].min():.1f}–{speed[1].max():.1f} in the rerun on one host") in text
+
+
+def test_1208_budget_puts_the_ngram_spread_at_the_run_level_as_quoted():
+    """Four folders (two earlier boards, this board twice): the energy ratio's board estimate negative (counted as
+    0), its run row 2.00 % CV on 4 df; three boards' first runs, the rerun in place, and the first pair; mJ per token's
+    split; each as the README, ADR 0241 addendum 9 and the index quote them."""
+    folders = (NGRAM_1207C, NGRAM_L4_1207F, NGRAM_L4_1208, NGRAM_L4_1208_RERUN)
+
+    def sglang_rows(*fs: Path) -> dict:
+        t = variance.budget_of_sources([f / "results" / "cells" for f in fs])
+        return {(r["metric"], r["component"]): r for r in t.filter(pl.col("family").str.starts_with("sglang")).iter_rows(named=True)}
+
+    four = sglang_rows(*folders)
+    board, run = four[("energy_ratio", "board")], four[("energy_ratio", "run")]
+    assert board["variance_raw"] < 0 and board["cv_percent"] == 0 and board["df"] == 8 and board["includes"] == ["board"]
+    assert run["df"] == 4 and run["share"] == 1.0 and run["includes"] == ["run", "engine_restart", "seed", "window"]
+    three = sglang_rows(*folders[:3])[("energy_ratio", "board")]
+    swapped = sglang_rows(NGRAM_1207C, NGRAM_L4_1207F, NGRAM_L4_1208_RERUN)[("energy_ratio", "board")]
+    pair = sglang_rows(*folders[:2])[("energy_ratio", "board")]
+    assert three["df"] == swapped["df"] == 8 and pair["df"] == 4
+    assert run["cv_percent"] > three["cv_percent"] > pair["cv_percent"] > swapped["cv_percent"]
+    text = _readme_text(SESSION_1208_H100)
+    assert (f"**board component is a negative estimate, counted as 0 ({board['df']} df), and its run component "
+            f"{run['cv_percent']:.2f} % CV on {run['df']} df**") in text
+    assert (f"the board row (which then holds the run) is {three['cv_percent']:.2f} % CV on 8 df, with the rerun in place "
+            f"of the first run {swapped['cv_percent']:.2f} % on 8 df, against {pair['cv_percent']:.2f} % on 4 df") in text
+    mj = {c: four[("mj_per_committed_token", c)] for c in ("board", "run", "engine_restart")}
+    assert (f"board {mj['board']['cv_percent']:.2f} % on {mj['board']['df']} df, run {mj['run']['cv_percent']:.2f} % on "
+            f"{mj['run']['df']} and engine restart {mj['engine_restart']['cv_percent']:.2f} % on "
+            f"{mj['engine_restart']['df']} df") in text
+    vllm_board = _board_budget(VLLM_MOE_1205F, VLLM_MOE_1207G, VLLM_MOE_1207J, VLLM_MOE_1207J_RERUN)[1]
+    assert vllm_board["share"] > 0.95 and f"where the board was {100 * vllm_board['share']:.0f} % of it" in text
+    adr = " ".join(ADR_0241.read_text().split())
+    adr = adr[adr.index("**Addendum 9 "):]
+    assert (f"the energy ratio's board component is a negative estimate (counted as 0, {board['df']} df) and its run "
+            f"component {run['cv_percent']:.2f} % CV on {run['df']} df") in adr
+    assert f"a board row (holding the run) of {three['cv_percent']:.2f} % CV on 8 df" in adr
+    index = (ROOT / "validation" / "h100-2026-12" / "README.md").read_text()
+    assert f"| SGLang | 2026-12-07c, 2026-12-07f, 2026-12-08 | {three['cv_percent']:.2f} % (8 df) |" in index
+    flat = " ".join(index.split())
+    assert (f"its energy ratio's board component is a negative estimate (counted as 0, {board['df']} df) and its run "
+            f"component {run['cv_percent']:.2f} % CV ({run['df']} df)") in flat
+
+
+def test_adr_0258_addendum_5_the_fourth_boards_pairs_and_the_rerun():
+    """ADR 0258 addendum 5's rows from compare-evidence; the GPU's part inside every earlier pair's 4.7 %; the rerun's
+    B = 32, L = 4 waits as it quotes them."""
+    adr = ADR_0258.read_text()
+    for other, label in ((NGRAM_1207C, "07c"), (NGRAM_L4_1207F, "07f"), (NGRAM_L4_1208_RERUN, "08 rerun")):
+        t = _compared(NGRAM_L4_1208, other)
+        row = next(ln for ln in adr.splitlines() if ln.startswith(f"| n-gram L = 1, 4 (SGLang) | 2026-12-08, {label} |"))
+        assert _round_split_cells(t) in row, row
+        assert t["busy_shift"].abs().max() < 0.047
+    t = _compared(NGRAM_L4_1208, NGRAM_L4_1208_RERUN)
+    b32 = t.filter(pl.col("batch_size") == 32, pl.col("configured_L") == 4.0).row(0, named=True)
+    flat = " ".join(adr.split())
+    assert (f"the first run's B = 32, L = 4 rounds waited {b32['idle_ms_a']:.2f} ms, the rerun's {b32['idle_ms_b']:.2f} "
+            f"ms, with the GPU's part within {100 * t['busy_shift'].abs().max():.1f} %") in flat
+
+
+def test_1208_nvml_probe_on_a_fifth_board_meets_the_preregistered_reading():
+    """PLAN.md's probe after both runs on this session's board, as quoted (ADR 0258 addendum 5); its widest 7.5 ms
+    row the widest of the five boards' warm probes."""
+    run, readme = _probe_as_quoted(SESSION_1208_H100, SESSION_1208, GPU_1208, "fifth", "Addendum 5")
+    first_07f = json.loads((NVML_BUSY_1207F / "nvml-busy-warm.json").read_text())["rows"][0]
+    j07 = json.loads((SESSION_1207J_H100 / "nvml-busy" / "nvml-busy-warm.json").read_text())["rows"][0]
+    assert (f"at no gap is {run['rows'][0]['event_idle_ms']:.3f} ms here (launch overhead on this host), against "
+            f"{first_07f['event_idle_ms']:.3f} ms on 2026-12-07f's probe board and {j07['event_idle_ms']:.3f} ms on "
+            "2026-12-07j's") in readme
+
+    def widest(path: Path) -> float:
+        rows = json.loads(path.read_text())["rows"]
+        return max(abs(r["nvml_idle_ms"] - r["event_idle_ms"]) for r in rows if r["kernel_ms"] == 7.5 and r["gap_ms"] >= 0.25)
+
+    earlier = {s: widest(ROOT / "validation" / "h100-2026-12" / f"session-2026-12-{s}" / "nvml-busy" / "nvml-busy-warm.json")
+               for s in ("07f", "07g", "07h", "07j")}
+    here = widest(SESSION_1208_H100 / "nvml-busy" / "nvml-busy-warm.json")
+    assert here > max(earlier.values()) and max(earlier, key=earlier.get) == "07g"
+    assert f"the widest of the five boards ({max(earlier.values()):.3f} on 2026-12-07g's)" in readme
