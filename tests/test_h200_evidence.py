@@ -5715,7 +5715,7 @@ def test_1207j_nvml_probe_on_a_fourth_board_meets_the_preregistered_reading():
             "2026-12-07g's") in readme
 
 
-# 2026-12-08: SGLang's n-gram L = 4 family on a third board for it (a fourth H100 of the family's records), the same
+# 2026-12-08: SGLang's n-gram L = 4 family on a third board for it, the same
 # family again on that board (PLAN order 5, planned in advance), and the NVML probe
 
 COMMIT_1208 = "9d5bb9b811fe7db0e9ce1d3ded4a0aa4f28fd9d9"
