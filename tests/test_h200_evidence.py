@@ -4667,8 +4667,7 @@ def test_1207d_sliding_window_family_on_a_second_h100_is_whole_and_the_readme_ta
     assert GPU_1207D != GPU_1205G and set(points["git_commit"]) == {"ab31e37e3f14d2d4f1787acada2e89c31b1afc27"}
     df = _aggregated(packed.tree_files(SW_1207D / "results" / "cells", "*/*.parquet"))
     text = _readme_text(SESSION_1207D_H100)
-    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
-            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates)") in text
+    assert _windows_quoted(df) in text
     assert sorted(_engine_starts(SW_1207D)) == [101.9, 160.6, 182.4]
     assert "160.6 s cold, 182.4 s for the EAGLE3 engine, 101.9 s" in text
     roof = pl.read_parquet(SW_1207D / "results" / "roofline.parquet")
@@ -4772,6 +4771,21 @@ def test_1207e_mla_family_on_a_second_h100_is_whole_and_the_readme_table_is_the_
     assert {k for k, v in below.items() if v} == {k for k in below if k[1] == 32} and len(below) == 10
 
 
+def _windows_quoted(df: pl.DataFrame) -> str:
+    """How a README quotes a run's windows: their length and NVML counter updates, from its records."""
+    return (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
+            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates)")
+
+
+def _same_board_rerun(first: Path, rerun: Path, gpu: str, configurations: int) -> pl.DataFrame:
+    """compare-evidence of a family's rerun against its first run on one board (B, L order): every configuration
+    paired, one window each (no interval), every verdict "reproduces", both sides on that board."""
+    t = _compared(first, rerun).sort("batch_size", "configured_L")
+    assert t.height == configurations and t["reproduces"].all() and t["shift_ci_low"].null_count() == configurations
+    assert set(t["gpus_a"].explode()) == set(t["gpus_b"].explode()) == {gpu}
+    return t
+
+
 def _second_h100_board(evidence_dir: Path, session: Path, config_name: str, gpu_uuid: str, pair: str,
                        commit: str, **family) -> None:
     """A depth family's run on a second H100: _h100_depth_family's checks (``family``: its engine, verdict and flags
@@ -4780,9 +4794,7 @@ def _second_h100_board(evidence_dir: Path, session: Path, config_name: str, gpu_
     _h100_depth_family(evidence_dir, session, config_name, gpu_uuid, pair, **family)
     df = _aggregated(packed.tree_files(evidence_dir / "results" / "cells", "*/*.parquet"))
     assert set(df["git_commit"]) == {commit}
-    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
-            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates)"
-            ) in _readme_text(session)
+    assert _windows_quoted(df) in _readme_text(session)
     lines = (session / "README.md").read_text().splitlines()
     for r in df.filter(pl.col("role") == "point").iter_rows(named=True):
         row = next(ln for ln in lines if ln.startswith(f"| {r['batch_size']} | EAGLE3 L = {r['configured_L']:.0f} |"))
@@ -5578,11 +5590,8 @@ def test_1207j_rerun_on_the_same_board_reproduces_every_ratio_within_the_readme_
     assert "110.6 s cold, 133.1 s for the EAGLE3 engine, 56.4 s for the closing baselines" in text
     assert f"The rerun's starts took {sum(starts):.0f} s (110.6 s cold" in _readme_text(SESSION_1207J)
     df = _aggregated(packed.tree_files(VLLM_MOE_1207J_RERUN / "results" / "cells", "*/*.parquet"))
-    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
-            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates)") in text
-    t = _compared(VLLM_MOE_1207J, VLLM_MOE_1207J_RERUN).sort("batch_size", "configured_L")
-    assert t.height == 6 and t["reproduces"].all() and t["shift_ci_low"].null_count() == 6
-    assert set(t["gpus_a"].explode()) == set(t["gpus_b"].explode()) == {GPU_1207J}
+    assert _windows_quoted(df) in text
+    t = _same_board_rerun(VLLM_MOE_1207J, VLLM_MOE_1207J_RERUN, GPU_1207J, 6)
     s = t["shift"].to_list()
     assert (f"shift by {', '.join(_pct(x) for x in s[:3])} % at B = 1 and {', '.join(_pct(x) for x in s[3:])} % at "
             f"B = 32 (largest {100 * t['shift'].abs().max():.2f} %)") in text
@@ -5708,11 +5717,18 @@ def test_adr_0258_addendum_4_the_third_boards_pairs_and_the_rerun():
 def test_1207j_nvml_probe_on_a_fourth_board_meets_the_preregistered_reading():
     """PLAN.md's probe after the campaign on this session's board, as quoted (ADR 0258 addendum 4)."""
     run, readme = _probe_as_quoted(SESSION_1207J_H100, SESSION_1207J, GPU_1207J, "fourth", "Addendum 4")
+    _no_gap_idle_as_quoted(run, readme, "2026-12-07g")
+
+
+def _no_gap_idle_as_quoted(run: dict, readme: str, second: str) -> None:
+    """A warm probe's events' idle part at no gap (the host's launch overhead) against 2026-12-07f's probe board and
+    a second earlier session's, as its README compares them."""
     first_07f = json.loads((NVML_BUSY_1207F / "nvml-busy-warm.json").read_text())["rows"][0]
-    g07 = json.loads((SESSION_1207G_H100 / "nvml-busy" / "nvml-busy-warm.json").read_text())["rows"][0]
+    other = json.loads((ROOT / "validation" / "h100-2026-12" / f"session-{second}" / "nvml-busy" /
+                        "nvml-busy-warm.json").read_text())["rows"][0]
     assert (f"at no gap is {run['rows'][0]['event_idle_ms']:.3f} ms here (launch overhead on this host), against "
-            f"{first_07f['event_idle_ms']:.3f} ms on 2026-12-07f's probe board and {g07['event_idle_ms']:.3f} ms on "
-            "2026-12-07g's") in readme
+            f"{first_07f['event_idle_ms']:.3f} ms on 2026-12-07f's probe board and {other['event_idle_ms']:.3f} ms on "
+            f"{second}'s") in readme
 
 
 # 2026-12-08: SGLang's n-gram L = 4 family on a third board for it, the same
@@ -5779,9 +5795,7 @@ def test_1208_ngram_l4_sglang_family_on_a_third_board_is_whole_and_the_readme_ta
     assert starts == [46.8, 55.2, 56.4, 107.3]
     text = _readme_text(SESSION_1208_H100)
     assert "107.3 s cold, then 56.4, 55.2 and 46.8 s" in text
-    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
-            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates), "
-            "one seed") in text
+    assert f"{_windows_quoted(df)}, one seed" in text
     calls = _readme_text(SESSION_1208)
     assert (f"its four engine starts took {sum(starts):.0f} s (107.3 s cold) against "
             f"{sum(_engine_starts(NGRAM_L4_1207F)):.0f} s on 2026-12-07f's board") in calls
@@ -5801,12 +5815,8 @@ def test_1208_rerun_on_the_same_board_moves_every_ratio_through_the_hosts_wait()
     text = _readme_text(SESSION_1208_H100)
     assert "45.3 s for the opening baselines, then 52.2, 45.8 and 43.6 s" in text
     assert f"Order 5's starts took {sum(starts):.0f} s (45.3 s for its first" in _readme_text(SESSION_1208)
-    assert (f"One window each ({df['window_s'].min():.1f}–{df['window_s'].max():.1f} s, "
-            f"{df['energy_counter_updates'].min()}–{df['energy_counter_updates'].max()} energy counter updates). "
-            "**Against the first run") in text
-    t = _compared(NGRAM_L4_1208, NGRAM_L4_1208_RERUN).sort("batch_size", "configured_L")
-    assert t.height == 4 and t["reproduces"].all() and t["shift_ci_low"].null_count() == 4
-    assert set(t["gpus_a"].explode()) == set(t["gpus_b"].explode()) == {GPU_1208}
+    assert f"{_windows_quoted(df)}. **Against the first run" in text
+    t = _same_board_rerun(NGRAM_L4_1208, NGRAM_L4_1208_RERUN, GPU_1208, 4)
     s = t["shift"].to_list()
     assert (f"shift by {_pct(s[0])}, {_pct(s[1])} % at B = 1 and {_pct(s[2])}, {_pct(s[3])} % at B = 32 (L = 1, 4; "
             f"largest {100 * t['shift'].abs().max():.1f} %)") in text
@@ -5895,19 +5905,21 @@ def test_1208_budget_puts_the_ngram_spread_at_the_run_level_as_quoted():
             f"{mj['engine_restart']['df']} df") in text
     vllm_board = _board_budget(VLLM_MOE_1205F, VLLM_MOE_1207G, VLLM_MOE_1207J, VLLM_MOE_1207J_RERUN)[1]
     assert vllm_board["share"] > 0.95 and f"where the board was {100 * vllm_board['share']:.0f} % of it" in text
+    negative = f"board component is a negative estimate (counted as 0, {board['df']} df) and its run component"
     adr = " ".join(ADR_0241.read_text().split())
-    adr = adr[adr.index("**Addendum 9 "):]
-    assert (f"the energy ratio's board component is a negative estimate (counted as 0, {board['df']} df) and its run "
-            f"component {run['cv_percent']:.2f} % CV on {run['df']} df") in adr
-    assert f"a board row (holding the run) of {three['cv_percent']:.2f} % CV on 8 df" in adr
     index = (ROOT / "validation" / "h100-2026-12" / "README.md").read_text()
-    assert f"| SGLang | 2026-12-07c, 2026-12-07f, 2026-12-08 | {three['cv_percent']:.2f} % (8 df) |" in index
-    flat = " ".join(index.split())
-    assert (f"its energy ratio's board component is a negative estimate (counted as 0, {board['df']} df) and its run "
-            f"component {run['cv_percent']:.2f} % CV ({run['df']} df)") in flat
+    quoted = {  # where each is quoted: ADR 0241 addendum 9, the index's board table and its text
+        adr[adr.index("**Addendum 9 "):]: (f"{negative} {run['cv_percent']:.2f} % CV on {run['df']} df",
+                                           f"a board row (holding the run) of {three['cv_percent']:.2f} % CV on 8 df"),
+        index: (f"| SGLang | 2026-12-07c, 2026-12-07f, 2026-12-08 | {three['cv_percent']:.2f} % (8 df) |",),
+        " ".join(index.split()): (f"{negative} {run['cv_percent']:.2f} % CV ({run['df']} df)",),
+    }
+    for where, phrases in quoted.items():
+        for phrase in phrases:
+            assert phrase in where, phrase
 
 
-def test_adr_0258_addendum_5_the_fourth_boards_pairs_and_the_rerun():
+def test_adr_0258_addendum_5_the_third_boards_pairs_and_the_rerun():
     """ADR 0258 addendum 5's rows from compare-evidence; the GPU's part inside every earlier pair's 4.7 %; the rerun's
     B = 32, L = 4 waits as it quotes them."""
     adr = ADR_0258.read_text()
@@ -5927,11 +5939,7 @@ def test_1208_nvml_probe_on_a_fifth_board_meets_the_preregistered_reading():
     """PLAN.md's probe after both runs on this session's board, as quoted (ADR 0258 addendum 5); its widest 7.5 ms
     row the widest of the five boards' warm probes."""
     run, readme = _probe_as_quoted(SESSION_1208_H100, SESSION_1208, GPU_1208, "fifth", "Addendum 5")
-    first_07f = json.loads((NVML_BUSY_1207F / "nvml-busy-warm.json").read_text())["rows"][0]
-    j07 = json.loads((SESSION_1207J_H100 / "nvml-busy" / "nvml-busy-warm.json").read_text())["rows"][0]
-    assert (f"at no gap is {run['rows'][0]['event_idle_ms']:.3f} ms here (launch overhead on this host), against "
-            f"{first_07f['event_idle_ms']:.3f} ms on 2026-12-07f's probe board and {j07['event_idle_ms']:.3f} ms on "
-            "2026-12-07j's") in readme
+    _no_gap_idle_as_quoted(run, readme, "2026-12-07j")
 
     def widest(path: Path) -> float:
         rows = json.loads(path.read_text())["rows"]
