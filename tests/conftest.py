@@ -176,9 +176,16 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadFileScheduling
 
     engines = runs_engine_tests(config.getoption("markexpr", None))
+    # The sources read while the workers start and collect (ADR 0261): in_process_vllm_files parses every test file
+    # (about 1.8 core-s here), which the first _split_scope did after both workers had collected, while they waited.
+    sources_read = threading.Thread(target=in_process_vllm_files, name="in-process-vllm-files", daemon=True)
+    if not engines:
+        sources_read.start()
 
     class SessionFixtureScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
+            if sources_read.is_alive():
+                sources_read.join()
             return _scope_of_file(super()._split_scope(nodeid), engines)
 
         def _assign_work_unit(self, node) -> None:
@@ -412,6 +419,14 @@ def polars_threads_per_worker(workers: object) -> int | None:
 VLLM_TEST_MULTIPROCESSING = "0"
 ENGINE_CORE_PROCESS = "engine_core_process"
 
+# The garbage collector's thresholds in a run of no engine test (`make test-fast`, phase 1 of `make test`; ADR 0261).
+# CPython's (700, 10, 10) ran about 4,000 collections in a worker's 60 core-s of analysis and figure tests, 2.3 core-s
+# of them: each young collection walks what the tests allocated since, and a full one every ~70,000 net allocations
+# walks the million objects polars, altair, Hypothesis (and on one worker vLLM) left alive. At these thresholds 90
+# collections took 0.3 core-s. Reference counting frees everything not in a cycle at once, as before; cyclic garbage
+# waits longer. Engine runs keep the interpreter's default (their fixtures hold engines and timed blocks).
+FAST_TIER_GC_THRESHOLDS = (20_000, 50, 100)
+
 
 def pytest_configure(config) -> None:
     """A small KV cache for the tests' CPU engines, their engine core in process (ADR 0259), and VLLM_CACHE_ROOT at
@@ -433,6 +448,14 @@ def engine_core_process(request) -> None:
     """A test marked `engine_core_process` starts its engines with vLLM's EngineCore in a process of its own."""
     if request.node.get_closest_marker(ENGINE_CORE_PROCESS) is not None:
         request.getfixturevalue("monkeypatch").setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+
+
+def pytest_sessionstart(session) -> None:
+    """In a run of no engine test, the garbage collector's thresholds raised (FAST_TIER_GC_THRESHOLDS)."""
+    if not runs_engine_tests(session.config.getoption("markexpr", None)):
+        import gc
+
+        gc.set_threshold(*FAST_TIER_GC_THRESHOLDS)
 
 
 def pytest_unconfigure(config) -> None:

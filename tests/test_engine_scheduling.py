@@ -167,6 +167,22 @@ def test_the_scheduler_is_only_replaced_for_loadfile():
         assert conftest.pytest_xdist_make_scheduler(SimpleNamespace(getvalue=lambda _k, d=dist: d), None) is None
 
 
+@pytest.mark.parametrize("markexpr", ["not engine and not slurm and not browser", "engine and not slurm"])
+def test_the_loadfile_scheduler_splits_files_into_the_scopes_of_scope_of_file(markexpr):
+    """The scheduler the hook makes splits each test id into its file's scope (_scope_of_file); without engine tests
+    it reads the sources for the in-process vLLM scope in a thread while the workers collect (ADR 0261), and its
+    first split waits for that read."""
+    options = {"dist": "loadfile", "tx": ["2*popen"], "markexpr": markexpr}
+    config = SimpleNamespace(getvalue=options.get, getoption=lambda name, default=None: options.get(name, default))
+    sched = conftest.pytest_xdist_make_scheduler(config, None)
+    engines = conftest.runs_engine_tests(markexpr)
+    files = sorted({*conftest.in_process_vllm_files(), "tests/test_figures.py", "tests/test_planning.py",
+                    "tests/test_runner_cpu.py", "tools/tests/test_bundle.py"})
+    for f in files:
+        assert sched._split_scope(f"{f}::test_x[a/b::c]") == conftest._scope_of_file(f, engines), f
+    assert (sched._split_scope("tests/test_pair.py::test_x") == conftest.IN_PROCESS_VLLM_SCOPE) is not engines
+
+
 def _enter(config, alone: bool, events: list, name: str, release: threading.Event) -> None:
     with conftest._engine_slot(config, alone=alone):
         events.append(f"{name} in")
@@ -422,6 +438,25 @@ def test_engines_run_their_core_in_process_unless_the_environment_says_otherwise
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
     conftest.pytest_configure(config)
     assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
+
+
+@pytest.mark.parametrize(("markexpr", "raised"), [("not engine and not slurm and not browser", True),
+                                                  ("not engine and not slurm", True), ("engine and not slurm", False),
+                                                  (None, False)])
+def test_a_run_without_engine_tests_raises_the_collectors_thresholds(markexpr, raised):
+    """ADR 0261: in a run of no engine test (test-fast, phase 1) the session starts with the collector's thresholds
+    at FAST_TIER_GC_THRESHOLDS; a run with engine tests keeps the interpreter's."""
+    import gc
+
+    before = gc.get_threshold()
+    session = SimpleNamespace(config=SimpleNamespace(getoption=lambda name, default=None: markexpr))
+    try:
+        gc.set_threshold(700, 10, 10)
+        conftest.pytest_sessionstart(session)
+        assert gc.get_threshold() == (conftest.FAST_TIER_GC_THRESHOLDS if raised else (700, 10, 10))
+    finally:
+        gc.set_threshold(*before)
+    assert conftest.FAST_TIER_GC_THRESHOLDS[0] > 700
 
 
 @pytest.mark.engine_core_process
