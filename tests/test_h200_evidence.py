@@ -4728,10 +4728,13 @@ def test_1207d_the_second_board_reproduces_the_first_within_tolerance_and_the_re
             f"{100 * (base[32][1] / base[32][0] - 1):.1f} % (B = 32)") in text
 
 
-def _board_budget(*folders: Path) -> tuple[dict, dict, dict, dict]:
-    """The variance budget over committed runs of one family (one board each): its rows by (metric, component), and
-    the energy ratio's board row, mJ per committed token's board and engine-restart rows."""
+def _board_budget(*folders: Path, engine: str | None = None) -> tuple[dict, dict, dict, dict]:
+    """The variance budget over committed runs of one family (one board each; ``engine``: that engine's family where
+    a folder holds both engines'): its rows by (metric, component), and the energy ratio's board row, mJ per committed
+    token's board and engine-restart rows."""
     budget = variance.budget_of_sources([f / "results" / "cells" for f in folders])
+    if engine is not None:
+        budget = budget.filter(pl.col("family").str.starts_with(f"{engine}-"))
     rows = {(r["metric"], r["component"]): r for r in budget.iter_rows(named=True)}
     return (rows, rows[("energy_ratio", "board")], rows[("mj_per_committed_token", "board")],
             rows[("mj_per_committed_token", "engine_restart")])
@@ -4983,9 +4986,7 @@ def test_1207f_two_board_budgets_are_the_ones_the_readme_the_adr_and_the_index_q
     the n-gram L = 4 pair's (4 df); each as the README, ADR 0241 addendum 5 and the index's board table quote it."""
     _, ratio, mj_board, mj_restart = _board_budget(MOE_1205E, MOE_1207F)
     assert ratio["includes"] == list(variance.COMPONENTS) and ratio["df"] == 6
-    ngl4 = variance.budget_of_sources([NGRAM_1207C / "results" / "cells", NGRAM_L4_1207F / "results" / "cells"])
-    (ng,) = ngl4.filter(pl.col("family").str.starts_with("sglang"), pl.col("metric") == "energy_ratio",
-                        pl.col("component") == "board").iter_rows(named=True)
+    ng = _board_budget(NGRAM_1207C, NGRAM_L4_1207F, engine="sglang")[1]
     assert ng["estimable"] and ng["df"] == 4
     assert 0.91 < ratio["cv_percent"] < 2.95  # between the committed EAGLE3 pairs and the vLLM n-gram pair
     text = _readme_text(SESSION_1207F_H100)
@@ -5734,8 +5735,6 @@ def _no_gap_idle_as_quoted(run: dict, readme: str, second: str) -> None:
 # 2026-12-08: SGLang's n-gram L = 4 family on a third board for it, the same
 # family again on that board (PLAN order 5, planned in advance), and the NVML probe
 
-COMMIT_1208 = "9d5bb9b811fe7db0e9ce1d3ded4a0aa4f28fd9d9"
-NGRAM_L4_EARLIER = (("07c", NGRAM_1207C), ("07f", NGRAM_L4_1207F))
 
 
 def test_1208_five_calls_found_no_machine_and_the_plan_named_the_rerun_before_call_1():
@@ -5756,7 +5755,7 @@ def test_1208_five_calls_found_no_machine_and_the_plan_named_the_rerun_before_ca
     assert "(committed at 9d5bb9b, 00:35 UTC, before call 1)" in text
     for folder in (NGRAM_L4_1208, NGRAM_L4_1208_RERUN):
         df = _aggregated(packed.tree_files(folder / "results" / "cells", "*/*.parquet"))
-        assert set(df["git_commit"]) == {COMMIT_1208}
+        assert set(df["git_commit"]) == {"9d5bb9b811fe7db0e9ce1d3ded4a0aa4f28fd9d9"}
     commands = (SESSION_1208 / "device-logs" / "commands.txt").read_text()
     assert commands.count("gated_families.sh $DL 'config/h200-schemes-ngram-l4.yaml sglang-qwen3b-closed-cg1 565'") == 1
     assert "FAM=\"'config/h200-schemes-ngram-l4.yaml sglang-qwen3b-closed-cg1 565'\"" in commands
@@ -5801,10 +5800,6 @@ def test_1208_ngram_l4_sglang_family_on_a_third_board_is_whole_and_the_readme_ta
             f"{sum(_engine_starts(NGRAM_L4_1207F)):.0f} s on 2026-12-07f's board") in calls
 
 
-def _shift_range(t: pl.DataFrame, column: str) -> tuple[float, float]:
-    return t[column].min(), t[column].max()
-
-
 def test_1208_rerun_on_the_same_board_moves_every_ratio_through_the_hosts_wait():
     """PLAN order 5: whole, the README's table; against the first run four shifts of −2.1 … −3.5 % (all reproduce
     on the tolerance), the rounds shorter at more power, the GPU's part within 2.7 %, the wait smaller; about six times
@@ -5826,7 +5821,7 @@ def test_1208_rerun_on_the_same_board_moves_every_ratio_through_the_hosts_wait()
     assert min(shorter) > 0 and more.min() > 0
     assert (f"The drafted rounds were {100 * min(shorter):.1f}–{100 * max(shorter):.1f} % shorter at "
             f"{100 * more.min():.1f}–{100 * more.max():.1f} % more power") in text
-    busy = _shift_range(t, "busy_shift")
+    busy = t["busy_shift"].min(), t["busy_shift"].max()
     assert f"the GPU ran moved {_pct(busy[0])} to {_pct(busy[1])} %" in text and max(map(abs, busy)) < 0.03
     assert (f"the waiting part {t['idle_ms_a'].min():.2f}–{t['idle_ms_a'].max():.2f} ms a round in the first run, "
             f"{t['idle_ms_b'].min():.2f}–{t['idle_ms_b'].max():.2f} ms in the rerun") in text
@@ -5839,8 +5834,9 @@ def test_1208_board_and_run_table_is_compare_evidences_and_every_pair_reproduces
     """The README's table: each run of this board against each earlier board's SGLang cells; all sixteen shifts
     reproduce on the tolerance; the ranges and the GPU's part the README quotes; the earlier pair's own spread."""
     lines = (SESSION_1208_H100 / "README.md").read_text().splitlines()
-    first = {n: _compared(NGRAM_L4_1208, f).sort("batch_size", "configured_L") for n, f in NGRAM_L4_EARLIER}
-    rerun = {n: _compared(NGRAM_L4_1208_RERUN, f).sort("batch_size", "configured_L") for n, f in NGRAM_L4_EARLIER}
+    earlier = (("07c", NGRAM_1207C), ("07f", NGRAM_L4_1207F))
+    first = {n: _compared(NGRAM_L4_1208, f).sort("batch_size", "configured_L") for n, f in earlier}
+    rerun = {n: _compared(NGRAM_L4_1208_RERUN, f).sort("batch_size", "configured_L") for n, f in earlier}
     for t in (*first.values(), *rerun.values()):
         assert t.height == 4 and set(t["engine"]) == {"sglang"} and t["reproduces"].all()
     for i, (batch, L) in enumerate(first["07c"].select("batch_size", "configured_L").iter_rows()):
@@ -5880,18 +5876,13 @@ def test_1208_budget_puts_the_ngram_spread_at_the_run_level_as_quoted():
     0), its run row 2.00 % CV on 4 df; three boards' first runs, the rerun in place, and the first pair; mJ per token's
     split; each as the README, ADR 0241 addendum 9 and the index quote them."""
     folders = (NGRAM_1207C, NGRAM_L4_1207F, NGRAM_L4_1208, NGRAM_L4_1208_RERUN)
-
-    def sglang_rows(*fs: Path) -> dict:
-        t = variance.budget_of_sources([f / "results" / "cells" for f in fs])
-        return {(r["metric"], r["component"]): r for r in t.filter(pl.col("family").str.starts_with("sglang")).iter_rows(named=True)}
-
-    four = sglang_rows(*folders)
-    board, run = four[("energy_ratio", "board")], four[("energy_ratio", "run")]
+    four, board, mj_board, mj_restart = _board_budget(*folders, engine="sglang")
+    run = four[("energy_ratio", "run")]
     assert board["variance_raw"] < 0 and board["cv_percent"] == 0 and board["df"] == 8 and board["includes"] == ["board"]
     assert run["df"] == 4 and run["share"] == 1.0 and run["includes"] == ["run", "engine_restart", "seed", "window"]
-    three = sglang_rows(*folders[:3])[("energy_ratio", "board")]
-    swapped = sglang_rows(NGRAM_1207C, NGRAM_L4_1207F, NGRAM_L4_1208_RERUN)[("energy_ratio", "board")]
-    pair = sglang_rows(*folders[:2])[("energy_ratio", "board")]
+    three = _board_budget(*folders[:3], engine="sglang")[1]
+    swapped = _board_budget(NGRAM_1207C, NGRAM_L4_1207F, NGRAM_L4_1208_RERUN, engine="sglang")[1]
+    pair = _board_budget(*folders[:2], engine="sglang")[1]
     assert three["df"] == swapped["df"] == 8 and pair["df"] == 4
     assert run["cv_percent"] > three["cv_percent"] > pair["cv_percent"] > swapped["cv_percent"]
     text = _readme_text(SESSION_1208_H100)
@@ -5899,10 +5890,9 @@ def test_1208_budget_puts_the_ngram_spread_at_the_run_level_as_quoted():
             f"{run['cv_percent']:.2f} % CV on {run['df']} df**") in text
     assert (f"the board row (which then holds the run) is {three['cv_percent']:.2f} % CV on 8 df, with the rerun in place "
             f"of the first run {swapped['cv_percent']:.2f} % on 8 df, against {pair['cv_percent']:.2f} % on 4 df") in text
-    mj = {c: four[("mj_per_committed_token", c)] for c in ("board", "run", "engine_restart")}
-    assert (f"board {mj['board']['cv_percent']:.2f} % on {mj['board']['df']} df, run {mj['run']['cv_percent']:.2f} % on "
-            f"{mj['run']['df']} and engine restart {mj['engine_restart']['cv_percent']:.2f} % on "
-            f"{mj['engine_restart']['df']} df") in text
+    mj_run = four[("mj_per_committed_token", "run")]
+    assert (f"board {mj_board['cv_percent']:.2f} % on {mj_board['df']} df, run {mj_run['cv_percent']:.2f} % on "
+            f"{mj_run['df']} and engine restart {mj_restart['cv_percent']:.2f} % on {mj_restart['df']} df") in text
     vllm_board = _board_budget(VLLM_MOE_1205F, VLLM_MOE_1207G, VLLM_MOE_1207J, VLLM_MOE_1207J_RERUN)[1]
     assert vllm_board["share"] > 0.95 and f"where the board was {100 * vllm_board['share']:.0f} % of it" in text
     negative = f"board component is a negative estimate (counted as 0, {board['df']} df) and its run component"
